@@ -1,0 +1,571 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func sprintf(format string, args ...any) string {
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// Decode reads a rule document written in YAML or JSON (a document whose first
+// non-blank byte is '{' is read as JSON) strictly: unknown fields, duplicate keys,
+// values of the wrong type, documents over MaxDocumentBytes, nested deeper than
+// MaxDocumentDepth or expanding past MaxDocumentNodes are errors. The error is
+// Errors, naming each problem's path and line. Decode does not validate: call
+// Validate on the result.
+func Decode(data []byte) (*RuleSet, error) {
+	var rs RuleSet
+	if err := Unmarshal(data, &rs); err != nil {
+		return nil, err
+	}
+	return &rs, nil
+}
+
+// Unmarshal decodes a YAML or JSON document into v, a pointer to one of this
+// package's types (or any struct using the same `json` tags), with the strict
+// rules of Decode.
+func Unmarshal(data []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return errors.New("api.Unmarshal needs a non-nil pointer")
+	}
+	root, err := parseTree(data)
+	if err != nil {
+		return err
+	}
+	var errs Errors
+	assign(&errs, "", root, rv.Elem())
+	return errs.err()
+}
+
+// UnmarshalJSON is Unmarshal for a body that must be JSON.
+func UnmarshalJSON(data []byte, v any) error {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return Errors{{Message: "body must be a JSON object"}}
+	}
+	return Unmarshal(data, v)
+}
+
+type nodeKind uint8
+
+const (
+	kNull nodeKind = iota
+	kBool
+	kNumber
+	kString
+	kArray
+	kObject
+)
+
+func (k nodeKind) String() string {
+	return [...]string{"null", "boolean", "number", "string", "list", "object"}[k]
+}
+
+// tree is a parsed document, independent of its syntax.
+type tree struct {
+	kind nodeKind
+	str  string // string value, or the number's decimal literal
+	b    bool
+	keys []string
+	vals []*tree // object values, in the order of keys; list items
+	line int
+}
+
+func parseTree(data []byte) (*tree, error) {
+	if len(data) > MaxDocumentBytes {
+		return nil, Errors{{Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), MaxDocumentBytes)}}
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, Errors{{Message: "document is empty"}}
+	}
+	if trimmed[0] == '{' || trimmed[0] == '[' {
+		return parseJSON(data)
+	}
+	return parseYAML(data)
+}
+
+// ---- JSON ----
+
+type jsonParser struct {
+	dec   *json.Decoder
+	data  []byte
+	nodes int
+}
+
+func parseJSON(data []byte) (*tree, error) {
+	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
+	p.dec.UseNumber()
+	t, err := p.value("", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.dec.Token(); err != io.EOF {
+		return nil, Errors{{Message: "unexpected data after the JSON document", Line: p.line()}}
+	}
+	return t, nil
+}
+
+func (p *jsonParser) line() int {
+	off := int(p.dec.InputOffset())
+	if off > len(p.data) {
+		off = len(p.data)
+	}
+	return bytes.Count(p.data[:off], []byte("\n")) + 1
+}
+
+func (p *jsonParser) syntax(path string, err error) error {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "json: ")
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "unexpected end of JSON document"
+	}
+	return Errors{{Path: path, Message: "invalid JSON: " + msg, Line: p.line()}}
+}
+
+func (p *jsonParser) value(path string, depth int) (*tree, error) {
+	if depth > MaxDocumentDepth {
+		return nil, Errors{{Path: path, Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: p.line()}}
+	}
+	if p.nodes++; p.nodes > MaxDocumentNodes {
+		return nil, Errors{{Path: path, Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes)}}
+	}
+	line := p.line()
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, p.syntax(path, err)
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		switch v {
+		case '{':
+			t := &tree{kind: kObject, line: line}
+			seen := map[string]bool{}
+			for p.dec.More() {
+				kt, err := p.dec.Token()
+				if err != nil {
+					return nil, p.syntax(path, err)
+				}
+				k, _ := kt.(string)
+				kp := joinKey(path, k)
+				if seen[k] {
+					return nil, Errors{{Path: kp, Message: "duplicate key", Line: p.line()}}
+				}
+				seen[k] = true
+				val, err := p.value(kp, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				t.keys = append(t.keys, k)
+				t.vals = append(t.vals, val)
+			}
+			if _, err := p.dec.Token(); err != nil {
+				return nil, p.syntax(path, err)
+			}
+			return t, nil
+		case '[':
+			t := &tree{kind: kArray, line: line}
+			for i := 0; p.dec.More(); i++ {
+				val, err := p.value(fmt.Sprintf("%s[%d]", path, i), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				t.vals = append(t.vals, val)
+			}
+			if _, err := p.dec.Token(); err != nil {
+				return nil, p.syntax(path, err)
+			}
+			return t, nil
+		}
+	case string:
+		return &tree{kind: kString, str: v, line: line}, nil
+	case json.Number:
+		return &tree{kind: kNumber, str: v.String(), line: line}, nil
+	case bool:
+		return &tree{kind: kBool, b: v, line: line}, nil
+	case nil:
+		return &tree{kind: kNull, line: line}, nil
+	}
+	return nil, Errors{{Path: path, Message: fmt.Sprintf("unexpected JSON token %v", tok), Line: line}}
+}
+
+// ---- YAML ----
+
+type yamlConv struct{ nodes int }
+
+func parseYAML(data []byte) (t *tree, err error) {
+	defer func() {
+		// The YAML library should not panic, but a hostile document must never
+		// take the process down with it.
+		if r := recover(); r != nil {
+			t, err = nil, Errors{{Message: fmt.Sprintf("invalid YAML: %v", r)}}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, Errors{{Message: "document is empty"}}
+		}
+		return nil, Errors{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, Errors{{Message: "a rule document must hold exactly one YAML document", Line: extra.Line}}
+	}
+	c := &yamlConv{}
+	return c.conv("", &doc, 0)
+}
+
+func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
+	if depth > MaxDocumentDepth {
+		return nil, Errors{{Path: path, Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
+	}
+	if c.nodes++; c.nodes > MaxDocumentNodes {
+		return nil, Errors{{Path: path, Message: fmt.Sprintf("document expands to more than %d values (alias bomb?)", MaxDocumentNodes), Line: n.Line}}
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return &tree{kind: kNull, line: n.Line}, nil
+		}
+		return c.conv(path, n.Content[0], depth)
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, Errors{{Path: path, Message: "unknown YAML alias", Line: n.Line}}
+		}
+		return c.conv(path, n.Alias, depth+1)
+	case yaml.MappingNode:
+		t := &tree{kind: kObject, line: n.Line}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, vn := n.Content[i], n.Content[i+1]
+			if kn.Tag == "!!merge" {
+				return nil, Errors{{Path: path, Message: "YAML merge keys (<<) are not supported", Line: kn.Line}}
+			}
+			if kn.Kind != yaml.ScalarNode {
+				return nil, Errors{{Path: path, Message: "object keys must be plain strings", Line: kn.Line}}
+			}
+			k := kn.Value
+			kp := joinKey(path, k)
+			if seen[k] {
+				return nil, Errors{{Path: kp, Message: "duplicate key", Line: kn.Line}}
+			}
+			seen[k] = true
+			val, err := c.conv(kp, vn, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t.keys = append(t.keys, k)
+			t.vals = append(t.vals, val)
+		}
+		return t, nil
+	case yaml.SequenceNode:
+		t := &tree{kind: kArray, line: n.Line}
+		for i, item := range n.Content {
+			val, err := c.conv(fmt.Sprintf("%s[%d]", path, i), item, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t.vals = append(t.vals, val)
+		}
+		return t, nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return &tree{kind: kNull, line: n.Line}, nil
+		case "!!bool":
+			b, err := strconv.ParseBool(strings.ToLower(n.Value))
+			if err != nil {
+				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid boolean %q", n.Value), Line: n.Line}}
+			}
+			return &tree{kind: kBool, b: b, line: n.Line}, nil
+		case "!!int":
+			v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+			if err != nil {
+				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid integer %q", n.Value), Line: n.Line}}
+			}
+			return &tree{kind: kNumber, str: strconv.FormatInt(v, 10), line: n.Line}, nil
+		case "!!float":
+			v, err := strconv.ParseFloat(n.Value, 64)
+			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid number %q", n.Value), Line: n.Line}}
+			}
+			return &tree{kind: kNumber, str: n.Value, line: n.Line}, nil
+		default: // !!str, !!timestamp, !!binary and custom tags are read as text
+			return &tree{kind: kString, str: n.Value, line: n.Line}, nil
+		}
+	}
+	return nil, Errors{{Path: path, Message: "unsupported YAML node", Line: n.Line}}
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// ---- assignment into Go values ----
+
+var (
+	durationType = reflect.TypeFor[Duration]()
+	rawJSONType  = reflect.TypeFor[RawJSON]()
+	fieldCache   sync.Map // reflect.Type → map[string]int
+)
+
+func jsonFields(t reflect.Type) map[string]int {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = i
+	}
+	fieldCache.Store(t, m)
+	return m
+}
+
+func assign(errs *Errors, path string, t *tree, v reflect.Value) {
+	fail := func(format string, args ...any) {
+		*errs = append(*errs, FieldError{Path: path, Message: sprintf(format, args...), Line: t.line})
+	}
+	if v.Type() == rawJSONType {
+		if t.kind == kNull {
+			v.SetBytes(nil)
+			return
+		}
+		var buf bytes.Buffer
+		writeJSON(&buf, t)
+		v.SetBytes(buf.Bytes())
+		return
+	}
+	if t.kind == kNull {
+		v.SetZero()
+		return
+	}
+	if v.Type() == durationType {
+		if t.kind != kString {
+			fail("expected a duration string such as \"1s\", got %s", describe(t))
+			return
+		}
+		d, err := ParseDuration(t.str)
+		if err != nil {
+			fail("%v", err)
+			return
+		}
+		v.SetInt(int64(d))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		nv := reflect.New(v.Type().Elem())
+		assign(errs, path, t, nv.Elem())
+		v.Set(nv)
+	case reflect.Struct:
+		if t.kind != kObject {
+			fail("expected an object, got %s", describe(t))
+			return
+		}
+		fields := jsonFields(v.Type())
+		for i, k := range t.keys {
+			idx, ok := fields[k]
+			if !ok {
+				*errs = append(*errs, FieldError{Path: joinKey(path, k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
+				continue
+			}
+			assign(errs, joinKey(path, k), t.vals[i], v.Field(idx))
+		}
+	case reflect.Slice:
+		if t.kind != kArray {
+			fail("expected a list, got %s", describe(t))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(t.vals), len(t.vals))
+		for i, item := range t.vals {
+			assign(errs, fmt.Sprintf("%s[%d]", path, i), item, s.Index(i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if t.kind != kObject {
+			fail("expected an object, got %s", describe(t))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(t.keys))
+		for i, k := range t.keys {
+			ev := reflect.New(v.Type().Elem()).Elem()
+			assign(errs, joinKey(path, k), t.vals[i], ev)
+			m.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), ev)
+		}
+		v.Set(m)
+	case reflect.String:
+		if t.kind != kString {
+			fail("expected a string, got %s", describe(t))
+			return
+		}
+		v.SetString(t.str)
+	case reflect.Bool:
+		if t.kind != kBool {
+			fail("expected true or false, got %s", describe(t))
+			return
+		}
+		v.SetBool(t.b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if t.kind != kNumber {
+			fail("expected a whole number, got %s", describe(t))
+			return
+		}
+		n, err := strconv.ParseInt(t.str, 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(t.str, 64)
+			if ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				n, err = int64(f), nil
+			}
+		}
+		if err != nil {
+			fail("expected a whole number, got %s", t.str)
+			return
+		}
+		if v.OverflowInt(n) {
+			fail("number %s is out of range", t.str)
+			return
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		if t.kind != kNumber {
+			fail("expected a number, got %s", describe(t))
+			return
+		}
+		f, err := strconv.ParseFloat(t.str, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			fail("invalid number %s", t.str)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		fail("cannot decode into %s", v.Type())
+	}
+}
+
+func describe(t *tree) string {
+	switch t.kind {
+	case kString:
+		s := t.str
+		if len(s) > 40 {
+			s = s[:40] + "…"
+		}
+		return fmt.Sprintf("string %q", s)
+	case kNumber:
+		return "number " + t.str
+	case kBool:
+		return fmt.Sprintf("boolean %v", t.b)
+	}
+	return t.kind.String()
+}
+
+// suggest names the known field closest to an unknown one, to catch typos
+// such as "pathprefix" or "burts".
+func suggest(k string, fields map[string]int) string {
+	best, bestD := "", 3
+	for name := range fields {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func writeJSON(buf *bytes.Buffer, t *tree) {
+	switch t.kind {
+	case kNull:
+		buf.WriteString("null")
+	case kBool:
+		buf.WriteString(strconv.FormatBool(t.b))
+	case kNumber:
+		buf.WriteString(t.str)
+	case kString:
+		b, _ := json.Marshal(t.str)
+		buf.Write(b)
+	case kArray:
+		buf.WriteByte('[')
+		for i, v := range t.vals {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeJSON(buf, v)
+		}
+		buf.WriteByte(']')
+	case kObject:
+		// Keys are sorted so that the same object written in YAML or JSON, in
+		// any order, has one encoding.
+		idx := make([]int, len(t.keys))
+		for i := range idx {
+			idx[i] = i
+		}
+		sortByKey(idx, t.keys)
+		buf.WriteByte('{')
+		for n, i := range idx {
+			if n > 0 {
+				buf.WriteByte(',')
+			}
+			b, _ := json.Marshal(t.keys[i])
+			buf.Write(b)
+			buf.WriteByte(':')
+			writeJSON(buf, t.vals[i])
+		}
+		buf.WriteByte('}')
+	}
+}

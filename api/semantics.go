@@ -1,0 +1,91 @@
+package api
+
+import (
+	"net/netip"
+	"path"
+	"strings"
+)
+
+// Applies reports whether a limit, breaker or degrade rule listing routes
+// applies to the route routeID: an empty list applies to every route.
+func Applies(routes []string, routeID string) bool {
+	if len(routes) == 0 {
+		return true
+	}
+	for _, r := range routes {
+		if r == routeID {
+			return true
+		}
+	}
+	return false
+}
+
+// CleanPath returns the path a request is matched on and forwarded with:
+// slashes collapsed, "." and ".." segments resolved (never above the root),
+// rooted at "/", and a trailing slash kept. Matching and forwarding use the same
+// cleaned path, so "/api/orders/../orders" or "//api/orders" cannot reach a
+// route while dodging its limits. It does not decode percent escapes: an
+// encoded slash (%2F) stays part of its segment, as the upstream will see it.
+func CleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if c != "/" && strings.HasSuffix(p, "/") {
+		c += "/"
+	}
+	return c
+}
+
+// ClientIP returns the address a request is attributed to: the connection's
+// peer, unless the peer is inside one of trusted (proxies), in which case
+// X-Forwarded-For is read from right to left and the first address that is not
+// itself trusted is taken. A malformed X-Forwarded-For entry stops the walk at
+// the last address known good. xff holds every X-Forwarded-For header value in
+// the order received.
+func ClientIP(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr {
+	peer = peer.Unmap()
+	if len(trusted) == 0 || len(xff) == 0 || !inAny(peer, trusted) {
+		return peer
+	}
+	client := peer
+	for i := len(xff) - 1; i >= 0; i-- {
+		parts := strings.Split(xff[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return client
+			}
+			client = a.Unmap()
+			if !inAny(client, trusted) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+func inAny(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Header names used on limited responses (IETF httpapi RateLimit headers draft,
+// and the older X-RateLimit-* family that many clients still read).
+const (
+	HeaderRetryAfter       = "Retry-After"
+	HeaderRateLimit        = "RateLimit"
+	HeaderRateLimitPolicy  = "RateLimit-Policy"
+	HeaderXRateLimitLimit  = "X-RateLimit-Limit"
+	HeaderXRateLimitRemain = "X-RateLimit-Remaining"
+	HeaderXRateLimitReset  = "X-RateLimit-Reset"
+	HeaderRequestID        = "X-Request-Id"
+	ContentTypeProblemJSON = "application/problem+json"
+)

@@ -1,0 +1,261 @@
+// Package api is the contract between Sluice's parts: the rule-set types, strict
+// decoding of rule documents from YAML or JSON, validation with field paths, the
+// canonical form and its checksum, the JSON Schema, the shared request semantics
+// (client IP, rate-limit headers) and the etcd key layout.
+//
+// It depends on the standard library and one YAML library only, so that the
+// control plane, the gateway and any tool can import it without pulling in a
+// server framework.
+//
+// A rule document goes through three steps, each a function here:
+//
+//	rs, err := api.Decode(data)   // strict: unknown fields, duplicate keys, type errors
+//	err = rs.Validate()           // every field, with its path: "limits[2].rate: must be > 0"
+//	sum := rs.Checksum()          // sha256 of the canonical JSON form, defaults applied
+//
+// Decode and Validate return *Errors, a list of FieldError values, so that a
+// caller can show every problem at once.
+package api
+
+import "time"
+
+// RuleSet is one namespace's rules: the unit that is edited, reviewed, versioned,
+// published, diffed and rolled back. The zero value is an empty (invalid, for want
+// of a namespace) rule set.
+type RuleSet struct {
+	Namespace string    `json:"namespace"`
+	Routes    []Route   `json:"routes,omitempty"`
+	Limits    []Limit   `json:"limits,omitempty"`
+	Breakers  []Breaker `json:"breakers,omitempty"`
+	Degrades  []Degrade `json:"degrades,omitempty"`
+}
+
+// Route sends the requests it matches to an upstream.
+type Route struct {
+	ID       string   `json:"id"`
+	Match    Match    `json:"match"`
+	Upstream Upstream `json:"upstream"`
+}
+
+// Match says which requests a route takes. Exactly one of Path, PathPrefix and
+// PathRegex may be set; none means every path. Empty Hosts, Methods and Headers
+// match anything.
+type Match struct {
+	Hosts      []string          `json:"hosts,omitempty"`
+	Path       string            `json:"path,omitempty"`
+	PathPrefix string            `json:"pathPrefix,omitempty"`
+	PathRegex  string            `json:"pathRegex,omitempty"`
+	Methods    []string          `json:"methods,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+}
+
+// Upstream is where a route's requests go.
+type Upstream struct {
+	Targets []Target `json:"targets"`
+	// Timeout bounds the whole upstream exchange; zero means DefaultUpstreamTimeout.
+	Timeout Duration `json:"timeout,omitempty"`
+	// StripPrefix removes the route's pathPrefix before forwarding.
+	StripPrefix bool `json:"stripPrefix,omitempty"`
+}
+
+// Target is one upstream server. Weight zero means 1.
+type Target struct {
+	URL    string `json:"url"`
+	Weight int    `json:"weight,omitempty"`
+}
+
+// Algorithm names a rate-limit algorithm.
+type Algorithm string
+
+// The algorithms a Limit may use.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	SlidingWindow Algorithm = "sliding_window"
+	FixedWindow   Algorithm = "fixed_window"
+	LeakyBucket   Algorithm = "leaky_bucket"
+	Concurrency   Algorithm = "concurrency"
+)
+
+// Algorithms lists every Algorithm, in documentation order.
+var Algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket, Concurrency}
+
+// Scope says where a limit's counters live.
+type Scope string
+
+// The scopes a Limit may have.
+const (
+	ScopeNode    Scope = "node"    // in the gateway's memory
+	ScopeCluster Scope = "cluster" // shared by every node through Redis
+)
+
+// StoreErrorPolicy says what a cluster limit does while its store (Redis) fails.
+type StoreErrorPolicy string
+
+// The policies for OnStoreError.
+const (
+	OnStoreErrorLocal StoreErrorPolicy = "local" // enforce the limit divided by the live nodes, in memory
+	OnStoreErrorAllow StoreErrorPolicy = "allow" // admit everything
+	OnStoreErrorDeny  StoreErrorPolicy = "deny"  // reject everything
+)
+
+// ClusterMode says how a cluster limit talks to its store.
+type ClusterMode string
+
+// The modes of a cluster limit.
+const (
+	ModeExact   ClusterMode = "exact"   // one store round trip per decision
+	ModeBatched ClusterMode = "batched" // leases of tokens spent locally
+)
+
+// Limit is one rate or concurrency limit.
+type Limit struct {
+	ID string `json:"id"`
+	// Routes the limit applies to; empty means every route.
+	Routes []string `json:"routes,omitempty"`
+	// Key is the list of dimensions whose values form the limited key: ip, route,
+	// global, header:NAME, query:NAME, cookie:NAME. Empty means [global].
+	Key       []string  `json:"key,omitempty"`
+	Algorithm Algorithm `json:"algorithm"`
+	// Rate is the number of requests (or cost units) per Period; for the
+	// concurrency algorithm, the number in flight at once.
+	Rate   int64    `json:"rate"`
+	Period Duration `json:"period,omitempty"`
+	// Burst is the token bucket's capacity or the leaky bucket's queue length;
+	// zero means Rate.
+	Burst int64 `json:"burst,omitempty"`
+	// MaxDelay is how long a leaky-bucket request may wait for its turn.
+	MaxDelay     Duration         `json:"maxDelay,omitempty"`
+	Cost         *Cost            `json:"cost,omitempty"`
+	Scope        Scope            `json:"scope,omitempty"`
+	Mode         ClusterMode      `json:"mode,omitempty"`
+	OnStoreError StoreErrorPolicy `json:"onStoreError,omitempty"`
+	// Shadow limits decide, count and log, but never reject.
+	Shadow bool `json:"shadow,omitempty"`
+	// Exempt lists client CIDRs (or single addresses) that are never limited.
+	Exempt   []string       `json:"exempt,omitempty"`
+	Response *LimitResponse `json:"response,omitempty"`
+}
+
+// Cost says how much one request consumes. The zero value, like a nil *Cost,
+// means 1 per request.
+type Cost struct {
+	// Header names a request header holding a positive integer cost.
+	Header string `json:"header,omitempty"`
+	// BodyBytesPerUnit charges one unit per this many bytes of request body
+	// (Content-Length, rounded up, at least 1).
+	BodyBytesPerUnit int64 `json:"bodyBytesPerUnit,omitempty"`
+}
+
+// LimitResponse overrides what a rejected request receives. Zero fields keep
+// the defaults: status 429 and a problem+json body.
+type LimitResponse struct {
+	Status      int    `json:"status,omitempty"`
+	Body        string `json:"body,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
+}
+
+// Breaker is a circuit breaker over the upstreams of its routes.
+type Breaker struct {
+	ID     string   `json:"id"`
+	Routes []string `json:"routes,omitempty"`
+	// Window is the rolling window over which ratios are computed.
+	Window      Duration `json:"window"`
+	MinRequests int      `json:"minRequests,omitempty"`
+	// ErrorRatio trips the breaker when failed/total reaches it; 0 is off.
+	ErrorRatio       float64  `json:"errorRatio,omitempty"`
+	SlowCallDuration Duration `json:"slowCallDuration,omitempty"`
+	// SlowCallRatio trips the breaker when slow/total reaches it; 0 is off.
+	SlowCallRatio float64 `json:"slowCallRatio,omitempty"`
+	// ConsecutiveFailures trips the breaker after that many failures in a row; 0 is off.
+	ConsecutiveFailures int      `json:"consecutiveFailures,omitempty"`
+	OpenFor             Duration `json:"openFor"`
+	MaxOpenFor          Duration `json:"maxOpenFor,omitempty"`
+	HalfOpenProbes      int      `json:"halfOpenProbes,omitempty"`
+	// FailureStatuses lists the upstream statuses counted as failures, besides
+	// transport errors and timeouts; empty means every 5xx.
+	FailureStatuses []int            `json:"failureStatuses,omitempty"`
+	Fallback        *BreakerFallback `json:"fallback,omitempty"`
+}
+
+// BreakerFallback is the answer while a breaker is open. Zero Status means 503.
+// RetryAfter, when zero, is the time left open.
+type BreakerFallback struct {
+	Status      int      `json:"status,omitempty"`
+	RetryAfter  Duration `json:"retryAfter,omitempty"`
+	Body        string   `json:"body,omitempty"`
+	ContentType string   `json:"contentType,omitempty"`
+}
+
+// DegradeMode says who sets a degrade plan's level.
+type DegradeMode string
+
+// The degrade modes.
+const (
+	DegradeAuto   DegradeMode = "auto"
+	DegradeManual DegradeMode = "manual"
+)
+
+// Degrade is a three-level degrade plan: 0 normal, 1 shed part of the traffic,
+// 2 shed all of it, answering with the fallback.
+type Degrade struct {
+	ID     string      `json:"id"`
+	Routes []string    `json:"routes,omitempty"`
+	Mode   DegradeMode `json:"mode"`
+	// Level is the manual level.
+	Level    int              `json:"level,omitempty"`
+	Triggers *DegradeTriggers `json:"triggers,omitempty"`
+	// Window is the measuring window of automatic mode.
+	Window          Duration `json:"window,omitempty"`
+	Level1ShedRatio float64  `json:"level1ShedRatio,omitempty"`
+	// RecoverAfter is the number of healthy windows before stepping down a level.
+	RecoverAfter int `json:"recoverAfter,omitempty"`
+	// Key is the client key that level 1 sheds consistently by (same
+	// dimensions as Limit.Key); empty means [ip].
+	Key      []string         `json:"key,omitempty"`
+	Fallback *DegradeFallback `json:"fallback,omitempty"`
+}
+
+// DegradeTriggers holds the conditions for each level; either may be nil.
+type DegradeTriggers struct {
+	Level1 *Trigger `json:"level1,omitempty"`
+	Level2 *Trigger `json:"level2,omitempty"`
+}
+
+// Trigger fires when either of its set conditions holds over a window. A zero
+// field is not checked.
+type Trigger struct {
+	QPSAbove         float64 `json:"qpsAbove,omitempty"`
+	SuccessRateBelow float64 `json:"successRateBelow,omitempty"`
+}
+
+// DegradeFallback is what a shed request receives: HTML for browsers, JSON for
+// API clients, otherwise the bare status. Zero Status means 503.
+type DegradeFallback struct {
+	HTML       string   `json:"html,omitempty"`
+	JSON       RawJSON  `json:"json,omitempty"`
+	Status     int      `json:"status,omitempty"`
+	RetryAfter Duration `json:"retryAfter,omitempty"`
+}
+
+// Defaults applied by Normalize.
+const (
+	DefaultUpstreamTimeout    = 30 * time.Second
+	DefaultPeriod             = time.Second
+	DefaultBreakerMinRequests = 20
+	DefaultHalfOpenProbes     = 1
+	DefaultDegradeWindow      = 3 * time.Second
+	DefaultLevel1ShedRatio    = 0.5
+	DefaultRecoverAfter       = 5
+	DefaultFallbackStatus     = 503
+	DefaultLimitRejectStatus  = 429
+	DefaultMaxOpenForFactor   = 8 // maxOpenFor = openFor × this when unset
+	MaxRules                  = 100000
+	MaxDocumentBytes          = 8 << 20
+	MaxDocumentDepth          = 32
+	MaxDocumentNodes          = 2_000_000
+	MaxIDLength               = 63
+	MaxTargetsPerRoute        = 256
+	MaxKeyParts               = 8
+	MaxRegexLength            = 1024
+	MaxFallbackBodyBytes      = 64 << 10
+)

@@ -1,0 +1,549 @@
+package api
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+var (
+	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tokenPattern  = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	hostPattern   = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*(:[0-9]{1,5})?$`)
+	cookiePattern = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+)
+
+// ValidID reports whether s is a valid namespace or rule id:
+// [a-z0-9][a-z0-9-]{0,62}.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// Validate checks every field of rs and returns Errors naming each problem by
+// its path, or nil. It does not change rs. Fields left at their zero value are
+// checked as the defaults Normalize would put there.
+func (rs *RuleSet) Validate() error {
+	var errs Errors
+	v := validator{errs: &errs}
+	v.ruleSet(rs)
+	return errs.err()
+}
+
+type validator struct {
+	errs *Errors
+}
+
+func (v validator) add(path, format string, args ...any) { v.errs.add(path, format, args...) }
+
+func (v validator) id(path, id string) {
+	switch {
+	case id == "":
+		v.add(path, "is required")
+	case !idPattern.MatchString(id):
+		v.add(path, "%q must match [a-z0-9][a-z0-9-]{0,62}", id)
+	}
+}
+
+func (v validator) ruleSet(rs *RuleSet) {
+	if rs.Namespace == "" {
+		v.add("namespace", "is required")
+	} else {
+		v.id("namespace", rs.Namespace)
+	}
+	if n := len(rs.Routes) + len(rs.Limits) + len(rs.Breakers) + len(rs.Degrades); n > MaxRules {
+		v.add("", "rule set has %d rules; the limit is %d", n, MaxRules)
+		return
+	}
+	routes := map[string]int{}
+	for i := range rs.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		v.route(p, &rs.Routes[i])
+		if id := rs.Routes[i].ID; id != "" {
+			if j, dup := routes[id]; dup {
+				v.add(p+".id", "duplicate id %q (also routes[%d])", id, j)
+			} else {
+				routes[id] = i
+			}
+		}
+	}
+	ids := map[string]int{}
+	dupID := func(p, kind, id string, i int) {
+		if id == "" {
+			return
+		}
+		if j, dup := ids[id]; dup {
+			v.add(p+".id", "duplicate id %q (also %s[%d])", id, kind, j)
+		} else {
+			ids[id] = i
+		}
+	}
+	for i := range rs.Limits {
+		p := fmt.Sprintf("limits[%d]", i)
+		v.limit(p, &rs.Limits[i], routes)
+		dupID(p, "limits", rs.Limits[i].ID, i)
+	}
+	clear(ids)
+	covered := map[string]string{}
+	for i := range rs.Breakers {
+		p := fmt.Sprintf("breakers[%d]", i)
+		b := &rs.Breakers[i]
+		v.breaker(p, b, routes)
+		dupID(p, "breakers", b.ID, i)
+		v.exclusive(p, b.Routes, routes, covered, "breakers")
+	}
+	clear(ids)
+	clear(covered)
+	for i := range rs.Degrades {
+		p := fmt.Sprintf("degrades[%d]", i)
+		d := &rs.Degrades[i]
+		v.degrade(p, d, routes)
+		dupID(p, "degrades", d.ID, i)
+		v.exclusive(p, d.Routes, routes, covered, "degrades")
+	}
+}
+
+// exclusive checks that no route is covered by two rules of one kind (breakers,
+// degrades): their state would otherwise be ambiguous.
+func (v validator) exclusive(p string, ruleRoutes []string, routes map[string]int, covered map[string]string, kind string) {
+	names := ruleRoutes
+	if len(names) == 0 {
+		for r := range routes {
+			names = append(names, r)
+		}
+		slices.Sort(names)
+	}
+	for _, r := range names {
+		if other, ok := covered[r]; ok {
+			v.add(p+".routes", "route %q is already covered by %s; a route may have only one of %s", r, other, kind)
+			return
+		}
+	}
+	for _, r := range names {
+		covered[r] = p
+	}
+}
+
+func (v validator) routeRefs(p string, refs []string, routes map[string]int) {
+	seen := map[string]bool{}
+	for i, r := range refs {
+		rp := fmt.Sprintf("%s.routes[%d]", p, i)
+		if _, ok := routes[r]; !ok {
+			v.add(rp, "names route %q, which does not exist", r)
+		}
+		if seen[r] {
+			v.add(rp, "route %q is listed twice", r)
+		}
+		seen[r] = true
+	}
+}
+
+func (v validator) route(p string, r *Route) {
+	v.id(p+".id", r.ID)
+	m := &r.Match
+	mp := p + ".match"
+	set := 0
+	for _, s := range []string{m.Path, m.PathPrefix, m.PathRegex} {
+		if s != "" {
+			set++
+		}
+	}
+	if set > 1 {
+		v.add(mp, "set at most one of path, pathPrefix and pathRegex")
+	}
+	if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
+		v.add(mp+".path", "%q must start with /", m.Path)
+	}
+	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
+		v.add(mp+".pathPrefix", "%q must start with /", m.PathPrefix)
+	}
+	for _, s := range []struct{ name, val string }{{"path", m.Path}, {"pathPrefix", m.PathPrefix}} {
+		if s.val != "" && s.val != CleanPath(s.val) && s.val != CleanPath(s.val)+"/" {
+			v.add(mp+"."+s.name, "%q is not a clean path (no //, . or .. segments); requests are matched on the cleaned path", s.val)
+		}
+	}
+	if m.PathRegex != "" {
+		if len(m.PathRegex) > MaxRegexLength {
+			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", len(m.PathRegex), MaxRegexLength)
+		} else if _, err := regexp.Compile(m.PathRegex); err != nil {
+			v.add(mp+".pathRegex", "invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	}
+	for i, h := range m.Hosts {
+		if !hostPattern.MatchString(h) {
+			v.add(fmt.Sprintf("%s.hosts[%d]", mp, i), "%q is not a lower-case host name (a leading *. is allowed)", h)
+		}
+	}
+	for i, meth := range m.Methods {
+		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
+			v.add(fmt.Sprintf("%s.methods[%d]", mp, i), "%q is not an upper-case HTTP method", meth)
+		}
+	}
+	for name := range m.Headers {
+		if !tokenPattern.MatchString(name) {
+			v.add(mp+".headers", "%q is not a valid header name", name)
+		}
+	}
+	up := &r.Upstream
+	upp := p + ".upstream"
+	if len(up.Targets) == 0 {
+		v.add(upp+".targets", "at least one target is required")
+	}
+	if len(up.Targets) > MaxTargetsPerRoute {
+		v.add(upp+".targets", "has %d targets; the limit is %d", len(up.Targets), MaxTargetsPerRoute)
+	}
+	for i, t := range up.Targets {
+		tp := fmt.Sprintf("%s.targets[%d]", upp, i)
+		if err := checkTargetURL(t.URL); err != nil {
+			v.add(tp+".url", "%v", err)
+		}
+		if t.Weight < 0 || t.Weight > 10000 {
+			v.add(tp+".weight", "must be between 0 and 10000 (0 means 1)")
+		}
+	}
+	if up.Timeout < 0 || up.Timeout.D() > time.Hour {
+		v.add(upp+".timeout", "must be between 0 and 1h (0 means %s)", DefaultUpstreamTimeout)
+	}
+	if up.StripPrefix && m.PathPrefix == "" {
+		v.add(upp+".stripPrefix", "needs match.pathPrefix")
+	}
+}
+
+func checkTargetURL(s string) error {
+	if s == "" {
+		return fmt.Errorf("is required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL %q", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c" {
+		return fmt.Errorf("%q must use http, https or h2c (cleartext HTTP/2)", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q must not carry credentials", RedactURL(s))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q must not have a query or fragment", s)
+	}
+	return nil
+}
+
+// RedactURL returns s with any password replaced, for logs and errors.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// ValidateKey checks one limit or degrade key dimension.
+func ValidateKey(part string) error {
+	switch part {
+	case "ip", "route", "global":
+		return nil
+	}
+	kind, name, ok := strings.Cut(part, ":")
+	if !ok {
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME)", part)
+	}
+	switch kind {
+	case "header":
+		if !tokenPattern.MatchString(name) {
+			return fmt.Errorf("%q: %q is not a valid header name", part, name)
+		}
+	case "query":
+		if name == "" || len(name) > 256 {
+			return fmt.Errorf("%q: a query parameter name is required", part)
+		}
+	case "cookie":
+		if !cookiePattern.MatchString(name) {
+			return fmt.Errorf("%q: %q is not a valid cookie name", part, name)
+		}
+	default:
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME)", part)
+	}
+	return nil
+}
+
+func (v validator) key(p string, key []string) {
+	if len(key) > MaxKeyParts {
+		v.add(p, "has %d parts; the limit is %d", len(key), MaxKeyParts)
+	}
+	seen := map[string]bool{}
+	for i, k := range key {
+		kp := fmt.Sprintf("%s[%d]", p, i)
+		if err := ValidateKey(k); err != nil {
+			v.add(kp, "%v", err)
+		}
+		if seen[k] {
+			v.add(kp, "%q is listed twice", k)
+		}
+		seen[k] = true
+	}
+}
+
+func (v validator) limit(p string, l *Limit, routes map[string]int) {
+	v.id(p+".id", l.ID)
+	v.routeRefs(p, l.Routes, routes)
+	v.key(p+".key", l.Key)
+	if !slices.Contains(Algorithms, l.Algorithm) {
+		if l.Algorithm == "" {
+			v.add(p+".algorithm", "is required (one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency)")
+		} else {
+			v.add(p+".algorithm", "%q is not one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency", l.Algorithm)
+		}
+	}
+	if l.Rate <= 0 {
+		v.add(p+".rate", "must be > 0")
+	} else if l.Rate > 1_000_000_000 {
+		v.add(p+".rate", "must be at most 1000000000")
+	}
+	if l.Algorithm == Concurrency {
+		if l.Period != 0 {
+			v.add(p+".period", "does not apply to the concurrency algorithm")
+		}
+		if l.Burst != 0 {
+			v.add(p+".burst", "does not apply to the concurrency algorithm")
+		}
+		if l.Cost != nil {
+			v.add(p+".cost", "does not apply to the concurrency algorithm")
+		}
+	} else {
+		if l.Period < 0 || (l.Period != 0 && l.Period.D() < time.Millisecond) {
+			v.add(p+".period", "must be at least 1ms (0 means %s)", DefaultPeriod)
+		} else if l.Period.D() > 24*time.Hour {
+			v.add(p+".period", "must be at most 24h")
+		}
+	}
+	if l.Burst < 0 {
+		v.add(p+".burst", "must be >= 0 (0 means the rate)")
+	} else if l.Burst > 1_000_000_000 {
+		v.add(p+".burst", "must be at most 1000000000")
+	}
+	if l.Algorithm == SlidingWindow || l.Algorithm == FixedWindow {
+		if l.Burst != 0 {
+			v.add(p+".burst", "does not apply to %s (the window's rate is its capacity)", l.Algorithm)
+		}
+	}
+	if l.MaxDelay != 0 && l.Algorithm != LeakyBucket {
+		v.add(p+".maxDelay", "applies only to leaky_bucket")
+	}
+	if l.MaxDelay < 0 || l.MaxDelay.D() > time.Minute {
+		v.add(p+".maxDelay", "must be between 0 and 1m")
+	}
+	if c := l.Cost; c != nil {
+		switch {
+		case c.Header != "" && c.BodyBytesPerUnit != 0:
+			v.add(p+".cost", "set header or bodyBytesPerUnit, not both")
+		case c.Header != "" && !tokenPattern.MatchString(c.Header):
+			v.add(p+".cost.header", "%q is not a valid header name", c.Header)
+		case c.BodyBytesPerUnit < 0:
+			v.add(p+".cost.bodyBytesPerUnit", "must be > 0")
+		case c.Header == "" && c.BodyBytesPerUnit == 0:
+			v.add(p+".cost", "set header or bodyBytesPerUnit (omit cost for 1 per request)")
+		}
+	}
+	switch l.Scope {
+	case "", ScopeNode:
+		if l.Mode != "" {
+			v.add(p+".mode", "applies only to scope: cluster")
+		}
+		if l.OnStoreError != "" {
+			v.add(p+".onStoreError", "applies only to scope: cluster")
+		}
+	case ScopeCluster:
+		switch l.Algorithm {
+		case TokenBucket, SlidingWindow, FixedWindow:
+		default:
+			if l.Algorithm != "" {
+				v.add(p+".scope", "cluster scope supports token_bucket, sliding_window and fixed_window, not %s", l.Algorithm)
+			}
+		}
+		switch l.Mode {
+		case "", ModeExact, ModeBatched:
+		default:
+			v.add(p+".mode", "%q is not one of exact, batched", l.Mode)
+		}
+		switch l.OnStoreError {
+		case "", OnStoreErrorLocal, OnStoreErrorAllow, OnStoreErrorDeny:
+		default:
+			v.add(p+".onStoreError", "%q is not one of local, allow, deny", l.OnStoreError)
+		}
+	default:
+		v.add(p+".scope", "%q is not one of node, cluster", l.Scope)
+	}
+	for i, e := range l.Exempt {
+		if _, err := ParsePrefix(e); err != nil {
+			v.add(fmt.Sprintf("%s.exempt[%d]", p, i), "%v", err)
+		}
+	}
+	if r := l.Response; r != nil {
+		v.status(p+".response.status", r.Status)
+		v.body(p+".response.body", r.Body)
+		v.contentType(p+".response.contentType", r.ContentType)
+	}
+}
+
+func (v validator) status(p string, s int) {
+	if s != 0 && (s < 400 || s > 599) {
+		v.add(p, "must be between 400 and 599")
+	}
+}
+
+func (v validator) body(p, s string) {
+	if len(s) > MaxFallbackBodyBytes {
+		v.add(p, "is %d bytes; the limit is %d", len(s), MaxFallbackBodyBytes)
+	}
+}
+
+func (v validator) contentType(p, s string) {
+	if s != "" && (strings.ContainsAny(s, "\r\n") || !strings.Contains(s, "/")) {
+		v.add(p, "%q is not a media type", s)
+	}
+}
+
+func (v validator) ratio(p string, r float64, allowZero bool) {
+	if r == 0 && allowZero {
+		return
+	}
+	if !(r > 0 && r <= 1) {
+		v.add(p, "must be in (0, 1]")
+	}
+}
+
+func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
+	v.id(p+".id", b.ID)
+	v.routeRefs(p, b.Routes, routes)
+	if b.Window.D() < 100*time.Millisecond || b.Window.D() > time.Hour {
+		v.add(p+".window", "must be between 100ms and 1h")
+	}
+	if b.MinRequests < 0 {
+		v.add(p+".minRequests", "must be >= 0")
+	}
+	v.ratio(p+".errorRatio", b.ErrorRatio, true)
+	v.ratio(p+".slowCallRatio", b.SlowCallRatio, true)
+	if b.SlowCallRatio > 0 && b.SlowCallDuration <= 0 {
+		v.add(p+".slowCallDuration", "must be > 0 when slowCallRatio is set")
+	}
+	if b.SlowCallDuration < 0 {
+		v.add(p+".slowCallDuration", "must be >= 0")
+	}
+	if b.ConsecutiveFailures < 0 {
+		v.add(p+".consecutiveFailures", "must be >= 0 (0 is off)")
+	}
+	if b.ErrorRatio == 0 && b.SlowCallRatio == 0 && b.ConsecutiveFailures == 0 {
+		v.add(p, "set at least one of errorRatio, slowCallRatio, consecutiveFailures")
+	}
+	if b.OpenFor.D() <= 0 {
+		v.add(p+".openFor", "must be > 0")
+	}
+	if b.MaxOpenFor < 0 {
+		v.add(p+".maxOpenFor", "must be >= 0")
+	} else if b.MaxOpenFor != 0 && b.MaxOpenFor < b.OpenFor {
+		v.add(p+".openFor", "%s is above maxOpenFor %s", b.OpenFor, b.MaxOpenFor)
+	}
+	if b.HalfOpenProbes < 0 || b.HalfOpenProbes > 1000 {
+		v.add(p+".halfOpenProbes", "must be between 1 and 1000 (0 means %d)", DefaultHalfOpenProbes)
+	}
+	for i, s := range b.FailureStatuses {
+		if s < 100 || s > 599 {
+			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an HTTP status", s)
+		}
+	}
+	if f := b.Fallback; f != nil {
+		v.status(p+".fallback.status", f.Status)
+		if f.RetryAfter < 0 {
+			v.add(p+".fallback.retryAfter", "must be >= 0")
+		}
+		v.body(p+".fallback.body", f.Body)
+		v.contentType(p+".fallback.contentType", f.ContentType)
+	}
+}
+
+func (v validator) degrade(p string, d *Degrade, routes map[string]int) {
+	v.id(p+".id", d.ID)
+	v.routeRefs(p, d.Routes, routes)
+	switch d.Mode {
+	case DegradeAuto:
+		if d.Triggers == nil || (d.Triggers.Level1 == nil && d.Triggers.Level2 == nil) {
+			v.add(p+".triggers", "auto mode needs a level1 or level2 trigger")
+		}
+		if d.Level != 0 {
+			v.add(p+".level", "applies only to manual mode")
+		}
+	case DegradeManual:
+	case "":
+		v.add(p+".mode", "is required (auto or manual)")
+	default:
+		v.add(p+".mode", "%q is not one of auto, manual", d.Mode)
+	}
+	if d.Level < 0 || d.Level > 2 {
+		v.add(p+".level", "must be 0, 1 or 2")
+	}
+	if t := d.Triggers; t != nil {
+		for _, lv := range []struct {
+			name string
+			t    *Trigger
+		}{{"level1", t.Level1}, {"level2", t.Level2}} {
+			if lv.t == nil {
+				continue
+			}
+			tp := p + ".triggers." + lv.name
+			if lv.t.QPSAbove < 0 {
+				v.add(tp+".qpsAbove", "must be >= 0")
+			}
+			v.ratio(tp+".successRateBelow", lv.t.SuccessRateBelow, true)
+			if lv.t.QPSAbove == 0 && lv.t.SuccessRateBelow == 0 {
+				v.add(tp, "set qpsAbove or successRateBelow")
+			}
+		}
+		if t.Level1 != nil && t.Level2 != nil {
+			if t.Level1.QPSAbove > 0 && t.Level2.QPSAbove > 0 && t.Level2.QPSAbove < t.Level1.QPSAbove {
+				v.add(p+".triggers.level2.qpsAbove", "%v is looser than level1's %v; level 2 must need more traffic", t.Level2.QPSAbove, t.Level1.QPSAbove)
+			}
+			if t.Level1.SuccessRateBelow > 0 && t.Level2.SuccessRateBelow > 0 && t.Level2.SuccessRateBelow > t.Level1.SuccessRateBelow {
+				v.add(p+".triggers.level2.successRateBelow", "%v is looser than level1's %v; level 2 must need a lower success rate", t.Level2.SuccessRateBelow, t.Level1.SuccessRateBelow)
+			}
+		}
+	}
+	if d.Window != 0 && (d.Window.D() < 100*time.Millisecond || d.Window.D() > time.Hour) {
+		v.add(p+".window", "must be between 100ms and 1h (0 means %s)", DefaultDegradeWindow)
+	}
+	v.ratio(p+".level1ShedRatio", d.Level1ShedRatio, true)
+	if d.RecoverAfter < 0 || d.RecoverAfter > 10000 {
+		v.add(p+".recoverAfter", "must be between 1 and 10000 (0 means %d)", DefaultRecoverAfter)
+	}
+	v.key(p+".key", d.Key)
+	if f := d.Fallback; f != nil {
+		v.status(p+".fallback.status", f.Status)
+		if f.RetryAfter < 0 {
+			v.add(p+".fallback.retryAfter", "must be >= 0")
+		}
+		v.body(p+".fallback.html", f.HTML)
+		v.body(p+".fallback.json", string(f.JSON))
+	}
+}
+
+// ParsePrefix parses a CIDR ("10.0.0.0/8") or a single address ("10.1.2.3",
+// taken as /32 or /128), masked.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}

@@ -1,0 +1,3 @@
+module github.com/sluicegw/sluice/migrations
+
+go 1.26.0

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs every module's tests. Services the tests need (Postgres, Redis) are
+# checked first and started when they are installed but down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_redis
+go test -count=1 -race -timeout 10m ./api/... ./dataplane/... ./migrations/... ./controlplane/...
