@@ -1,0 +1,401 @@
+package limit
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// maxTau bounds a bucket's tolerance (capacity × emission interval) so that
+// TAT arithmetic never overflows: 2^61 ns is about 73 years.
+const maxTau = int64(1) << 61
+
+// concurrencyRetryAfter is the Retry-After of a rejected concurrency limit:
+// when a slot frees up depends on requests in flight, not on a clock.
+const concurrencyRetryAfter = time.Second
+
+// params are one limit's settings in the units the algorithms compute in.
+type params struct {
+	alg      api.Algorithm
+	rate     int64 // units per period; concurrency: in flight at once
+	period   int64 // ns; 0 for concurrency
+	burst    int64 // token_bucket capacity, leaky_bucket queue length
+	maxDelay int64 // leaky_bucket, ns
+	t        int64 // token/leaky bucket emission interval, ns (≥ 1)
+	tau      int64 // token/leaky bucket tolerance: burst × t, ≤ maxTau
+}
+
+// newParams converts a normalized limit to params.
+func newParams(l api.Limit) (params, error) {
+	p := params{alg: l.Algorithm, rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
+	if p.rate <= 0 {
+		return p, fmt.Errorf("rate %d: must be > 0", p.rate)
+	}
+	switch p.alg {
+	case api.Concurrency:
+		p.period = 0
+		return p, nil
+	case api.TokenBucket, api.LeakyBucket:
+		if p.burst == 0 {
+			p.burst = p.rate
+		}
+		if p.burst < 0 {
+			return p, fmt.Errorf("burst %d: must be >= 0", p.burst)
+		}
+	case api.SlidingWindow, api.FixedWindow:
+		if p.rate > math.MaxUint32 {
+			return p, fmt.Errorf("rate %d: must be at most %d for %s", p.rate, uint32(math.MaxUint32), p.alg)
+		}
+	default:
+		return p, fmt.Errorf("unknown algorithm %q", p.alg)
+	}
+	if p.period <= 0 {
+		p.period = int64(api.DefaultPeriod)
+	}
+	if p.maxDelay < 0 {
+		p.maxDelay = 0
+	}
+	// Emission interval rounded to the nearest nanosecond, at least 1.
+	p.t = max(1, (p.period+p.rate/2)/p.rate)
+	hi, lo := bits.Mul64(uint64(p.burst), uint64(p.t))
+	if hi != 0 || lo > uint64(maxTau) {
+		p.tau = maxTau
+	} else {
+		p.tau = int64(lo)
+	}
+	return p, nil
+}
+
+// capacity is the most units one key can hold: the bucket or queue size, the
+// window's rate, or the concurrency limit.
+func (p *params) capacity() int64 {
+	if p.alg == api.TokenBucket || p.alg == api.LeakyBucket {
+		return p.burst
+	}
+	return p.rate
+}
+
+// never is the decision for a cost above capacity: it can never be admitted.
+// RetryAfter is the time the key takes to refill completely (a client that
+// honours it at least does not hammer), never zero.
+func (p *params) never() Decision {
+	d := Decision{Limit: p.rate}
+	switch p.alg {
+	case api.TokenBucket, api.LeakyBucket:
+		d.RetryAfter = time.Duration(p.tau)
+	case api.Concurrency:
+		d.RetryAfter = concurrencyRetryAfter
+	default:
+		d.RetryAfter = time.Duration(p.period)
+	}
+	return d
+}
+
+// window returns the index of the fixed window holding now and the time
+// elapsed in it. Windows are aligned on multiples of the period on the
+// limiter clock's scale.
+func (p *params) window(now int64) (idx, elapsed int64) {
+	idx = now / p.period
+	elapsed = now - idx*p.period
+	if elapsed < 0 {
+		idx--
+		elapsed += p.period
+	}
+	return idx, elapsed
+}
+
+// take applies one Take of cost units to a key's state (a, b) at now and
+// returns the new state and the decision. The zero state is a fresh key's.
+//
+// State per algorithm:
+//
+//	token_bucket, leaky_bucket: a = TAT (ns), b unused
+//	fixed_window:               a = window index + 1, b = count
+//	sliding_window:             a = window index + 1, b = previous<<32 | current count
+//	concurrency:                a = in flight, b unused
+func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
+	if cost > p.capacity() {
+		return a, b, p.never()
+	}
+	switch p.alg {
+	case api.TokenBucket:
+		na, d = p.tbTake(a, now, cost)
+		return na, b, d
+	case api.LeakyBucket:
+		na, d = p.lbTake(a, now, cost)
+		return na, b, d
+	case api.FixedWindow:
+		return p.fwTake(a, b, now, cost)
+	case api.SlidingWindow:
+		return p.swTake(a, b, now, cost)
+	default:
+		d = Decision{Limit: p.rate}
+		if a+cost > p.rate {
+			d.Remaining = max(0, p.rate-a)
+			d.RetryAfter = concurrencyRetryAfter
+			return a, b, d
+		}
+		d.Allowed = true
+		d.Remaining = p.rate - a - cost
+		return a + cost, b, d
+	}
+}
+
+// tbTake is the token bucket as GCRA virtual scheduling. The bucket holds
+// burst tokens and gains one every t ns. Its state is the theoretical arrival
+// time TAT, the instant the bucket will be full again: the bucket holds
+// burst - (TAT-now)/t tokens, and exactly burst when TAT ≤ now. Taking n
+// tokens moves TAT to max(TAT, now) + n·t and is allowed iff the result is at
+// most tau = burst·t ahead of now, i.e. iff at least n tokens are there.
+func (p *params) tbTake(tat, now, cost int64) (int64, Decision) {
+	d := Decision{Limit: p.rate}
+	if tat < now {
+		tat = now
+	}
+	next := tat + cost*p.t
+	if next-now > p.tau {
+		d.Remaining = (p.tau - (tat - now)) / p.t
+		d.Reset = time.Duration(tat - now)
+		d.RetryAfter = time.Duration(next - p.tau - now)
+		return tat, d
+	}
+	d.Allowed = true
+	d.Remaining = (p.tau - (next - now)) / p.t
+	d.Reset = time.Duration(next - now)
+	return next, d
+}
+
+// lbTake is the leaky bucket as a queue (a meter with delay, like nginx
+// limit_req without nodelay): requests leave the bucket one every t ns; a
+// request waits until the units ahead of it have left (Delay), is admitted
+// only if that wait is at most maxDelay and the bucket, counting its own
+// units, holds at most burst units.
+func (p *params) lbTake(tat, now, cost int64) (int64, Decision) {
+	d := Decision{Limit: p.rate}
+	if tat < now {
+		tat = now
+	}
+	wait := tat - now
+	next := tat + cost*p.t
+	if wait > p.maxDelay || next-now > p.tau {
+		d.Remaining = max(0, (p.tau-wait)/p.t)
+		d.Reset = time.Duration(wait)
+		d.RetryAfter = time.Duration(max(wait-p.maxDelay, next-p.tau-now, 1))
+		return tat, d
+	}
+	d.Allowed = true
+	d.Delay = time.Duration(wait)
+	d.Remaining = (p.tau - (next - now)) / p.t
+	d.Reset = time.Duration(next - now)
+	return next, d
+}
+
+func (p *params) fwTake(a, b, now, cost int64) (int64, int64, Decision) {
+	idx, elapsed := p.window(now)
+	d := Decision{Limit: p.rate, Reset: time.Duration(p.period - elapsed)}
+	count := b
+	if a != idx+1 {
+		count = 0
+	}
+	if count+cost > p.rate {
+		d.Remaining = max(0, p.rate-count)
+		d.RetryAfter = d.Reset
+		return a, b, d
+	}
+	d.Allowed = true
+	d.Remaining = p.rate - count - cost
+	return idx + 1, count + cost, d
+}
+
+// swCounts returns the previous and current window counts of a sliding-window
+// state as seen from window idx.
+func swCounts(a, b, idx int64) (prev, cur int64) {
+	switch a {
+	case idx + 1:
+		return int64(uint64(b) >> 32), b & math.MaxUint32
+	case idx:
+		return b & math.MaxUint32, 0
+	}
+	return 0, 0
+}
+
+// swFits reports whether prev·(P−elapsed) + cur·P ≤ rate·P, in 128 bits.
+func (p *params) swFits(prev, cur, elapsed int64) bool {
+	h1, l1 := bits.Mul64(uint64(prev), uint64(p.period-elapsed))
+	h2, l2 := bits.Mul64(uint64(cur), uint64(p.period))
+	l, c := bits.Add64(l1, l2, 0)
+	h, _ := bits.Add64(h1, h2, c)
+	hr, lr := bits.Mul64(uint64(p.rate), uint64(p.period))
+	return h < hr || (h == hr && l <= lr)
+}
+
+// swPrevWeight returns ceil(prev·(P−elapsed)/P): the previous window's
+// contribution to the estimate, rounded up.
+func (p *params) swPrevWeight(prev, elapsed int64) int64 {
+	hi, lo := bits.Mul64(uint64(prev), uint64(p.period-elapsed))
+	lo, c := bits.Add64(lo, uint64(p.period-1), 0)
+	hi += c
+	q, _ := bits.Div64(hi, lo, uint64(p.period))
+	return int64(q)
+}
+
+// swTake is the sliding-window counter: the count over the last period is
+// estimated as prev·(P−elapsed)/P + cur, the previous fixed window's count
+// weighted by the share of it the sliding window still covers (see the
+// package doc for the error bound).
+func (p *params) swTake(a, b, now, cost int64) (int64, int64, Decision) {
+	idx, elapsed := p.window(now)
+	prev, cur := swCounts(a, b, idx)
+	d := Decision{Limit: p.rate, Reset: time.Duration(p.period - elapsed)}
+	if !p.swFits(prev, cur+cost, elapsed) {
+		d.Remaining = max(0, p.rate-cur-p.swPrevWeight(prev, elapsed))
+		d.RetryAfter = p.swRetry(prev, cur, cost, elapsed)
+		return a, b, d
+	}
+	cur += cost
+	d.Allowed = true
+	d.Remaining = max(0, p.rate-cur-p.swPrevWeight(prev, elapsed))
+	return idx + 1, prev<<32 | cur, d
+}
+
+// swRetry returns how long until cost units fit, assuming no other traffic.
+func (p *params) swRetry(prev, cur, cost, elapsed int64) time.Duration {
+	// Within this window: need prev·(P−e) ≤ (rate−cur−cost)·P.
+	if room := p.rate - cur - cost; room >= 0 && prev > 0 {
+		e := p.period - mulDiv(room, p.period, prev) // smallest e that fits
+		return time.Duration(max(1, e-elapsed))
+	}
+	// In the next window cur becomes prev: need cur·(P−e) ≤ (rate−cost)·P.
+	wait := p.period - elapsed
+	if cur > 0 {
+		wait += max(0, p.period-mulDiv(p.rate-cost, p.period, cur))
+	}
+	return time.Duration(max(1, wait))
+}
+
+// mulDiv returns floor(x·y/z) for non-negative x, y and positive z, saturating
+// at MaxInt64.
+func mulDiv(x, y, z int64) int64 {
+	hi, lo := bits.Mul64(uint64(x), uint64(y))
+	if hi >= uint64(z) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(z))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// refund gives cost units back to a key's state.
+func (p *params) refund(a, b, now, cost int64) (int64, int64) {
+	switch p.alg {
+	case api.TokenBucket, api.LeakyBucket:
+		// Moving TAT back is exactly putting n tokens back (or freeing n
+		// queue places); below now the bucket is full either way.
+		return max(a-cost*p.t, min(a, now)), b
+	case api.FixedWindow:
+		idx, _ := p.window(now)
+		if a == idx+1 {
+			return a, max(0, b-cost)
+		}
+	case api.SlidingWindow:
+		idx, _ := p.window(now)
+		if a == idx+1 || a == idx {
+			cur := max(0, (b&math.MaxUint32)-cost)
+			return a, b&^math.MaxUint32 | cur
+		}
+	case api.Concurrency:
+		return max(0, a-cost), b
+	}
+	return a, b
+}
+
+// idle reports whether a key's state is a fresh key's as far as every future
+// decision is concerned, so that the key may be forgotten.
+func (p *params) idle(a, b, now int64) bool {
+	switch p.alg {
+	case api.TokenBucket, api.LeakyBucket:
+		return a <= now
+	case api.FixedWindow:
+		idx, _ := p.window(now)
+		return a != idx+1 || b == 0
+	case api.SlidingWindow:
+		idx, _ := p.window(now)
+		return (a != idx+1 && a != idx) || b == 0 || (a == idx && b&math.MaxUint32 == 0)
+	default:
+		return a == 0
+	}
+}
+
+// carry converts a key's state under old settings to the state under p with
+// the same fill, as of now. The fill is the share of the key's capacity in use:
+//
+//	token_bucket:   (TAT−now)/tau, the share of tokens missing
+//	leaky_bucket:   (TAT−now)/tau, the share of the queue occupied
+//	fixed_window:   count/rate in the current window
+//	sliding_window: each window's count/rate (same period), or the estimate/rate
+//	concurrency:    the number in flight, carried unscaled: those requests are
+//	                real and will give their slots back
+//
+// A fill cannot be carried between concurrency and a rate algorithm; such a
+// key starts fresh. ok is false when the result is a fresh key's state.
+func (p *params) carry(old *params, a, b, now int64) (na, nb int64, ok bool) {
+	if old.idle(a, b, now) {
+		return 0, 0, false
+	}
+	if (p.alg == api.Concurrency) != (old.alg == api.Concurrency) {
+		return 0, 0, false
+	}
+	if p.alg == api.Concurrency {
+		return a, 0, true
+	}
+	// Same windowed algorithm and period: scale each count.
+	if p.alg == old.alg && p.period == old.period && (p.alg == api.FixedWindow || p.alg == api.SlidingWindow) {
+		if p.alg == api.FixedWindow {
+			return a, scaleRound(b, p.rate, old.rate), true
+		}
+		prev := scaleRound(int64(uint64(b)>>32), p.rate, old.rate)
+		cur := scaleRound(b&math.MaxUint32, p.rate, old.rate)
+		return a, prev<<32 | cur, true
+	}
+	// Otherwise through the fill as a fraction used/capacity, in 128 bits.
+	var used, capOld int64
+	switch old.alg {
+	case api.TokenBucket, api.LeakyBucket:
+		used, capOld = a-now, old.tau
+	case api.FixedWindow:
+		if idx, _ := old.window(now); a == idx+1 {
+			used = b
+		}
+		capOld = old.rate
+	case api.SlidingWindow:
+		idx, elapsed := old.window(now)
+		prev, cur := swCounts(a, b, idx)
+		used, capOld = cur+old.swPrevWeight(prev, elapsed), old.rate
+	}
+	used = min(max(used, 0), capOld)
+	switch p.alg {
+	case api.TokenBucket, api.LeakyBucket:
+		return now + scaleRound(used, p.tau, capOld), 0, true
+	case api.FixedWindow:
+		idx, _ := p.window(now)
+		return idx + 1, scaleRound(used, p.rate, capOld), true
+	default: // sliding_window
+		idx, _ := p.window(now)
+		return idx + 1, scaleRound(used, p.rate, capOld), true
+	}
+}
+
+// scaleRound returns x·num/den rounded to the nearest integer, for
+// 0 ≤ x ≤ den.
+func scaleRound(x, num, den int64) int64 {
+	hi, lo := bits.Mul64(uint64(x), uint64(num))
+	lo, c := bits.Add64(lo, uint64(den/2), 0)
+	hi += c
+	q, _ := bits.Div64(hi, lo, uint64(den))
+	return int64(q)
+}

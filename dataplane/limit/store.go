@@ -1,0 +1,273 @@
+package limit
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+)
+
+// hashSeed is the process-wide seed of key hashes. One seed for every store
+// lets a recompiled limit carry its keys' states over without the keys: the
+// store keeps hashes only.
+var hashSeed = maphash.MakeSeed()
+
+const (
+	refBit       = uint64(1) << 63 // CLOCK reference bit, kept in slot.h
+	hashMask     = ^refBit
+	maxShards    = 256
+	minSlots     = 8
+	keysPerShard = 64 // below this many keys per shard, use fewer shards
+)
+
+// slot is one key: its hash (0 = empty; top bit = referenced) and its state.
+// 24 bytes; the table is the index, so there is nothing else per key.
+type slot struct {
+	h    uint64
+	a, b int64
+}
+
+// shard is an open-addressing hash table with linear probing and backward-
+// shift deletion (no tombstones), guarded by one mutex.
+type shard struct {
+	mu    sync.Mutex
+	slots []slot
+	n     int
+	hand  uint64
+	_     [64 - 8 - 24 - 8 - 8]byte // keep shards on separate cache lines
+}
+
+// store maps key hashes to algorithm state in bounded memory. Keys are
+// spread over up to 256 shards; each holds at most perShard keys. At the cap,
+// inserting a key evicts one by CLOCK (second chance): every hit sets a
+// key's reference bit; the eviction hand walks the shard, forgets the first
+// key that is idle (its state is a fresh key's, so forgetting it changes no
+// decision), else clears reference bits until it finds a key not referenced
+// since the hand last passed it, the shard's approximation of least recently
+// used. Safe for concurrent use.
+type store struct {
+	shards   []shard
+	shift    uint // shard index = hash >> shift (bits below the reference bit)
+	perShard int
+	maxSlots int
+}
+
+func newStore(maxKeys int) *store {
+	if maxKeys < 1 {
+		maxKeys = 1
+	}
+	ns := 1
+	for ns < maxShards && ns*keysPerShard*2 <= maxKeys {
+		ns *= 2
+	}
+	s := &store{shards: make([]shard, ns), perShard: (maxKeys + ns - 1) / ns}
+	s.shift = uint(63 - bits.TrailingZeros(uint(ns)))
+	// The largest table keeps the load at or below 3/4.
+	s.maxSlots = max(minSlots, 1<<bits.Len(uint(s.perShard*4/3)))
+	return s
+}
+
+// keyHash normalizes a 64-bit key hash: the reference bit cleared, never 0.
+func keyHash(h uint64) uint64 {
+	h &= hashMask
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func (s *store) shard(h uint64) *shard {
+	if len(s.shards) == 1 {
+		return &s.shards[0]
+	}
+	return &s.shards[h>>s.shift]
+}
+
+// find returns the index of h's slot or -1. The shard must be locked.
+func (sh *shard) find(h uint64) int {
+	if len(sh.slots) == 0 {
+		return -1
+	}
+	mask := uint64(len(sh.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch sh.slots[i].h &^ refBit {
+		case h:
+			return int(i)
+		case 0:
+			return -1
+		}
+	}
+}
+
+// insert adds h (not present) with a fresh state, making room first, and
+// returns its index. The shard must be locked.
+func (sh *shard) insert(s *store, p *params, h uint64, now int64) int {
+	if sh.n >= s.perShard {
+		sh.evict(p, now)
+	}
+	if len(sh.slots) == 0 || (sh.n+1)*4 > len(sh.slots)*3 && len(sh.slots) < s.maxSlots {
+		sh.resize(max(minSlots, len(sh.slots)*2))
+	}
+	mask := uint64(len(sh.slots) - 1)
+	i := h & mask
+	for sh.slots[i].h != 0 {
+		i = (i + 1) & mask
+	}
+	sh.slots[i] = slot{h: h | refBit}
+	sh.n++
+	return int(i)
+}
+
+func (sh *shard) resize(n int) {
+	old := sh.slots
+	sh.slots = make([]slot, n)
+	mask := uint64(n - 1)
+	for _, sl := range old {
+		if sl.h == 0 {
+			continue
+		}
+		i := sl.h & hashMask & mask
+		for sh.slots[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		sh.slots[i] = sl
+	}
+}
+
+// deleteAt empties slot i, shifting back the entries of its probe run.
+func (sh *shard) deleteAt(i int) {
+	mask := len(sh.slots) - 1
+	j := i
+	for {
+		j = (j + 1) & mask
+		if sh.slots[j].h == 0 {
+			break
+		}
+		k := int(sh.slots[j].h & hashMask & uint64(mask)) // home of entry j
+		// Entry j stays if its home lies cyclically in (i, j].
+		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
+			continue
+		}
+		sh.slots[i] = sh.slots[j]
+		i = j
+	}
+	sh.slots[i] = slot{}
+	sh.n--
+}
+
+// evict forgets one key: the first idle one under the hand, else the first
+// one whose reference bit is clear (CLOCK).
+func (sh *shard) evict(p *params, now int64) {
+	mask := uint64(len(sh.slots) - 1)
+	for range 2*len(sh.slots) + 1 {
+		i := int(sh.hand & mask)
+		sh.hand++
+		sl := &sh.slots[i]
+		if sl.h == 0 {
+			continue
+		}
+		if p.idle(sl.a, sl.b, now) || sl.h&refBit == 0 {
+			sh.deleteAt(i)
+			return
+		}
+		sl.h &^= refBit
+	}
+}
+
+// take runs one Take for h.
+func (s *store) take(p *params, h uint64, now, cost int64) Decision {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	i := sh.find(h)
+	if i < 0 {
+		if cost > p.capacity() {
+			// A fresh key rejects this cost (cost above capacity): answer
+			// without storing a key whose state would stay fresh.
+			sh.mu.Unlock()
+			_, _, d := p.take(0, 0, now, cost)
+			return d
+		}
+		i = sh.insert(s, p, h, now)
+	}
+	sl := &sh.slots[i]
+	sl.h |= refBit
+	var d Decision
+	sl.a, sl.b, d = p.take(sl.a, sl.b, now, cost)
+	sh.mu.Unlock()
+	return d
+}
+
+// refund runs one Refund for h; an absent key has nothing to give back.
+func (s *store) refund(p *params, h uint64, now, cost int64) {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	if i := sh.find(h); i >= 0 {
+		sl := &sh.slots[i]
+		sl.a, sl.b = p.refund(sl.a, sl.b, now, cost)
+	}
+	sh.mu.Unlock()
+}
+
+// sweep forgets every idle key and shrinks tables left mostly empty. It
+// returns the number of keys forgotten. It locks one shard at a time.
+func (s *store) sweep(p *params, now int64) int {
+	removed := 0
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		for i := 0; i < len(sh.slots); {
+			sl := &sh.slots[i]
+			if sl.h != 0 && p.idle(sl.a, sl.b, now) {
+				sh.deleteAt(i) // may shift another entry into i: look again
+				removed++
+				continue
+			}
+			i++
+		}
+		for len(sh.slots) > minSlots && sh.n*8 < len(sh.slots) {
+			sh.resize(len(sh.slots) / 2)
+		}
+		if sh.n == 0 {
+			sh.slots = nil
+		}
+		sh.mu.Unlock()
+	}
+	return removed
+}
+
+// len returns the number of keys held.
+func (s *store) len() int {
+	n := 0
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// each calls f with every key's hash and state, one shard locked at a time.
+func (s *store) each(f func(h uint64, a, b int64)) {
+	for k := range s.shards {
+		sh := &s.shards[k]
+		sh.mu.Lock()
+		for _, sl := range sh.slots {
+			if sl.h != 0 {
+				f(sl.h&hashMask, sl.a, sl.b)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// put sets h's state, inserting it if needed.
+func (s *store) put(p *params, h uint64, a, b, now int64) {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	i := sh.find(h)
+	if i < 0 {
+		i = sh.insert(s, p, h, now)
+	}
+	sh.slots[i].a, sh.slots[i].b = a, b
+	sh.mu.Unlock()
+}
