@@ -13,6 +13,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/sluice-gateway ./dataplane/cmd/sluice-gateway
+	$(GO) build -o $(BIN)/demo-upstream ./dataplane/cmd/demo-upstream
 	$(GO) build -o $(BIN)/sluice-admin ./controlplane/cmd/sluice-admin
 
 lint: fmt vet
