@@ -5,16 +5,22 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"math"
+	"net/textproto"
+	"reflect"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Normalize returns a deep copy of rs with every default written out: periods,
-// bursts, scopes, timeouts, weights, breaker and degrade settings, upper-case
-// methods, lower-case hosts. The same rules written with and without their
-// defaults normalize to the same value. rs should be valid; Normalize does not
-// validate.
+// bursts, keys, scopes, cluster modes, timeouts, weights, reject responses,
+// breaker and degrade settings; upper-case methods, lower-case hosts,
+// canonical header names (X-Canary), and JSON fallback bodies with sorted
+// keys. The same rules written with and without their defaults normalize to
+// the same value, and Normalize of a normalized rule set changes nothing. rs
+// should be valid; Normalize does not validate, but it does not fail or panic
+// on an invalid rule set either.
 func (rs *RuleSet) Normalize() *RuleSet {
 	n := rs.Clone()
 	for i := range n.Routes {
@@ -24,6 +30,13 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		}
 		for j, m := range r.Match.Methods {
 			r.Match.Methods[j] = strings.ToUpper(m)
+		}
+		if len(r.Match.Headers) > 0 {
+			hs := make(map[string]string, len(r.Match.Headers))
+			for _, name := range slices.Sorted(maps.Keys(r.Match.Headers)) {
+				hs[textproto.CanonicalMIMEHeaderKey(name)] = r.Match.Headers[name]
+			}
+			r.Match.Headers = hs
 		}
 		if r.Upstream.Timeout == 0 {
 			r.Upstream.Timeout = Duration(DefaultUpstreamTimeout)
@@ -38,6 +51,10 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		l := &n.Limits[i]
 		if len(l.Key) == 0 {
 			l.Key = []string{"global"}
+		}
+		normalizeKey(l.Key)
+		if l.Cost != nil && l.Cost.Header != "" {
+			l.Cost.Header = textproto.CanonicalMIMEHeaderKey(l.Cost.Header)
 		}
 		if l.Algorithm != Concurrency && l.Period == 0 {
 			l.Period = Duration(DefaultPeriod)
@@ -56,14 +73,20 @@ func (rs *RuleSet) Normalize() *RuleSet {
 				l.OnStoreError = OnStoreErrorLocal
 			}
 		}
-		if l.Response != nil && l.Response.Status == 0 {
+		if l.Response == nil {
+			l.Response = &LimitResponse{}
+		}
+		if l.Response.Status == 0 {
 			l.Response.Status = DefaultLimitRejectStatus
 		}
 	}
 	for i := range n.Breakers {
 		b := &n.Breakers[i]
-		if b.MaxOpenFor == 0 {
-			b.MaxOpenFor = max(b.OpenFor, Duration(time.Minute))
+		if b.MinRequests == 0 {
+			b.MinRequests = DefaultBreakerMinRequests
+		}
+		if b.MaxOpenFor == 0 && b.OpenFor > 0 && b.OpenFor <= math.MaxInt64/DefaultMaxOpenForFactor {
+			b.MaxOpenFor = b.OpenFor * DefaultMaxOpenForFactor
 		}
 		if b.HalfOpenProbes == 0 {
 			b.HalfOpenProbes = DefaultHalfOpenProbes
@@ -89,43 +112,139 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		if len(d.Key) == 0 {
 			d.Key = []string{"ip"}
 		}
+		normalizeKey(d.Key)
 		if d.Fallback == nil {
 			d.Fallback = &DegradeFallback{}
 		}
 		if d.Fallback.Status == 0 {
 			d.Fallback.Status = DefaultFallbackStatus
 		}
+		if len(d.Fallback.JSON) > 0 {
+			d.Fallback.JSON = d.Fallback.JSON.canonical()
+		}
 	}
 	return n
 }
 
-// Clone returns a deep copy of rs.
-func (rs *RuleSet) Clone() *RuleSet {
-	// A JSON round trip is exact for these types and keeps Clone in step with
-	// every field added later.
-	b, err := json.Marshal(rs)
+// normalizeKey writes the header names of header:NAME key dimensions in
+// canonical form, in place.
+func normalizeKey(key []string) {
+	for i, k := range key {
+		if name, ok := strings.CutPrefix(k, "header:"); ok {
+			key[i] = "header:" + textproto.CanonicalMIMEHeaderKey(name)
+		}
+	}
+}
+
+// canonical returns r with object keys sorted and numbers spelled as Decode
+// spells them, or r unchanged when it is not valid JSON.
+func (r RawJSON) canonical() RawJSON {
+	if !json.Valid(r) {
+		return r
+	}
+	t, err := parseJSON(r)
 	if err != nil {
-		panic("api: rule set does not marshal: " + err.Error()) // cannot happen: all fields are plain data
+		return r
 	}
+	var buf bytes.Buffer
+	writeJSON(&buf, t)
+	return buf.Bytes()
+}
+
+// Clone returns a deep copy of rs, valid or not: it shares no slice, map or
+// pointer with rs.
+func (rs *RuleSet) Clone() *RuleSet {
 	var c RuleSet
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic("api: rule set does not unmarshal: " + err.Error())
-	}
+	// Reflection keeps Clone in step with every field added later.
+	deepCopy(reflect.ValueOf(&c).Elem(), reflect.ValueOf(rs).Elem())
 	return &c
+}
+
+// deepCopy copies src into dst, which has the same type and is settable,
+// allocating new slices, maps and pointees. The rule-set types are trees of
+// plain data, so there are no cycles to follow.
+func deepCopy(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() {
+			dst.SetZero()
+			return
+		}
+		p := reflect.New(src.Type().Elem())
+		deepCopy(p.Elem(), src.Elem())
+		dst.Set(p)
+	case reflect.Struct:
+		for i := range src.NumField() {
+			if dst.Field(i).CanSet() {
+				deepCopy(dst.Field(i), src.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if src.IsNil() {
+			dst.SetZero()
+			return
+		}
+		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
+		for i := range src.Len() {
+			deepCopy(s.Index(i), src.Index(i))
+		}
+		dst.Set(s)
+	case reflect.Map:
+		if src.IsNil() {
+			dst.SetZero()
+			return
+		}
+		m := reflect.MakeMapWithSize(src.Type(), src.Len())
+		iter := src.MapRange()
+		for iter.Next() {
+			v := reflect.New(src.Type().Elem()).Elem()
+			deepCopy(v, iter.Value())
+			m.SetMapIndex(iter.Key(), v)
+		}
+		dst.Set(m)
+	default:
+		dst.Set(src)
+	}
 }
 
 // Canonical returns the canonical JSON form of rs: defaults written out
 // (Normalize), fields in declaration order, object keys sorted, no
 // insignificant space. The same rules written in YAML or JSON, in any key order,
 // with or without defaults, have the same canonical form.
+//
+// Canonical never fails: on an invalid rule set it still returns a stable
+// encoding, with NaN and infinite numbers (which Validate rejects) written as 0.
 func (rs *RuleSet) Canonical() []byte {
-	b, err := json.Marshal(rs.Normalize())
-	if err != nil {
-		panic("api: rule set does not marshal: " + err.Error())
+	n := rs.Normalize()
+	for i := range n.Breakers {
+		finite(&n.Breakers[i].ErrorRatio)
+		finite(&n.Breakers[i].SlowCallRatio)
 	}
-	var buf bytes.Buffer
-	_ = json.Compact(&buf, b)
-	return buf.Bytes()
+	for i := range n.Degrades {
+		d := &n.Degrades[i]
+		finite(&d.Level1ShedRatio)
+		if t := d.Triggers; t != nil {
+			for _, tr := range []*Trigger{t.Level1, t.Level2} {
+				if tr != nil {
+					finite(&tr.QPSAbove)
+					finite(&tr.SuccessRateBelow)
+				}
+			}
+		}
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		// Unreachable: every field is plain data, RawJSON and floats are made
+		// encodable above. Keep the result stable rather than panic.
+		b, _ = json.Marshal(map[string]string{"unencodable": err.Error()})
+	}
+	return b
+}
+
+func finite(f *float64) {
+	if math.IsNaN(*f) || math.IsInf(*f, 0) {
+		*f = 0
+	}
 }
 
 // Checksum returns "sha256:" and the hex sha256 of the canonical form.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -48,9 +50,19 @@ func Unmarshal(data []byte, v any) error {
 	if err != nil {
 		return err
 	}
+	if root.kind == kNull {
+		return Errors{{Message: "document is empty (null)", Line: root.line}}
+	}
+	// Decode into a fresh value and copy it out only when everything
+	// succeeded: a failed Unmarshal leaves v untouched.
+	fresh := reflect.New(rv.Elem().Type())
 	var errs Errors
-	assign(&errs, "", root, rv.Elem())
-	return errs.err()
+	assign(&errs, "", root, fresh.Elem())
+	if len(errs) > 0 {
+		return errs
+	}
+	rv.Elem().Set(fresh.Elem())
+	return nil
 }
 
 // UnmarshalJSON is Unmarshal for a body that must be JSON.
@@ -91,6 +103,18 @@ func parseTree(data []byte) (*tree, error) {
 	if len(data) > MaxDocumentBytes {
 		return nil, Errors{{Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), MaxDocumentBytes)}}
 	}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, size := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return nil, Errors{{Message: fmt.Sprintf("document is not valid UTF-8 (byte %d)", off), Line: bytes.Count(data[:off], []byte("\n")) + 1}}
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 {
 		return nil, Errors{{Message: "document is empty"}}
@@ -196,7 +220,11 @@ func (p *jsonParser) value(path string, depth int) (*tree, error) {
 	case string:
 		return &tree{kind: kString, str: v, line: line}, nil
 	case json.Number:
-		return &tree{kind: kNumber, str: v.String(), line: line}, nil
+		str, err := canonicalNumber(v.String())
+		if err != nil {
+			return nil, Errors{{Path: path, Message: err.Error(), Line: line}}
+		}
+		return &tree{kind: kNumber, str: str, line: line}, nil
 	case bool:
 		return &tree{kind: kBool, b: v, line: line}, nil
 	case nil:
@@ -207,7 +235,33 @@ func (p *jsonParser) value(path string, depth int) (*tree, error) {
 
 // ---- YAML ----
 
-type yamlConv struct{ nodes int }
+// yamlConv turns a yaml.Node graph into a tree. It counts the values it
+// produces, and separately those produced by expanding aliases, so that an
+// alias bomb ("billion laughs") stops after a bounded amount of work.
+type yamlConv struct {
+	nodes   int
+	aliased int // values produced inside alias expansions
+	inAlias int // depth of alias expansion
+}
+
+// maxAliasValues bounds the values that alias expansion may produce. Rule
+// documents have little use for aliases; this is generous for them and small
+// enough to keep a hostile document's cost in the megabytes.
+const maxAliasValues = 100_000
+
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
+
+// yamlError turns the YAML library's error into a FieldError, keeping the
+// line it names.
+func yamlError(err error) Errors {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	return Errors{{Message: "invalid YAML: " + msg, Line: line}}
+}
 
 func parseYAML(data []byte) (t *tree, err error) {
 	defer func() {
@@ -223,7 +277,7 @@ func parseYAML(data []byte) (t *tree, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, Errors{{Message: "document is empty"}}
 		}
-		return nil, Errors{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, yamlError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -238,7 +292,12 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		return nil, Errors{{Path: path, Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
 	}
 	if c.nodes++; c.nodes > MaxDocumentNodes {
-		return nil, Errors{{Path: path, Message: fmt.Sprintf("document expands to more than %d values (alias bomb?)", MaxDocumentNodes), Line: n.Line}}
+		return nil, Errors{{Path: path, Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes), Line: n.Line}}
+	}
+	if c.inAlias > 0 {
+		if c.aliased++; c.aliased > maxAliasValues {
+			return nil, Errors{{Path: path, Message: fmt.Sprintf("YAML aliases expand to more than %d values (alias bomb?)", maxAliasValues), Line: n.Line}}
+		}
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -250,7 +309,10 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		if n.Alias == nil {
 			return nil, Errors{{Path: path, Message: "unknown YAML alias", Line: n.Line}}
 		}
-		return c.conv(path, n.Alias, depth+1)
+		c.inAlias++
+		t, err := c.conv(path, n.Alias, depth+1)
+		c.inAlias--
+		return t, err
 	case yaml.MappingNode:
 		t := &tree{kind: kObject, line: n.Line}
 		seen := map[string]bool{}
@@ -297,22 +359,65 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 			}
 			return &tree{kind: kBool, b: b, line: n.Line}, nil
 		case "!!int":
-			v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+			str, err := yamlInt(n.Value)
 			if err != nil {
-				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid integer %q", n.Value), Line: n.Line}}
+				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
 			}
-			return &tree{kind: kNumber, str: strconv.FormatInt(v, 10), line: n.Line}, nil
+			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		case "!!float":
-			v, err := strconv.ParseFloat(n.Value, 64)
-			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid number %q", n.Value), Line: n.Line}}
+			str, err := canonicalNumber(n.Value)
+			if err != nil {
+				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
 			}
-			return &tree{kind: kNumber, str: n.Value, line: n.Line}, nil
+			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		default: // !!str, !!timestamp, !!binary and custom tags are read as text
 			return &tree{kind: kString, str: n.Value, line: n.Line}, nil
 		}
 	}
 	return nil, Errors{{Path: path, Message: "unsupported YAML node", Line: n.Line}}
+}
+
+// yamlInt reads a YAML integer (decimal, or 0x, 0o, 0b prefixed, with _
+// separators) as a decimal literal. A decimal with a leading zero is refused:
+// YAML 1.1 reads 0777 as octal and YAML 1.2 as 777, and a rule must not mean
+// two things.
+func yamlInt(s string) (string, error) {
+	plain := strings.ReplaceAll(s, "_", "")
+	digits := strings.TrimLeft(plain, "+-")
+	if len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
+		return "", fmt.Errorf("integer %q has a leading zero; write it without (or with 0o for octal)", s)
+	}
+	v, err := strconv.ParseInt(plain, 0, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return "", fmt.Errorf("integer %s is out of range", s)
+		}
+		return "", fmt.Errorf("invalid integer %q", s)
+	}
+	return strconv.FormatInt(v, 10), nil
+}
+
+// canonicalNumber checks a decimal number literal (JSON, or a YAML float) and
+// returns one spelling for its value, so that the same number written in
+// either syntax reads the same: integers that fit in int64 as plain decimals,
+// everything else as encoding/json writes a float64. NaN, infinities and
+// numbers beyond float64 are errors.
+func canonicalNumber(s string) (string, error) {
+	if !strings.ContainsAny(s, ".eE") {
+		plain := strings.TrimPrefix(s, "+")
+		if v, err := strconv.ParseInt(plain, 10, 64); err == nil {
+			return strconv.FormatInt(v, 10), nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		if errors.Is(err, strconv.ErrRange) {
+			return "", fmt.Errorf("number %s is out of range", s)
+		}
+		return "", fmt.Errorf("invalid number %q", s)
+	}
+	b, _ := json.Marshal(f)
+	return string(b), nil
 }
 
 func joinKey(path, key string) string {
@@ -445,13 +550,15 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		n, err := strconv.ParseInt(t.str, 10, 64)
 		if err != nil {
 			f, ferr := strconv.ParseFloat(t.str, 64)
-			if ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-				n, err = int64(f), nil
+			switch {
+			case ferr == nil && f != math.Trunc(f):
+				fail("expected a whole number, got %s", t.str)
+				return
+			case ferr != nil || math.Abs(f) >= 1<<53:
+				fail("number %s is out of range", t.str)
+				return
 			}
-		}
-		if err != nil {
-			fail("expected a whole number, got %s", t.str)
-			return
+			n = int64(f)
 		}
 		if v.OverflowInt(n) {
 			fail("number %s is out of range", t.str)

@@ -53,10 +53,15 @@ func ParseDuration(s string) (time.Duration, error) {
 // The zero value is absent.
 type RawJSON []byte
 
-// MarshalJSON returns the value itself, or null when absent.
+// MarshalJSON returns the value itself, or null when absent. Bytes that are
+// not valid JSON (which Validate reports) are written as a JSON string, so that
+// marshalling a rule set never fails.
 func (r RawJSON) MarshalJSON() ([]byte, error) {
 	if len(r) == 0 {
 		return []byte("null"), nil
+	}
+	if !json.Valid(r) {
+		return json.Marshal(string(r))
 	}
 	return r, nil
 }

@@ -44,10 +44,13 @@ func CleanPath(p string) string {
 // peer, unless the peer is inside one of trusted (proxies), in which case
 // X-Forwarded-For is read from right to left and the first address that is not
 // itself trusted is taken. A malformed X-Forwarded-For entry stops the walk at
-// the last address known good. xff holds every X-Forwarded-For header value in
-// the order received.
+// the last address known good (a trusted proxy's); empty entries (as in
+// "a,,b") are skipped. Entries may carry a port ("1.2.3.4:80", "[::1]:80"),
+// which is dropped. IPv4-mapped IPv6 addresses are returned as IPv4 and zones
+// are dropped, so that one client has one key. xff holds every
+// X-Forwarded-For header value in the order received.
 func ClientIP(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr {
-	peer = peer.Unmap()
+	peer = peer.Unmap().WithZone("")
 	if len(trusted) == 0 || len(xff) == 0 || !inAny(peer, trusted) {
 		return peer
 	}
@@ -55,11 +58,15 @@ func ClientIP(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr 
 	for i := len(xff) - 1; i >= 0; i-- {
 		parts := strings.Split(xff[i], ",")
 		for j := len(parts) - 1; j >= 0; j-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
-			if err != nil {
+			entry := strings.TrimSpace(parts[j])
+			if entry == "" {
+				continue
+			}
+			a, ok := parseForwarded(entry)
+			if !ok {
 				return client
 			}
-			client = a.Unmap()
+			client = a
 			if !inAny(client, trusted) {
 				return client
 			}
@@ -68,9 +75,23 @@ func ClientIP(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr 
 	return client
 }
 
+// parseForwarded reads one X-Forwarded-For entry: an address, optionally with
+// a port.
+func parseForwarded(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
+}
+
 func inAny(a netip.Addr, ps []netip.Prefix) bool {
 	for _, p := range ps {
-		if p.Contains(a) {
+		if p.Contains(a) || (a.Is4() && p.Addr().Is4In6() && netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Contains(a)) {
 			return true
 		}
 	}

@@ -88,6 +88,9 @@ const (
 	ScopeCluster Scope = "cluster" // shared by every node through Redis
 )
 
+// Scopes lists every Scope.
+var Scopes = []Scope{ScopeNode, ScopeCluster}
+
 // StoreErrorPolicy says what a cluster limit does while its store (Redis) fails.
 type StoreErrorPolicy string
 
@@ -98,6 +101,9 @@ const (
 	OnStoreErrorDeny  StoreErrorPolicy = "deny"  // reject everything
 )
 
+// StoreErrorPolicies lists every StoreErrorPolicy.
+var StoreErrorPolicies = []StoreErrorPolicy{OnStoreErrorLocal, OnStoreErrorAllow, OnStoreErrorDeny}
+
 // ClusterMode says how a cluster limit talks to its store.
 type ClusterMode string
 
@@ -106,6 +112,9 @@ const (
 	ModeExact   ClusterMode = "exact"   // one store round trip per decision
 	ModeBatched ClusterMode = "batched" // leases of tokens spent locally
 )
+
+// ClusterModes lists every ClusterMode.
+var ClusterModes = []ClusterMode{ModeExact, ModeBatched}
 
 // Limit is one rate or concurrency limit.
 type Limit struct {
@@ -124,15 +133,22 @@ type Limit struct {
 	// zero means Rate.
 	Burst int64 `json:"burst,omitempty"`
 	// MaxDelay is how long a leaky-bucket request may wait for its turn.
-	MaxDelay     Duration         `json:"maxDelay,omitempty"`
-	Cost         *Cost            `json:"cost,omitempty"`
-	Scope        Scope            `json:"scope,omitempty"`
-	Mode         ClusterMode      `json:"mode,omitempty"`
+	MaxDelay Duration `json:"maxDelay,omitempty"`
+	// Cost is what one request consumes; nil means 1. Not for concurrency.
+	Cost *Cost `json:"cost,omitempty"`
+	// Scope is where the counters live; empty means ScopeNode. Cluster scope
+	// supports token_bucket, sliding_window and fixed_window.
+	Scope Scope `json:"scope,omitempty"`
+	// Mode applies to cluster scope only; empty means ModeExact.
+	Mode ClusterMode `json:"mode,omitempty"`
+	// OnStoreError applies to cluster scope only; empty means OnStoreErrorLocal.
 	OnStoreError StoreErrorPolicy `json:"onStoreError,omitempty"`
 	// Shadow limits decide, count and log, but never reject.
 	Shadow bool `json:"shadow,omitempty"`
 	// Exempt lists client CIDRs (or single addresses) that are never limited.
-	Exempt   []string       `json:"exempt,omitempty"`
+	Exempt []string `json:"exempt,omitempty"`
+	// Response overrides the rejection; nil means status 429 and the default
+	// problem+json body.
 	Response *LimitResponse `json:"response,omitempty"`
 }
 
@@ -158,19 +174,27 @@ type LimitResponse struct {
 type Breaker struct {
 	ID     string   `json:"id"`
 	Routes []string `json:"routes,omitempty"`
-	// Window is the rolling window over which ratios are computed.
-	Window      Duration `json:"window"`
-	MinRequests int      `json:"minRequests,omitempty"`
+	// Window is the rolling window over which ratios are computed. Required.
+	Window Duration `json:"window"`
+	// MinRequests is the number of requests in the window below which the
+	// ratios are not judged; zero means DefaultBreakerMinRequests.
+	MinRequests int `json:"minRequests,omitempty"`
 	// ErrorRatio trips the breaker when failed/total reaches it; 0 is off.
 	ErrorRatio       float64  `json:"errorRatio,omitempty"`
 	SlowCallDuration Duration `json:"slowCallDuration,omitempty"`
 	// SlowCallRatio trips the breaker when slow/total reaches it; 0 is off.
 	SlowCallRatio float64 `json:"slowCallRatio,omitempty"`
 	// ConsecutiveFailures trips the breaker after that many failures in a row; 0 is off.
-	ConsecutiveFailures int      `json:"consecutiveFailures,omitempty"`
-	OpenFor             Duration `json:"openFor"`
-	MaxOpenFor          Duration `json:"maxOpenFor,omitempty"`
-	HalfOpenProbes      int      `json:"halfOpenProbes,omitempty"`
+	ConsecutiveFailures int `json:"consecutiveFailures,omitempty"`
+	// OpenFor is how long the breaker stays open before probing; it doubles
+	// after each failed probe, up to MaxOpenFor. Required.
+	OpenFor Duration `json:"openFor"`
+	// MaxOpenFor caps OpenFor's doubling; zero means OpenFor ×
+	// DefaultMaxOpenForFactor.
+	MaxOpenFor Duration `json:"maxOpenFor,omitempty"`
+	// HalfOpenProbes is the number of requests let through while half open;
+	// zero means DefaultHalfOpenProbes.
+	HalfOpenProbes int `json:"halfOpenProbes,omitempty"`
 	// FailureStatuses lists the upstream statuses counted as failures, besides
 	// transport errors and timeouts; empty means every 5xx.
 	FailureStatuses []int            `json:"failureStatuses,omitempty"`
@@ -195,19 +219,28 @@ const (
 	DegradeManual DegradeMode = "manual"
 )
 
+// DegradeModes lists every DegradeMode.
+var DegradeModes = []DegradeMode{DegradeAuto, DegradeManual}
+
 // Degrade is a three-level degrade plan: 0 normal, 1 shed part of the traffic,
 // 2 shed all of it, answering with the fallback.
 type Degrade struct {
 	ID     string      `json:"id"`
 	Routes []string    `json:"routes,omitempty"`
 	Mode   DegradeMode `json:"mode"`
-	// Level is the manual level.
-	Level    int              `json:"level,omitempty"`
+	// Level is the manual level: 0, 1 or 2. Auto mode requires 0.
+	Level int `json:"level,omitempty"`
+	// Triggers are required in auto mode (at least one level); manual mode
+	// keeps but ignores them.
 	Triggers *DegradeTriggers `json:"triggers,omitempty"`
-	// Window is the measuring window of automatic mode.
-	Window          Duration `json:"window,omitempty"`
-	Level1ShedRatio float64  `json:"level1ShedRatio,omitempty"`
-	// RecoverAfter is the number of healthy windows before stepping down a level.
+	// Window is the measuring window of automatic mode; zero means
+	// DefaultDegradeWindow.
+	Window Duration `json:"window,omitempty"`
+	// Level1ShedRatio is the share of clients shed at level 1, in (0, 1];
+	// zero means DefaultLevel1ShedRatio.
+	Level1ShedRatio float64 `json:"level1ShedRatio,omitempty"`
+	// RecoverAfter is the number of healthy windows before stepping down a
+	// level; zero means DefaultRecoverAfter.
 	RecoverAfter int `json:"recoverAfter,omitempty"`
 	// Key is the client key that level 1 sheds consistently by (same
 	// dimensions as Limit.Key); empty means [ip].
@@ -222,7 +255,8 @@ type DegradeTriggers struct {
 }
 
 // Trigger fires when either of its set conditions holds over a window. A zero
-// field is not checked.
+// field is not checked; at least one must be set. Level 2's conditions may not
+// be looser than level 1's (a lower qpsAbove, a higher successRateBelow).
 type Trigger struct {
 	QPSAbove         float64 `json:"qpsAbove,omitempty"`
 	SuccessRateBelow float64 `json:"successRateBelow,omitempty"`

@@ -1,11 +1,16 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,6 +30,9 @@ func ValidID(s string) bool { return idPattern.MatchString(s) }
 // its path, or nil. It does not change rs. Fields left at their zero value are
 // checked as the defaults Normalize would put there.
 func (rs *RuleSet) Validate() error {
+	if rs == nil {
+		return Errors{{Message: "rule set is missing"}}
+	}
 	var errs Errors
 	v := validator{errs: &errs}
 	v.ruleSet(rs)
@@ -159,7 +167,11 @@ func (v validator) route(p string, r *Route) {
 		v.add(mp+".pathPrefix", "%q must start with /", m.PathPrefix)
 	}
 	for _, s := range []struct{ name, val string }{{"path", m.Path}, {"pathPrefix", m.PathPrefix}} {
-		if s.val != "" && s.val != CleanPath(s.val) && s.val != CleanPath(s.val)+"/" {
+		switch {
+		case s.val == "" || !strings.HasPrefix(s.val, "/"):
+		case strings.IndexFunc(s.val, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '?' || r == '#' }) >= 0:
+			v.add(mp+"."+s.name, "%q must not contain spaces, control characters, ? or #", s.val)
+		case s.val != CleanPath(s.val) && s.val != CleanPath(s.val)+"/":
 			v.add(mp+"."+s.name, "%q is not a clean path (no //, . or .. segments); requests are matched on the cleaned path", s.val)
 		}
 	}
@@ -171,18 +183,40 @@ func (v validator) route(p string, r *Route) {
 		}
 	}
 	for i, h := range m.Hosts {
-		if !hostPattern.MatchString(h) {
-			v.add(fmt.Sprintf("%s.hosts[%d]", mp, i), "%q is not a lower-case host name (a leading *. is allowed)", h)
+		hp := fmt.Sprintf("%s.hosts[%d]", mp, i)
+		if !hostPattern.MatchString(h) || len(h) > 253+6 {
+			v.add(hp, "%q is not a lower-case host name (a leading *. and a :port are allowed)", h)
+		} else if _, port, ok := strings.Cut(h, ":"); ok {
+			if n, _ := strconv.Atoi(port); n < 1 || n > 65535 {
+				v.add(hp, "%q has a port outside 1-65535", h)
+			}
+		}
+		if slices.Contains(m.Hosts[:i], h) {
+			v.add(hp, "%q is listed twice", h)
 		}
 	}
 	for i, meth := range m.Methods {
+		mp := fmt.Sprintf("%s.methods[%d]", mp, i)
 		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
-			v.add(fmt.Sprintf("%s.methods[%d]", mp, i), "%q is not an upper-case HTTP method", meth)
+			v.add(mp, "%q is not an upper-case HTTP method", meth)
+		}
+		if slices.Contains(m.Methods[:i], meth) {
+			v.add(mp, "%q is listed twice", meth)
 		}
 	}
-	for name := range m.Headers {
+	seenHeader := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		hp := joinKey(mp+".headers", name)
 		if !tokenPattern.MatchString(name) {
-			v.add(mp+".headers", "%q is not a valid header name", name)
+			v.add(hp, "%q is not a valid header name", name)
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if other, dup := seenHeader[canon]; dup {
+			v.add(hp, "header %q is listed twice (also as %q); header names ignore case", name, other)
+		}
+		seenHeader[canon] = name
+		if strings.ContainsAny(m.Headers[name], "\r\n\x00") {
+			v.add(hp, "value must not contain CR, LF or NUL")
 		}
 	}
 	up := &r.Upstream
@@ -343,8 +377,8 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 			v.add(p+".cost", "set header or bodyBytesPerUnit, not both")
 		case c.Header != "" && !tokenPattern.MatchString(c.Header):
 			v.add(p+".cost.header", "%q is not a valid header name", c.Header)
-		case c.BodyBytesPerUnit < 0:
-			v.add(p+".cost.bodyBytesPerUnit", "must be > 0")
+		case c.BodyBytesPerUnit < 0 || c.BodyBytesPerUnit > 1<<30:
+			v.add(p+".cost.bodyBytesPerUnit", "must be between 1 and 1073741824")
 		case c.Header == "" && c.BodyBytesPerUnit == 0:
 			v.add(p+".cost", "set header or bodyBytesPerUnit (omit cost for 1 per request)")
 		}
@@ -420,19 +454,21 @@ func (v validator) ratio(p string, r float64, allowZero bool) {
 func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	v.id(p+".id", b.ID)
 	v.routeRefs(p, b.Routes, routes)
-	if b.Window.D() < 100*time.Millisecond || b.Window.D() > time.Hour {
+	if b.Window == 0 {
+		v.add(p+".window", "is required")
+	} else if b.Window.D() < 100*time.Millisecond || b.Window.D() > time.Hour {
 		v.add(p+".window", "must be between 100ms and 1h")
 	}
-	if b.MinRequests < 0 {
-		v.add(p+".minRequests", "must be >= 0")
+	if b.MinRequests < 0 || b.MinRequests > 1_000_000 {
+		v.add(p+".minRequests", "must be between 1 and 1000000 (0 means %d)", DefaultBreakerMinRequests)
 	}
 	v.ratio(p+".errorRatio", b.ErrorRatio, true)
 	v.ratio(p+".slowCallRatio", b.SlowCallRatio, true)
 	if b.SlowCallRatio > 0 && b.SlowCallDuration <= 0 {
 		v.add(p+".slowCallDuration", "must be > 0 when slowCallRatio is set")
 	}
-	if b.SlowCallDuration < 0 {
-		v.add(p+".slowCallDuration", "must be >= 0")
+	if b.SlowCallDuration < 0 || b.SlowCallDuration.D() > time.Hour {
+		v.add(p+".slowCallDuration", "must be between 0 and 1h")
 	}
 	if b.ConsecutiveFailures < 0 {
 		v.add(p+".consecutiveFailures", "must be >= 0 (0 is off)")
@@ -440,11 +476,13 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	if b.ErrorRatio == 0 && b.SlowCallRatio == 0 && b.ConsecutiveFailures == 0 {
 		v.add(p, "set at least one of errorRatio, slowCallRatio, consecutiveFailures")
 	}
-	if b.OpenFor.D() <= 0 {
-		v.add(p+".openFor", "must be > 0")
+	if b.OpenFor == 0 {
+		v.add(p+".openFor", "is required")
+	} else if b.OpenFor < 0 || b.OpenFor.D() > time.Hour {
+		v.add(p+".openFor", "must be > 0 and at most 1h")
 	}
-	if b.MaxOpenFor < 0 {
-		v.add(p+".maxOpenFor", "must be >= 0")
+	if b.MaxOpenFor < 0 || b.MaxOpenFor.D() > 24*time.Hour {
+		v.add(p+".maxOpenFor", "must be between 0 and 24h (0 means %d × openFor)", DefaultMaxOpenForFactor)
 	} else if b.MaxOpenFor != 0 && b.MaxOpenFor < b.OpenFor {
 		v.add(p+".openFor", "%s is above maxOpenFor %s", b.OpenFor, b.MaxOpenFor)
 	}
@@ -454,6 +492,8 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	for i, s := range b.FailureStatuses {
 		if s < 100 || s > 599 {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an HTTP status", s)
+		} else if slices.Contains(b.FailureStatuses[:i], s) {
+			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is listed twice", s)
 		}
 	}
 	if f := b.Fallback; f != nil {
@@ -495,8 +535,8 @@ func (v validator) degrade(p string, d *Degrade, routes map[string]int) {
 				continue
 			}
 			tp := p + ".triggers." + lv.name
-			if lv.t.QPSAbove < 0 {
-				v.add(tp+".qpsAbove", "must be >= 0")
+			if !(lv.t.QPSAbove >= 0) || math.IsInf(lv.t.QPSAbove, 0) {
+				v.add(tp+".qpsAbove", "must be a finite number >= 0 (0 is off)")
 			}
 			v.ratio(tp+".successRateBelow", lv.t.SuccessRateBelow, true)
 			if lv.t.QPSAbove == 0 && lv.t.SuccessRateBelow == 0 {
@@ -527,6 +567,9 @@ func (v validator) degrade(p string, d *Degrade, routes map[string]int) {
 		}
 		v.body(p+".fallback.html", f.HTML)
 		v.body(p+".fallback.json", string(f.JSON))
+		if len(f.JSON) > 0 && !json.Valid(f.JSON) {
+			v.add(p+".fallback.json", "is not valid JSON")
+		}
 	}
 }
 
