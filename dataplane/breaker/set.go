@@ -1,0 +1,326 @@
+package breaker
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+	_ "unsafe" // for go:linkname
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+)
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// Now is the default clock: nanoseconds on the runtime's monotonic scale,
+// the same scale as limit.Now. Callers pass its readings as the now argument.
+func Now() int64 { return nanotime() }
+
+// Options are a node's settings for compiling breakers. The zero value logs to
+// slog.Default, exports no metrics and uses Now.
+type Options struct {
+	// Metrics receives sluice_breaker_state and
+	// sluice_breaker_transitions_total; nil exports nothing.
+	Metrics *metrics.Metrics
+	// Logger receives one line per transition; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock whose readings the request path passes as now. It is
+	// read only off the hot path (Status and the admin handler); nil means Now.
+	Now func() int64
+}
+
+func (o Options) now() int64 {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return Now()
+}
+
+// group is what a rule's breakers share: the rule's state gauge is the worst
+// state of its member breakers (those of the set last swapped in).
+type group struct {
+	rule    string
+	members atomic.Pointer[[]*Breaker]
+	retired atomic.Bool
+	gauge   *prometheus.GaugeVec // may be nil
+}
+
+func (g *group) worst() State {
+	w := Closed
+	if m := g.members.Load(); m != nil {
+		for _, b := range *m {
+			w = max(w, b.State())
+		}
+	}
+	return w
+}
+
+func (g *group) moved(from, to State) { g.publish() }
+
+func (g *group) publish() {
+	if g.gauge != nil && !g.retired.Load() {
+		g.gauge.WithLabelValues(g.rule).Set(float64(g.worst()))
+	}
+}
+
+type rule struct {
+	id       string
+	canon    []byte
+	group    *group
+	breakers []*Breaker // in route order
+}
+
+// Set is the compiled breakers of one rule set. It is immutable once
+// compiled and safe for concurrent use; the zero value and a nil *Set hold no
+// breakers.
+type Set struct {
+	rules   []*rule
+	byRoute map[string]*Breaker
+	opts    Options
+}
+
+// Compile builds the breakers of rules (normalized or not: Compile normalizes
+// them again) for the routes routeIDs of the same rule set: one Breaker per
+// (rule, route), a rule with no routes covering every route. Breakers of a
+// rule whose normalized canonical JSON equals its namesake's in prev are
+// carried over as they are (state, window, open period); the others start
+// closed. prev may be nil. Compile returns an error, naming the rule, when a
+// rule is invalid, names a route not in routeIDs, or covers a route another
+// rule covers. It does not change prev.
+func Compile(rules []api.Breaker, routeIDs []string, prev *Set, opts Options) (*Set, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	known := make(map[string]bool, len(routeIDs))
+	for _, r := range routeIDs {
+		known[r] = true
+	}
+	prevRules := map[string]*rule{}
+	if prev != nil {
+		for _, r := range prev.rules {
+			prevRules[r.id] = r
+		}
+	}
+	norm := (&api.RuleSet{Breakers: rules}).Normalize().Breakers
+	s := &Set{byRoute: map[string]*Breaker{}, opts: opts}
+	var trans *prometheus.CounterVec
+	var gauge *prometheus.GaugeVec
+	if opts.Metrics != nil {
+		trans, gauge = opts.Metrics.BreakerTransitions, opts.Metrics.BreakerState
+	}
+	for i := range norm {
+		rb := &norm[i]
+		cfg, err := compileConfig(rb)
+		if err != nil {
+			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
+		}
+		canon, err := json.Marshal(rb)
+		if err != nil {
+			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
+		}
+		r := &rule{id: rb.ID, canon: canon}
+		var carried map[string]*Breaker
+		if p := prevRules[rb.ID]; p != nil && string(p.canon) == string(canon) {
+			r.group = p.group
+			carried = make(map[string]*Breaker, len(p.breakers))
+			for _, b := range p.breakers {
+				carried[b.route] = b
+			}
+		} else {
+			r.group = &group{rule: rb.ID, gauge: gauge}
+		}
+		routes := rb.Routes
+		if len(routes) == 0 {
+			routes = routeIDs
+		}
+		for _, route := range routes {
+			if !known[route] {
+				return nil, fmt.Errorf("compiling breaker %q: route %q does not exist", rb.ID, route)
+			}
+			if other, ok := s.byRoute[route]; ok {
+				return nil, fmt.Errorf("compiling breaker %q: route %q is already covered by breaker %q", rb.ID, route, other.rule)
+			}
+			b := carried[route]
+			if b == nil {
+				b = newBreaker(rb.ID, route, cfg, r.group, opts.Logger, trans)
+			}
+			r.breakers = append(r.breakers, b)
+			s.byRoute[route] = b
+		}
+		if carried == nil {
+			r.group.members.Store(&r.breakers)
+		}
+		s.rules = append(s.rules, r)
+	}
+	if prev == nil {
+		s.publish()
+	}
+	return s, nil
+}
+
+func compileConfig(rb *api.Breaker) (config, error) {
+	c := config{
+		bucketNs:    int64(rb.Window) / nBuckets,
+		minRequests: int64(rb.MinRequests),
+		errorRatio:  rb.ErrorRatio,
+		slowRatio:   rb.SlowCallRatio,
+		slowDur:     rb.SlowCallDuration.D(),
+		consecutive: int64(rb.ConsecutiveFailures),
+		openFor:     int64(rb.OpenFor),
+		maxOpenFor:  int64(rb.MaxOpenFor),
+		probes:      rb.HalfOpenProbes,
+		status:      rb.Fallback.Status,
+		retryAfter:  rb.Fallback.RetryAfter.D(),
+		body:        []byte(rb.Fallback.Body),
+		contentType: rb.Fallback.ContentType,
+	}
+	switch {
+	case c.bucketNs <= 0:
+		return c, fmt.Errorf("window %s is too short", rb.Window)
+	case c.openFor <= 0:
+		return c, fmt.Errorf("openFor must be > 0")
+	case c.probes < 1 || c.probes > countMask:
+		return c, fmt.Errorf("halfOpenProbes %d is not between 1 and %d", c.probes, countMask)
+	case c.status < 100 || c.status > 599:
+		return c, fmt.Errorf("fallback status %d is not an HTTP status", c.status)
+	}
+	if c.minRequests <= 0 {
+		c.minRequests = api.DefaultBreakerMinRequests
+	}
+	c.maxOpenFor = max(c.maxOpenFor, c.openFor)
+	if len(rb.FailureStatuses) == 0 {
+		for s := 500; s < 600; s++ {
+			c.failures[s/64] |= 1 << (s % 64)
+		}
+	}
+	for _, s := range rb.FailureStatuses {
+		if s < 100 || s > 599 {
+			return c, fmt.Errorf("failure status %d is not an HTTP status", s)
+		}
+		c.failures[s/64] |= 1 << (s % 64)
+	}
+	p, _ := json.Marshal(map[string]any{
+		"type":   "about:blank",
+		"title":  "Circuit breaker open",
+		"status": c.status,
+		"detail": "the upstream is failing; circuit breaker " + rb.ID + " is refusing requests for now",
+		"rule":   rb.ID,
+	})
+	c.problem = append(p, '\n')
+	return c, nil
+}
+
+// ForRoute returns the breaker guarding routeID, or nil when no rule covers
+// it (a nil *Breaker admits everything).
+func (s *Set) ForRoute(routeID string) *Breaker {
+	if s == nil {
+		return nil
+	}
+	return s.byRoute[routeID]
+}
+
+// Len returns the number of breakers in the set.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.byRoute)
+}
+
+func (s *Set) publish() {
+	for _, r := range s.rules {
+		r.group.publish()
+	}
+}
+
+// Retire is called on the previous set once next has been swapped in (next
+// may be nil when the node stops). There are no goroutines to stop; Retire
+// stops the state gauge of rules that did not carry over from being written
+// by their old breakers (which in-flight requests may still move), removes the
+// gauge of rules gone from next, and publishes next's states. A nil receiver
+// only publishes next.
+func (s *Set) Retire(next *Set) {
+	kept := map[*group]bool{}
+	ids := map[string]bool{}
+	if next != nil {
+		for _, r := range next.rules {
+			kept[r.group] = true
+			ids[r.id] = true
+		}
+	}
+	if s != nil {
+		for _, r := range s.rules {
+			if kept[r.group] {
+				continue
+			}
+			r.group.retired.Store(true)
+			if !ids[r.id] && r.group.gauge != nil {
+				r.group.gauge.DeleteLabelValues(r.id)
+			}
+		}
+	}
+	if next != nil {
+		for _, r := range next.rules {
+			r.group.members.Store(&r.breakers)
+		}
+		next.publish()
+	}
+}
+
+// Status is one breaker's state as the admin endpoint shows it.
+type Status struct {
+	Rule  string `json:"rule"`
+	Route string `json:"route"`
+	State string `json:"state"`
+	// Window holds the calls counted in the current rolling window (closed
+	// state only; every transition starts a fresh window).
+	Window              Counts `json:"window"`
+	ConsecutiveFailures int64  `json:"consecutiveFailures"`
+	// OpenFor is the current open period (doubled after failed probes).
+	OpenFor string `json:"openFor"`
+	// OpenUntil is when an open breaker lets probes through (wall clock).
+	OpenUntil time.Time `json:"openUntil,omitzero"`
+	// ProbesAdmitted and ProbesSucceeded count the probes of a half-open breaker.
+	ProbesAdmitted  int `json:"probesAdmitted,omitempty"`
+	ProbesSucceeded int `json:"probesSucceeded,omitempty"`
+}
+
+// Status returns the state of every breaker, in rule then route order, read
+// at now.
+func (s *Set) Status(now int64) []Status {
+	if s == nil {
+		return []Status{}
+	}
+	wall := time.Now()
+	out := make([]Status, 0, len(s.byRoute))
+	for _, r := range s.rules {
+		for _, b := range r.breakers {
+			out = append(out, b.status(now, wall))
+		}
+	}
+	return out
+}
+
+func (b *Breaker) status(now int64, wall time.Time) Status {
+	w := b.st.Load()
+	st := Status{
+		Rule:                b.rule,
+		Route:               b.route,
+		State:               wState(w).String(),
+		ConsecutiveFailures: b.consec.Load(),
+		OpenFor:             time.Duration(b.openFor.Load()).String(),
+	}
+	switch wState(w) {
+	case Closed:
+		st.Window = b.counts(now / b.cfg.bucketNs)
+	case Open:
+		st.OpenUntil = wall.Add(time.Duration(b.openUntil.Load() - now)).UTC()
+	case HalfOpen:
+		st.ProbesAdmitted, st.ProbesSucceeded = wUsed(w), wOK(w)
+	}
+	return st
+}
