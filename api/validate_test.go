@@ -147,7 +147,10 @@ func TestValidate(t *testing.T) {
 
 		// breakers
 		{"breaker id missing", func(rs *RuleSet) { rs.Breakers[0].ID = "" }, "is required", []string{"breakers[0].id"}},
-		{"breaker id duplicate", func(rs *RuleSet) { rs.Breakers = append(rs.Breakers, rs.Breakers[0]); rs.Breakers[1].Routes = []string{"health"} }, "duplicate id", []string{"breakers[1].id"}},
+		{"breaker id duplicate", func(rs *RuleSet) {
+			rs.Breakers = append(rs.Breakers, rs.Breakers[0])
+			rs.Breakers[1].Routes = []string{"health"}
+		}, "duplicate id", []string{"breakers[1].id"}},
 		{"breaker dangling route", func(rs *RuleSet) { rs.Breakers[0].Routes = []string{"nope"} }, "does not exist", []string{"breakers[0].routes[0]"}},
 		{"two breakers on a route", func(rs *RuleSet) {
 			b := rs.Breakers[0]
