@@ -13,6 +13,9 @@ import (
 // TAT arithmetic never overflows: 2^61 ns is about 73 years.
 const maxTau = int64(1) << 61
 
+// sec is one second in nanoseconds.
+const sec = int64(time.Second)
+
 // concurrencyRetryAfter is the Retry-After of a rejected concurrency limit:
 // when a slot frees up depends on requests in flight, not on a clock.
 const concurrencyRetryAfter = time.Second
@@ -78,11 +81,13 @@ func (p *params) capacity() int64 {
 	return p.rate
 }
 
-// never is the decision for a cost above capacity: it can never be admitted.
-// RetryAfter is the time the key takes to refill completely (a client that
-// honours it at least does not hammer), never zero.
-func (p *params) never() Decision {
-	d := Decision{Limit: p.rate}
+// never is the decision for a cost above capacity, which can never be
+// admitted: the key's current remaining and reset, and as RetryAfter the time
+// the key takes to refill completely (a client that honours it at least does
+// not hammer), never zero.
+func (p *params) never(a, b, now int64) Decision {
+	_, _, d := p.take(a, b, now, 0)
+	d.Allowed, d.Delay = false, 0
 	switch p.alg {
 	case api.TokenBucket, api.LeakyBucket:
 		d.RetryAfter = time.Duration(p.tau)
@@ -118,7 +123,7 @@ func (p *params) window(now int64) (idx, elapsed int64) {
 //	concurrency:                a = in flight, b unused
 func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
 	if cost > p.capacity() {
-		return a, b, p.never()
+		return a, b, p.never(a, b, now)
 	}
 	switch p.alg {
 	case api.TokenBucket:

@@ -12,8 +12,6 @@ import (
 	"github.com/sluicegw/sluice/api"
 )
 
-const sec = int64(time.Second)
-
 // t0 is an arbitrary origin for injected clocks, not a window boundary.
 const t0 = 1000*sec + 123
 
@@ -70,7 +68,9 @@ func runSteps(t *testing.T, lo *Local, steps []step) {
 	}
 }
 
-func ok(at time.Duration, remaining int64) step { return step{at: at, allowed: true, remaining: remaining} }
+func ok(at time.Duration, remaining int64) step {
+	return step{at: at, allowed: true, remaining: remaining}
+}
 func no(at time.Duration, retry time.Duration) step {
 	return step{at: at, allowed: false, remaining: -1, retry: retry}
 }

@@ -1,7 +1,7 @@
 package limit
 
 import (
-	_ "unsafe" // for go:linkname
+	"unsafe" // go:linkname, unsafeString
 )
 
 // nanotime is the runtime's monotonic clock. The runtime keeps this linkname
@@ -18,3 +18,7 @@ func nanotime() int64
 // by wall-clock changes. Integrators pass Now() as the now argument of
 // Limiter.Take and Limiter.Refund, so that every limiter shares one scale.
 func Now() int64 { return nanotime() }
+
+// unsafeString views b as a string without copying. The caller must not
+// modify b while the string is in use, nor let the string outlive b.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -2,7 +2,7 @@ package limit
 
 import (
 	"context"
-		"hash/maphash"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,7 +98,7 @@ func (l *Local) TakeHash(h uint64, cost, now int64) Decision {
 	switch l.p.alg {
 	case api.TokenBucket, api.LeakyBucket:
 		if cost > l.p.burst {
-			return l.p.never()
+			return l.p.never(l.tat.Load(), 0, now)
 		}
 		for {
 			tat := l.tat.Load()

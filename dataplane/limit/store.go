@@ -183,8 +183,7 @@ func (s *store) take(p *params, h uint64, now, cost int64) Decision {
 			// A fresh key rejects this cost (cost above capacity): answer
 			// without storing a key whose state would stay fresh.
 			sh.mu.Unlock()
-			_, _, d := p.take(0, 0, now, cost)
-			return d
+			return p.never(0, 0, now)
 		}
 		i = sh.insert(s, p, h, now)
 	}

@@ -1,0 +1,304 @@
+package limit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// dimKind is one kind of key dimension.
+type dimKind uint8
+
+const (
+	dimGlobal dimKind = iota
+	dimIP
+	dimRoute
+	dimHeader
+	dimQuery
+	dimCookie
+)
+
+// dim is one key dimension of a limit.
+type dim struct {
+	kind dimKind
+	name string // header (canonical), query or cookie name
+	spec string // as written: "ip", "header:X-User", ...
+}
+
+// keySpec is a limit's key: its dimensions in rule order. "global" parts
+// contribute nothing; a key of only "global" parts is one key for everyone.
+type keySpec struct {
+	dims []dim
+}
+
+func parseKey(key []string) (keySpec, error) {
+	var ks keySpec
+	for _, k := range key {
+		if err := api.ValidateKey(k); err != nil {
+			return ks, err
+		}
+		kind, name, _ := strings.Cut(k, ":")
+		d := dim{spec: k, name: name}
+		switch kind {
+		case "global":
+			continue
+		case "ip":
+			d.kind = dimIP
+		case "route":
+			d.kind = dimRoute
+		case "header":
+			d.kind, d.name = dimHeader, http.CanonicalHeaderKey(name)
+		case "query":
+			d.kind = dimQuery
+		case "cookie":
+			d.kind = dimCookie
+		default:
+			return ks, fmt.Errorf("%q is not a key dimension", k)
+		}
+		ks.dims = append(ks.dims, d)
+	}
+	return ks, nil
+}
+
+func (ks keySpec) String() string {
+	parts := make([]string, len(ks.dims))
+	for i, d := range ks.dims {
+		parts[i] = d.spec
+	}
+	return strings.Join(parts, ",")
+}
+
+// part returns the value of one dimension for a request and whether it is
+// present. It allocates only for a percent-encoded query parameter.
+func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string, bool) {
+	switch d.kind {
+	case dimIP:
+		if !info.ClientIP.IsValid() {
+			return "", false
+		}
+		*ipBuf = info.ClientIP.Unmap().As16()
+		return unsafeString(ipBuf[:]), true
+	case dimRoute:
+		return info.RouteID, true
+	case dimHeader:
+		if vs := r.Header[d.name]; len(vs) > 0 {
+			return vs[0], true
+		}
+		return "", false
+	case dimQuery:
+		return queryValue(r.URL.RawQuery, d.name)
+	case dimCookie:
+		return cookieValue(r.Header["Cookie"], d.name)
+	}
+	return "", true
+}
+
+// Markers written before each part so that the encoding is injective: a
+// missing part differs from an empty one, and lengths delimit values.
+const (
+	partPresent = 0x01
+	partMissing = 0x02
+)
+
+// hash returns the 64-bit hash of the request's key under ks (maphash, the
+// process-wide seed). It does not allocate (except for percent-encoded query
+// values). A missing part (header, query parameter or cookie absent, or no
+// client address) hashes as a "missing" marker distinct from every value,
+// including the empty one: all requests that omit it share one key (with the
+// other parts), so omitting a header never escapes the limit; it lands in
+// one shared bucket.
+func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
+	if len(ks.dims) == 0 {
+		return 0
+	}
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	var ipBuf [16]byte
+	var lenBuf [9]byte
+	for i := range ks.dims {
+		v, ok := ks.dims[i].part(r, info, &ipBuf)
+		if !ok {
+			h.WriteByte(partMissing)
+			continue
+		}
+		lenBuf[0] = partPresent
+		binary.LittleEndian.PutUint64(lenBuf[1:], uint64(len(v)))
+		h.Write(lenBuf[:])
+		h.WriteString(v)
+	}
+	return h.Sum64()
+}
+
+// String returns the request's key as readable text, for logs and for cluster
+// limiters (whose stores need the same key on every node):
+// "ip=10.1.2.3|header:X-User=alice". A missing part reads "<missing>"; values
+// are quoted (strconv.Quote) when they contain '|', '=', '<', a quote or
+// non-printable bytes, so that the text is unambiguous.
+func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
+	if len(ks.dims) == 0 {
+		return "global"
+	}
+	var b strings.Builder
+	var ipBuf [16]byte
+	for i := range ks.dims {
+		d := &ks.dims[i]
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(d.spec)
+		b.WriteByte('=')
+		if d.kind == dimIP {
+			if info.ClientIP.IsValid() {
+				b.WriteString(info.ClientIP.Unmap().String())
+			} else {
+				b.WriteString("<missing>")
+			}
+			continue
+		}
+		v, ok := d.part(r, info, &ipBuf)
+		switch {
+		case !ok:
+			b.WriteString("<missing>")
+		case strings.ContainsAny(v, "|=<\"\\") || strconv.QuoteToASCII(v) != `"`+v+`"`:
+			b.WriteString(strconv.QuoteToASCII(v))
+		default:
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// queryValue returns the first value of the query parameter name in a raw
+// query, decoded, and whether it is present. Names are compared decoded.
+func queryValue(raw, name string) (string, bool) {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			if dk, err := url.QueryUnescape(k); err != nil || dk != name {
+				continue
+			}
+		}
+		if strings.ContainsAny(v, "%+") {
+			if dv, err := url.QueryUnescape(v); err == nil {
+				return dv, true
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// cookieValue returns the value of the first cookie named name in the Cookie
+// header lines, without its quotes, and whether it is present.
+func cookieValue(lines []string, name string) (string, bool) {
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// costSpec says how many units a request costs for one limit.
+type costSpec struct {
+	header   string // canonical header name, or ""
+	perUnit  int64  // body bytes per unit, or 0
+	capacity int64  // what an unknown-length body is charged
+}
+
+func newCostSpec(c *api.Cost, capacity int64) costSpec {
+	if c == nil {
+		return costSpec{}
+	}
+	return costSpec{header: http.CanonicalHeaderKey(c.Header), perUnit: c.BodyBytesPerUnit, capacity: capacity}
+}
+
+// cost returns the request's cost:
+//
+//   - no cost rule: 1.
+//   - header: the header's value as a decimal integer. Missing, malformed or
+//     less than 1 costs 1, the least a request can cost, so that omitting or
+//     garbling the header gains nothing; a value too large for int64 costs
+//     MaxInt64 (above every capacity, so it is rejected).
+//   - bodyBytesPerUnit: Content-Length divided by it, rounded up, at least 1.
+//     A body of unknown length (chunked, or HTTP/2 without content-length)
+//     cannot be measured before it is read, so it is charged the limit's
+//     whole capacity (burst, or rate for windows): streaming a body does not
+//     dodge its cost, and clients that want a fair charge send Content-Length.
+func (c *costSpec) cost(r *http.Request) int64 {
+	switch {
+	case c.header != "":
+		vs := r.Header[c.header]
+		if len(vs) == 0 {
+			return 1
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(vs[0]), 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && n > 0 {
+				return math.MaxInt64
+			}
+			return 1
+		}
+		return max(1, n)
+	case c.perUnit > 0:
+		if r.ContentLength < 0 {
+			return max(1, c.capacity)
+		}
+		if r.ContentLength == 0 {
+			return 1
+		}
+		return (r.ContentLength-1)/c.perUnit + 1
+	}
+	return 1
+}
+
+// exemptList is a limit's exempt client prefixes.
+type exemptList []netip.Prefix
+
+func parseExempt(cidrs []string) (exemptList, error) {
+	var ex exemptList
+	for i, s := range cidrs {
+		p, err := api.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("exempt[%d]: %w", i, err)
+		}
+		ex = append(ex, p)
+	}
+	return ex, nil
+}
+
+func (ex exemptList) contains(a netip.Addr) bool {
+	if len(ex) == 0 || !a.IsValid() {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range ex {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,142 @@
+package limit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// ProblemType is the type URI of the problem+json body of a rejection.
+const ProblemType = "urn:sluice:problem:rate-limited"
+
+// Canonical forms of the header names, as http.Header keys them.
+var (
+	hdrPolicy     = http.CanonicalHeaderKey(api.HeaderRateLimitPolicy)
+	hdrRateLimit  = http.CanonicalHeaderKey(api.HeaderRateLimit)
+	hdrXLimit     = http.CanonicalHeaderKey(api.HeaderXRateLimitLimit)
+	hdrXRemaining = http.CanonicalHeaderKey(api.HeaderXRateLimitRemain)
+	hdrXReset     = http.CanonicalHeaderKey(api.HeaderXRateLimitReset)
+)
+
+// ceilSeconds returns d in whole seconds, rounded up, at least lo.
+func ceilSeconds(d time.Duration, lo int64) int64 {
+	s := (int64(d) + sec - 1) / sec
+	return max(s, lo)
+}
+
+// setHeaders writes the RateLimit headers of ru's decision d:
+//
+//	RateLimit-Policy: "<id>";q=<quota>;w=<window seconds>
+//	RateLimit: "<id>";r=<remaining>;t=<seconds until reset>
+//	X-RateLimit-Limit: <quota>  X-RateLimit-Remaining: <remaining>
+//	X-RateLimit-Reset: <seconds until reset>
+//
+// following draft-ietf-httpapi-ratelimit-headers-10 (the syntax of -08 and
+// later: a Structured Fields list of items with the policy id as a String).
+// Concurrency limits have no window: no w, and no t in RateLimit.
+func setHeaders(h http.Header, ru *rule, d Decision) {
+	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
+	reset := strconv.FormatInt(ceilSeconds(d.Reset, 0), 10)
+	rl := make([]byte, 0, 64)
+	rl = strconv.AppendQuote(rl, ru.l.ID)
+	rl = append(rl, ";r="...)
+	rl = append(rl, remaining...)
+	if ru.window > 0 {
+		rl = append(rl, ";t="...)
+		rl = append(rl, reset...)
+	}
+	// One backing array for the five values: one allocation, not five.
+	vals := [5]string{ru.policy, string(rl), ru.quotaStr, remaining, reset}
+	vs := vals[:]
+	h[hdrPolicy] = vs[0:1:1]
+	h[hdrRateLimit] = vs[1:2:2]
+	h[hdrXLimit] = vs[2:3:3]
+	h[hdrXRemaining] = vs[3:4:4]
+	h[hdrXReset] = vs[4:5:5]
+}
+
+// problem is the application/problem+json body (RFC 9457) of a rejection.
+type problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Rule      string `json:"rule"`
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// writeReject writes the rejection of ru: its status (429 unless the rule's
+// response overrides it), Retry-After in whole seconds rounded up (at least
+// 1), the RateLimit headers, and either the rule's body with its content type
+// (text/plain when unset) or a problem+json body naming the rule and the
+// request id.
+func writeReject(w http.ResponseWriter, ru *rule, d Decision, info *RequestInfo) {
+	h := w.Header()
+	setHeaders(h, ru, d)
+	retry := ceilSeconds(d.RetryAfter, 1)
+	h.Set(api.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+	status := api.DefaultLimitRejectStatus
+	if resp := ru.l.Response; resp != nil {
+		if resp.Status != 0 {
+			status = resp.Status
+		}
+		if resp.Body != "" {
+			ct := resp.ContentType
+			if ct == "" {
+				ct = "text/plain; charset=utf-8"
+			}
+			h.Set("Content-Type", ct)
+			h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(resp.Body))
+			return
+		}
+	}
+	body, _ := json.Marshal(problem{
+		Type:      ProblemType,
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry),
+		Rule:      ru.l.ID,
+		RequestID: info.RequestID,
+	})
+	h.Set("Content-Type", api.ContentTypeProblemJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// logReject logs one rejection (or shadow rejection) if the log bucket has a
+// token, else counts a dropped line. An attack cannot flood the log: at most
+// LogBurst lines at once and LogsPerSecond after that, across every limit.
+func (s *Set) logReject(r *http.Request, ru *rule, ks *keySpec, d Decision, info *RequestInfo, now int64) {
+	if s.logger == nil {
+		return
+	}
+	if !s.logs.TakeHash(0, 1, now).Allowed {
+		inc(s.drops)
+		return
+	}
+	msg, level := "limit rejected request", slog.LevelWarn
+	if ru.l.Shadow {
+		msg, level = "shadow limit would reject request", slog.LevelInfo
+	}
+	s.logger.LogAttrs(context.WithoutCancel(r.Context()), level, msg,
+		slog.String("request_id", info.RequestID),
+		slog.String("rule", ru.l.ID),
+		slog.String("key", ks.text(r, info)),
+		slog.Int64("limit", d.Limit),
+		slog.Int64("remaining", max(d.Remaining, 0)),
+		slog.Duration("retry_after", d.RetryAfter),
+		slog.String("route", info.RouteID),
+		slog.String("client_ip", info.ClientIP.String()),
+		slog.Bool("shadow", ru.l.Shadow),
+	)
+}

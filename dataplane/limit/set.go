@@ -1,0 +1,535 @@
+package limit
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+)
+
+// Defaults of Options.
+const (
+	DefaultSweepInterval = 10 * time.Second
+	DefaultLogsPerSecond = 10
+	DefaultLogBurst      = 50
+)
+
+// Options configures Compile. The zero value works: no metrics, no logs,
+// DefaultMaxKeys, no cluster limits, the Now clock, a real timer for waits.
+type Options struct {
+	// Metrics receives sluice_limit_decisions_total and
+	// sluice_log_dropped_total; nil records nothing.
+	Metrics *metrics.Metrics
+	// Logger receives one line per rejection (and shadow rejection), itself
+	// rate-limited; nil logs nothing.
+	Logger *slog.Logger
+	// MaxKeys caps the keys each node-scope limit keeps; 0 means
+	// DefaultMaxKeys. At the cap, a new key evicts the least recently used
+	// (see the package doc).
+	MaxKeys int
+	// Cluster builds the limiter of a scope: cluster limit (the Redis
+	// package's constructor). Nil makes compiling a cluster limit fail. A
+	// limiter it returns that implements io.Closer is closed when retired.
+	Cluster func(api.Limit) (Limiter, error)
+	// Now is the clock in nanoseconds; nil means limit.Now.
+	Now func() int64
+	// Wait blocks a leaky-bucket request for its delay; nil means limit.Wait.
+	// It must return early with an error when ctx is done.
+	Wait func(ctx context.Context, d time.Duration) error
+	// SweepInterval is how often a goroutine owned by the Set forgets idle
+	// keys; 0 means DefaultSweepInterval, negative starts no goroutine.
+	SweepInterval time.Duration
+	// LogsPerSecond and LogBurst size the token bucket of rejection log lines
+	// (0 means the defaults); lines over it are dropped and counted.
+	LogsPerSecond, LogBurst int64
+}
+
+// RequestInfo is what the integrator knows about a request before limits:
+// the matched route, the client address computed with api.ClientIP (trusted
+// proxies applied; Admit never reads X-Forwarded-For), and the request id.
+type RequestInfo struct {
+	RouteID   string
+	ClientIP  netip.Addr
+	RequestID string
+}
+
+// Wait blocks for d or until ctx is done, whichever is first, and returns
+// ctx's error in the second case. It is the wait of leaky-bucket requests.
+func Wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// rule is one compiled limit. Rules whose limit did not change are carried
+// into the next Set as the same pointer, state and all.
+type rule struct {
+	l      api.Limit // normalized
+	canon  string    // canonical JSON of l
+	lim    Limiter
+	local  *Local // lim, when node scope
+	key    keySpec
+	cost   costSpec
+	exempt exemptList
+	class  int // evaluation order: 0 rate, 1 concurrency, 2 leaky bucket
+
+	policy   string // RateLimit-Policy item
+	quota    int64  // q of the policy: the rate over w whole seconds
+	quotaStr string
+	window   int64 // w of the policy in seconds; 0 for concurrency
+
+	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
+}
+
+// Set is a compiled rule set's limits: what one rule-set version enforces.
+// Build it with Compile off the hot path, swap it in (atomic.Pointer), then
+// call Retire on the old Set. Safe for concurrent use; immutable after
+// Compile except for the limiters' states.
+type Set struct {
+	rules  []*rule
+	chains map[string]*Chain
+	all    *Chain // routes no limit names
+
+	now    func() int64
+	wait   func(context.Context, time.Duration) error
+	logger *slog.Logger
+	logs   *Local // token bucket of log lines, carried across Sets
+	drops  prometheus.Counter
+
+	stop    chan struct{}
+	stopped chan struct{}
+	retire  sync.Once
+}
+
+// Chain is the limits that apply to one route, in evaluation order: rate
+// limits first, then concurrency, then leaky buckets, so that a leaky-bucket
+// wait starts only once every other limit has passed. A nil *Chain admits
+// everything.
+type Chain struct {
+	set    *Set
+	rules  []*rule
+	keyIdx []int     // per rule: index into specs
+	specs  []keySpec // distinct key specs, hashed once per request
+}
+
+// Compile builds the Set for limits (normalized with api.RuleSet.Normalize;
+// Compile normalizes again, which is harmless). prev is the Set in service,
+// or nil. A limit whose canonical JSON equals the one of the same id in prev
+// keeps its exact limiter and state. A changed node-scope limit over the
+// same key dimensions gets its keys' current fill carried over, scaled to the
+// new capacity (see params.carry). Compile reads prev but never changes what
+// prev decides; it may run concurrently with requests on prev.
+//
+// Errors name the limit: "limits[3]: scope cluster needs --redis on this
+// node". On error nothing is started and prev is untouched.
+func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
+	norm := (&api.RuleSet{Limits: limits}).Normalize().Limits
+	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger}
+	if s.now == nil {
+		s.now = Now
+	}
+	if s.wait == nil {
+		s.wait = Wait
+	}
+	if opts.Metrics != nil {
+		s.drops = opts.Metrics.LogsDropped
+	}
+	if prev != nil && prev.logs != nil {
+		s.logs = prev.logs
+	} else {
+		perSec := cmp.Or(opts.LogsPerSecond, DefaultLogsPerSecond)
+		burst := cmp.Or(opts.LogBurst, DefaultLogBurst)
+		lg, err := NewLocal(api.Limit{Algorithm: api.TokenBucket, Rate: perSec, Period: api.Duration(time.Second), Burst: burst}, 1)
+		if err != nil {
+			return nil, fmt.Errorf("log limiter: %w", err)
+		}
+		s.logs = lg
+	}
+	old := map[string]*rule{}
+	if prev != nil {
+		for _, ru := range prev.rules {
+			old[ru.l.ID] = ru
+		}
+	}
+	now := s.now()
+	var created []Limiter // cluster limiters to close if compiling fails
+	for i, l := range norm {
+		ru, fresh, err := compileRule(l, old[l.ID], opts, now)
+		if err != nil {
+			for _, c := range created {
+				if cl, ok := c.(io.Closer); ok {
+					_ = cl.Close()
+				}
+			}
+			return nil, fmt.Errorf("limits[%d]: %w", i, err)
+		}
+		if fresh && ru.local == nil {
+			created = append(created, ru.lim)
+		}
+		s.rules = append(s.rules, ru)
+	}
+	s.buildChains()
+	if opts.SweepInterval >= 0 {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sweepLoop(cmp.Or(opts.SweepInterval, DefaultSweepInterval))
+	}
+	return s, nil
+}
+
+// compileRule returns prev itself when l did not change, else a new rule.
+// fresh reports a new rule.
+func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fresh bool, err error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding limit %q: %w", l.ID, err)
+	}
+	canon := string(b)
+	if prev != nil && prev.canon == canon {
+		return prev, false, nil
+	}
+	ru = &rule{l: l, canon: canon}
+	if ru.key, err = parseKey(l.Key); err != nil {
+		return nil, false, fmt.Errorf("key: %w", err)
+	}
+	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
+		return nil, false, err
+	}
+	p, err := newParams(l)
+	if err != nil {
+		return nil, false, err
+	}
+	ru.cost = newCostSpec(l.Cost, p.capacity())
+	switch l.Algorithm {
+	case api.Concurrency:
+		ru.class = 1
+	case api.LeakyBucket:
+		ru.class = 2
+	}
+	if l.Scope == api.ScopeCluster {
+		if opts.Cluster == nil {
+			return nil, false, errors.New("scope cluster needs --redis on this node")
+		}
+		if ru.lim, err = opts.Cluster(l); err != nil {
+			return nil, false, fmt.Errorf("cluster limiter: %w", err)
+		}
+	} else {
+		global := len(ru.key.dims) == 0
+		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) {
+			ru.local = carried(prev.local, p, global, opts.MaxKeys, now)
+		} else {
+			ru.local = newLocal(p, global, opts.MaxKeys)
+		}
+		ru.lim = ru.local
+	}
+	ru.setPolicy(p)
+	if m := opts.Metrics; m != nil {
+		ru.mAllow = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionAllow)
+		ru.mReject = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionReject)
+		ru.mShadow = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionShadowDeny)
+		ru.mExempt = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionExempt)
+		ru.mStoreErr = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionStoreError)
+	}
+	return ru, true, nil
+}
+
+// setPolicy precomputes the RateLimit-Policy item. The draft's w is whole
+// seconds, so a period that is not is rounded up to w and the quota scaled
+// to it: 10 per 100ms reads q=100;w=1. Concurrency has no window: q only.
+func (ru *rule) setPolicy(p params) {
+	ru.quota = p.rate
+	if p.alg != api.Concurrency {
+		ru.window = max(1, (p.period+sec-1)/sec)
+		if ru.window*sec != p.period {
+			hi, lo := bits.Mul64(uint64(p.rate), uint64(ru.window*sec))
+			q, _ := bits.Div64(hi%uint64(p.period), lo, uint64(p.period))
+			ru.quota = int64(q)
+		}
+	}
+	ru.quotaStr = strconv.FormatInt(ru.quota, 10)
+	ru.policy = strconv.Quote(ru.l.ID) + ";q=" + ru.quotaStr
+	if ru.window > 0 {
+		ru.policy += ";w=" + strconv.FormatInt(ru.window, 10)
+	}
+}
+
+func (s *Set) buildChains() {
+	named := map[string]bool{}
+	for _, ru := range s.rules {
+		for _, r := range ru.l.Routes {
+			named[r] = true
+		}
+	}
+	s.chains = make(map[string]*Chain, len(named))
+	for r := range named {
+		s.chains[r] = s.newChain(func(ru *rule) bool { return api.Applies(ru.l.Routes, r) })
+	}
+	s.all = s.newChain(func(ru *rule) bool { return len(ru.l.Routes) == 0 })
+}
+
+func (s *Set) newChain(applies func(*rule) bool) *Chain {
+	c := &Chain{set: s}
+	for _, ru := range s.rules {
+		if applies(ru) {
+			c.rules = append(c.rules, ru)
+		}
+	}
+	if len(c.rules) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(c.rules, func(a, b *rule) int { return a.class - b.class })
+	for _, ru := range c.rules {
+		k := slices.IndexFunc(c.specs, func(ks keySpec) bool { return ks.String() == ru.key.String() })
+		if k < 0 {
+			k = len(c.specs)
+			c.specs = append(c.specs, ru.key)
+		}
+		c.keyIdx = append(c.keyIdx, k)
+	}
+	return c
+}
+
+// Chain returns the limits that apply to routeID, or nil when none does.
+func (s *Set) Chain(routeID string) *Chain {
+	if c, ok := s.chains[routeID]; ok {
+		return c
+	}
+	return s.all
+}
+
+// Sweep forgets idle keys of every node-scope limit (see Local.Sweep) and
+// returns how many it forgot.
+func (s *Set) Sweep(now int64) int {
+	n := 0
+	for _, ru := range s.rules {
+		if ru.local != nil {
+			n += ru.local.Sweep(now)
+		}
+	}
+	return n
+}
+
+func (s *Set) sweepLoop(every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Sweep(s.now())
+		}
+	}
+}
+
+// Retire stops s's sweeper and closes the cluster limiters of s that next
+// did not carry over; limiters carried into next keep running. Call it once
+// next is in service (nil: close everything, as when shutting down). Requests
+// still running on s stay safe: their done funcs release into limiters that
+// remain valid. Retire waits for the sweeper to stop; it is idempotent.
+func (s *Set) Retire(next *Set) {
+	s.retire.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.stopped
+		}
+		kept := map[Limiter]bool{}
+		if next != nil {
+			for _, ru := range next.rules {
+				kept[ru.lim] = true
+			}
+		}
+		for _, ru := range s.rules {
+			if ru.local == nil && !kept[ru.lim] {
+				if c, ok := ru.lim.(io.Closer); ok {
+					_ = c.Close()
+				}
+			}
+		}
+	})
+}
+
+// Close is Retire(nil).
+func (s *Set) Close() { s.Retire(nil) }
+
+// taken is one admitted Take, kept to refund or release it.
+type taken struct {
+	ru   *rule
+	h    uint64
+	key  string
+	cost int64
+}
+
+func (t *taken) refund(ctx context.Context, now int64) {
+	if t.ru.local != nil {
+		t.ru.local.RefundHash(t.h, t.cost, now)
+		return
+	}
+	t.ru.lim.Refund(ctx, t.key, t.cost, now)
+}
+
+// release gives back the concurrency slots of one request, once.
+type release struct {
+	set   *Set
+	items []taken
+	once  sync.Once
+}
+
+func (rl *release) done() {
+	rl.once.Do(func() {
+		now := rl.set.now()
+		for i := range rl.items {
+			rl.items[i].refund(context.Background(), now)
+		}
+	})
+}
+
+func noop() {}
+
+// Admit evaluates every limit of the chain for one request, in order, and
+// stops at the first that rejects: the units already taken from the others
+// are refunded, the rejection is logged and written to w (status, headers,
+// body), and ok is false. A shadow limit that would reject is counted and
+// logged, never enforced. Exempt clients skip a limit.
+//
+// When every limit admits, Admit waits out the longest leaky-bucket delay
+// (if the client goes away meanwhile, every unit is refunded, nothing is
+// written and ok is false), sets the RateLimit headers of the tightest limit
+// on w.Header() and returns ok true with done, which the caller must call
+// once the request has finished, however it finishes (defer it: panics and
+// client cancellation included); done releases concurrency slots and is
+// safe to call more than once.
+//
+// The tightest limit is the non-shadow limit with the least remaining share
+// (remaining ÷ limit), ties going to the fewer remaining units, then to the
+// earlier limit in evaluation order.
+func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) (done func(), ok bool) {
+	if c == nil {
+		return noop, true
+	}
+	s := c.set
+	now := s.now()
+	var hashBuf [8]uint64
+	var haveBuf [8]bool
+	var takenBuf [8]taken
+	tk := takenBuf[:0]
+	var best *rule
+	var bestD Decision
+	var delay time.Duration
+	conc := 0
+	for i, ru := range c.rules {
+		if ru.exempt.contains(info.ClientIP) {
+			inc(ru.mExempt)
+			continue
+		}
+		t := taken{ru: ru, cost: ru.cost.cost(r)}
+		var d Decision
+		if ru.local != nil {
+			k := c.keyIdx[i]
+			switch {
+			case k >= len(hashBuf):
+				t.h = c.specs[k].hash(r, &info)
+			case haveBuf[k]:
+				t.h = hashBuf[k]
+			default:
+				t.h = c.specs[k].hash(r, &info)
+				hashBuf[k], haveBuf[k] = t.h, true
+			}
+			d = ru.local.TakeHash(t.h, t.cost, now)
+		} else {
+			t.key = ru.key.text(r, &info)
+			var err error
+			if d, err = ru.lim.Take(r.Context(), t.key, t.cost, now); err != nil {
+				inc(ru.mStoreErr)
+			}
+		}
+		if !d.Allowed {
+			if ru.l.Shadow {
+				inc(ru.mShadow)
+				s.logReject(r, ru, &c.specs[c.keyIdx[i]], d, &info, now)
+				continue
+			}
+			inc(ru.mReject)
+			for j := range tk {
+				tk[j].refund(r.Context(), now)
+			}
+			s.logReject(r, ru, &c.specs[c.keyIdx[i]], d, &info, now)
+			writeReject(w, ru, d, &info)
+			return nil, false
+		}
+		inc(ru.mAllow)
+		tk = append(tk, t)
+		if ru.class == 1 {
+			conc++
+		}
+		if ru.l.Shadow {
+			continue
+		}
+		delay = max(delay, d.Delay)
+		if best == nil || tighter(d, bestD) {
+			best, bestD = ru, d
+		}
+	}
+	if delay > 0 {
+		if err := s.wait(r.Context(), delay); err != nil {
+			now = s.now()
+			for j := range tk {
+				tk[j].refund(context.Background(), now)
+			}
+			return nil, false
+		}
+	}
+	if best != nil {
+		setHeaders(w.Header(), best, bestD)
+	}
+	if conc == 0 {
+		return noop, true
+	}
+	rl := &release{set: s, items: make([]taken, 0, conc)}
+	for _, t := range tk {
+		if t.ru.class == 1 {
+			rl.items = append(rl.items, t)
+		}
+	}
+	return rl.done, true
+}
+
+// tighter reports whether a leaves a smaller share of its limit than b.
+func tighter(a, b Decision) bool {
+	ra, rb := max(a.Remaining, 0), max(b.Remaining, 0)
+	// ra/la < rb/lb  ⇔  ra·lb < rb·la (all non-negative; 128-bit products).
+	h1, l1 := bits.Mul64(uint64(ra), uint64(max(b.Limit, 1)))
+	h2, l2 := bits.Mul64(uint64(rb), uint64(max(a.Limit, 1)))
+	if h1 != h2 || l1 != l2 {
+		return h1 < h2 || (h1 == h2 && l1 < l2)
+	}
+	return ra < rb
+}
+
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
