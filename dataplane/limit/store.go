@@ -27,7 +27,9 @@ type slot struct {
 }
 
 // shard is an open-addressing hash table with linear probing and backward-
-// shift deletion (no tombstones), guarded by one mutex.
+// shift deletion (no tombstones), guarded by one mutex. Its size is any
+// integer (home maps hashes by multiplication), so that a full shard holds
+// its cap at load 3/4: 24/0.75 = 32 bytes per key.
 type shard struct {
 	mu    sync.Mutex
 	slots []slot
@@ -61,8 +63,8 @@ func newStore(maxKeys int) *store {
 	}
 	s := &store{shards: make([]shard, ns), perShard: (maxKeys + ns - 1) / ns}
 	s.shift = uint(63 - bits.TrailingZeros(uint(ns)))
-	// The largest table keeps the load at or below 3/4.
-	s.maxSlots = max(minSlots, 1<<bits.Len(uint(s.perShard*4/3)))
+	// The largest table keeps the load at or below 3/4 at the cap.
+	s.maxSlots = max(minSlots, (s.perShard*4+2)/3+1)
 	return s
 }
 
@@ -87,15 +89,27 @@ func (sh *shard) find(h uint64) int {
 	if len(sh.slots) == 0 {
 		return -1
 	}
-	mask := uint64(len(sh.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	n := len(sh.slots)
+	for i := home(h, n); ; i = next(i, n) {
 		switch sh.slots[i].h &^ refBit {
 		case h:
-			return int(i)
+			return i
 		case 0:
 			return -1
 		}
 	}
+}
+
+// home is h's first slot in a table of n: the low 32 bits of h mapped onto
+// [0, n) by multiplication (any n, not only powers of two; the high bits
+// choose the shard).
+func home(h uint64, n int) int { return int((h & 0xffffffff) * uint64(n) >> 32) }
+
+func next(i, n int) int {
+	if i++; i == n {
+		return 0
+	}
+	return i
 }
 
 // insert adds h (not present) with a fresh state, making room first, and
@@ -105,29 +119,28 @@ func (sh *shard) insert(s *store, p *params, h uint64, now int64) int {
 		sh.evict(p, now)
 	}
 	if len(sh.slots) == 0 || (sh.n+1)*4 > len(sh.slots)*3 && len(sh.slots) < s.maxSlots {
-		sh.resize(max(minSlots, len(sh.slots)*2))
+		sh.resize(min(s.maxSlots, max(minSlots, len(sh.slots)*2)))
 	}
-	mask := uint64(len(sh.slots) - 1)
-	i := h & mask
+	n := len(sh.slots)
+	i := home(h, n)
 	for sh.slots[i].h != 0 {
-		i = (i + 1) & mask
+		i = next(i, n)
 	}
 	sh.slots[i] = slot{h: h | refBit}
 	sh.n++
-	return int(i)
+	return i
 }
 
 func (sh *shard) resize(n int) {
 	old := sh.slots
 	sh.slots = make([]slot, n)
-	mask := uint64(n - 1)
 	for _, sl := range old {
 		if sl.h == 0 {
 			continue
 		}
-		i := sl.h & hashMask & mask
+		i := home(sl.h, n)
 		for sh.slots[i].h != 0 {
-			i = (i + 1) & mask
+			i = next(i, n)
 		}
 		sh.slots[i] = sl
 	}
@@ -135,14 +148,14 @@ func (sh *shard) resize(n int) {
 
 // deleteAt empties slot i, shifting back the entries of its probe run.
 func (sh *shard) deleteAt(i int) {
-	mask := len(sh.slots) - 1
+	n := len(sh.slots)
 	j := i
 	for {
-		j = (j + 1) & mask
+		j = next(j, n)
 		if sh.slots[j].h == 0 {
 			break
 		}
-		k := int(sh.slots[j].h & hashMask & uint64(mask)) // home of entry j
+		k := home(sh.slots[j].h, n) // home of entry j
 		// Entry j stays if its home lies cyclically in (i, j].
 		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
@@ -157,9 +170,9 @@ func (sh *shard) deleteAt(i int) {
 // evict forgets one key: the first idle one under the hand, else the first
 // one whose reference bit is clear (CLOCK).
 func (sh *shard) evict(p *params, now int64) {
-	mask := uint64(len(sh.slots) - 1)
+	n := uint64(len(sh.slots))
 	for range 2*len(sh.slots) + 1 {
-		i := int(sh.hand & mask)
+		i := int(sh.hand % n)
 		sh.hand++
 		sl := &sh.slots[i]
 		if sl.h == 0 {
@@ -167,6 +180,10 @@ func (sh *shard) evict(p *params, now int64) {
 		}
 		if p.idle(sl.a, sl.b, now) || sl.h&refBit == 0 {
 			sh.deleteAt(i)
+			// Deletion shifts later entries of the probe run back, into
+			// slots at or after i: start the next turn at i so that the hand
+			// does not skip them.
+			sh.hand = uint64(i)
 			return
 		}
 		sl.h &^= refBit
