@@ -1,0 +1,103 @@
+// Package redislimit implements scope: cluster limits: counters shared by
+// every gateway node through Redis (one server, Sentinel or Redis Cluster).
+//
+// # Wiring
+//
+// The gateway builds one Store from its flags and hands Store.Cluster(ns) to
+// limit.Compile as Options.Cluster:
+//
+//	st, err := redislimit.New(ctx, redislimit.Settings{
+//		URL:          *redisURL,      // --redis redis://[user:pass@]host:port[/db] (or ?master_name= for Sentinel)
+//		ClusterAddrs: *redisCluster,  // --redis-cluster host:port,host:port,...
+//		Prefix:       *redisPrefix,   // --redis-prefix (default "sluice:")
+//		Timeout:      *redisTimeout,  // --redis-timeout (default 20ms)
+//		ClusterSize:  *clusterSize,   // --cluster-size (default 1)
+//		Nodes:        registry.LiveNodes, // optional; overrides ClusterSize
+//		Metrics:      m,
+//	})
+//	defer st.Close()
+//	opts.Cluster = st.Cluster(namespace)
+//	... st.Status() in the node's /status
+//
+// New fails only on configuration errors (a malformed URL, both flags set),
+// and its messages never show a password. A Redis that cannot be reached at
+// start is not an error: the Store starts with its breaker open, every
+// cluster limit decides by its onStoreError policy, and a prober pings Redis
+// every ProbeEvery until it answers; then cluster limiting starts by itself.
+//
+// # Scripts, time and keys
+//
+// Each algorithm is one Lua script (token_bucket as GCRA, fixed_window,
+// sliding_window as the two-window estimate), run with EVALSHA and reloaded
+// with EVAL when Redis answers NOSCRIPT (go-redis Script.Run; after a
+// SCRIPT FLUSH or a failover the next call reloads it). A script reads the
+// time with Redis TIME: all nodes deciding on one key then read one clock,
+// that of the Redis primary owning the key, while node clocks drift and
+// step. Redis 7 replicates scripts by their effects (the default since Redis
+// 5), which is what allows a script to read TIME and then write.
+//
+// A decision touches one hash per limited key,
+//
+//	<prefix><namespace>:{<limit id>:<key>}:<tb|fw|sw>
+//
+// whose {hash tag} covers the whole key, so Redis Cluster never answers
+// CROSSSLOT and different keys spread over slots. Every write sets a TTL: a
+// token bucket expires when it would be full again, a fixed window at its
+// end, a sliding window after two periods. A changed rule reuses the key and
+// rescales the stored fill to the new capacity.
+//
+// A key holding something the script cannot use (another type, a missing or
+// non-numeric field, NaN, infinity) makes the call fail with ErrCorrupt: a
+// store error, and the decision is the onStoreError policy's; it never trips
+// the breaker (Redis is healthy), and the key stays failing until it expires
+// or an operator deletes it.
+//
+// # Exact and batched modes
+//
+// mode: exact runs the script on every Take. mode: batched takes a lease of
+// units from the shared budget and spends it locally:
+//
+//   - A node refills a key's lease when it is spent or older than LeaseTTL;
+//     one refill per key is in flight per node, and Takes arriving meanwhile
+//     wait for it (up to Timeout) and are served from its result.
+//   - The lease asks for ceil(observed rate on this node × LeaseTTL) units,
+//     at least the cost and the demand of the waiting Takes, at most
+//     Lmax = max(1, floor(C × LeaseFraction)), where C is the capacity
+//     (burst for token_bucket, rate for the windows).
+//   - Redis grants a full lease only while the budget left stays above
+//     low = Lmax × nodes; below it, it grants just the demand of the Takes
+//     waiting now: decisions become exact when the budget runs low.
+//   - A refused refill is remembered until Redis' retry time (at most
+//     LeaseTTL), so a saturated hot key costs Redis a number of calls that
+//     follows the limit, not the offered load.
+//   - Unused units of a token-bucket lease go back to Redis with the next
+//     refill of that key (refunds too); unused units of a window lease are
+//     dropped when the lease expires, and a fixed-window lease expires with
+//     its window.
+//
+// Leased units are taken from the budget when leased, so the cluster never
+// admits more than the budget in total; what batching adds is that units
+// leased before an interval may be spent inside it. With N nodes, rate R per
+// period P and capacity C, the units admitted across the cluster in ANY
+// interval of length W satisfy
+//
+//	token_bucket:   admitted(W) ≤ C + R·W/P + N·Lmax
+//	fixed_window:   admitted(window) ≤ R                  (leases end with their window)
+//	sliding_window: admitted(P) ≤ R + N·Lmax         (on top of the estimate's own error)
+//
+// (each node holds at most Lmax unspent units of a key), and units
+// held by nodes that stop asking, at most N·Lmax, are the most a
+// lease can under-admit. With the defaults (LeaseFraction 0.05) the extra
+// over-admission is at most 5 % of the capacity per node.
+//
+// # Failures
+//
+// Every call has a deadline (Timeout, default 20 ms) and no retries. After
+// FailuresToOpen consecutive failed calls the breaker opens: Takes stop
+// calling Redis and decide at once by onStoreError: local (a token bucket in
+// memory with rate and capacity divided by the live nodes, Settings.Nodes or
+// ClusterSize), allow or deny. One prober goroutine pings Redis every
+// ProbeEvery, one ping at a time; the first answer closes the breaker and
+// cluster limiting resumes. Every failed call counts in
+// sluice_store_errors_total{store="redis"} and in Status.
+package redislimit

@@ -1,0 +1,214 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+)
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc, url, cluster string
+		want               string // single | failover | cluster, or "" for an error
+		errHas             string
+	}{
+		{desc: "single", url: "redis://127.0.0.1:6379/2", want: "single"},
+		{desc: "single with password", url: "redis://user:s3cret@127.0.0.1:6379", want: "single"},
+		{desc: "tls", url: "rediss://cache.example:6380", want: "single"},
+		{desc: "unix socket", url: "unix:///run/redis.sock", want: "single"},
+		{desc: "sentinel", url: "redis://:s3cret@10.0.0.1:26379/0?master_name=mymaster&addr=10.0.0.2:26379", want: "failover"},
+		{desc: "cluster list", cluster: "10.0.0.1:7000, 10.0.0.2:7000,10.0.0.3:7000", want: "cluster"},
+		{desc: "cluster url", cluster: "redis://:s3cret@10.0.0.1:7000?addr=10.0.0.2:7000", want: "cluster"},
+		{desc: "none", errHas: "set --redis or --redis-cluster"},
+		{desc: "both", url: "redis://a:1", cluster: "b:2", errHas: "exclusive"},
+		{desc: "bad scheme", url: "http://user:s3cret@h:1", errHas: "scheme"},
+		{desc: "malformed with password", url: "redis://user:s3cret@[::1:6379", errHas: "malformed"},
+		{desc: "malformed port with password", url: "redis://user:s3cret@host:99999999", errHas: "port"},
+		{desc: "unknown parameter with password", url: "redis://user:s3cret@host:1?bogus=1", errHas: "bogus"},
+		{desc: "no host", url: "redis://", errHas: "no host"},
+		{desc: "cluster not host:port", cluster: "10.0.0.1", errHas: "not host:port"},
+		{desc: "cluster bad port", cluster: "10.0.0.1:0", errHas: "bad port"},
+		{desc: "cluster empty", cluster: " , ", errHas: "no addresses"},
+		{desc: "cluster url bad scheme with password", cluster: "http://:s3cret@h:1", errHas: "scheme"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			o, err := parseFlags(tc.url, tc.cluster)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("parseFlags(%q, %q) = nil error, want one containing %q", tc.url, tc.cluster, tc.errHas)
+				}
+				if !strings.Contains(err.Error(), tc.errHas) {
+					t.Errorf("error %q does not contain %q", err, tc.errHas)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("error shows the password: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%q, %q): %v", tc.url, tc.cluster, err)
+			}
+			got := map[bool]string{o.single != nil: "single", o.failover != nil: "failover", o.cluster != nil: "cluster"}[true]
+			if got != tc.want {
+				t.Errorf("kind = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExactAlgorithms(t *testing.T) {
+	t.Parallel()
+	url := mustSharedRedis(t)
+	st := mustStore(t, Settings{URL: url, Prefix: freshPrefix(t)})
+	ctx := context.Background()
+	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			lim := mustLimiter(t, st, api.Limit{ID: "a-" + strings.ReplaceAll(string(alg), "_", "-"), Algorithm: alg, Rate: 5, Period: api.Duration(time.Minute)})
+			for i := range 5 {
+				d, err := lim.Take(ctx, "k", 1, limit.Now())
+				if err != nil || !d.Allowed {
+					t.Fatalf("take %d: %+v, %v; want allowed", i, d, err)
+				}
+				if d.Remaining != int64(4-i) || d.Limit != 5 || d.Reset <= 0 {
+					t.Errorf("take %d: remaining %d limit %d reset %v; want %d, 5, > 0", i, d.Remaining, d.Limit, d.Reset, 4-i)
+				}
+			}
+			d, err := lim.Take(ctx, "k", 1, limit.Now())
+			if err != nil || d.Allowed || d.RetryAfter <= 0 {
+				t.Fatalf("6th take: %+v, %v; want rejected with a RetryAfter", d, err)
+			}
+			if d, _ := lim.Take(ctx, "other{key}", 5, limit.Now()); !d.Allowed {
+				t.Errorf("another key is limited with the first: %+v", d)
+			}
+			if d, _ := lim.Take(ctx, "big", 6, limit.Now()); d.Allowed {
+				t.Errorf("cost above capacity allowed: %+v", d)
+			}
+			lim.Refund(ctx, "k", 2, limit.Now())
+			for i := range 2 {
+				if d, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil || !d.Allowed {
+					t.Fatalf("take %d after refunding 2: %+v, %v", i, d, err)
+				}
+			}
+			if d, _ := lim.Take(ctx, "k", 1, limit.Now()); d.Allowed {
+				t.Errorf("refund gave back more than 2: %+v", d)
+			}
+		})
+	}
+}
+
+// TestTokenBucketRefills checks the GCRA refill against Redis' clock: a
+// 20/s bucket emptied refills one unit per 50 ms.
+func TestTokenBucketRefills(t *testing.T) {
+	t.Parallel()
+	st := mustStore(t, Settings{URL: mustSharedRedis(t), Prefix: freshPrefix(t)})
+	lim := mustLimiter(t, st, api.Limit{Algorithm: api.TokenBucket, Rate: 20, Burst: 2, Period: api.Duration(time.Second)})
+	ctx := context.Background()
+	for range 2 {
+		if d, _ := lim.Take(ctx, "k", 1, limit.Now()); !d.Allowed {
+			t.Fatal("burst not available")
+		}
+	}
+	d, _ := lim.Take(ctx, "k", 1, limit.Now())
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 50*time.Millisecond {
+		t.Fatalf("empty bucket: %+v; want rejected, RetryAfter in (0, 50ms]", d)
+	}
+	time.Sleep(d.RetryAfter + 5*time.Millisecond) // Redis' clock, not ours, decides
+	if d, _ := lim.Take(ctx, "k", 1, limit.Now()); !d.Allowed {
+		t.Errorf("no refill after RetryAfter: %+v", d)
+	}
+}
+
+func TestScriptReloadAfterFlush(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t, 0) // SCRIPT FLUSH must not touch the shared Redis
+	st := mustStore(t, Settings{URL: srv.url()})
+	lim := mustLimiter(t, st, api.Limit{Algorithm: api.FixedWindow, Rate: 3, Period: api.Duration(time.Hour)})
+	ctx := context.Background()
+	if _, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.client(t)
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := lim.Take(ctx, "k", 1, limit.Now())
+	if err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after SCRIPT FLUSH: %+v, %v; want allowed, remaining 1", d, err)
+	}
+	ok, err := fixedWindowScript.Exists(ctx, c).Result()
+	if err != nil || !ok[0] {
+		t.Errorf("script not loaded again: %v %v", ok, err)
+	}
+}
+
+func TestBadDataIsStoreError(t *testing.T) {
+	t.Parallel()
+	url := mustSharedRedis(t)
+	m := metrics.New()
+	prefix := freshPrefix(t)
+	st := mustStore(t, Settings{URL: url, Prefix: prefix, Metrics: m, FailuresToOpen: 1})
+	raw := st.client
+	ctx := context.Background()
+	junk := []struct {
+		desc  string
+		write func(key string) error
+	}{
+		{"string", func(k string) error { return raw.Set(ctx, k, "hello", time.Minute).Err() }},
+		{"list", func(k string) error { return raw.RPush(ctx, k, "a", "b").Err() }},
+		{"non-numeric fields", func(k string) error {
+			return raw.HSet(ctx, k, "t", "abc", "c", "x", "w", "abc", "n", "x", "l", "y", "p", "z").Err()
+		}},
+		{"nan", func(k string) error {
+			return raw.HSet(ctx, k, "t", "nan", "c", "nan", "w", "nan", "n", "nan", "l", "nan", "p", "nan").Err()
+		}},
+		{"inf", func(k string) error {
+			return raw.HSet(ctx, k, "t", "inf", "c", "inf", "w", "inf", "n", "inf", "l", "inf", "p", "inf").Err()
+		}},
+		{"negative", func(k string) error {
+			return raw.HSet(ctx, k, "t", "1", "c", "-5", "w", "1", "n", "-3", "l", "-1", "p", "-1").Err()
+		}},
+		{"missing field", func(k string) error { return raw.HSet(ctx, k, "t", "1", "w", "1").Err() }},
+	}
+	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
+		for _, mode := range []api.ClusterMode{api.ModeExact, api.ModeBatched} {
+			lim := mustLimiter(t, st, api.Limit{ID: "bad", Algorithm: alg, Rate: 1000, Period: api.Duration(time.Second),
+				Mode: mode, OnStoreError: api.OnStoreErrorDeny})
+			for _, j := range junk {
+				t.Run(string(alg)+"/"+string(mode)+"/"+j.desc, func(t *testing.T) {
+					key := j.desc + string(mode)
+					rk := lim.(interface{ key(string) string }).key(key)
+					if err := j.write(rk); err != nil {
+						t.Fatal(err)
+					}
+					before := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis"))
+					d, err := lim.Take(ctx, key, 1, limit.Now())
+					if err == nil || !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("Take on junk = %+v, %v; want an ErrCorrupt store error", d, err)
+					}
+					if d.Allowed {
+						t.Errorf("junk allowed a request under onStoreError: deny: %+v", d)
+					}
+					if after := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis")); after != before+1 {
+						t.Errorf("sluice_store_errors_total went %v → %v, want +1", before, after)
+					}
+					if st.open.Load() {
+						t.Errorf("bad data opened the breaker")
+					}
+				})
+			}
+		}
+	}
+	if s := st.Status(); s.State != StateDegraded || !strings.Contains(s.LastError, "corrupt") {
+		t.Errorf("Status after bad data = %+v, want degraded with the error", s)
+	}
+}
