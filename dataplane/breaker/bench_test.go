@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sony/gobreaker/v2"
 )
 
 // benchRule is the settings every breaker benchmark uses: 10s window, error

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sony/gobreaker/v2"
 )
 
 var sink atomic.Int64
