@@ -51,9 +51,9 @@ func TestValidate(t *testing.T) {
 		{"namespace leading dash", func(rs *RuleSet) { rs.Namespace = "-shop" }, "must match", []string{"namespace"}},
 
 		// routes
-		{"route id missing", func(rs *RuleSet) { rs.Routes[2].ID = "" }, "is required", []string{"routes[2].id", "limits[4].routes[0]", "degrades[1].routes[0]"}},
-		{"route id underscore", func(rs *RuleSet) { rs.Routes[2].ID = "a_b" }, "must match", []string{"routes[2].id", "limits[4].routes[0]", "degrades[1].routes[0]"}},
-		{"route id duplicate", func(rs *RuleSet) { rs.Routes[2].ID = "orders" }, "duplicate id", []string{"routes[2].id", "limits[4].routes[0]", "degrades[1].routes[0]"}},
+		{"route id missing", func(rs *RuleSet) { rs.Routes[2].ID = "" }, "is required", []string{"routes[2].id", "limits[4].routes[0]", "breakers[1].routes[0]", "degrades[1].routes[0]"}},
+		{"route id underscore", func(rs *RuleSet) { rs.Routes[2].ID = "a_b" }, "must match", []string{"routes[2].id", "limits[4].routes[0]", "breakers[1].routes[0]", "degrades[1].routes[0]"}},
+		{"route id duplicate", func(rs *RuleSet) { rs.Routes[2].ID = "orders" }, "duplicate id", []string{"routes[2].id", "limits[4].routes[0]", "breakers[1].routes[0]", "degrades[1].routes[0]"}},
 		{"path and pathPrefix", func(rs *RuleSet) { rs.Routes[0].Match.Path = "/x" }, "at most one", []string{"routes[0].match"}},
 		{"path not rooted", func(rs *RuleSet) { rs.Routes[2].Match.Path = "healthz" }, "must start with /", []string{"routes[2].match.path"}},
 		{"pathPrefix not rooted", func(rs *RuleSet) { rs.Routes[0].Match.PathPrefix = "api" }, "must start with /", []string{"routes[0].match.pathPrefix"}},
@@ -148,7 +148,7 @@ func TestValidate(t *testing.T) {
 		// breakers
 		{"breaker id missing", func(rs *RuleSet) { rs.Breakers[0].ID = "" }, "is required", []string{"breakers[0].id"}},
 		{"breaker id duplicate", func(rs *RuleSet) {
-			rs.Breakers = append(rs.Breakers, rs.Breakers[0])
+			rs.Breakers = append(rs.Breakers[:1], rs.Breakers[0])
 			rs.Breakers[1].Routes = []string{"health"}
 		}, "duplicate id", []string{"breakers[1].id"}},
 		{"breaker dangling route", func(rs *RuleSet) { rs.Breakers[0].Routes = []string{"nope"} }, "does not exist", []string{"breakers[0].routes[0]"}},
@@ -156,7 +156,7 @@ func TestValidate(t *testing.T) {
 			b := rs.Breakers[0]
 			b.ID = "second"
 			b.Routes = nil // every route, orders included
-			rs.Breakers = append(rs.Breakers, b)
+			rs.Breakers = append(rs.Breakers[:1], b)
 		}, "already covered", []string{"breakers[1].routes"}},
 		{"window missing", func(rs *RuleSet) { rs.Breakers[0].Window = 0 }, "is required", []string{"breakers[0].window"}},
 		{"window too short", func(rs *RuleSet) { rs.Breakers[0].Window = d("10ms") }, "between 100ms and 1h", []string{"breakers[0].window"}},
