@@ -29,6 +29,21 @@ type params struct {
 	maxDelay int64 // leaky_bucket, ns
 	t        int64 // token/leaky bucket emission interval, ns (≥ 1)
 	tau      int64 // token/leaky bucket tolerance: burst × t, ≤ maxTau
+	invT     float64
+}
+
+// perT returns floor(x/t) for 0 ≤ x ≤ tau without a hardware division (which
+// costs about as much as the rest of a token-bucket decision): the quotient is
+// at most burst ≤ 2^30, so the float64 product x·(1/t), good to a few parts in
+// 2^53, is off by at most one, and one correction step makes it exact.
+func (p *params) perT(x int64) int64 {
+	q := int64(float64(x) * p.invT)
+	if q*p.t > x {
+		q--
+	} else if (q+1)*p.t <= x {
+		q++
+	}
+	return q
 }
 
 // newParams converts a normalized limit to params.
@@ -63,6 +78,7 @@ func newParams(l api.Limit) (params, error) {
 	}
 	// Emission interval rounded to the nearest nanosecond, at least 1.
 	p.t = max(1, (p.period+p.rate/2)/p.rate)
+	p.invT = 1 / float64(p.t)
 	hi, lo := bits.Mul64(uint64(p.burst), uint64(p.t))
 	if hi != 0 || lo > uint64(maxTau) {
 		p.tau = maxTau
@@ -162,13 +178,13 @@ func (p *params) tbTake(tat, now, cost int64) (int64, Decision) {
 	}
 	next := tat + cost*p.t
 	if next-now > p.tau {
-		d.Remaining = (p.tau - (tat - now)) / p.t
+		d.Remaining = p.perT(p.tau - (tat - now))
 		d.Reset = time.Duration(tat - now)
 		d.RetryAfter = time.Duration(next - p.tau - now)
 		return tat, d
 	}
 	d.Allowed = true
-	d.Remaining = (p.tau - (next - now)) / p.t
+	d.Remaining = p.perT(p.tau - (next - now))
 	d.Reset = time.Duration(next - now)
 	return next, d
 }

@@ -15,11 +15,18 @@ import (
 // t0 is an arbitrary origin for injected clocks, not a window boundary.
 const t0 = 1000*sec + 123
 
+// mustLocal returns a Local for l, normalized; tb may be nil (benchmark
+// fixtures), in which case an error panics.
 func mustLocal(tb testing.TB, l api.Limit) *Local {
-	tb.Helper()
+	if tb != nil {
+		tb.Helper()
+	}
 	rs := (&api.RuleSet{Limits: []api.Limit{l}}).Normalize()
 	lo, err := NewLocal(rs.Limits[0], 0)
 	if err != nil {
+		if tb == nil {
+			panic(err)
+		}
 		tb.Fatal(err)
 	}
 	return lo
@@ -269,6 +276,26 @@ func TestConcurrentCallers(t *testing.T) {
 					t.Fatalf("admitted %d, want 100", got)
 				}
 			})
+		}
+	}
+}
+
+func TestPerTIsExactDivision(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		l := api.Limit{Algorithm: api.TokenBucket, Rate: 1 + rng.Int64N(1_000_000_000), Period: api.Duration(time.Millisecond + time.Duration(rng.Int64N(int64(24*time.Hour)))), Burst: 1 + rng.Int64N(1_000_000_000)}
+		p, err := newParams(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []int64{0, 1, p.t - 1, p.t, p.t + 1, p.tau, p.tau - 1, rng.Int64N(p.tau + 1), (p.tau / p.t) * p.t, (p.tau/p.t)*p.t - 1} {
+			if x < 0 || x > p.tau {
+				continue
+			}
+			if got, want := p.perT(x), x/p.t; got != want {
+				t.Fatalf("perT(%d) with t=%d = %d, want %d", x, p.t, got, want)
+			}
 		}
 	}
 }

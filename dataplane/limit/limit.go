@@ -1,7 +1,3 @@
-// Package limit holds the gateway's rate and concurrency limiters: the
-// algorithms, the keyed state they keep in bounded memory, key and cost
-// extraction from requests, and the stacked evaluation of every limit that
-// applies to a route.
 package limit
 
 import (
@@ -31,7 +27,7 @@ type Decision struct {
 
 // Limiter is one compiled limit rule over many keys. Implementations are safe
 // for concurrent use. now is the caller's clock reading in nanoseconds on a
-// monotonic scale (see Clock); it is a parameter so that tests never sleep.
+// monotonic scale (see Now); it is a parameter so that tests never sleep.
 type Limiter interface {
 	// Take tries to take cost units for key. A non-nil error means the
 	// limiter's store failed (only stores outside the process fail) and the

@@ -1,0 +1,181 @@
+// Package limit holds the gateway's node-local rate and concurrency limiters:
+// the algorithms, the keyed state they keep in bounded memory, key and cost
+// extraction from requests, the stacked evaluation of every limit that
+// applies to a route, the 429 response, and hot swap with state kept.
+//
+// # Integration
+//
+//	set, err := limit.Compile(rs.Normalize().Limits, current, limit.Options{
+//		Metrics: m, Logger: jsonLogger, Cluster: redisFactory /* nil without --redis */})
+//	// on error: keep current, count sluice_ruleset_apply_errors_total
+//	ptr.Store(set); current.Retire(set)        // swap, then retire the old Set
+//	...
+//	// per request, right after route matching:
+//	done, ok := ptr.Load().Chain(route.ID).Admit(w, r, limit.RequestInfo{
+//		RouteID: route.ID, ClientIP: api.ClientIP(peer, r.Header.Values("X-Forwarded-For"), trusted),
+//		RequestID: reqID})
+//	if !ok { return }                          // the rejection is written
+//	defer done()                               // releases concurrency slots
+//
+// Every Set owns one sweeper goroutine (forgetting idle keys every
+// Options.SweepInterval); Retire or Close stops it. A Set that is compiled
+// but never swapped in must be Closed.
+//
+// # Time
+//
+// Every decision takes the time as a parameter (now, in nanoseconds), so
+// tests never sleep. Production uses Now: the runtime's monotonic clock
+// (runtime.nanotime through go:linkname, which the runtime keeps for
+// external packages), about half the cost of time.Now on this machine.
+//
+// # Algorithms
+//
+// Rates are "rate units per period"; a request costs 1 unit unless the limit
+// has a cost rule. A request whose cost exceeds the capacity (burst, or rate
+// for windows) is never admitted; its RetryAfter is the time a key takes to
+// refill completely (at least 1s once rounded), not a false promise.
+//
+//   - token_bucket: a bucket of burst tokens refilled continuously, one token
+//     every t = period/rate ns (rounded to the nearest ns, at least 1: the
+//     rate is exact when rate divides the period in ns, and otherwise off by
+//     at most 0.5 ns per token, a relative 0.5/t: 5e-7 near 1000/s, 5e-4
+//     near 1e6/s). It is kept as
+//     GCRA virtual scheduling, which is exactly this token bucket: the state
+//     is the theoretical arrival time TAT, the instant the bucket is full
+//     again; the bucket holds burst − (TAT−now)/t tokens, n tokens are taken
+//     iff max(TAT,now) + n·t − now ≤ burst·t, and TAT moves by n·t. One int64
+//     per key: a global bucket is updated with one compare-and-swap, no lock.
+//   - leaky_bucket: a queue of burst units draining one unit every t ns
+//     (nginx limit_req without nodelay). A request is scheduled after the
+//     units ahead of it; it is admitted iff its wait is at most maxDelay and
+//     the queue with it holds at most burst units. Decision.Delay is the
+//     wait; Admit waits it out (Wait) only after every other limit passed. A
+//     client that goes away while waiting gets its units refunded: the next
+//     request takes its place.
+//   - fixed_window: at most rate units per window; windows are aligned on
+//     multiples of period on the Now scale.
+//   - sliding_window: the sliding-window counter over two fixed windows. At
+//     elapsed e into window k it estimates the count over the last period as
+//     prev·(P−e)/P + cur (prev, cur: counts of windows k−1 and k) and admits
+//     while that plus the cost is at most rate (computed exactly in 128-bit
+//     integers). Error bound: the true count over (now−P, now] is cur plus
+//     the part of prev that fell in the last P−e of window k−1, so the
+//     estimate exceeds it by at most (1−e/P)·prev and falls short by at most
+//     (e/P)·prev; it is exact when window k−1's traffic was uniform. Hence
+//     it may reject while the true count is as low as rate − (1−e/P)·prev,
+//     and any interval of length P admits at most 2·rate units (each fixed
+//     window admits at most rate, and the estimate never admits more in
+//     window k than rate − (1−e/P)·prev). TestSlidingWindowErrorBound checks
+//     the bound against an exact log.
+//   - concurrency: at most rate requests in flight per key. Admit returns a
+//     done func that gives the slot back; the caller defers it, so completion,
+//     client cancellation and panics all release. RetryAfter is 1s (a slot's
+//     release depends on requests, not a clock).
+//
+// Refund gives units back exactly (TAT moves back; counts decrease; in-flight
+// decreases).
+//
+// # Keyed state
+//
+// A limit keyed only by global has one state and no table. Otherwise keys
+// are hashed to 64 bits (hash/maphash, one random seed per process) and only
+// the hash is stored: slot = hash + two int64 of state, 24 bytes, in
+// open-addressing tables (linear probing, backward-shift deletion) spread
+// over up to 256 shards, each with its own mutex. A full shard runs at load
+// 3/4: 32 bytes per key; the heap at 1M keys measures about 35 bytes per key,
+// index included (BenchmarkKeyed1M). Two distinct keys whose 63-bit hashes
+// collide share a state (stricter, never looser for both); with n live keys
+// the chance that any pair collides is about n²/2^64, 6e-8 at 1M keys.
+//
+// Idle keys are forgotten: a key whose state equals a fresh key's (bucket
+// full, window over, nothing in flight) decides exactly as an absent key, so
+// dropping it changes no decision. The Set's sweeper drops them every
+// SweepInterval. MaxKeys
+// caps the keys per limit (split evenly over the shards: each holds at most
+// ceil(MaxKeys/shards)). At the cap a new key evicts by CLOCK (second
+// chance): each use of a key sets its reference bit; the shard's hand walks
+// the table, clearing bits, and evicts the first key that is idle or not
+// used since the hand last passed it. "Least recently used" here means: not used during the
+// hand's last lap of its shard. An evicted key that comes back starts fresh
+// (a full bucket), the price of a bounded memory under a key flood.
+//
+// # Keys and costs
+//
+// Key dimensions: ip (RequestInfo.ClientIP, computed by the caller with
+// api.ClientIP; X-Forwarded-For is never read here; IPv4-mapped IPv6 is the
+// IPv4 client), route, global, header:NAME (first value), query:NAME (first
+// value, percent-decoded), cookie:NAME; several form a composite key, hashed
+// with length prefixes so that parts cannot run together. A missing part
+// (absent header, parameter or cookie, or no client address) hashes as a
+// "missing" marker distinct from every value, the empty one included: every
+// request that omits it shares one key (with its other parts). Omitting a
+// header therefore never escapes a limit; it lands in one shared, and so
+// quickly exhausted, bucket. Building the key does not allocate (except to
+// decode a percent-encoded query value). Cluster
+// limiters receive the key as text: "ip=192.0.2.1|header:X-User=alice", a
+// missing part as "<missing>", odd values quoted.
+//
+// Cost (see costSpec.cost): from a header, a decimal integer; missing,
+// malformed or < 1 costs 1 (the least, so garbling gains nothing); too large
+// for int64 is rejected. From bodyBytesPerUnit: Content-Length divided by it,
+// rounded up, at least 1; a body of unknown length (chunked) is charged the
+// limit's whole capacity, since it cannot be measured before it is read.
+//
+// exempt CIDRs skip the limit (decision "exempt"). shadow limits decide,
+// count ("shadow_reject") and log, but never reject, never delay, and are not
+// advertised in headers.
+//
+// # Stacked limits
+//
+// Every limit whose routes match applies, in rule order, except that
+// concurrency limits come after rate limits and leaky buckets last. The
+// first rejection stops evaluation; units already taken are refunded, so a
+// rejected request consumes nothing. A concurrency or leaky-bucket slot is
+// taken before the wait and refunded if the client leaves.
+//
+// # Responses
+//
+// A rejection is status 429 (or the rule's response status), Retry-After in
+// whole seconds rounded up (at least 1), the RateLimit headers below, and an
+// application/problem+json body {type, title, status, detail, rule,
+// requestId} (or the rule's response body and content type). Allowed
+// responses carry the RateLimit headers of the tightest limit: the
+// non-shadow limit with the least remaining share (remaining ÷ limit), ties
+// to fewer remaining, then to evaluation order. Headers follow
+// draft-ietf-httpapi-ratelimit-headers-10 (the syntax since -08):
+//
+//	RateLimit-Policy: "<id>";q=<quota>;w=<window seconds>
+//	RateLimit: "<id>";r=<remaining>;t=<seconds until reset>
+//	X-RateLimit-Limit: <quota>, X-RateLimit-Remaining, X-RateLimit-Reset (seconds)
+//
+// w is the period in whole seconds, rounded up, with q scaled to it (10 per
+// 100ms reads q=100;w=1). Reset is when the key is full again (buckets) or
+// the current window ends (windows). Concurrency limits have no w and no t.
+//
+// Every rejection, shadow ones included, is logged (slog, the caller's
+// handler) with request_id, rule, key, limit and remaining, through a token
+// bucket of log lines (Options.LogsPerSecond, LogBurst, shared by all limits
+// and carried across Sets); dropped lines count in sluice_log_dropped_total.
+//
+// # Hot swap
+//
+// Compile(limits, prev, opts) compares each limit's canonical JSON (after
+// Normalize) with prev's limit of the same id. Unchanged: the very same
+// limiter, state and metrics are carried. Changed, node scope, same key
+// dimensions: a new limiter whose keys start with their current fill, scaled
+// to the new capacity, neither refilled nor emptied. Fill is: tokens missing
+// ÷ burst (token bucket), queued units ÷ burst (leaky bucket), count ÷ rate
+// in the current window (fixed window), each window's count ÷ rate
+// (sliding window with the same period; otherwise its estimate ÷ rate), and
+// for concurrency the in-flight count itself, unscaled: the new limiter shares
+// the old counters so that requests admitted before the swap release into
+// it. A fill cannot be carried across different key dimensions, between
+// concurrency and a rate algorithm, or into or out of cluster scope: those
+// start fresh. The copy is a snapshot taken during Compile: units taken on
+// the old Set between Compile and the swap are not carried.
+//
+// Cluster limits come from Options.Cluster; without it Compile fails with
+// "limits[i]: scope cluster needs --redis on this node". Retire(next) stops
+// the old Set's sweeper and closes (io.Closer) the cluster limiters next did
+// not carry over.
+package limit
