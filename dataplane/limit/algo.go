@@ -20,9 +20,27 @@ const sec = int64(time.Second)
 // when a slot frees up depends on requests in flight, not on a clock.
 const concurrencyRetryAfter = time.Second
 
+// algKind is an algorithm as a small integer: the hot path switches on it
+// instead of comparing api.Algorithm strings.
+type algKind uint8
+
+const (
+	kUnknown algKind = iota
+	kTokenBucket
+	kLeakyBucket
+	kFixedWindow
+	kSlidingWindow
+	kConcurrency
+)
+
+var kinds = map[api.Algorithm]algKind{
+	api.TokenBucket: kTokenBucket, api.LeakyBucket: kLeakyBucket, api.FixedWindow: kFixedWindow,
+	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency,
+}
+
 // params are one limit's settings in the units the algorithms compute in.
 type params struct {
-	alg      api.Algorithm
+	alg      algKind
 	rate     int64 // units per period; concurrency: in flight at once
 	period   int64 // ns; 0 for concurrency
 	burst    int64 // token_bucket capacity, leaky_bucket queue length
@@ -48,27 +66,27 @@ func (p *params) perT(x int64) int64 {
 
 // newParams converts a normalized limit to params.
 func newParams(l api.Limit) (params, error) {
-	p := params{alg: l.Algorithm, rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
+	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
 	if p.rate <= 0 {
 		return p, fmt.Errorf("rate %d: must be > 0", p.rate)
 	}
 	switch p.alg {
-	case api.Concurrency:
+	case kConcurrency:
 		p.period = 0
 		return p, nil
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		if p.burst == 0 {
 			p.burst = p.rate
 		}
 		if p.burst < 0 {
 			return p, fmt.Errorf("burst %d: must be >= 0", p.burst)
 		}
-	case api.SlidingWindow, api.FixedWindow:
+	case kSlidingWindow, kFixedWindow:
 		if p.rate > math.MaxUint32 {
-			return p, fmt.Errorf("rate %d: must be at most %d for %s", p.rate, uint32(math.MaxUint32), p.alg)
+			return p, fmt.Errorf("rate %d: must be at most %d for %s", p.rate, uint32(math.MaxUint32), l.Algorithm)
 		}
 	default:
-		return p, fmt.Errorf("unknown algorithm %q", p.alg)
+		return p, fmt.Errorf("unknown algorithm %q", l.Algorithm)
 	}
 	if p.period <= 0 {
 		p.period = int64(api.DefaultPeriod)
@@ -91,7 +109,7 @@ func newParams(l api.Limit) (params, error) {
 // capacity is the most units one key can hold: the bucket or queue size, the
 // window's rate, or the concurrency limit.
 func (p *params) capacity() int64 {
-	if p.alg == api.TokenBucket || p.alg == api.LeakyBucket {
+	if p.alg == kTokenBucket || p.alg == kLeakyBucket {
 		return p.burst
 	}
 	return p.rate
@@ -105,9 +123,9 @@ func (p *params) never(a, b, now int64) Decision {
 	_, _, d := p.take(a, b, now, 0)
 	d.Allowed, d.Delay = false, 0
 	switch p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		d.RetryAfter = time.Duration(p.tau)
-	case api.Concurrency:
+	case kConcurrency:
 		d.RetryAfter = concurrencyRetryAfter
 	default:
 		d.RetryAfter = time.Duration(p.period)
@@ -142,15 +160,15 @@ func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
 		return a, b, p.never(a, b, now)
 	}
 	switch p.alg {
-	case api.TokenBucket:
+	case kTokenBucket:
 		na, d = p.tbTake(a, now, cost)
 		return na, b, d
-	case api.LeakyBucket:
+	case kLeakyBucket:
 		na, d = p.lbTake(a, now, cost)
 		return na, b, d
-	case api.FixedWindow:
+	case kFixedWindow:
 		return p.fwTake(a, b, now, cost)
-	case api.SlidingWindow:
+	case kSlidingWindow:
 		return p.swTake(a, b, now, cost)
 	default:
 		d = Decision{Limit: p.rate}
@@ -314,22 +332,22 @@ func mulDiv(x, y, z int64) int64 {
 // refund gives cost units back to a key's state.
 func (p *params) refund(a, b, now, cost int64) (int64, int64) {
 	switch p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		// Moving TAT back is exactly putting n tokens back (or freeing n
 		// queue places); below now the bucket is full either way.
 		return max(a-cost*p.t, min(a, now)), b
-	case api.FixedWindow:
+	case kFixedWindow:
 		idx, _ := p.window(now)
 		if a == idx+1 {
 			return a, max(0, b-cost)
 		}
-	case api.SlidingWindow:
+	case kSlidingWindow:
 		idx, _ := p.window(now)
 		if a == idx+1 || a == idx {
 			cur := max(0, (b&math.MaxUint32)-cost)
 			return a, b&^math.MaxUint32 | cur
 		}
-	case api.Concurrency:
+	case kConcurrency:
 		return max(0, a-cost), b
 	}
 	return a, b
@@ -339,12 +357,12 @@ func (p *params) refund(a, b, now, cost int64) (int64, int64) {
 // decision is concerned, so that the key may be forgotten.
 func (p *params) idle(a, b, now int64) bool {
 	switch p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		return a <= now
-	case api.FixedWindow:
+	case kFixedWindow:
 		idx, _ := p.window(now)
 		return a != idx+1 || b == 0
-	case api.SlidingWindow:
+	case kSlidingWindow:
 		idx, _ := p.window(now)
 		return (a != idx+1 && a != idx) || b == 0 || (a == idx && b&math.MaxUint32 == 0)
 	default:
@@ -368,15 +386,15 @@ func (p *params) carry(old *params, a, b, now int64) (na, nb int64, ok bool) {
 	if old.idle(a, b, now) {
 		return 0, 0, false
 	}
-	if (p.alg == api.Concurrency) != (old.alg == api.Concurrency) {
+	if (p.alg == kConcurrency) != (old.alg == kConcurrency) {
 		return 0, 0, false
 	}
-	if p.alg == api.Concurrency {
+	if p.alg == kConcurrency {
 		return a, 0, true
 	}
 	// Same windowed algorithm and period: scale each count.
-	if p.alg == old.alg && p.period == old.period && (p.alg == api.FixedWindow || p.alg == api.SlidingWindow) {
-		if p.alg == api.FixedWindow {
+	if p.alg == old.alg && p.period == old.period && (p.alg == kFixedWindow || p.alg == kSlidingWindow) {
+		if p.alg == kFixedWindow {
 			return a, scaleRound(b, p.rate, old.rate), true
 		}
 		prev := scaleRound(int64(uint64(b)>>32), p.rate, old.rate)
@@ -386,23 +404,23 @@ func (p *params) carry(old *params, a, b, now int64) (na, nb int64, ok bool) {
 	// Otherwise through the fill as a fraction used/capacity, in 128 bits.
 	var used, capOld int64
 	switch old.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		used, capOld = a-now, old.tau
-	case api.FixedWindow:
+	case kFixedWindow:
 		if idx, _ := old.window(now); a == idx+1 {
 			used = b
 		}
 		capOld = old.rate
-	case api.SlidingWindow:
+	case kSlidingWindow:
 		idx, elapsed := old.window(now)
 		prev, cur := swCounts(a, b, idx)
 		used, capOld = cur+old.swPrevWeight(prev, elapsed), old.rate
 	}
 	used = min(max(used, 0), capOld)
 	switch p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		return now + scaleRound(used, p.tau, capOld), 0, true
-	case api.FixedWindow:
+	case kFixedWindow:
 		idx, _ := p.window(now)
 		return idx + 1, scaleRound(used, p.rate, capOld), true
 	default: // sliding_window

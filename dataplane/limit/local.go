@@ -46,7 +46,7 @@ func NewLocal(l api.Limit, maxKeys int) (*Local, error) {
 }
 
 func newLocal(p params, keyless bool, maxKeys int) *Local {
-	lo := &Local{p: p, keyless: keyless, single: keyless && p.alg != api.Concurrency}
+	lo := &Local{p: p, keyless: keyless, single: keyless && p.alg != kConcurrency}
 	switch {
 	case lo.single:
 	case keyless:
@@ -96,7 +96,7 @@ func (l *Local) TakeHash(h uint64, cost, now int64) Decision {
 		return l.st.take(&l.p, keyHash(h), now, cost)
 	}
 	switch l.p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		if cost > l.p.burst {
 			return l.p.never(l.tat.Load(), 0, now)
 		}
@@ -104,7 +104,7 @@ func (l *Local) TakeHash(h uint64, cost, now int64) Decision {
 			tat := l.tat.Load()
 			var next int64
 			var d Decision
-			if l.p.alg == api.TokenBucket {
+			if l.p.alg == kTokenBucket {
 				next, d = l.p.tbTake(tat, now, cost)
 			} else {
 				next, d = l.p.lbTake(tat, now, cost)
@@ -131,7 +131,7 @@ func (l *Local) RefundHash(h uint64, cost, now int64) {
 		return
 	}
 	switch l.p.alg {
-	case api.TokenBucket, api.LeakyBucket:
+	case kTokenBucket, kLeakyBucket:
 		for {
 			tat := l.tat.Load()
 			next, _ := l.p.refund(tat, 0, now, cost)
@@ -165,7 +165,7 @@ func (l *Local) Len() int {
 
 // state returns the global state.
 func (l *Local) state() (a, b int64) {
-	if l.p.alg == api.TokenBucket || l.p.alg == api.LeakyBucket {
+	if l.p.alg == kTokenBucket || l.p.alg == kLeakyBucket {
 		return l.tat.Load(), 0
 	}
 	l.mu.Lock()
@@ -181,7 +181,7 @@ func carried(old *Local, p params, global bool, maxKeys int, now int64) *Local {
 	if old.keyless != global {
 		return newLocal(p, global, maxKeys)
 	}
-	if p.alg == api.Concurrency && old.p.alg == api.Concurrency {
+	if p.alg == kConcurrency && old.p.alg == kConcurrency {
 		return &Local{p: p, keyless: old.keyless, st: old.st}
 	}
 	nl := newLocal(p, global, maxKeys)

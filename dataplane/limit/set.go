@@ -259,7 +259,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 // to it: 10 per 100ms reads q=100;w=1. Concurrency has no window: q only.
 func (ru *rule) setPolicy(p params) {
 	ru.quota = p.rate
-	if p.alg != api.Concurrency {
+	if p.alg != kConcurrency {
 		ru.window = max(1, (p.period+sec-1)/sec)
 		if ru.window*sec != p.period {
 			hi, lo := bits.Mul64(uint64(p.rate), uint64(ru.window*sec))
@@ -355,14 +355,14 @@ func (s *Set) Retire(next *Set) {
 			close(s.stop)
 			<-s.stopped
 		}
-		kept := map[Limiter]bool{}
+		kept := map[*rule]bool{} // carried rules are the same pointers
 		if next != nil {
 			for _, ru := range next.rules {
-				kept[ru.lim] = true
+				kept[ru] = true
 			}
 		}
 		for _, ru := range s.rules {
-			if ru.local == nil && !kept[ru.lim] {
+			if ru.local == nil && !kept[ru] {
 				if c, ok := ru.lim.(io.Closer); ok {
 					_ = c.Close()
 				}

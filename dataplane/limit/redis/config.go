@@ -171,6 +171,7 @@ func (o clientOptions) newClient(timeout time.Duration) redis.UniversalClient {
 		c.ContextTimeoutEnabled = true
 		c.DialTimeout, c.ReadTimeout, c.WriteTimeout, c.PoolTimeout = dial, timeout, timeout, timeout
 		c.DisableIdentity = true
+		c.DialerRetries = 1 // a decision has one deadline; the prober retries
 		return redis.NewClient(&c)
 	case o.failover != nil:
 		c := *o.failover
@@ -178,6 +179,7 @@ func (o clientOptions) newClient(timeout time.Duration) redis.UniversalClient {
 		c.ContextTimeoutEnabled = true
 		c.DialTimeout, c.ReadTimeout, c.WriteTimeout, c.PoolTimeout = dial, timeout, timeout, timeout
 		c.DisableIdentity = true
+		c.DialerRetries = 1 // a decision has one deadline; the prober retries
 		return redis.NewFailoverClient(&c)
 	default:
 		c := *o.cluster
@@ -185,6 +187,7 @@ func (o clientOptions) newClient(timeout time.Duration) redis.UniversalClient {
 		c.ContextTimeoutEnabled = true
 		c.DialTimeout, c.ReadTimeout, c.WriteTimeout, c.PoolTimeout = dial, timeout, timeout, timeout
 		c.DisableIdentity = true
+		c.DialerRetries = 1 // a decision has one deadline; the prober retries
 		if c.TLSConfig != nil && c.TLSConfig.MinVersion == 0 {
 			c.TLSConfig.MinVersion = tls.VersionTLS12
 		}
