@@ -433,12 +433,16 @@ func (b *Breaker) notify(from, to State, reason string, openFor int64, attrs ...
 
 // IsFailure reports whether an upstream outcome counts as a failure: any
 // transport error or timeout (transportErr), or a status in the rule's
-// failureStatuses (every 5xx when the rule lists none).
+// failureStatuses (every 5xx when the rule lists none). A nil *Breaker (a
+// route without a breaker rule) uses the default: every 5xx.
 func (b *Breaker) IsFailure(status int, transportErr bool) bool {
 	if transportErr {
 		return true
 	}
-	if b == nil || status < 0 || status >= len(b.cfg.failures)*64 {
+	if b == nil {
+		return status >= 500 && status <= 599
+	}
+	if status < 0 || status >= len(b.cfg.failures)*64 {
 		return false
 	}
 	return b.cfg.failures[status/64]&(1<<(status%64)) != 0

@@ -350,6 +350,8 @@ func TestIsFailure(t *testing.T) {
 		{"custom transport error", custom, 0, true, true},
 		{"out of range", def, 10000, false, false},
 		{"nil breaker transport error", nil, 0, true, true},
+		{"nil breaker 503", nil, 503, false, true},
+		{"nil breaker 404", nil, 404, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
