@@ -1,0 +1,108 @@
+package sluice
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// ChangeState is where a change is in review.
+type ChangeState string
+
+// The states of a change. Open and approved changes may be stale (see
+// Change.Stale); rejected and published ones are final.
+const (
+	ChangeOpen      ChangeState = "open"
+	ChangeApproved  ChangeState = "approved"
+	ChangeRejected  ChangeState = "rejected"
+	ChangePublished ChangeState = "published"
+)
+
+// Change is a proposed new version of a namespace's rules: a copy of the
+// draft (or of an old version, for a rollback) taken when it was opened, with
+// the version it was compared against.
+type Change struct {
+	ID          int64       `json:"id"`
+	Namespace   string      `json:"namespace"`
+	Title       string      `json:"title"`
+	Description string      `json:"description"`
+	Author      string      `json:"author"`
+	State       ChangeState `json:"state"`
+	// BaseVersion is the newest version when the change was opened (or
+	// reopened); 0 when the namespace had none.
+	BaseVersion int64 `json:"baseVersion"`
+	// Stale is true when an open or approved change's base is no longer the
+	// newest version: it cannot be published until reopened.
+	Stale            bool      `json:"stale"`
+	Checksum         string    `json:"checksum"`
+	RollbackOf       *int64    `json:"rollbackOf,omitempty"`
+	PublishedVersion *int64    `json:"publishedVersion,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
+	Reviews          []*Review `json:"reviews,omitempty"`
+	Diff             *api.Diff `json:"diff,omitempty"`
+}
+
+// Decision is a reviewer's verdict.
+type Decision string
+
+// The decisions. Reopen is recorded when a stale change is rebased.
+const (
+	Approve Decision = "approve"
+	Reject  Decision = "reject"
+	Reopen  Decision = "reopen"
+)
+
+// Review is one decision on a change.
+type Review struct {
+	ID        int64     `json:"id"`
+	ChangeID  int64     `json:"changeId"`
+	Reviewer  string    `json:"reviewer"`
+	Decision  Decision  `json:"decision"`
+	Comment   string    `json:"comment"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// ChangeFilter selects changes of one namespace. Zero fields select all;
+// Limit zero means 50 (at most 500); Before pages by id (exclusive).
+type ChangeFilter struct {
+	Namespace string
+	State     ChangeState
+	Author    string
+	Before    int64
+	Limit     int
+}
+
+// ChangeUpdate is a review: approve or reject, with a comment.
+type ChangeUpdate struct {
+	Decision Decision
+	Comment  string
+}
+
+// ChangeService runs the review workflow. The actor comes from the context
+// (ActorFromContext). Safe for concurrent use; every mutation is audited in
+// the same transaction.
+type ChangeService interface {
+	// FindChangeByID returns the change with its reviews and its diff
+	// against its base version. ENOTFOUND.
+	FindChangeByID(ctx context.Context, ns string, id int64) (*Change, error)
+	// FindChanges lists changes newest first, without diffs.
+	FindChanges(ctx context.Context, f ChangeFilter) ([]*Change, error)
+	// CreateChange opens a change from the namespace's draft. EINVALID when
+	// the draft does not validate or the title is empty; ECONFLICT when the
+	// draft equals the newest version.
+	CreateChange(ctx context.Context, c *Change) error
+	// UpdateChange records an approval or rejection. EFORBIDDEN when the
+	// actor is the author (four eyes) or not an approver; ECONFLICT when the
+	// change is not open (or approved, for a rejection) or is stale.
+	UpdateChange(ctx context.Context, ns string, id int64, upd ChangeUpdate) (*Change, error)
+	// ReopenChange rebases a stale or rejected change on the newest version:
+	// its diff is recomputed and it needs a fresh approval. ECONFLICT for a
+	// published change.
+	ReopenChange(ctx context.Context, ns string, id int64, comment string) (*Change, error)
+	// PublishChange turns an approved change into the next version and
+	// queues its publication, in one transaction. ECONFLICT when the change
+	// is not approved or is stale.
+	PublishChange(ctx context.Context, ns string, id int64) (*Version, error)
+}

@@ -1,0 +1,429 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/sluicegw/sluice/api"
+	sluice "github.com/sluicegw/sluice/controlplane"
+)
+
+type changeRow struct {
+	ID               int64 `gorm:"primaryKey"`
+	Namespace        string
+	Title            string
+	Description      string
+	Author           string
+	State            string
+	BaseVersion      int64
+	Document         string
+	Checksum         string
+	RollbackOf       *int64
+	PublishedVersion *int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	Latest           int64 `gorm:"->;-:migration"` // the namespace's newest version, read with the row
+}
+
+func (changeRow) TableName() string { return "changes" }
+
+func (r *changeRow) change() *sluice.Change {
+	c := &sluice.Change{ID: r.ID, Namespace: r.Namespace, Title: r.Title, Description: r.Description, Author: r.Author,
+		State: sluice.ChangeState(r.State), BaseVersion: r.BaseVersion, Checksum: r.Checksum, RollbackOf: r.RollbackOf,
+		PublishedVersion: r.PublishedVersion, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	c.Stale = (c.State == sluice.ChangeOpen || c.State == sluice.ChangeApproved) && r.BaseVersion != r.Latest
+	return c
+}
+
+type reviewRow struct {
+	ID        int64 `gorm:"primaryKey"`
+	ChangeID  int64
+	Reviewer  string
+	Decision  string
+	Comment   string
+	CreatedAt time.Time
+}
+
+func (reviewRow) TableName() string { return "reviews" }
+
+// ChangeService implements sluice.ChangeService.
+type ChangeService struct{ db *DB }
+
+var _ sluice.ChangeService = (*ChangeService)(nil)
+
+// NewChangeService returns the change service of db.
+func NewChangeService(db *DB) *ChangeService { return &ChangeService{db: db} }
+
+const latestVersionSQL = "COALESCE((SELECT max(number) FROM versions v WHERE v.namespace = changes.namespace), 0) AS latest"
+
+// FindChangeByID returns a change with its reviews and its diff against its
+// base version.
+func (s *ChangeService) FindChangeByID(ctx context.Context, ns string, id int64) (*sluice.Change, error) {
+	var rows []changeRow
+	if err := s.db.gorm.WithContext(ctx).Table("changes").Select("changes.*, "+latestVersionSQL).
+		Where("namespace = ? AND id = ?", ns, id).Find(&rows).Error; err != nil {
+		return nil, dbErr(fmt.Errorf("finding change: %w", err))
+	}
+	if len(rows) == 0 {
+		return nil, notFound("change %d not found in namespace %q", id, ns)
+	}
+	r := &rows[0]
+	c := r.change()
+	var reviews []reviewRow
+	if err := s.db.gorm.WithContext(ctx).Where("change_id = ?", id).Order("id").Find(&reviews).Error; err != nil {
+		return nil, dbErr(fmt.Errorf("finding reviews: %w", err))
+	}
+	for _, rv := range reviews {
+		c.Reviews = append(c.Reviews, &sluice.Review{ID: rv.ID, ChangeID: rv.ChangeID, Reviewer: rv.Reviewer,
+			Decision: sluice.Decision(rv.Decision), Comment: rv.Comment, CreatedAt: rv.CreatedAt.UTC()})
+	}
+	base, err := s.db.versionDocument(ctx, ns, r.BaseVersion)
+	if err != nil {
+		return nil, err
+	}
+	c.Diff, err = s.db.diff(base, &docRef{checksum: r.Checksum, doc: []byte(r.Document)})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// FindChanges lists a namespace's changes newest first, without diffs.
+func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, error) {
+	q := s.db.gorm.WithContext(ctx).Table("changes").
+		Select("id, namespace, title, description, author, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, "+latestVersionSQL).
+		Where("namespace = ?", f.Namespace)
+	if f.State != "" {
+		q = q.Where("state = ?", string(f.State))
+	}
+	if f.Author != "" {
+		q = q.Where("author = ?", f.Author)
+	}
+	if f.Before > 0 {
+		q = q.Where("id < ?", f.Before)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var rows []changeRow
+	if err := q.Order("id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
+		return nil, dbErr(fmt.Errorf("listing changes: %w", err))
+	}
+	out := make([]*sluice.Change, len(rows))
+	for i := range rows {
+		out[i] = rows[i].change()
+	}
+	return out, nil
+}
+
+func checkChangeText(c *sluice.Change) error {
+	var fields []apiFieldError
+	if n := utf8.RuneCountInString(strings.TrimSpace(c.Title)); n == 0 || n > 200 {
+		fields = append(fields, apiFieldError{Path: "title", Message: "must be 1 to 200 characters"})
+	}
+	if utf8.RuneCountInString(c.Description) > 10000 {
+		fields = append(fields, apiFieldError{Path: "description", Message: "must be at most 10000 characters"})
+	}
+	if len(fields) > 0 {
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid change", Fields: fields}
+	}
+	return nil
+}
+
+// lockNamespace locks the namespace's row for the rest of tx (serializing
+// version numbering) and returns its newest version number.
+func lockNamespace(tx *gorm.DB, ns string) (int64, error) {
+	var names []string
+	if err := tx.Raw("SELECT name FROM namespaces WHERE name = ? FOR UPDATE", ns).Scan(&names).Error; err != nil {
+		return 0, err
+	}
+	if len(names) == 0 {
+		return 0, notFound("namespace %q not found", ns)
+	}
+	return latestVersion(tx, ns)
+}
+
+func latestVersion(tx *gorm.DB, ns string) (int64, error) {
+	var n int64
+	err := tx.Raw("SELECT COALESCE(max(number), 0) FROM versions WHERE namespace = ?", ns).Scan(&n).Error
+	return n, err
+}
+
+// CreateChange opens a change from the draft.
+func (s *ChangeService) CreateChange(ctx context.Context, c *sluice.Change) error {
+	if err := checkChangeText(c); err != nil {
+		return err
+	}
+	ns := c.Namespace
+	var out *changeRow
+	err := s.db.tx(ctx, func(tx *gorm.DB) error {
+		var d draftRow
+		err := tx.Clauses(clause.Locking{Strength: "SHARE"}).Where("namespace = ?", ns).Take(&d).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return notFound("namespace %q not found", ns)
+		}
+		if err != nil {
+			return err
+		}
+		rs, err := sluice.DecodeDocument([]byte(d.Document))
+		if err != nil {
+			return err
+		}
+		if err := checkRuleSet(ns, rs); err != nil {
+			return err
+		}
+		out, err = s.db.insertChange(ctx, tx, ns, c, d.Document, d.Checksum, nil)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("opening change: %w", err)
+	}
+	*c = *out.change()
+	return nil
+}
+
+// insertChange stores an open change of doc, based on the newest version;
+// ECONFLICT when doc equals it.
+func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluice.Change, doc, checksum string, rollbackOf *int64) (*changeRow, error) {
+	latest, err := latestVersion(tx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if latest > 0 {
+		var sums []string
+		if err := tx.Raw("SELECT checksum FROM versions WHERE namespace = ? AND number = ?", ns, latest).Scan(&sums).Error; err != nil {
+			return nil, err
+		}
+		if len(sums) == 1 && sums[0] == checksum {
+			return nil, sluice.Errorf(sluice.ECONFLICT, "the rules equal version %d, the newest; there is nothing to review", latest)
+		}
+	}
+	now := db.now()
+	r := changeRow{Namespace: ns, Title: strings.TrimSpace(c.Title), Description: c.Description, Author: sluice.ActorFromContext(ctx).Name(),
+		State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum, RollbackOf: rollbackOf,
+		CreatedAt: now, UpdatedAt: now, Latest: latest}
+	if err := tx.Omit("Latest").Create(&r).Error; err != nil {
+		return nil, err
+	}
+	action := sluice.ActionChangeCreate
+	if rollbackOf != nil {
+		action = sluice.ActionRollbackRequest
+	}
+	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: changeObject(ns, r.ID), Namespace: ns,
+		After: map[string]any{"id": r.ID, "title": r.Title, "baseVersion": latest, "checksum": checksum, "rollbackOf": rollbackOf}}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func changeObject(ns string, id int64) string {
+	return "namespace/" + ns + "/change/" + strconv.FormatInt(id, 10)
+}
+
+// lockChange locks and returns a change with the namespace's newest version.
+func lockChange(tx *gorm.DB, ns string, id int64) (*changeRow, error) {
+	var r changeRow
+	err := tx.Omit("Latest").Clauses(clause.Locking{Strength: "UPDATE"}).Where("namespace = ? AND id = ?", ns, id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, notFound("change %d not found in namespace %q", id, ns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Latest, err = latestVersion(tx, ns); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// UpdateChange approves or rejects a change.
+func (s *ChangeService) UpdateChange(ctx context.Context, ns string, id int64, upd sluice.ChangeUpdate) (*sluice.Change, error) {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleApprover) {
+		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins review changes")
+	}
+	if upd.Decision != sluice.Approve && upd.Decision != sluice.Reject {
+		return nil, sluice.Errorf(sluice.EINVALID, "unknown decision %q", upd.Decision)
+	}
+	if utf8.RuneCountInString(upd.Comment) > 10000 {
+		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid review",
+			Fields: []apiFieldError{{Path: "comment", Message: "must be at most 10000 characters"}}}
+	}
+	err := s.db.tx(ctx, func(tx *gorm.DB) error {
+		r, err := lockChange(tx, ns, id)
+		if err != nil {
+			return err
+		}
+		if r.Author == actor.Name() {
+			return sluice.Errorf(sluice.EFORBIDDEN, "four eyes: the author of a change cannot review it")
+		}
+		c := r.change()
+		switch {
+		case upd.Decision == sluice.Approve && c.State != sluice.ChangeOpen:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is %s; only an open change can be approved", id, c.State)
+		case upd.Decision == sluice.Reject && c.State != sluice.ChangeOpen && c.State != sluice.ChangeApproved:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is %s; it can no longer be rejected", id, c.State)
+		case upd.Decision == sluice.Approve && c.Stale:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is stale: it was based on version %d but version %d is newer; reopen it", id, r.BaseVersion, r.Latest)
+		}
+		state, action := sluice.ChangeApproved, sluice.ActionChangeApprove
+		if upd.Decision == sluice.Reject {
+			state, action = sluice.ChangeRejected, sluice.ActionChangeReject
+		}
+		now := s.db.now()
+		if err := tx.Create(&reviewRow{ChangeID: id, Reviewer: actor.Name(), Decision: string(upd.Decision), Comment: upd.Comment, CreatedAt: now}).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE changes SET state = ?, updated_at = ? WHERE id = ?", string(state), now, id).Error; err != nil {
+			return err
+		}
+		return s.db.appendAudit(ctx, tx, audit{Action: action, Object: changeObject(ns, id), Namespace: ns,
+			Before: map[string]any{"state": r.State}, After: map[string]any{"state": state, "comment": upd.Comment}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reviewing change: %w", err)
+	}
+	return s.FindChangeByID(ctx, ns, id)
+}
+
+// ReopenChange rebases a stale or rejected change on the newest version.
+func (s *ChangeService) ReopenChange(ctx context.Context, ns string, id int64, comment string) (*sluice.Change, error) {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleEditor) {
+		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only editors, approvers and admins reopen changes")
+	}
+	err := s.db.tx(ctx, func(tx *gorm.DB) error {
+		r, err := lockChange(tx, ns, id)
+		if err != nil {
+			return err
+		}
+		c := r.change()
+		switch {
+		case c.State == sluice.ChangePublished:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is published; open a new change", id)
+		case c.State != sluice.ChangeRejected && !c.Stale:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is %s and up to date; there is nothing to reopen", id, c.State)
+		}
+		now := s.db.now()
+		if err := tx.Create(&reviewRow{ChangeID: id, Reviewer: actor.Name(), Decision: string(sluice.Reopen), Comment: comment, CreatedAt: now}).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE changes SET state = 'open', base_version = ?, updated_at = ? WHERE id = ?", r.Latest, now, id).Error; err != nil {
+			return err
+		}
+		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionChangeReopen, Object: changeObject(ns, id), Namespace: ns,
+			Before: map[string]any{"state": r.State, "baseVersion": r.BaseVersion}, After: map[string]any{"state": "open", "baseVersion": r.Latest}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reopening change: %w", err)
+	}
+	return s.FindChangeByID(ctx, ns, id)
+}
+
+// PublishChange creates the next version from an approved change and queues
+// its publication, in one transaction.
+func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64) (*sluice.Version, error) {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleApprover) {
+		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins publish")
+	}
+	var v *sluice.Version
+	err := s.db.tx(ctx, func(tx *gorm.DB) error {
+		latest, err := lockNamespace(tx, ns)
+		if err != nil {
+			return err
+		}
+		r, err := lockChange(tx, ns, id)
+		if err != nil {
+			return err
+		}
+		c := r.change()
+		switch {
+		case c.State != sluice.ChangeApproved:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is %s; only an approved change can be published", id, c.State)
+		case c.Stale:
+			return sluice.Errorf(sluice.ECONFLICT, "change %d is stale: it was based on version %d but version %d is newer; reopen it", id, r.BaseVersion, latest)
+		}
+		v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, nil, false, "")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publishing change: %w", err)
+	}
+	s.db.published(ns)
+	return v, nil
+}
+
+// insertVersion stores version n of change r (published at once), its
+// outbox row, and the audit event, and notifies the publishers.
+func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64, r *changeRow, rollbackOf *int64, emergency bool, reason string) (*sluice.Version, error) {
+	actor := sluice.ActorFromContext(ctx)
+	now := db.now()
+	vr := versionRow{Namespace: ns, Number: n, Document: r.Document, Checksum: r.Checksum, ChangeID: &r.ID, RollbackOf: rollbackOf,
+		Emergency: emergency, Reason: reason, CreatedAt: now, CreatedBy: actor.Name()}
+	if err := tx.Create(&vr).Error; err != nil {
+		return nil, err
+	}
+	pr := publicationRow{Namespace: ns, Version: n, State: string(sluice.PublicationPending), CreatedAt: now, NextAttemptAt: now}
+	if err := tx.Create(&pr).Error; err != nil {
+		return nil, err
+	}
+	if err := tx.Exec("UPDATE changes SET state = 'published', published_version = ?, updated_at = ? WHERE id = ?", n, now, r.ID).Error; err != nil {
+		return nil, err
+	}
+	action := sluice.ActionChangePublish
+	if emergency {
+		action = sluice.ActionRollbackEmergent
+	}
+	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: "namespace/" + ns + "/version/" + strconv.FormatInt(n, 10), Namespace: ns,
+		Emergency: emergency, Before: map[string]any{"version": n - 1},
+		After: map[string]any{"version": n, "checksum": r.Checksum, "changeId": r.ID, "rollbackOf": rollbackOf, "reason": reason}}); err != nil {
+		return nil, err
+	}
+	if err := tx.Exec("SELECT pg_notify(?, ?)", NotifyChannel, ns).Error; err != nil {
+		return nil, err
+	}
+	v := vr.version()
+	v.Publication = pr.publication()
+	return v, nil
+}
+
+func (db *DB) published(ns string) {
+	if db.settings.OnPublish != nil {
+		db.settings.OnPublish(ns)
+	}
+}
+
+// docRef is a rule-set document known by its checksum; doc may be nil for
+// the empty rule set of version 0.
+type docRef struct {
+	checksum string
+	doc      []byte
+}
+
+func (db *DB) diff(from, to *docRef) (*api.Diff, error) {
+	return db.diffs.diff(from.checksum, to.checksum, func() (*api.RuleSet, *api.RuleSet, error) {
+		var a, b *api.RuleSet
+		var err error
+		if from.doc != nil {
+			if a, err = sluice.DecodeDocument(from.doc); err != nil {
+				return nil, nil, err
+			}
+		}
+		if to.doc != nil {
+			if b, err = sluice.DecodeDocument(to.doc); err != nil {
+				return nil, nil, err
+			}
+		}
+		return a, b, nil
+	})
+}
