@@ -25,11 +25,14 @@ func sprintf(format string, args ...any) string {
 }
 
 // Decode reads a rule document written in YAML or JSON (a document whose first
-// non-blank byte is '{' is read as JSON) strictly: unknown fields, duplicate keys,
-// values of the wrong type, documents over MaxDocumentBytes, nested deeper than
-// MaxDocumentDepth or expanding past MaxDocumentNodes are errors. The error is
-// Errors, naming each problem's path and line. Decode does not validate: call
-// Validate on the result.
+// non-blank byte, after an optional UTF-8 byte order mark, is '{' or '[' is
+// read as JSON) strictly: unknown fields, duplicate keys, values of the wrong
+// type, documents over MaxDocumentBytes, not UTF-8, nested deeper than
+// MaxDocumentDepth or holding more than MaxDocumentNodes values, several YAML
+// documents, YAML merge keys, aliases expanding past a fixed budget, NaN,
+// infinities and out-of-range numbers are errors. The error is Errors, naming
+// each problem's path and line; on error the rule set is nil. Decode does not
+// validate: call Validate on the result.
 func Decode(data []byte) (*RuleSet, error) {
 	var rs RuleSet
 	if err := Unmarshal(data, &rs); err != nil {

@@ -2,4 +2,4 @@ module github.com/sluicegw/sluice/api
 
 go 1.26.0
 
-require go.yaml.in/yaml/v3 v3.0.4 // indirect
+require go.yaml.in/yaml/v3 v3.0.4

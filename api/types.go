@@ -1,7 +1,9 @@
 // Package api is the contract between Sluice's parts: the rule-set types, strict
 // decoding of rule documents from YAML or JSON, validation with field paths, the
-// canonical form and its checksum, the JSON Schema, the shared request semantics
-// (client IP, rate-limit headers) and the etcd key layout.
+// canonical form and its checksum, the JSON Schema (Schema), the shared request
+// semantics (CleanPath, ClientIP, Applies, the rate-limit header names), the
+// published value read from etcd (DecodePublished) and the etcd key layout
+// (Keys).
 //
 // It depends on the standard library and one YAML library only, so that the
 // control plane, the gateway and any tool can import it without pulling in a
@@ -13,8 +15,23 @@
 //	err = rs.Validate()           // every field, with its path: "limits[2].rate: must be > 0"
 //	sum := rs.Checksum()          // sha256 of the canonical JSON form, defaults applied
 //
-// Decode and Validate return *Errors, a list of FieldError values, so that a
-// caller can show every problem at once.
+// Decode and Validate return Errors, a list of FieldError values, so that a
+// caller can show every problem at once; AsErrors recovers them from a
+// wrapped error. Decode never returns a partial rule set. It refuses documents
+// over MaxDocumentBytes, nested deeper than MaxDocumentDepth, not UTF-8,
+// holding several YAML documents, YAML merge keys (<<), aliases that expand
+// past a fixed budget (alias bombs), NaN, infinities and out-of-range numbers.
+//
+// The canonical form (Canonical) is the JSON encoding of Normalize's result:
+// every default written out, struct fields in declaration order, map keys and
+// JSON fallback bodies sorted, header names canonical. The same rules written
+// as YAML or JSON, in any key order, with or without their defaults, have one
+// canonical form and one checksum. Checksums are stored with every version, so
+// the canonical form must not change by accident; testdata/full.canonical.json
+// pins it.
+//
+// Everything here is safe for concurrent use; a RuleSet is plain data that
+// callers must not mutate while others read it.
 package api
 
 import "time"
