@@ -170,17 +170,20 @@ func startCluster(tb testing.TB) []string {
 	if err != nil {
 		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	c := redis.NewClient(&redis.Options{Addr: addrs[0], DisableIdentity: true})
-	defer c.Close()
-	for i := 0; ; i++ {
-		info, err := c.ClusterInfo(context.Background()).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
-			break
+	for _, a := range addrs { // every node must see the cluster ok
+		c := redis.NewClient(&redis.Options{Addr: a, DisableIdentity: true})
+		for i := 0; ; i++ {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if i > 200 {
+				_ = c.Close()
+				tb.Fatalf("cluster node %s did not reach state ok: %v\n%s", a, err, info)
+			}
+			time.Sleep(25 * time.Millisecond)
 		}
-		if i > 200 {
-			tb.Fatalf("cluster did not reach state ok: %v\n%s", err, info)
-		}
-		time.Sleep(25 * time.Millisecond)
+		_ = c.Close()
 	}
 	return addrs
 }

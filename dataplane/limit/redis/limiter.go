@@ -228,8 +228,7 @@ func (b *batched) lease(key string) *lease {
 // refills it (one refill in flight per key) when it is spent or expired.
 func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (limit.Decision, error) {
 	ls := b.lease(key)
-	var deadline int64
-	var timer *time.Timer
+	var timer *time.Timer // bounds all waiting of this Take to one Timeout
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -257,7 +256,6 @@ func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (
 		ls.waiting += cost
 		ls.mu.Unlock()
 		if timer == nil {
-			deadline = now + int64(b.s.set.Timeout)
 			timer = time.NewTimer(b.s.set.Timeout)
 		}
 		var err error
@@ -268,15 +266,27 @@ func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (
 		case <-ctx.Done():
 			err = fmt.Errorf("waiting for a lease: %w", ctx.Err())
 		}
+		if err != nil {
+			select {
+			case <-ch: // the refill ended too: use it
+				err = nil
+			default:
+			}
+		}
 		ls.mu.Lock()
 		ls.waiting -= cost
 		now = b.s.set.Clock()
-		if err == nil && now >= deadline {
-			err = fmt.Errorf("waiting for a lease: %w", context.DeadlineExceeded)
-		}
 		if err != nil {
 			ls.mu.Unlock()
 			return b.fallback(key, cost, now), b.errorf(err)
+		}
+		if ls.tokens < cost && ls.remaining < cost && ls.deniedUntil <= now {
+			// The refill we waited for left the shared budget below cost and
+			// other Takes spent what it brought: Redis has just said no.
+			d := limit.Decision{Limit: b.rate, Remaining: ls.remaining, Reset: ls.reset,
+				RetryAfter: time.Duration(float64(cost-ls.remaining) * float64(b.period) / float64(b.rate))}
+			ls.mu.Unlock()
+			return d, nil
 		}
 	}
 	return b.refill(ctx, ls, key, cost, now)
