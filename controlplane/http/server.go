@@ -1,0 +1,214 @@
+// Package http is the control plane's admin REST API (Gin): authentication
+// with session cookies (plus CSRF tokens) or API tokens, role checks on every
+// route, problem+json errors mapped from domain codes in one table
+// (statusOf), health, readiness and Prometheus metrics, and the console's
+// static files.
+//
+// Roles per route are declared next to each route in routes(); the services
+// enforce the domain rules on top (four eyes, emergency rollback by admins).
+package http
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicegw/sluice/api"
+	sluice "github.com/sluicegw/sluice/controlplane"
+)
+
+// NodeStore reads node registrations and writes overrides (etcd).
+type NodeStore interface {
+	FindNodes(ctx context.Context, ns string) ([]api.NodeStatus, map[string]api.Override, error)
+	PutOverride(ctx context.Context, ns, nodeID string, o api.Override) (api.Override, error)
+}
+
+// VersionDiffer diffs two versions of a namespace.
+type VersionDiffer interface {
+	DiffVersions(ctx context.Context, ns string, a, b int64) (*api.Diff, error)
+}
+
+// Settings configures a Server. The services are required; other zero
+// values have the meaning documented on each field.
+type Settings struct {
+	Namespaces sluice.NamespaceService
+	Drafts     sluice.DraftService
+	Changes    sluice.ChangeService
+	Versions   interface {
+		sluice.VersionService
+		VersionDiffer
+	}
+	Users    sluice.UserService
+	Sessions sluice.SessionService
+	Tokens   sluice.TokenService
+	Audit    sluice.AuditService
+	Outbox   sluice.Outbox
+	// Nodes, if nil, makes the node routes answer 503.
+	Nodes NodeStore
+	// Ready lists the readiness checks of /readyz by name.
+	Ready map[string]func(context.Context) error
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// MaxBodyBytes bounds request bodies; zero means 4 MiB.
+	MaxBodyBytes int64
+	// SecureCookies marks the session cookie Secure. It is also Secure on a
+	// TLS request, or with TrustForwardedProto when X-Forwarded-Proto is https.
+	SecureCookies       bool
+	TrustForwardedProto bool
+	// TrustedProxies are the CIDRs whose X-Forwarded-For is believed for
+	// the client address; nil trusts none.
+	TrustedProxies []string
+	// SessionTTL is the cookie's lifetime; zero means 12h (match the
+	// session store's).
+	SessionTTL time.Duration
+	// WebDir is the console's built files (web/dist); when it has no
+	// index.html a placeholder page is served at /.
+	WebDir string
+	// LoginThrottle limits failed logins; the zero value means 5 per user
+	// and 20 per client address in 15 minutes.
+	LoginThrottle ThrottleSettings
+}
+
+// Server is the admin API. It is safe for concurrent use.
+type Server struct {
+	s        Settings
+	engine   *gin.Engine
+	metrics  *metrics
+	throttle *throttle
+}
+
+const (
+	ctxRequestID  = "sluice.requestId"
+	ctxSession    = "sluice.session"
+	ctxAuthErr    = "sluice.authErr"
+	ctxRetryAfter = "sluice.retryAfter"
+	sessionCookie = "sluice_session"
+)
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// New builds the Server and its routes.
+func New(s Settings) (*Server, error) {
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = 4 << 20
+	}
+	if s.SessionTTL == 0 {
+		s.SessionTTL = 12 * time.Hour
+	}
+	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now)}
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	if err := e.SetTrustedProxies(s.TrustedProxies); err != nil {
+		return nil, err
+	}
+	e.Use(srv.requestID, srv.recover, srv.metrics.middleware, srv.limitBody)
+	e.NoRoute(srv.noRoute)
+	e.NoMethod(func(c *gin.Context) {
+		srv.failStatus(c, http.StatusMethodNotAllowed, &sluice.Error{Code: sluice.EINVALID, Message: "method " + c.Request.Method + " is not allowed here"})
+	})
+	srv.engine = e
+	srv.routes()
+	return srv, nil
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Engine returns the Gin engine (for route listings).
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-ID")
+	if !requestIDPattern.MatchString(id) {
+		b := make([]byte, 8)
+		rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	c.Set(ctxRequestID, id)
+	c.Header("X-Request-ID", id)
+	actor := sluice.Actor{RequestID: id, ClientAddr: c.ClientIP()}
+	c.Request = c.Request.WithContext(sluice.NewContextWithActor(c.Request.Context(), actor))
+	c.Next()
+}
+
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			s.s.Logger.Error("handler panicked", "requestId", c.GetString(ctxRequestID), "panic", r)
+			s.fail(c, errors.New("panic"))
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.ContentLength > s.s.MaxBodyBytes {
+		s.fail(c, sluice.Errorf(sluice.ETOOLARGE, "the body is %d bytes; the limit is %d", c.Request.ContentLength, s.s.MaxBodyBytes))
+		return
+	}
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.s.MaxBodyBytes)
+	}
+	c.Next()
+}
+
+// body reads the whole request body within the limit.
+func (s *Server) body(c *gin.Context) ([]byte, error) {
+	if c.Request.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(c.Request.Body)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, sluice.Errorf(sluice.ETOOLARGE, "the body is over the limit of %d bytes", s.s.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, sluice.Errorf(sluice.EINVALID, "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// bindJSON strictly decodes a JSON body into v (unknown fields and wrong
+// types are EINVALID with their paths). An empty body leaves v as it is
+// when optional.
+func (s *Server) bindJSON(c *gin.Context, v any, optional bool) error {
+	b, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 && optional {
+		return nil
+	}
+	if err := api.UnmarshalJSON(b, v); err != nil {
+		return sluice.Invalid("the body is invalid", err)
+	}
+	return nil
+}
+
+func actorOf(c *gin.Context) sluice.Actor { return sluice.ActorFromContext(c.Request.Context()) }
+
+func (s *Server) setActor(c *gin.Context, a sluice.Actor) {
+	c.Request = c.Request.WithContext(sluice.NewContextWithActor(c.Request.Context(), a))
+}
