@@ -1,0 +1,98 @@
+// Package proxy routes the gateway's requests and forwards them upstream.
+//
+// Compile turns a rule set's routes into a Router, with one Upstream per
+// route. Per request the integrator calls
+//
+//	path, route := router.Route(r)     // cleaned path and the matched route, or nil
+//	if route == nil { proxy.WriteNoRoute(w, r); return }
+//	... degrade, limits, breaker ...
+//	o := route.Upstream.Forward(w, r, path)
+//	... record o (Status, Err, Timeout, ClientGone, Duration) ...
+//	if o.Aborted { panic(http.ErrAbortHandler) }
+//
+// After a hot swap the retired Router's CloseIdle releases its connection
+// pools. Connections come from one Transports per process, shared by every
+// Router, so keep-alive connections survive rule changes.
+//
+// # Paths
+//
+// A route is matched on the same path the upstream receives. RequestPath
+// takes the request's escaped path (r.URL.EscapedPath, the bytes the client
+// sent, not the decoded r.URL.Path) and
+//
+//  1. decodes escaped unreserved characters (ALPHA DIGIT - . _ ~), so that
+//     "%2e%2e" is seen as the ".." it means to any upstream, upper-cases the
+//     hex of the other escapes, and escapes bytes that may not appear raw;
+//  2. cleans it with api.CleanPath: "//" collapsed, "." and ".." resolved
+//     (never above "/"), a trailing slash kept.
+//
+// So "/api/orders/../orders", "//api//orders" and "/api/orders/%2e%2e/x"
+// are matched, limited and forwarded as "/api/orders", "/api/orders" and
+// "/api/x". An encoded slash stays encoded by default: "/api%2Forders" is one
+// segment, does not match pathPrefix "/api/orders", and is forwarded as
+// "/api%2Forders", byte for byte what was matched. Upstreams that decode %2F
+// into a separator should be run with Options.DecodeSlashes, which turns
+// %2F into "/" before cleaning, so that both sides see "/api/orders". Rule
+// paths are put in the same form when compiled, and matching is case
+// sensitive. The query string is neither matched nor changed.
+//
+// # Matching
+//
+// A route matches when every constraint it sets holds:
+//
+//   - path: exact equality; pathPrefix: segment-aware, so "/api/orders"
+//     matches "/api/orders" and "/api/orders/1" but not "/api/ordersX", and
+//     a prefix written with a trailing slash ("/api/orders/") matches only
+//     below it; pathRegex: RE2, matched unanchored against the cleaned
+//     escaped path (write ^ and $ to anchor);
+//   - hosts (any of them): compared case-insensitively with the Host header
+//     less one trailing dot; "*.example.com" matches any host ending in
+//     ".example.com" with at least one label before it (not "example.com"
+//     itself); the request's port is ignored unless the rule names one, and
+//     then it must be the same;
+//   - methods (any of them): exact, case-sensitive; GET does not imply HEAD;
+//   - headers: each named header must have a value exactly equal to the
+//     rule's (any one of its values, if repeated).
+//
+// # Precedence
+//
+// When several routes match, the most specific wins. Routes fall in four
+// tiers, tried in order; the first tier with a match decides:
+//
+//  1. exact path;
+//  2. path prefix, longest first (pathPrefix "/" excepted);
+//  3. path regex;
+//  4. catch-alls: pathPrefix "/" or no path constraint.
+//
+// Regexes outrank catch-alls so that a regex route is reachable beside a
+// default route. Within one tier (for prefixes, one prefix), routes are
+// ordered by host, exact before wildcard (the longer wildcard suffix first)
+// before any host; then by the number of constraints (methods count as one,
+// each header as one), more first; then by document order. A route with
+// several hosts ranks by the host that matched.
+//
+// Route and Match do not allocate when the request path is already clean;
+// a lookup costs a map probe for the exact path, one per segment boundary
+// for prefixes, then the regexes and catch-alls in order.
+//
+// # Forwarding
+//
+// Forward uses httputil.ReverseProxy (Rewrite) with pooled 32 KiB buffers.
+// It sets X-Forwarded-For (the peer appended to the client's list),
+// X-Forwarded-Host and X-Forwarded-Proto, sends the target's host as Host,
+// passes a sane X-Request-Id through or generates one and returns it on the
+// response. Hop-by-hop headers are removed by ReverseProxy; WebSocket and
+// other upgrades pass through (the timeout then bounds the handshake only).
+// Targets are picked by smooth weighted round-robin. h2c:// targets are
+// spoken to with HTTP/2 over cleartext (prior knowledge); H2CHandler lets
+// the gateway's own server accept h2c.
+//
+// Failures are application/problem+json: no route 404 (WriteNoRoute), an
+// unreachable or refusing target 502, the route's timeout 504. A client
+// that goes away gets nothing and is recorded as 499. Bodies name the
+// request id and carry only fixed phrases, never internal error text.
+//
+// The server, not this package, bounds request headers: set
+// http.Server.MaxHeaderBytes to MaxHeaderBytes; a larger header is refused
+// with 431 before any handler runs.
+package proxy

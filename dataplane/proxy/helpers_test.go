@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// mustRoutes decodes, validates and normalizes a rule document and returns
+// its routes, as the snapshot compiler will hand them over.
+func mustRoutes(tb testing.TB, doc string) []api.Route {
+	tb.Helper()
+	rs, err := api.Decode([]byte(doc))
+	if err != nil {
+		tb.Fatalf("decoding rules: %v", err)
+	}
+	if err := rs.Validate(); err != nil {
+		tb.Fatalf("validating rules: %v", err)
+	}
+	return rs.Normalize().Routes
+}
+
+func quietTransports() *Transports {
+	return NewTransports(Settings{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// mustCompile compiles doc's routes with a fresh Transports and closes the
+// Router when the test ends.
+func mustCompile(tb testing.TB, doc string, opts Options) *Router {
+	tb.Helper()
+	tr := quietTransports()
+	rt, err := Compile(mustRoutes(tb, doc), tr, opts)
+	if err != nil {
+		tb.Fatalf("compiling routes: %v", err)
+	}
+	tb.Cleanup(func() {
+		rt.CloseIdle()
+		tr.CloseIdle()
+	})
+	return rt
+}
+
+// gatewayHandler is the request path the integrator builds, minus the
+// governance steps: route, forward, record.
+func gatewayHandler(rt *Router, outcomes chan<- Outcome) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path, route := rt.Route(r)
+		if route == nil {
+			WriteNoRoute(w, r)
+			return
+		}
+		o := route.Upstream.Forward(w, r, path)
+		if outcomes != nil {
+			outcomes <- o
+		}
+		if o.Aborted {
+			panic(http.ErrAbortHandler)
+		}
+	})
+}
+
+// newGateway serves rt on a loopback test server.
+func newGateway(tb testing.TB, rt *Router, outcomes chan<- Outcome) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewUnstartedServer(gatewayHandler(rt, outcomes))
+	srv.Config.MaxHeaderBytes = MaxHeaderBytes
+	srv.Config.ErrorLog = nil
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv
+}

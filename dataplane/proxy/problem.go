@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// MaxHeaderBytes is the recommended http.Server.MaxHeaderBytes for the
+// gateway's traffic listener (and the HTTP/2 limit H2CHandler sets). The
+// proxy cannot enforce it itself: the server reads the header before any
+// handler runs, and answers 431 Request Header Fields Too Large to a larger
+// one (net/http allows 4 KiB of slack above the figure).
+const MaxHeaderBytes = 64 << 10
+
+// MaxRequestIDLength bounds an X-Request-Id accepted from a client.
+const MaxRequestIDLength = 128
+
+// ProblemTypePrefix starts the type URI of the gateway's problem+json bodies;
+// the rest is the status text in lower case with hyphens
+// ("urn:sluice:problem:bad-gateway").
+const ProblemTypePrefix = "urn:sluice:problem:"
+
+// problem is an application/problem+json body (RFC 9457).
+type problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// WriteProblem answers r with status and an application/problem+json body
+// {type, title, status, detail, instance, requestId}. title and detail must
+// be short fixed phrases safe to show a client, never an internal error's
+// text. The request id (see EnsureRequestID) is set on the response as
+// X-Request-Id and named in the body; instance is "urn:sluice:request:<id>".
+func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	id := EnsureRequestID(r)
+	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")
+	if slug == "" {
+		slug = strconv.Itoa(status)
+	}
+	body, _ := json.Marshal(problem{
+		Type: ProblemTypePrefix + slug, Title: title, Status: status, Detail: detail,
+		Instance: "urn:sluice:request:" + id, RequestID: id,
+	})
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeProblemJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h[api.HeaderRequestID] = []string{id}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// WriteNoRoute answers a request that no route matches: 404 problem+json.
+func WriteNoRoute(w http.ResponseWriter, r *http.Request) {
+	WriteProblem(w, r, http.StatusNotFound, "No route", "no route matches this request")
+}
+
+// EnsureRequestID returns r's request id, setting r's X-Request-Id header
+// when it has none: a client's id is kept when it is sane (one value, 1 to
+// MaxRequestIDLength characters from A-Z a-z 0-9 - _ . : + / = @), and
+// replaced by a generated one otherwise. It is idempotent, so the
+// integrator may call it early (for logs) and Forward calls it again.
+// It modifies r.Header and is not safe for concurrent use on one request.
+func EnsureRequestID(r *http.Request) string {
+	if v := r.Header[api.HeaderRequestID]; len(v) == 1 && validRequestID(v[0]) {
+		return v[0]
+	}
+	id := NewRequestID()
+	r.Header[api.HeaderRequestID] = []string{id}
+	return id
+}
+
+func validRequestID(s string) bool {
+	if s == "" || len(s) > MaxRequestIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isUnreserved(c) || c == '~' {
+			switch c {
+			case '-', '_', '.', ':', '+', '/', '=', '@':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var (
+	idPrefix  = newIDPrefix()
+	idCounter atomic.Uint64
+)
+
+func newIDPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
+	return hex.EncodeToString(b[:]) + "-"
+}
+
+// NewRequestID returns a new request id: a random per-process prefix and a
+// counter, unique within the process and, with overwhelming probability,
+// across processes. Safe for concurrent use.
+func NewRequestID() string {
+	var buf [16 + 1 + 13]byte
+	b := append(buf[:0], idPrefix...)
+	b = strconv.AppendUint(b, idCounter.Add(1), 36)
+	return string(b)
+}

@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/textproto"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// Route is one compiled route: its id, its place in the rule set and its
+// upstream. It is immutable and safe for concurrent use.
+type Route struct {
+	// ID is the rule's id (api.Route.ID).
+	ID string
+	// Index is the route's position in the rule set's routes.
+	Index int
+	// Upstream forwards the route's requests.
+	Upstream *Upstream
+}
+
+// Router matches requests to routes. Build it with Compile; it is immutable
+// and safe for concurrent use. See the package documentation for the order in
+// which routes are tried.
+type Router struct {
+	routes        []*Route
+	exact         map[string][]entry // by exact path
+	prefix        map[string][]entry // by path prefix (not "/")
+	maxPrefix     int                // length of the longest key in prefix
+	regex         []entry
+	catchAll      []entry // pathPrefix "/" or no path constraint
+	decodeSlashes bool
+	transports    *Transports
+	closeOnce     sync.Once
+}
+
+// entry is one (route, host pattern) pair: a route with several host
+// patterns has one entry per pattern, so that each ranks by its own kind.
+type entry struct {
+	route   *Route
+	host    hostPattern
+	methods []string
+	headers []headerMatch
+	re      *regexp.Regexp
+	order   int // document order
+	nconstr int // methods (counted once) plus headers
+}
+
+type headerMatch struct{ name, value string }
+
+// hostKind ranks host patterns: a larger value is more specific.
+type hostKind uint8
+
+const (
+	hostAny hostKind = iota
+	hostWildcard
+	hostExact
+)
+
+// hostPattern matches the request's Host. name is lower case; for a wildcard
+// it is the suffix including its leading dot (".example.com"). port is ""
+// when the rule names none, and then the request's port is ignored.
+type hostPattern struct {
+	kind hostKind
+	name string
+	port string
+}
+
+// less orders entries of one tier: more specific host first (exact, then the
+// longer wildcard suffix, then any host), then more method/header
+// constraints, then document order.
+func (e *entry) less(o *entry) int {
+	if c := cmp.Compare(o.host.kind, e.host.kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(o.host.name), len(e.host.name)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(o.nconstr, e.nconstr); c != 0 {
+		return c
+	}
+	return cmp.Compare(e.order, o.order)
+}
+
+// Options are the settings of Compile. The zero value is ready to use.
+type Options struct {
+	// DecodeSlashes decodes %2F in request paths to "/" before matching, and
+	// forwards the decoded path. The default keeps %2F inside its segment, so
+	// that "/api%2Forders" neither matches nor is forwarded as "/api/orders".
+	// Turn it on when an upstream decodes %2F into a separator.
+	DecodeSlashes bool
+}
+
+// Compile builds a Router and an Upstream per route from routes, which are
+// expected to have passed (*api.RuleSet).Validate and Normalize (Compile
+// does not check them again, but applies the defaults Normalize would when
+// they are missing). Upstream connections come from tr, which outlives the
+// Router. It returns an error naming the route when a route cannot be built
+// (a bad regular expression or target URL). Call CloseIdle on the Router
+// once it is retired, or at once if it is never used.
+func Compile(routes []api.Route, tr *Transports, opts Options) (*Router, error) {
+	rt := &Router{
+		exact:         map[string][]entry{},
+		prefix:        map[string][]entry{},
+		decodeSlashes: opts.DecodeSlashes,
+		transports:    tr,
+	}
+	for i := range routes {
+		r := &routes[i]
+		up, err := newUpstream(r, tr, opts)
+		if err != nil {
+			rt.CloseIdle()
+			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
+		}
+		route := &Route{ID: r.ID, Index: i, Upstream: up}
+		rt.routes = append(rt.routes, route)
+		if err := rt.add(route, &r.Match, i); err != nil {
+			rt.CloseIdle()
+			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
+		}
+	}
+	for _, m := range []map[string][]entry{rt.exact, rt.prefix} {
+		for _, es := range m {
+			slices.SortStableFunc(es, func(a, b entry) int { return a.less(&b) })
+		}
+	}
+	for _, es := range [][]entry{rt.regex, rt.catchAll} {
+		slices.SortStableFunc(es, func(a, b entry) int { return a.less(&b) })
+	}
+	return rt, nil
+}
+
+func (rt *Router) add(route *Route, m *api.Match, order int) error {
+	base := entry{route: route, order: order}
+	if len(m.Methods) > 0 {
+		base.methods = make([]string, len(m.Methods))
+		for i, meth := range m.Methods {
+			base.methods[i] = strings.ToUpper(meth)
+		}
+		base.nconstr++
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		base.headers = append(base.headers, headerMatch{textproto.CanonicalMIMEHeaderKey(name), m.Headers[name]})
+		base.nconstr++
+	}
+	if m.PathRegex != "" {
+		re, err := regexp.Compile(m.PathRegex)
+		if err != nil {
+			return fmt.Errorf("compiling pathRegex: %w", err)
+		}
+		base.re = re
+	}
+	hosts := []hostPattern{{kind: hostAny}}
+	if len(m.Hosts) > 0 {
+		hosts = hosts[:0]
+		for _, h := range m.Hosts {
+			hosts = append(hosts, parseHostPattern(h))
+		}
+	}
+	for _, hp := range hosts {
+		e := base
+		e.host = hp
+		switch {
+		case m.Path != "":
+			k := normalizeRulePath(m.Path, rt.decodeSlashes)
+			rt.exact[k] = append(rt.exact[k], e)
+		case m.PathPrefix != "" && m.PathPrefix != "/":
+			k := normalizeRulePath(m.PathPrefix, rt.decodeSlashes)
+			rt.prefix[k] = append(rt.prefix[k], e)
+			rt.maxPrefix = max(rt.maxPrefix, len(k))
+		case m.PathRegex != "":
+			rt.regex = append(rt.regex, e)
+		default:
+			rt.catchAll = append(rt.catchAll, e)
+		}
+	}
+	return nil
+}
+
+// normalizeRulePath puts a rule's path or prefix in the same canonical
+// escaped form as request paths, keeping a trailing slash.
+func normalizeRulePath(p string, decodeSlashes bool) string {
+	return normalizePath(p, decodeSlashes)
+}
+
+func parseHostPattern(h string) hostPattern {
+	h = strings.ToLower(h)
+	var hp hostPattern
+	if name, port, ok := strings.Cut(h, ":"); ok {
+		h, hp.port = name, port
+	}
+	if suffix, ok := strings.CutPrefix(h, "*"); ok {
+		hp.kind, hp.name = hostWildcard, suffix // ".example.com"
+	} else {
+		hp.kind, hp.name = hostExact, h
+	}
+	return hp
+}
+
+// Routes returns the compiled routes in rule-set order. The slice must not
+// be modified.
+func (rt *Router) Routes() []*Route { return rt.routes }
+
+// Route returns the path r is matched on and must be forwarded with (see
+// RequestPath), and the route it matches, or nil when none does (answer
+// with WriteNoRoute). Call it once per request and pass the path on to
+// Upstream.Forward. It does not allocate when the request path is already
+// clean.
+func (rt *Router) Route(r *http.Request) (path string, route *Route) {
+	path = RequestPath(r, rt.decodeSlashes)
+	return path, rt.Match(r.Host, r.Method, path, r.Header)
+}
+
+// Match returns the most specific route for a request to host (the Host
+// header, with or without port) with method, cleaned path (as returned by
+// RequestPath) and header, or nil. It does not allocate.
+func (rt *Router) Match(host, method, path string, header http.Header) *Route {
+	hostname, port := splitHost(host)
+	if es, ok := rt.exact[path]; ok {
+		if r := firstMatch(es, hostname, port, method, path, header); r != nil {
+			return r
+		}
+	}
+	if len(rt.prefix) > 0 {
+		for i := min(len(path), rt.maxPrefix); i > 1; i-- {
+			// Candidates end at a segment boundary: "/api/orders" for
+			// "/api/orders" and "/api/orders/1", "/api/orders/" for the
+			// latter only.
+			if i != len(path) && path[i] != '/' && path[i-1] != '/' {
+				continue
+			}
+			if es, ok := rt.prefix[path[:i]]; ok {
+				if r := firstMatch(es, hostname, port, method, path, header); r != nil {
+					return r
+				}
+			}
+		}
+	}
+	if r := firstMatch(rt.regex, hostname, port, method, path, header); r != nil {
+		return r
+	}
+	return firstMatch(rt.catchAll, hostname, port, method, path, header)
+}
+
+func firstMatch(es []entry, hostname, port, method, path string, header http.Header) *Route {
+	for i := range es {
+		if es[i].matches(hostname, port, method, path, header) {
+			return es[i].route
+		}
+	}
+	return nil
+}
+
+func (e *entry) matches(hostname, port, method, path string, header http.Header) bool {
+	switch e.host.kind {
+	case hostExact:
+		if !strings.EqualFold(hostname, e.host.name) {
+			return false
+		}
+	case hostWildcard:
+		n := len(e.host.name)
+		if len(hostname) <= n || !strings.EqualFold(hostname[len(hostname)-n:], e.host.name) {
+			return false
+		}
+	}
+	if e.host.port != "" && port != e.host.port {
+		return false
+	}
+	if len(e.methods) > 0 && !slices.Contains(e.methods, method) {
+		return false
+	}
+	for _, h := range e.headers {
+		if !slices.Contains(header[h.name], h.value) {
+			return false
+		}
+	}
+	return e.re == nil || e.re.MatchString(path)
+}
+
+// splitHost splits a Host header into its name, without one trailing dot,
+// and its port ("" when absent). IPv6 literals keep their brackets.
+func splitHost(host string) (name, port string) {
+	name = host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		name, port = host[:i], host[i+1:]
+	}
+	name = strings.TrimSuffix(name, ".")
+	return name, port
+}
+
+// CloseIdle retires the Router after a swap: it releases its upstreams'
+// connection pools, and closes the idle keep-alive connections of every
+// target origin that no live Router uses any more. Origins still used by
+// another Router keep their connections. Connections busy at that moment are
+// closed by the idle timeout once their request ends. It is safe to call more
+// than once and concurrently with requests still in flight on the Router.
+func (rt *Router) CloseIdle() {
+	rt.closeOnce.Do(func() {
+		for _, r := range rt.routes {
+			r.Upstream.release()
+		}
+	})
+}

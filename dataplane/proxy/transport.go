@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Settings configure the upstream connections. Every zero field takes the
+// default named beside it.
+type Settings struct {
+	// DialTimeout bounds a TCP connect to a target; default 5s. A target
+	// that cannot be reached in time is answered 502, not 504.
+	DialTimeout time.Duration
+	// KeepAlive is the TCP keep-alive probe period; default 30s.
+	KeepAlive time.Duration
+	// MaxIdleConnsPerHost is the number of idle keep-alive connections kept
+	// per target origin; default 256.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes a keep-alive connection idle for that long;
+	// default 90s.
+	IdleConnTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake with https targets;
+	// default 10s.
+	TLSHandshakeTimeout time.Duration
+	// MaxResponseHeaderBytes caps an upstream's response header; default
+	// 1 MiB. A larger header is a transport error (502).
+	MaxResponseHeaderBytes int64
+	// TLSClientConfig is used for https targets; nil means the system roots.
+	TLSClientConfig *tls.Config
+	// Logger receives debug logs (clients gone, upstream copy errors); nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.DialTimeout <= 0 {
+		s.DialTimeout = 5 * time.Second
+	}
+	if s.KeepAlive <= 0 {
+		s.KeepAlive = 30 * time.Second
+	}
+	if s.MaxIdleConnsPerHost <= 0 {
+		s.MaxIdleConnsPerHost = 256
+	}
+	if s.IdleConnTimeout <= 0 {
+		s.IdleConnTimeout = 90 * time.Second
+	}
+	if s.TLSHandshakeTimeout <= 0 {
+		s.TLSHandshakeTimeout = 10 * time.Second
+	}
+	if s.MaxResponseHeaderBytes <= 0 {
+		s.MaxResponseHeaderBytes = 1 << 20
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	return s
+}
+
+// Transports holds the gateway's upstream connection pools: one
+// http.Transport per target origin (scheme, host and port), all with the
+// same Settings, shared by every Router compiled with it. A process makes
+// one and passes it to every Compile, so keep-alive connections to an
+// origin survive rule changes; when the last Router using an origin is
+// retired (Router.CloseIdle), that origin's idle connections are closed.
+//
+// Create it with NewTransports; the zero value is not usable. It is safe for
+// concurrent use.
+type Transports struct {
+	settings Settings
+	dialer   *net.Dialer
+	buffers  *bufferPool
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	origins map[string]*origin
+}
+
+// origin is one target origin's transport, counted by the upstream targets
+// that use it.
+type origin struct {
+	owner *Transports
+	key   string
+	rt    *http.Transport
+	refs  int
+}
+
+// NewTransports returns an empty set of connection pools with s's settings.
+func NewTransports(s Settings) *Transports {
+	s = s.withDefaults()
+	return &Transports{
+		settings: s,
+		dialer:   &net.Dialer{Timeout: s.DialTimeout, KeepAlive: s.KeepAlive},
+		buffers:  &bufferPool{},
+		log:      s.Logger,
+		origins:  map[string]*origin{},
+	}
+}
+
+// acquire returns the transport of the origin key ("h2c://host:port" and so
+// on), creating it on first use, and counts one more user.
+func (t *Transports) acquire(key string, h2c bool) *origin {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.origins[key]
+	if o == nil {
+		o = &origin{owner: t, key: key, rt: t.newTransport(h2c)}
+		t.origins[key] = o
+	}
+	o.refs++
+	return o
+}
+
+// release counts one user less; the last one out closes the origin's idle
+// connections and forgets it.
+func (t *Transports) release(o *origin) {
+	t.mu.Lock()
+	o.refs--
+	last := o.refs == 0
+	if last && t.origins[o.key] == o {
+		delete(t.origins, o.key)
+	}
+	t.mu.Unlock()
+	if last {
+		o.rt.CloseIdleConnections()
+	}
+}
+
+// Origins returns the number of target origins currently pooled.
+func (t *Transports) Origins() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.origins)
+}
+
+// CloseIdle closes the idle connections of every origin, as at shutdown.
+// Routers keep working: new connections are dialed on demand.
+func (t *Transports) CloseIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.origins {
+		o.rt.CloseIdleConnections()
+	}
+}
+
+func (t *Transports) newTransport(h2c bool) *http.Transport {
+	s := t.settings
+	tr := &http.Transport{
+		Proxy:                  nil, // never route upstream traffic through $HTTP_PROXY
+		DialContext:            t.dialer.DialContext,
+		MaxIdleConns:           0, // bounded per host below
+		MaxIdleConnsPerHost:    s.MaxIdleConnsPerHost,
+		IdleConnTimeout:        s.IdleConnTimeout,
+		TLSHandshakeTimeout:    s.TLSHandshakeTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: s.MaxResponseHeaderBytes,
+		TLSClientConfig:        s.TLSClientConfig,
+		ForceAttemptHTTP2:      true,
+		// Pass the client's Accept-Encoding through untouched instead of
+		// asking for gzip and decompressing on the client's behalf.
+		DisableCompression: true,
+	}
+	if h2c {
+		// Prior-knowledge HTTP/2 over cleartext TCP, for h2c:// targets.
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return tr
+}
+
+// bufferSize is the size of the buffers ReverseProxy copies bodies through.
+const bufferSize = 32 << 10
+
+// bufferPool is an httputil.BufferPool of 32 KiB buffers. It stores array
+// pointers, so Get and Put do not allocate.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[bufferSize]byte); ok {
+		return v[:]
+	}
+	return new([bufferSize]byte)[:]
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) != bufferSize {
+		return
+	}
+	b.p.Put((*[bufferSize]byte)(buf))
+}

@@ -1,0 +1,424 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// StatusClientClosed is the status recorded, never sent, when the client
+// went away before its response was complete (nginx's 499).
+const StatusClientClosed = 499
+
+// Errors reported in Outcome.Err besides the transport's own.
+var (
+	// ErrClientGone: the client cancelled the request or closed its
+	// connection before the response was complete.
+	ErrClientGone = errors.New("client went away")
+	// ErrAborted: the upstream response was cut off after its header had
+	// been sent to the client (the route's timeout fired mid-body, or the
+	// upstream's body failed).
+	ErrAborted = errors.New("response aborted mid-body")
+)
+
+// Outcome is what one Forward did, for the breaker, the degrade controller
+// and the metrics.
+type Outcome struct {
+	// Status is the status code sent to the client: the upstream's, 502 or
+	// 504 from the gateway, or StatusClientClosed (499, not sent) when the
+	// client went away first. 101 for an upgraded connection.
+	Status int
+	// Err is nil when the upstream answered and its response was relayed
+	// whole, whatever its status; otherwise the transport error,
+	// ErrClientGone or ErrAborted. It is for logs: never show it to clients.
+	Err error
+	// Timeout is set when the route's upstream timeout fired.
+	Timeout bool
+	// ClientGone is set when the client went away (Status is then 499).
+	// Such a request says nothing about the upstream's health.
+	ClientGone bool
+	// Upgraded is set when the connection was switched to another protocol
+	// (WebSocket): Duration is then the connection's whole life, and should
+	// not be judged as a slow call.
+	Upgraded bool
+	// Aborted is set when the response was cut off after its header had been
+	// sent. The caller must then, after recording the outcome,
+	// panic(http.ErrAbortHandler), so that the server resets the stream
+	// instead of completing a truncated response as if it were whole.
+	Aborted bool
+	// Duration is the time spent in Forward.
+	Duration time.Duration
+}
+
+// Upstream forwards one route's requests to its targets, chosen by smooth
+// weighted round-robin. It is built by Compile, immutable but for the
+// balancer's position, and safe for concurrent use.
+type Upstream struct {
+	routeID       string
+	targets       []*target
+	timeout       time.Duration
+	timeoutDetail string
+	strip         string // canonical escaped prefix removed before forwarding; "" for none
+	balance       *balancer
+	log           *slog.Logger
+}
+
+// target is one upstream server with its own ReverseProxy.
+type target struct {
+	url    string // as configured, for logs
+	scheme string // http or https (h2c targets are http over an HTTP/2-only transport)
+	host   string // host[:port]
+	base   string // escaped path prefix, without a trailing slash
+	weight int
+	origin *origin
+	proxy  *httputil.ReverseProxy
+}
+
+func newUpstream(r *api.Route, tr *Transports, opts Options) (_ *Upstream, err error) {
+	u := &Upstream{routeID: r.ID, timeout: r.Upstream.Timeout.D(), log: tr.log}
+	if u.timeout <= 0 {
+		u.timeout = api.DefaultUpstreamTimeout
+	}
+	u.timeoutDetail = fmt.Sprintf("the upstream did not answer within %s", u.timeout)
+	if r.Upstream.StripPrefix {
+		if r.Match.PathPrefix == "" {
+			return nil, errors.New("stripPrefix needs match.pathPrefix")
+		}
+		if r.Match.PathPrefix != "/" {
+			u.strip = normalizePath(r.Match.PathPrefix, opts.DecodeSlashes)
+		}
+	}
+	if len(r.Upstream.Targets) == 0 {
+		return nil, errors.New("no targets")
+	}
+	defer func() {
+		if err != nil {
+			u.release()
+		}
+	}()
+	errLog := log.New(slogWriter{tr.log, r.ID}, "", 0)
+	weights := make([]int, 0, len(r.Upstream.Targets))
+	for i, tg := range r.Upstream.Targets {
+		t, err := parseTarget(tg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("target %d: %w", i, err)
+		}
+		t.weight = max(tg.Weight, 1)
+		t.origin = tr.acquire(t.originKey(tg.URL), strings.HasPrefix(tg.URL, "h2c:"))
+		t.proxy = &httputil.ReverseProxy{
+			Rewrite:        t.rewrite,
+			Transport:      t.origin.rt,
+			BufferPool:     tr.buffers,
+			ErrorLog:       errLog,
+			ErrorHandler:   u.errorHandler,
+			ModifyResponse: setResponseID,
+		}
+		u.targets = append(u.targets, t)
+		weights = append(weights, t.weight)
+	}
+	u.balance = newBalancer(weights)
+	return u, nil
+}
+
+func parseTarget(raw string) (*target, error) {
+	pu, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing url %q: %w", api.RedactURL(raw), err)
+	}
+	t := &target{url: api.RedactURL(raw), host: pu.Host}
+	switch pu.Scheme {
+	case "http", "https":
+		t.scheme = pu.Scheme
+	case "h2c":
+		t.scheme = "http"
+	default:
+		return nil, fmt.Errorf("url %q: scheme %q is not http, https or h2c", t.url, pu.Scheme)
+	}
+	if pu.Hostname() == "" {
+		return nil, fmt.Errorf("url %q has no host", t.url)
+	}
+	if pu.RawQuery != "" || pu.Fragment != "" || pu.User != nil || pu.Opaque != "" {
+		return nil, fmt.Errorf("url %q: only scheme, host, port and path are allowed", t.url)
+	}
+	t.base = strings.TrimRight(pu.EscapedPath(), "/")
+	return t, nil
+}
+
+// originKey names the connection pool a target uses: its scheme as
+// configured (so h2c and http to one address do not share), host and port.
+func (t *target) originKey(raw string) string {
+	scheme, _, _ := strings.Cut(raw, ":")
+	host, port, err := net.SplitHostPort(t.host)
+	if err != nil {
+		host, port = t.host, map[string]string{"https": "443"}[scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	return strings.ToLower(scheme) + "://" + net.JoinHostPort(strings.ToLower(host), port)
+}
+
+func (u *Upstream) release() {
+	for _, t := range u.targets {
+		if t.origin != nil {
+			// Transports is reached through the origin's owner; every
+			// origin of one Upstream comes from the same Transports.
+			t.origin.owner.release(t.origin)
+		}
+	}
+}
+
+// Targets returns the upstream's target URLs (passwords redacted), in rule
+// order.
+func (u *Upstream) Targets() []string {
+	s := make([]string, len(u.targets))
+	for i, t := range u.targets {
+		s[i] = t.url
+	}
+	return s
+}
+
+// Timeout returns the bound on one whole exchange with the upstream.
+func (u *Upstream) Timeout() time.Duration { return u.timeout }
+
+// Forward sends r to the next target and relays the answer to w. path is
+// the cleaned path returned with the route by Router.Route: it is what the
+// upstream receives, after stripPrefix and behind the target URL's own path.
+// The query string is passed on unchanged.
+//
+// The request gets X-Forwarded-For (the peer appended to what the client
+// sent), X-Forwarded-Host and X-Forwarded-Proto, and an X-Request-Id (see
+// EnsureRequestID), which the response carries back too. The route's
+// timeout bounds the whole exchange, body included; for an upgrade
+// (WebSocket) it bounds the handshake only.
+//
+// A target that cannot be reached is answered 502, a timeout 504, both as
+// application/problem+json; a client that went away gets nothing. Forward
+// never panics because of the exchange, but see Outcome.Aborted.
+func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, path string) Outcome {
+	start := time.Now()
+	t := u.targets[u.balance.next()]
+	EnsureRequestID(r)
+
+	rec := getRecorder(w, r.Context())
+	ctx, cancel := context.WithCancel(r.Context())
+	rec.cancel = cancel
+	rec.timer = time.AfterFunc(u.timeout, rec.expire)
+
+	out := r.WithContext(ctx)
+	ou := *r.URL
+	u.setPath(&ou, t, path)
+	out.URL = &ou
+	aborted := serve(t.proxy, rec, out)
+
+	rec.disarm()
+	cancel()
+	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
+	if o.Status == 0 {
+		o.Status = http.StatusOK // nothing written: net/http sends 200
+	}
+	if aborted && o.Err == nil {
+		o.Err = ErrAborted
+	}
+	if rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted) {
+		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, ErrClientGone
+	}
+	o.Duration = time.Since(start)
+	if o.Err != nil && !o.ClientGone {
+		u.log.Debug("upstream exchange failed", "route", u.routeID, "target", t.url, "status", o.Status,
+			"timeout", o.Timeout, "aborted", aborted, "err", o.Err)
+	} else if o.ClientGone {
+		u.log.Debug("client went away", "route", u.routeID, "target", t.url)
+	}
+	putRecorder(rec)
+	return o
+}
+
+// serve runs the proxy, turning its http.ErrAbortHandler panic (a failed
+// body copy) into a result; other panics go on.
+func serve(p *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { //nolint:errorlint // sentinel identity
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	p.ServeHTTP(w, r)
+	return false
+}
+
+// setPath puts the forwarded path in u: path less the stripped prefix,
+// behind the target's base path. Escapes stay as matched (RawPath).
+func (u *Upstream) setPath(out *url.URL, t *target, path string) {
+	p := path
+	if u.strip != "" {
+		if rest, ok := strings.CutPrefix(p, u.strip); ok {
+			if rest == "" || rest[0] != '/' {
+				rest = "/" + rest
+			}
+			p = rest
+		}
+	}
+	if t.base != "" {
+		p = t.base + p
+	}
+	out.Path, out.RawPath = p, ""
+	if strings.IndexByte(p, '%') >= 0 {
+		if dec, err := url.PathUnescape(p); err == nil {
+			out.Path, out.RawPath = dec, p
+		}
+	}
+}
+
+// rewrite routes the outbound request to the target.
+func (t *target) rewrite(pr *httputil.ProxyRequest) {
+	out := pr.Out
+	out.URL.Scheme = t.scheme
+	out.URL.Host = t.host
+	out.Host = "" // the target's host; the client's is in X-Forwarded-Host
+	if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
+		out.Header["X-Forwarded-For"] = prior
+	}
+	pr.SetXForwarded()
+}
+
+// setResponseID returns the request id to the client, replacing any the
+// upstream set.
+func setResponseID(resp *http.Response) error {
+	if id := resp.Request.Header[api.HeaderRequestID]; len(id) > 0 {
+		resp.Header[api.HeaderRequestID] = id
+	}
+	return nil
+}
+
+// errorHandler answers a failed exchange: nothing for a client gone, 504
+// for the route's timeout, 502 for anything else (refused, unreachable,
+// reset, bad response).
+func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	rec, ok := w.(*recorder)
+	if !ok { // not through Forward
+		WriteProblem(w, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+		return
+	}
+	rec.err = err
+	switch {
+	case rec.wrote:
+		// A header is out already (an upgrade that failed after the
+		// switch); there is nothing more to say.
+	case rec.timedOut.Load():
+		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+	case rec.parent.Err() != nil:
+		rec.status = StatusClientClosed
+	default:
+		WriteProblem(rec, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+	}
+}
+
+// recorder wraps the client's ResponseWriter to learn the status sent, the
+// exchange's error and whether it was upgraded. Recorders are pooled.
+type recorder struct {
+	w        http.ResponseWriter
+	parent   context.Context // the client's request context
+	status   int
+	wrote    bool
+	upgraded bool
+	err      error
+	cancel   context.CancelFunc
+	timer    *time.Timer
+	stopped  bool // timer stopped before it fired
+	timedOut atomic.Bool
+	expire   func() // rec.onTimeout, bound once
+}
+
+var recorders = sync.Pool{New: func() any {
+	rec := &recorder{}
+	rec.expire = rec.onTimeout
+	return rec
+}}
+
+func getRecorder(w http.ResponseWriter, parent context.Context) *recorder {
+	rec := recorders.Get().(*recorder)
+	rec.w, rec.parent = w, parent
+	return rec
+}
+
+// putRecorder recycles rec unless its timer fired: the timer's function may
+// still be running and must not find the recorder reused.
+func putRecorder(rec *recorder) {
+	if !rec.stopped {
+		return
+	}
+	expire := rec.expire
+	*rec = recorder{expire: expire}
+	recorders.Put(rec)
+}
+
+func (rec *recorder) onTimeout() {
+	rec.timedOut.Store(true)
+	rec.cancel()
+}
+
+// disarm stops the timeout timer, remembering whether it was stopped in
+// time. It runs on the request's goroutine only.
+func (rec *recorder) disarm() {
+	if !rec.stopped && rec.timer.Stop() {
+		rec.stopped = true
+	}
+}
+
+func (rec *recorder) Header() http.Header { return rec.w.Header() }
+
+func (rec *recorder) WriteHeader(code int) {
+	if code >= 200 && !rec.wrote {
+		rec.wrote, rec.status = true, code
+	}
+	rec.w.WriteHeader(code)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if !rec.wrote {
+		rec.wrote, rec.status = true, http.StatusOK
+	}
+	return rec.w.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Flush,
+// deadlines).
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
+
+// Hijack takes over the client connection for an upgrade; from then on the
+// route's timeout no longer applies.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(rec.w).Hijack()
+	if err == nil {
+		rec.disarm()
+		rec.wrote, rec.status, rec.upgraded = true, http.StatusSwitchingProtocols, true
+	}
+	return c, brw, err
+}
+
+// slogWriter adapts ReverseProxy's log.Logger to slog at debug level.
+type slogWriter struct {
+	log   *slog.Logger
+	route string
+}
+
+func (s slogWriter) Write(p []byte) (int, error) {
+	s.log.Debug(strings.TrimSpace(string(p)), "route", s.route)
+	return len(p), nil
+}
