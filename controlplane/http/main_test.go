@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		return l.Addr().(*net.TCPAddr).Port
 	}
 	sharedEtcd, err = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: dir,
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", port()), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", port())})
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", port()), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", port()), LogLevel: "fatal"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedded etcd:", err)
 		os.Exit(1)

@@ -170,6 +170,7 @@ func EtcdConfig(tb testing.TB) etcd.EmbeddedConfig {
 		Dir:       tb.TempDir(),
 		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
 		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
+		LogLevel:  "fatal",
 	}
 }
 
