@@ -34,7 +34,10 @@
 // into a separator should be run with Options.DecodeSlashes, which turns
 // %2F into "/" before cleaning, so that both sides see "/api/orders". Rule
 // paths are put in the same form when compiled, and matching is case
-// sensitive. The query string is neither matched nor changed.
+// sensitive. The query string is not matched, and is forwarded as sent, except
+// that parameters net/url cannot parse (a bad escape, a ";" separator) are
+// dropped, as httputil.ReverseProxy does, so that the upstream cannot read a
+// parameter the gateway (limit keys on query:NAME) did not see.
 //
 // # Matching
 //
