@@ -212,3 +212,24 @@ func TestBadDataIsStoreError(t *testing.T) {
 		t.Errorf("Status after bad data = %+v, want degraded with the error", s)
 	}
 }
+
+// TestCanceledCallerDoesNotOpenBreaker: a client that went away cancels its
+// context; that says nothing about Redis and must not open the breaker.
+func TestCanceledCallerDoesNotOpenBreaker(t *testing.T) {
+	t.Parallel()
+	st := mustStore(t, Settings{URL: mustSharedRedis(t), Prefix: freshPrefix(t), FailuresToOpen: 1})
+	lim := mustLimiter(t, st, api.Limit{Algorithm: api.TokenBucket, Rate: 10, Period: api.Duration(time.Second), OnStoreError: api.OnStoreErrorDeny})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		if _, err := lim.Take(ctx, "k", 1, limit.Now()); err == nil {
+			t.Fatal("Take with a canceled context succeeded")
+		}
+	}
+	if st.open.Load() {
+		t.Fatal("canceled callers opened the breaker")
+	}
+	if d, err := lim.Take(context.Background(), "k", 1, limit.Now()); err != nil || !d.Allowed {
+		t.Errorf("Take after: %+v, %v", d, err)
+	}
+}

@@ -332,10 +332,14 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, key string, args ...a
 	if s.open.Load() {
 		return reply{}, ErrUnavailable
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.set.Timeout)
-	v, err := sc.Run(ctx, s.client, []string{key}, args...).Int64Slice()
+	cctx, cancel := context.WithTimeout(ctx, s.set.Timeout)
+	v, err := sc.Run(cctx, s.client, []string{key}, args...).Int64Slice()
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			// The caller gave up (client gone): not Redis' fault.
+			return reply{}, fmt.Errorf("redis call: %w", ctx.Err())
+		}
 		return reply{}, s.fail(err)
 	}
 	if s.fails.Load() != 0 {
