@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
@@ -48,8 +49,9 @@ type entry struct {
 	methods []string
 	headers []headerMatch
 	re      *regexp.Regexp
-	order   int // document order
-	nconstr int // methods (counted once) plus headers
+	rePfx   string // literal every match of an anchored re starts with; "" if unknown
+	order   int    // document order
+	nconstr int    // methods (counted once) plus headers
 }
 
 type headerMatch struct{ name, value string }
@@ -155,6 +157,7 @@ func (rt *Router) add(route *Route, m *api.Match, order int) error {
 			return fmt.Errorf("compiling pathRegex: %w", err)
 		}
 		base.re = re
+		base.rePfx = anchoredLiteralPrefix(m.PathRegex)
 	}
 	hosts := []hostPattern{{kind: hostAny}}
 	if len(m.Hosts) > 0 {
@@ -280,7 +283,34 @@ func (e *entry) matches(hostname, port, method, path string, header http.Header)
 			return false
 		}
 	}
-	return e.re == nil || e.re.MatchString(path)
+	if e.re == nil {
+		return true
+	}
+	return strings.HasPrefix(path, e.rePfx) && e.re.MatchString(path)
+}
+
+// anchoredLiteralPrefix returns the literal text every match of pattern
+// must start with at position 0, when the pattern is anchored at the start
+// of the text (a top-level concatenation beginning with ^ or \A, followed
+// by case-sensitive literals); otherwise "". It lets the router skip most
+// regexes with a prefix comparison.
+func anchoredLiteralPrefix(pattern string) string {
+	tree, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	tree = tree.Simplify()
+	if tree.Op != syntax.OpConcat || len(tree.Sub) == 0 || tree.Sub[0].Op != syntax.OpBeginText {
+		return ""
+	}
+	var b strings.Builder
+	for _, sub := range tree.Sub[1:] {
+		if sub.Op != syntax.OpLiteral || sub.Flags&syntax.FoldCase != 0 {
+			break
+		}
+		b.WriteString(string(sub.Rune))
+	}
+	return b.String()
 }
 
 // splitHost splits a Host header into its name, without one trailing dot,

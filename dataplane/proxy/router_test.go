@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -342,6 +343,39 @@ func BenchmarkMatch(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+func TestAnchoredLiteralPrefix(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ pattern, want string }{
+		{`^/r8/[a-z]+`, "/r8/"},
+		{`^/api/users/[0-9]+$`, "/api/users/"},
+		{`\A/foo`, "/foo"},
+		{`^ab|ac`, ""},
+		{`^/abc|^/abd`, ""},
+		{`(?i)^/abc`, ""},
+		{`^(?i:/ab)c`, ""},
+		{`/x`, ""},
+		{`^(/a|/b)`, ""},
+		{`^/a(/b)`, "/a"}, // a group ends the literal run: conservative
+		{`^/caf\x{e9}`, "/caf\u00e9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pattern, func(t *testing.T) {
+			t.Parallel()
+			got := anchoredLiteralPrefix(tc.pattern)
+			if got != tc.want {
+				t.Errorf("anchoredLiteralPrefix(%q) = %q, want %q", tc.pattern, got, tc.want)
+			}
+			// Whatever the prefix, it must never reject a path the regex matches.
+			re := regexp.MustCompile(tc.pattern)
+			for _, p := range []string{"/r8/abc", "/api/users/1", "/foo", "ab", "ac", "xac", "/abd", "/ABC", "/ABc", "/x", "/b", "/a/b", "/caf\u00e9"} {
+				if re.MatchString(p) && !strings.HasPrefix(p, got) {
+					t.Errorf("prefix %q would reject %q, which %q matches", got, p, tc.pattern)
+				}
+			}
 		})
 	}
 }
