@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
 )
@@ -23,7 +24,9 @@ func NewClient(endpoints []string) (*clientv3.Client, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		MaxCallSendMsgSize:   16 << 20,
 		MaxCallRecvMsgSize:   64 << 20,
-		Logger:               nil,
+		// Failures surface as errors that the publisher and the API log
+		// themselves; the client's own retry chatter is dropped.
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)

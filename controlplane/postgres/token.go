@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
@@ -33,6 +31,11 @@ type tokenRow struct {
 	RevokedAt  *time.Time
 	LastUsedAt *time.Time
 	Username   string `gorm:"->;-:migration"` // read from a join
+	// The owner's, read from the join by Authenticate.
+	UserRole     string    `gorm:"->;-:migration"`
+	UserDisabled bool      `gorm:"->;-:migration"`
+	UserCreated  time.Time `gorm:"->;-:migration"`
+	UserUpdated  time.Time `gorm:"->;-:migration"`
 }
 
 func (tokenRow) TableName() string { return "api_tokens" }
@@ -104,7 +107,7 @@ func (s *TokenService) CreateToken(ctx context.Context, t *sluice.Token) (string
 
 func (s *TokenService) query(ctx context.Context) *gorm.DB {
 	return s.db.gorm.WithContext(ctx).Table("api_tokens").
-		Select("api_tokens.*, users.username").Joins("JOIN users ON users.id = api_tokens.user_id")
+		Select("api_tokens.*, users.username, users.role AS user_role, users.disabled AS user_disabled, users.created_at AS user_created, users.updated_at AS user_updated").Joins("JOIN users ON users.id = api_tokens.user_id")
 }
 
 // FindTokens lists tokens newest first; never their secrets.
@@ -139,14 +142,14 @@ func (s *TokenService) FindTokenByID(ctx context.Context, id int64) (*sluice.Tok
 // RevokeToken marks a token revoked; revoking it again changes nothing.
 func (s *TokenService) RevokeToken(ctx context.Context, id int64) error {
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
-		var r tokenRow
-		err := tx.Omit("Username").Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&r).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return notFound("token %d not found", id)
-		}
-		if err != nil {
+		var rows []tokenRow
+		if err := tx.Raw("SELECT id, name, role, revoked_at FROM api_tokens WHERE id = ? FOR UPDATE", id).Scan(&rows).Error; err != nil {
 			return err
 		}
+		if len(rows) == 0 {
+			return notFound("token %d not found", id)
+		}
+		r := rows[0]
 		if r.RevokedAt != nil {
 			return nil
 		}
@@ -177,18 +180,19 @@ func (s *TokenService) Authenticate(ctx context.Context, secret string) (*sluice
 	if len(rows) == 0 || rows[0].RevokedAt != nil || (rows[0].ExpiresAt != nil && !now.Before(*rows[0].ExpiresAt)) {
 		return nil, nil, unauthorized
 	}
-	t := rows[0].token()
-	u, err := s.db.findUser(ctx, t.UserID)
-	if err != nil {
-		return nil, nil, err
-	}
+	r := &rows[0]
+	t := r.token()
+	u := &sluice.User{ID: r.UserID, Username: r.Username, Role: sluice.Role(r.UserRole), Disabled: r.UserDisabled,
+		CreatedAt: r.UserCreated.UTC(), UpdatedAt: r.UserUpdated.UTC()}
 	if u.Disabled {
 		return nil, nil, unauthorized
 	}
 	// Record use at most once a minute per token.
-	if err := s.db.gorm.WithContext(ctx).Exec("UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
-		now, t.ID, now.Add(-time.Minute)).Error; err != nil {
-		return nil, nil, dbErr(fmt.Errorf("recording token use: %w", err))
+	if r.LastUsedAt == nil || now.Sub(*r.LastUsedAt) > time.Minute {
+		if err := s.db.gorm.WithContext(ctx).Exec("UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+			now, t.ID, now.Add(-time.Minute)).Error; err != nil {
+			return nil, nil, dbErr(fmt.Errorf("recording token use: %w", err))
+		}
 	}
 	return t, u, nil
 }
