@@ -21,7 +21,7 @@ func BenchmarkForward(b *testing.B) {
 	b.Cleanup(up.Close)
 	target, _ := url.Parse(up.URL)
 
-	rt := mustCompile(b, oneRoute("r", "{pathPrefix: /}", fmt.Sprintf(`{targets: [{url: "%s"}]}`, up.URL)), Options{})
+	rt := mustCompile(b, oneRoute("r", "{pathPrefix: /}", fmt.Sprintf(`{targets: [{url: "%s"}]}`, up.URL)), false)
 	sluice := gatewayHandler(rt, nil)
 	peerTransport := http.DefaultTransport.(*http.Transport).Clone()
 	peerTransport.MaxIdleConnsPerHost = 256

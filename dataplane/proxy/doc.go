@@ -1,18 +1,20 @@
 // Package proxy routes the gateway's requests and forwards them upstream.
 //
-// Compile turns a rule set's routes into a Router, with one Upstream per
+// NewRouter turns a rule set's routes into a Router, with one Upstream per
 // route. Per request the integrator calls
 //
-//	path, route := router.Route(r)     // cleaned path and the matched route, or nil
-//	if route == nil { proxy.WriteNoRoute(w, r); return }
+//	proxy.EnsureRequestID(w, r)        // first, so that every answer carries it
+//	m := router.Match(r)               // cleaned path and the matched route (or nil)
+//	if m.Route == nil { proxy.WriteNoRoute(w, r); return }
 //	... degrade, limits, breaker ...
-//	o := route.Upstream.Forward(w, r, path)
-//	... record o (Status, Err, Timeout, ClientGone, Duration) ...
+//	o := m.Route.Upstream.Forward(w, r, m)
+//	... record o: Status, Err (upstream failure), Timeout, ClientGone, Upgraded, Duration ...
 //	if o.Aborted { panic(http.ErrAbortHandler) }
 //
 // After a hot swap the retired Router's CloseIdle releases its connection
-// pools. Connections come from one Transports per process, shared by every
-// Router, so keep-alive connections survive rule changes.
+// pools. Connections come from one Transport per process (SharedTransport,
+// or NewTransport), shared by every Router, so keep-alive connections
+// survive rule changes.
 //
 // # Paths
 //
@@ -31,7 +33,7 @@
 // "/api/x". An encoded slash stays encoded by default: "/api%2Forders" is one
 // segment, does not match pathPrefix "/api/orders", and is forwarded as
 // "/api%2Forders", byte for byte what was matched. Upstreams that decode %2F
-// into a separator should be run with Options.DecodeSlashes, which turns
+// into a separator should be run with Settings.DecodeSlashes, which turns
 // %2F into "/" before cleaning, so that both sides see "/api/orders". Rule
 // paths are put in the same form when compiled, and matching is case
 // sensitive. The query string is not matched, and is forwarded as sent, except
@@ -74,7 +76,7 @@
 // each header as one), more first; then by document order. A route with
 // several hosts ranks by the host that matched.
 //
-// Route and Match do not allocate when the request path is already clean;
+// Match and Lookup do not allocate when the request path is already clean;
 // a lookup costs a map probe for the exact path, one per segment boundary
 // for prefixes, then the regexes and catch-alls in order.
 //

@@ -24,16 +24,18 @@ func mustRoutes(tb testing.TB, doc string) []api.Route {
 	return rs.Normalize().Routes
 }
 
-func quietTransports() *Transports {
-	return NewTransports(Settings{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func quietTransports() *Transport { return quietTransport(false) }
+
+func quietTransport(decodeSlashes bool) *Transport {
+	return NewTransport(Settings{DecodeSlashes: decodeSlashes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
-// mustCompile compiles doc's routes with a fresh Transports and closes the
+// mustCompile compiles doc's routes with a fresh Transport and closes the
 // Router when the test ends.
-func mustCompile(tb testing.TB, doc string, opts Options) *Router {
+func mustCompile(tb testing.TB, doc string, decodeSlashes bool) *Router {
 	tb.Helper()
-	tr := quietTransports()
-	rt, err := Compile(mustRoutes(tb, doc), tr, opts)
+	tr := quietTransport(decodeSlashes)
+	rt, err := NewRouter(mustRoutes(tb, doc), tr)
 	if err != nil {
 		tb.Fatalf("compiling routes: %v", err)
 	}
@@ -48,12 +50,13 @@ func mustCompile(tb testing.TB, doc string, opts Options) *Router {
 // governance steps: route, forward, record.
 func gatewayHandler(rt *Router, outcomes chan<- Outcome) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path, route := rt.Route(r)
-		if route == nil {
+		EnsureRequestID(w, r)
+		m := rt.Match(r)
+		if m.Route == nil {
 			WriteNoRoute(w, r)
 			return
 		}
-		o := route.Upstream.Forward(w, r, path)
+		o := m.Route.Upstream.Forward(w, r, m)
 		if outcomes != nil {
 			outcomes <- o
 		}

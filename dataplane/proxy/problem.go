@@ -43,7 +43,7 @@ type problem struct {
 // text. The request id (see EnsureRequestID) is set on the response as
 // X-Request-Id and named in the body; instance is "urn:sluice:request:<id>".
 func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
-	id := EnsureRequestID(r)
+	id := EnsureRequestID(nil, r)
 	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")
 	if slug == "" {
 		slug = strconv.Itoa(status)
@@ -70,15 +70,25 @@ func WriteNoRoute(w http.ResponseWriter, r *http.Request) {
 // EnsureRequestID returns r's request id, setting r's X-Request-Id header
 // when it has none: a client's id is kept when it is sane (one value, 1 to
 // MaxRequestIDLength characters from A-Z a-z 0-9 - _ . : + / = @), and
-// replaced by a generated one otherwise. It is idempotent, so the
-// integrator may call it early (for logs) and Forward calls it again.
-// It modifies r.Header and is not safe for concurrent use on one request.
-func EnsureRequestID(r *http.Request) string {
+// replaced by a generated one otherwise. Unless w is nil it also sets the
+// id as w's X-Request-Id header (replacing any), so that every answer
+// written to w afterwards (429, 503, 404, ...) carries it. It is
+// idempotent: the integrator calls it first thing, and Forward and
+// WriteProblem call it again. It modifies r.Header and is not safe for
+// concurrent use on one request.
+func EnsureRequestID(w http.ResponseWriter, r *http.Request) string {
+	id := ""
 	if v := r.Header[api.HeaderRequestID]; len(v) == 1 && validRequestID(v[0]) {
-		return v[0]
+		id = v[0]
+	} else {
+		id = NewRequestID()
+		r.Header[api.HeaderRequestID] = []string{id}
 	}
-	id := NewRequestID()
-	r.Header[api.HeaderRequestID] = []string{id}
+	if w != nil {
+		if h := w.Header(); len(h[api.HeaderRequestID]) != 1 || h[api.HeaderRequestID][0] != id {
+			h[api.HeaderRequestID] = []string{id}
+		}
+	}
 	return id
 }
 

@@ -36,8 +36,9 @@ type Router struct {
 	maxPrefix     int                // length of the longest key in prefix
 	regex         []entry
 	catchAll      []entry // pathPrefix "/" or no path constraint
+	byID          map[string]*Route
 	decodeSlashes bool
-	transports    *Transports
+	transports    *Transport
 	closeOnce     sync.Once
 }
 
@@ -90,38 +91,32 @@ func (e *entry) less(o *entry) int {
 	return cmp.Compare(e.order, o.order)
 }
 
-// Options are the settings of Compile. The zero value is ready to use.
-type Options struct {
-	// DecodeSlashes decodes %2F in request paths to "/" before matching, and
-	// forwards the decoded path. The default keeps %2F inside its segment, so
-	// that "/api%2Forders" neither matches nor is forwarded as "/api/orders".
-	// Turn it on when an upstream decodes %2F into a separator.
-	DecodeSlashes bool
-}
-
-// Compile builds a Router and an Upstream per route from routes, which are
-// expected to have passed (*api.RuleSet).Validate and Normalize (Compile
+// NewRouter builds a Router and an Upstream per route from routes, which are
+// expected to have passed (*api.RuleSet).Validate and Normalize (NewRouter
 // does not check them again, but applies the defaults Normalize would when
 // they are missing). Upstream connections come from tr, which outlives the
-// Router. It returns an error naming the route when a route cannot be built
-// (a bad regular expression or target URL). Call CloseIdle on the Router
-// once it is retired, or at once if it is never used.
-func Compile(routes []api.Route, tr *Transports, opts Options) (*Router, error) {
+// Router, and tr's Settings.DecodeSlashes applies. It returns an error naming
+// the route when a route cannot be built (a bad regular expression or target
+// URL). Call CloseIdle on the Router once it is retired, or at once if it is
+// never used.
+func NewRouter(routes []api.Route, tr *Transport) (*Router, error) {
 	rt := &Router{
 		exact:         map[string][]entry{},
 		prefix:        map[string][]entry{},
-		decodeSlashes: opts.DecodeSlashes,
+		byID:          make(map[string]*Route, len(routes)),
+		decodeSlashes: tr.settings.DecodeSlashes,
 		transports:    tr,
 	}
 	for i := range routes {
 		r := &routes[i]
-		up, err := newUpstream(r, tr, opts)
+		up, err := newUpstream(r, tr)
 		if err != nil {
 			rt.CloseIdle()
 			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
 		}
 		route := &Route{ID: r.ID, Index: i, Upstream: up}
 		rt.routes = append(rt.routes, route)
+		rt.byID[r.ID] = route
 		if err := rt.add(route, &r.Match, i); err != nil {
 			rt.CloseIdle()
 			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
@@ -210,20 +205,37 @@ func parseHostPattern(h string) hostPattern {
 // be modified.
 func (rt *Router) Routes() []*Route { return rt.routes }
 
-// Route returns the path r is matched on and must be forwarded with (see
-// RequestPath), and the route it matches, or nil when none does (answer
-// with WriteNoRoute). Call it once per request and pass the path on to
-// Upstream.Forward. It does not allocate when the request path is already
-// clean.
-func (rt *Router) Route(r *http.Request) (path string, route *Route) {
-	path = RequestPath(r, rt.decodeSlashes)
-	return path, rt.Match(r.Host, r.Method, path, r.Header)
+// Match is the result of Router.Match.
+type Match struct {
+	// Route is the matched route, nil when none matches (answer with
+	// WriteNoRoute).
+	Route *Route
+	// Path is the cleaned path the request was matched on (see
+	// RequestPath); Forward sends it upstream.
+	Path string
 }
 
-// Match returns the most specific route for a request to host (the Host
+// Match cleans r's path (see RequestPath) and returns it with the most
+// specific route for r. Call it once per request and pass the result on to
+// Upstream.Forward. It does not allocate when the request path is already
+// clean.
+func (rt *Router) Match(r *http.Request) Match {
+	path := RequestPath(r, rt.decodeSlashes)
+	return Match{Route: rt.Lookup(r.Host, r.Method, path, r.Header), Path: path}
+}
+
+// Upstream returns the upstream of the route with id routeID, or nil.
+func (rt *Router) Upstream(routeID string) *Upstream {
+	if r := rt.byID[routeID]; r != nil {
+		return r.Upstream
+	}
+	return nil
+}
+
+// Lookup returns the most specific route for a request to host (the Host
 // header, with or without port) with method, cleaned path (as returned by
 // RequestPath) and header, or nil. It does not allocate.
-func (rt *Router) Match(host, method, path string, header http.Header) *Route {
+func (rt *Router) Lookup(host, method, path string, header http.Header) *Route {
 	hostname, port := splitHost(host)
 	if es, ok := rt.exact[path]; ok {
 		if r := firstMatch(es, hostname, port, method, path, header); r != nil {

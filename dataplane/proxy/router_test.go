@@ -78,7 +78,7 @@ routes:
 
 func TestPrecedence(t *testing.T) {
 	t.Parallel()
-	rt := mustCompile(t, precedenceRules, Options{})
+	rt := mustCompile(t, precedenceRules, false)
 	canary := http.Header{"X-Canary": {"true"}}
 	tests := []struct {
 		desc   string
@@ -134,7 +134,7 @@ func TestPrecedence(t *testing.T) {
 			if method == "" {
 				method = "GET"
 			}
-			got := rt.Match(tc.host, method, tc.path, tc.header)
+			got := rt.Lookup(tc.host, method, tc.path, tc.header)
 			gotID := ""
 			if got != nil {
 				gotID = got.ID
@@ -154,9 +154,12 @@ routes:
   - id: orders
     match: {pathPrefix: /api/orders, hosts: [shop.example.com]}
     upstream: {targets: [{url: "http://127.0.0.1:1"}]}
-`, Options{})
+`, false)
+	if rt.Upstream("orders") == nil || rt.Upstream("nope") != nil {
+		t.Error("Upstream by id: want orders' and nothing else")
+	}
 	for _, host := range []string{"other.example.com", "shop.example.com"} {
-		if got := rt.Match(host, "GET", "/api", nil); got != nil {
+		if got := rt.Lookup(host, "GET", "/api", nil); got != nil {
 			t.Errorf("Match(%q, /api) = %q, want no route", host, got.ID)
 		}
 	}
@@ -225,7 +228,7 @@ func TestIsCleanAgreesWithCleanPath(t *testing.T) {
 	walk(nil)
 }
 
-func TestRouteUsesEscapedPath(t *testing.T) {
+func TestMatchUsesEscapedPath(t *testing.T) {
 	t.Parallel()
 	rt := mustCompile(t, `
 namespace: shop
@@ -236,7 +239,7 @@ routes:
   - id: rest
     match: {pathPrefix: /}
     upstream: {targets: [{url: "http://127.0.0.1:1"}]}
-`, Options{})
+`, false)
 	tests := []struct{ desc, target, wantPath, wantRoute string }{
 		{"encoded slash", "/api%2Forders", "/api%2Forders", "rest"},
 		{"encoded dot-dot", "/api/orders/%2e%2e/x", "/api/x", "rest"},
@@ -248,23 +251,23 @@ routes:
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest("GET", "http://x.test"+tc.target, nil)
-			path, route := rt.Route(r)
-			if path != tc.wantPath || route == nil || route.ID != tc.wantRoute {
-				t.Errorf("Route(%q) = %q, %v; want %q, %q", tc.target, path, route, tc.wantPath, tc.wantRoute)
+			m := rt.Match(r)
+			if m.Path != tc.wantPath || m.Route == nil || m.Route.ID != tc.wantRoute {
+				t.Errorf("Match(%q) = %q, %v; want %q, %q", tc.target, m.Path, m.Route, tc.wantPath, tc.wantRoute)
 			}
 		})
 	}
 }
 
-func TestRouteDoesNotAllocate(t *testing.T) {
-	rt := mustCompile(t, benchRules(), Options{})
+func TestMatchDoesNotAllocate(t *testing.T) {
+	rt := mustCompile(t, benchRules(), false)
 	r := httptest.NewRequest("GET", "http://shop.example.com/svc17/items/42", nil)
 	r.Header.Set("X-Canary", "true")
-	if _, route := rt.Route(r); route == nil {
+	if m := rt.Match(r); m.Route == nil {
 		t.Fatal("no route for the benchmark request")
 	}
-	if n := testing.AllocsPerRun(100, func() { rt.Route(r) }); n != 0 {
-		t.Errorf("Route allocates %v times per call, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { rt.Match(r) }); n != 0 {
+		t.Errorf("Match allocates %v times per call, want 0", n)
 	}
 }
 
@@ -287,7 +290,7 @@ func TestCompileErrors(t *testing.T) {
 			t.Parallel()
 			tr := quietTransports()
 			good := api.Route{ID: "good", Upstream: api.Upstream{Targets: []api.Target{{URL: "http://b"}}}}
-			_, err := Compile([]api.Route{good, tc.route}, tr, Options{})
+			_, err := NewRouter([]api.Route{good, tc.route}, tr)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Compile error = %v, want it to contain %q", err, tc.want)
 			}
@@ -322,7 +325,7 @@ func benchRules() string {
 }
 
 func BenchmarkMatch(b *testing.B) {
-	rt := mustCompile(b, benchRules(), Options{})
+	rt := mustCompile(b, benchRules(), false)
 	reqs := []struct{ name, host, target string }{
 		{"exact", "api.example.com", "/svc3/items/count"},
 		{"prefix", "api.example.com", "/svc17/items/42"},
@@ -338,7 +341,7 @@ func BenchmarkMatch(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, route := rt.Route(r); route == nil {
+					if m := rt.Match(r); m.Route == nil {
 						b.Fatal("no route")
 					}
 				}

@@ -31,6 +31,12 @@ type Settings struct {
 	MaxResponseHeaderBytes int64
 	// TLSClientConfig is used for https targets; nil means the system roots.
 	TLSClientConfig *tls.Config
+	// DecodeSlashes decodes %2F in request paths to "/" before matching and
+	// forwards the decoded path. The default keeps %2F inside its segment,
+	// so that "/api%2Forders" neither matches nor is forwarded as
+	// "/api/orders". Turn it on when upstreams decode %2F into a separator.
+	// It applies to Routers built after it is set, that is, to all of them.
+	DecodeSlashes bool
 	// Logger receives debug logs (clients gone, upstream copy errors); nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -61,16 +67,20 @@ func (s Settings) withDefaults() Settings {
 	return s
 }
 
-// Transports holds the gateway's upstream connection pools: one
+// SharedTransport returns the process's default Transport, made on first use
+// with the zero Settings. Routers built on it share keep-alive connections.
+var SharedTransport = sync.OnceValue(func() *Transport { return NewTransport(Settings{}) })
+
+// Transport holds the gateway's upstream connection pools: one
 // http.Transport per target origin (scheme, host and port), all with the
 // same Settings, shared by every Router compiled with it. A process makes
 // one and passes it to every Compile, so keep-alive connections to an
 // origin survive rule changes; when the last Router using an origin is
 // retired (Router.CloseIdle), that origin's idle connections are closed.
 //
-// Create it with NewTransports; the zero value is not usable. It is safe for
+// Create it with NewTransport; the zero value is not usable. It is safe for
 // concurrent use.
-type Transports struct {
+type Transport struct {
 	settings Settings
 	dialer   *net.Dialer
 	buffers  *bufferPool
@@ -83,16 +93,16 @@ type Transports struct {
 // origin is one target origin's transport, counted by the upstream targets
 // that use it.
 type origin struct {
-	owner *Transports
+	owner *Transport
 	key   string
 	rt    *http.Transport
 	refs  int
 }
 
-// NewTransports returns an empty set of connection pools with s's settings.
-func NewTransports(s Settings) *Transports {
+// NewTransport returns an empty set of connection pools with s's settings.
+func NewTransport(s Settings) *Transport {
 	s = s.withDefaults()
-	return &Transports{
+	return &Transport{
 		settings: s,
 		dialer:   &net.Dialer{Timeout: s.DialTimeout, KeepAlive: s.KeepAlive},
 		buffers:  &bufferPool{},
@@ -103,7 +113,7 @@ func NewTransports(s Settings) *Transports {
 
 // acquire returns the transport of the origin key ("h2c://host:port" and so
 // on), creating it on first use, and counts one more user.
-func (t *Transports) acquire(key string, h2c bool) *origin {
+func (t *Transport) acquire(key string, h2c bool) *origin {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o := t.origins[key]
@@ -117,7 +127,7 @@ func (t *Transports) acquire(key string, h2c bool) *origin {
 
 // release counts one user less; the last one out closes the origin's idle
 // connections and forgets it.
-func (t *Transports) release(o *origin) {
+func (t *Transport) release(o *origin) {
 	t.mu.Lock()
 	o.refs--
 	last := o.refs == 0
@@ -131,7 +141,7 @@ func (t *Transports) release(o *origin) {
 }
 
 // Origins returns the number of target origins currently pooled.
-func (t *Transports) Origins() int {
+func (t *Transport) Origins() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.origins)
@@ -139,7 +149,7 @@ func (t *Transports) Origins() int {
 
 // CloseIdle closes the idle connections of every origin, as at shutdown.
 // Routers keep working: new connections are dialed on demand.
-func (t *Transports) CloseIdle() {
+func (t *Transport) CloseIdle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range t.origins {
@@ -147,7 +157,7 @@ func (t *Transports) CloseIdle() {
 	}
 }
 
-func (t *Transports) newTransport(h2c bool) *http.Transport {
+func (t *Transport) newTransport(h2c bool) *http.Transport {
 	s := t.settings
 	tr := &http.Transport{
 		Proxy:                  nil, // never route upstream traffic through $HTTP_PROXY

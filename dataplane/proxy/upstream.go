@@ -25,9 +25,6 @@ const StatusClientClosed = 499
 
 // Errors reported in Outcome.Err besides the transport's own.
 var (
-	// ErrClientGone: the client cancelled the request or closed its
-	// connection before the response was complete.
-	ErrClientGone = errors.New("client went away")
 	// ErrAborted: the upstream response was cut off after its header had
 	// been sent to the client (the route's timeout fired mid-body, or the
 	// upstream's body failed).
@@ -41,9 +38,12 @@ type Outcome struct {
 	// 504 from the gateway, or StatusClientClosed (499, not sent) when the
 	// client went away first. 101 for an upgraded connection.
 	Status int
-	// Err is nil when the upstream answered and its response was relayed
-	// whole, whatever its status; otherwise the transport error,
-	// ErrClientGone or ErrAborted. It is for logs: never show it to clients.
+	// Err is the upstream's failure: the transport error (refused,
+	// unreachable, reset, timeout) or ErrAborted. It is nil when the
+	// upstream answered and its response was relayed whole, whatever its
+	// status, and when the client went away first (ClientGone), which is no
+	// fault of the upstream's. So Err != nil means "count against the
+	// upstream" for breakers. It is for logs: never show it to clients.
 	Err error
 	// Timeout is set when the route's upstream timeout fired.
 	Timeout bool
@@ -87,7 +87,7 @@ type target struct {
 	proxy  *httputil.ReverseProxy
 }
 
-func newUpstream(r *api.Route, tr *Transports, opts Options) (_ *Upstream, err error) {
+func newUpstream(r *api.Route, tr *Transport) (_ *Upstream, err error) {
 	u := &Upstream{routeID: r.ID, timeout: r.Upstream.Timeout.D(), log: tr.log}
 	if u.timeout <= 0 {
 		u.timeout = api.DefaultUpstreamTimeout
@@ -98,7 +98,7 @@ func newUpstream(r *api.Route, tr *Transports, opts Options) (_ *Upstream, err e
 			return nil, errors.New("stripPrefix needs match.pathPrefix")
 		}
 		if r.Match.PathPrefix != "/" {
-			u.strip = normalizePath(r.Match.PathPrefix, opts.DecodeSlashes)
+			u.strip = normalizePath(r.Match.PathPrefix, tr.settings.DecodeSlashes)
 		}
 	}
 	if len(r.Upstream.Targets) == 0 {
@@ -124,7 +124,7 @@ func newUpstream(r *api.Route, tr *Transports, opts Options) (_ *Upstream, err e
 			BufferPool:     tr.buffers,
 			ErrorLog:       errLog,
 			ErrorHandler:   u.errorHandler,
-			ModifyResponse: setResponseID,
+			ModifyResponse: dropUpstreamID,
 		}
 		u.targets = append(u.targets, t)
 		weights = append(weights, t.weight)
@@ -174,8 +174,8 @@ func (t *target) originKey(raw string) string {
 func (u *Upstream) release() {
 	for _, t := range u.targets {
 		if t.origin != nil {
-			// Transports is reached through the origin's owner; every
-			// origin of one Upstream comes from the same Transports.
+			// Transport is reached through the origin's owner; every
+			// origin of one Upstream comes from the same Transport.
 			t.origin.owner.release(t.origin)
 		}
 	}
@@ -194,33 +194,35 @@ func (u *Upstream) Targets() []string {
 // Timeout returns the bound on one whole exchange with the upstream.
 func (u *Upstream) Timeout() time.Duration { return u.timeout }
 
-// Forward sends r to the next target and relays the answer to w. path is
-// the cleaned path returned with the route by Router.Route: it is what the
-// upstream receives, after stripPrefix and behind the target URL's own path.
-// The query string is passed on unchanged.
+// Forward sends r to the next target and relays the answer to w. m is what
+// Router.Match returned for r: its Path is what the upstream receives, after
+// stripPrefix and behind the target URL's own path. The query string is
+// passed on (less unparsable parameters; see the package documentation).
 //
 // The request gets X-Forwarded-For (the peer appended to what the client
 // sent), X-Forwarded-Host and X-Forwarded-Proto, and an X-Request-Id (see
-// EnsureRequestID), which the response carries back too. The route's
+// EnsureRequestID), which the response carries back, once, in place of any
+// the upstream set. The route's
 // timeout bounds the whole exchange, body included; for an upgrade
 // (WebSocket) it bounds the handshake only.
 //
 // A target that cannot be reached is answered 502, a timeout 504, both as
 // application/problem+json; a client that went away gets nothing. Forward
 // never panics because of the exchange, but see Outcome.Aborted.
-func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, path string) Outcome {
+func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outcome {
 	start := time.Now()
 	t := u.targets[u.balance.next()]
-	EnsureRequestID(r)
+	id := EnsureRequestID(w, r)
 
 	rec := getRecorder(w, r.Context())
+	rec.id = id
 	ctx, cancel := context.WithCancel(r.Context())
 	rec.cancel = cancel
 	rec.timer = time.AfterFunc(u.timeout, rec.expire)
 
 	out := r.WithContext(ctx)
 	ou := *r.URL
-	u.setPath(&ou, t, path)
+	u.setPath(&ou, t, m.Path)
 	out.URL = &ou
 	aborted := serve(t.proxy, rec, out)
 
@@ -234,7 +236,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, path string) 
 		o.Err = ErrAborted
 	}
 	if rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted) {
-		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, ErrClientGone
+		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
 	}
 	o.Duration = time.Since(start)
 	if o.Err != nil && !o.ClientGone {
@@ -297,12 +299,10 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 }
 
-// setResponseID returns the request id to the client, replacing any the
-// upstream set.
-func setResponseID(resp *http.Response) error {
-	if id := resp.Request.Header[api.HeaderRequestID]; len(id) > 0 {
-		resp.Header[api.HeaderRequestID] = id
-	}
+// dropUpstreamID removes an upstream's own X-Request-Id: the client gets
+// the gateway's (set by the recorder), once.
+func dropUpstreamID(resp *http.Response) error {
+	delete(resp.Header, api.HeaderRequestID)
 	return nil
 }
 
@@ -333,6 +333,7 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 // exchange's error and whether it was upgraded. Recorders are pooled.
 type recorder struct {
 	w        http.ResponseWriter
+	id       string          // request id, set on the final response header
 	parent   context.Context // the client's request context
 	status   int
 	wrote    bool
@@ -386,13 +387,16 @@ func (rec *recorder) Header() http.Header { return rec.w.Header() }
 func (rec *recorder) WriteHeader(code int) {
 	if code >= 200 && !rec.wrote {
 		rec.wrote, rec.status = true, code
+		// Set here, not earlier: a 1xx from the upstream clears the
+		// header map, and copying the upstream's header may have added one.
+		rec.w.Header()[api.HeaderRequestID] = []string{rec.id}
 	}
 	rec.w.WriteHeader(code)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {
 	if !rec.wrote {
-		rec.wrote, rec.status = true, http.StatusOK
+		rec.WriteHeader(http.StatusOK)
 	}
 	return rec.w.Write(b)
 }
@@ -404,6 +408,7 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 // Hijack takes over the client connection for an upgrade; from then on the
 // route's timeout no longer applies.
 func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	rec.w.Header()[api.HeaderRequestID] = []string{rec.id} // written with the 101
 	c, brw, err := http.NewResponseController(rec.w).Hijack()
 	if err == nil {
 		rec.disarm()
