@@ -26,7 +26,7 @@ type Route struct {
 	Upstream *Upstream
 }
 
-// Router matches requests to routes. Build it with Compile; it is immutable
+// Router matches requests to routes. Build it with NewRouter; it is immutable
 // and safe for concurrent use. See the package documentation for the order in
 // which routes are tried.
 type Router struct {
@@ -38,7 +38,6 @@ type Router struct {
 	catchAll      []entry // pathPrefix "/" or no path constraint
 	byID          map[string]*Route
 	decodeSlashes bool
-	transports    *Transport
 	closeOnce     sync.Once
 }
 
@@ -105,7 +104,6 @@ func NewRouter(routes []api.Route, tr *Transport) (*Router, error) {
 		prefix:        map[string][]entry{},
 		byID:          make(map[string]*Route, len(routes)),
 		decodeSlashes: tr.settings.DecodeSlashes,
-		transports:    tr,
 	}
 	for i := range routes {
 		r := &routes[i]

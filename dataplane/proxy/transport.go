@@ -74,7 +74,7 @@ var SharedTransport = sync.OnceValue(func() *Transport { return NewTransport(Set
 // Transport holds the gateway's upstream connection pools: one
 // http.Transport per target origin (scheme, host and port), all with the
 // same Settings, shared by every Router compiled with it. A process makes
-// one and passes it to every Compile, so keep-alive connections to an
+// one (or uses SharedTransport) and passes it to every NewRouter, so keep-alive connections to an
 // origin survive rule changes; when the last Router using an origin is
 // retired (Router.CloseIdle), that origin's idle connections are closed.
 //

@@ -64,7 +64,7 @@ type Outcome struct {
 }
 
 // Upstream forwards one route's requests to its targets, chosen by smooth
-// weighted round-robin. It is built by Compile, immutable but for the
+// weighted round-robin. It is built by NewRouter, immutable but for the
 // balancer's position, and safe for concurrent use.
 type Upstream struct {
 	routeID       string
