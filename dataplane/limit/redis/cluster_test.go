@@ -426,3 +426,73 @@ func TestBatchedHotKey(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchedFixedWindowBound checks the documented fixed-window bound of
+// batched mode: three nodes offered 3R (60/30/10 %) for 2.5 s never admit
+// more than R in one window of Redis' clock (the machine's clock: Redis runs
+// here), since a lease ends with its window; and every whole window admits
+// at least R − N·Lmax.
+func TestBatchedFixedWindowBound(t *testing.T) {
+	url := mustSharedRedis(t)
+	const (
+		rate     = 500
+		period   = time.Second
+		duration = 2500 * time.Millisecond
+		nodes    = 3
+	)
+	prefix := freshPrefix(t)
+	var lims []limit.Limiter
+	for range nodes {
+		st := mustStore(t, Settings{URL: url, Prefix: prefix, ClusterSize: nodes, Timeout: 200 * time.Millisecond})
+		lims = append(lims, mustLimiter(t, st, api.Limit{ID: "fw", Algorithm: api.FixedWindow, Rate: rate,
+			Period: api.Duration(period), Mode: api.ModeBatched}))
+	}
+	var mu sync.Mutex
+	perWindow := map[int64]int{}
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for n, lim := range lims {
+		perSec := 3 * rate * []float64{0.6, 0.3, 0.1}[n]
+		wg.Go(func() {
+			interval := time.Duration(float64(time.Second) / perSec)
+			for i := 0; ; i++ {
+				at := start.Add(time.Duration(i) * interval)
+				if at.Sub(start) >= duration {
+					return
+				}
+				if w := time.Until(at); w > 0 {
+					time.Sleep(w)
+				}
+				sent := time.Now()
+				d, err := lim.Take(context.Background(), "global", 1, limit.Now())
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				if d.Allowed {
+					mu.Lock()
+					perWindow[sent.UnixMicro()/period.Microseconds()]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	end := time.Now()
+	if errs.Load() != 0 {
+		t.Errorf("%d store errors", errs.Load())
+	}
+	lmax := int(math.Max(1, math.Floor(rate*DefaultLeaseFraction)))
+	first, last := start.UnixMicro()/period.Microseconds(), end.UnixMicro()/period.Microseconds()
+	for w := first; w <= last; w++ {
+		got := perWindow[w]
+		t.Logf("window %d: %d admitted", w-first, got)
+		if got > rate {
+			t.Errorf("window %d admitted %d > R = %d", w-first, got, rate)
+		}
+		if w != first && w != last && got < rate-nodes*lmax {
+			t.Errorf("whole window %d admitted %d < R − N·Lmax = %d", w-first, got, rate-nodes*lmax)
+		}
+	}
+}
