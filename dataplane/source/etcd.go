@@ -1,0 +1,879 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// Selector picks canary nodes by their labels: a node matches when it has
+// every label of the selector with exactly that value. An empty selector
+// matches no node, so a canary always names the nodes it is for.
+type Selector map[string]string
+
+// Matches reports whether labels satisfy the selector.
+func (s Selector) Matches(labels map[string]string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for k, v := range s {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Canary is the value of a namespace's canary key (api.Keys.Canary), written
+// by the control plane:
+//
+//	{"version": 8, "selector": {"zone": "a"}, "published": {<api.Published of version 8>}}
+//
+// Nodes whose labels match Selector run Published instead of the namespace's
+// published rule set, as long as Version is newer than the published version
+// (a canary that the published version has caught up with is over). Deleting
+// the key ends the canary: its nodes return to the published version.
+type Canary struct {
+	Version   int64           `json:"version"`
+	Selector  Selector        `json:"selector"`
+	Published json.RawMessage `json:"published"`
+}
+
+// DecodeCanary reads and checks a canary value: JSON of the Canary shape, a
+// positive version, a published document that passes api.DecodePublished and
+// carries the same version.
+func DecodeCanary(data []byte) (*Canary, *api.Published, error) {
+	var c Canary
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, nil, fmt.Errorf("canary is not valid JSON: %w", err)
+	}
+	if c.Version <= 0 {
+		return nil, nil, fmt.Errorf("canary has no version (got %d)", c.Version)
+	}
+	if len(c.Published) == 0 || string(c.Published) == "null" {
+		return nil, nil, fmt.Errorf("canary version %d carries no published document", c.Version)
+	}
+	doc, err := api.DecodePublished(c.Published)
+	if err != nil {
+		return nil, nil, fmt.Errorf("canary: %w", err)
+	}
+	if doc.Version != c.Version {
+		return nil, nil, fmt.Errorf("canary version %d carries published version %d", c.Version, doc.Version)
+	}
+	return &c, doc, nil
+}
+
+// ParseLabels parses the gateway's --labels flag: "k=v,k2=v2". Empty input
+// gives no labels.
+func ParseLabels(s string) (map[string]string, error) {
+	labels := map[string]string{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("parsing labels: %q is not key=value", part)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, fmt.Errorf("parsing labels: %q given twice", k)
+		}
+		labels[k] = strings.TrimSpace(v)
+	}
+	return labels, nil
+}
+
+// EtcdState is the connection state of an Etcd source.
+type EtcdState string
+
+const (
+	// StateStarting: Start or Run has not finished its first list yet.
+	StateStarting EtcdState = "starting"
+	// StateConnected: the source has listed and is watching.
+	StateConnected EtcdState = "connected"
+	// StateBootedFromCache: etcd could not be reached at start; the node runs
+	// the document of its state dir and keeps trying.
+	StateBootedFromCache EtcdState = "booted-from-cache"
+	// StateReconnecting: the watch broke; the node keeps its applied document
+	// and lists again with backoff.
+	StateReconnecting EtcdState = "reconnecting"
+)
+
+// EtcdStatus is a snapshot of an Etcd source, for the node's /status.
+type EtcdStatus struct {
+	State     EtcdState `json:"state"`
+	Endpoints string    `json:"endpoints"`
+	// Revision is the last etcd revision the source has seen.
+	Revision int64 `json:"revision"`
+	// Version and Checksum are those of the applied document; Canary says it
+	// is a canary version.
+	Version  int64  `json:"version"`
+	Checksum string `json:"checksum,omitempty"`
+	Canary   bool   `json:"canary,omitempty"`
+	// PublishedVersion is the highest version of the ruleset key accepted.
+	PublishedVersion int64 `json:"publishedVersion"`
+	// Lists counts the lists done (the first one, and one per re-list).
+	Lists       int64     `json:"lists"`
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	Since       time.Time `json:"since"`
+}
+
+// ErrNoState is returned by Start when there is nothing to run: etcd could
+// not be reached within ConnectTimeout (or holds no published rule set for
+// the namespace) and the state dir has no document.
+var ErrNoState = errors.New("no rule set from etcd and none in the state dir")
+
+// Etcd follows one namespace's rule set in etcd. It lists the ruleset and
+// canary keys at a revision R, watches them from R+1, and lists again after
+// a compaction, a closed watch or a silent one (no answer to a progress
+// request within three Heartbeats), waiting an exponential, capped and
+// jittered backoff between failed attempts. After each list or batch of
+// watch events it computes the effective document for this node — the
+// canary's if its selector matches Labels and its version is newer than the
+// published one, else the published one — and, when that differs from the
+// applied document, passes its rules to apply.
+//
+// Ordering: a ruleset value older than the newest one accepted is refused,
+// and so is an effective document older than the applied one, with one
+// exception: a node leaving a canary (the canary key deleted, its selector
+// changed, or the published version caught up) returns to the published
+// version even though it is older than the canary. A canary replaced by an
+// older canary is refused; delete it first.
+//
+// Refusals — a value that is not JSON, fails strict decoding or validation,
+// has a wrong checksum, belongs to another namespace, or is older — reach
+// apply as Update{Err: ...} (once per etcd value) and the applied document
+// stays. When apply returns an error the document is not recorded as
+// applied and is not offered again until the next list.
+//
+// With StateDir set, every document apply accepted is saved there (see
+// SaveState) after apply returns nil, and Start boots from it when etcd
+// cannot be reached.
+//
+// Set the exported fields before Start or Run and do not change them after.
+// Start and Run must be called from one goroutine; Status is safe for
+// concurrent use.
+type Etcd struct {
+	// Client is the etcd client; required. The source never closes it.
+	Client *clientv3.Client
+	// Namespace is the namespace to follow; required.
+	Namespace string
+	// Keys lays out the etcd keys; the zero value uses api.DefaultEtcdPrefix.
+	Keys api.Keys
+	// Labels are this node's labels, matched against canary selectors. Nil
+	// means no labels: the node never runs a canary.
+	Labels map[string]string
+	// StateDir is where applied documents are saved. Empty means nowhere:
+	// the node cannot boot without etcd.
+	StateDir string
+	// ConnectTimeout bounds Start's first list before it falls back to the
+	// state dir; zero means 3s.
+	ConnectTimeout time.Duration
+	// OpTimeout bounds every later list; zero means 5s.
+	OpTimeout time.Duration
+	// Heartbeat is how often the watch is probed with a progress request; a
+	// watch silent for three Heartbeats counts as broken. Zero means 5s.
+	Heartbeat time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed lists, which
+	// doubles per failure and is jittered; zero means 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	status EtcdStatus
+
+	// Owned by the goroutine calling Start and Run.
+	inited     bool
+	started    bool
+	startRev   int64
+	pub        *doc // last accepted ruleset value
+	pubFloor   int64
+	pubSeen    string     // which ruleset value was taken last (seenKey)
+	canary     *canaryDoc // last accepted canary value
+	canSeen    string
+	applied    *doc // what apply accepted last
+	appliedCan bool
+	refused    string // key of the document apply refused last
+	lists      atomic.Int64
+}
+
+// doc is one checked published document.
+type doc struct {
+	raw   []byte // the api.Published JSON as read
+	rules []byte // its rules member, passed to apply
+	pub   *api.Published
+	rev   int64
+}
+
+func (d *doc) key() string { return fmt.Sprintf("%d/%s", d.pub.Version, d.pub.Checksum) }
+
+type canaryDoc struct {
+	doc      *doc
+	selector Selector
+}
+
+func newDoc(raw []byte, pub *api.Published, rev int64) (*doc, error) {
+	var r struct {
+		Rules json.RawMessage `json:"rules"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("reading rules: %w", err)
+	}
+	return &doc{raw: slices.Clone(raw), rules: r.Rules, pub: pub, rev: rev}, nil
+}
+
+func (e *Etcd) init() error {
+	if e.inited {
+		return nil
+	}
+	if e.Client == nil {
+		return errors.New("etcd source: no client")
+	}
+	if !api.ValidID(e.Namespace) {
+		return fmt.Errorf("etcd source: invalid namespace %q", e.Namespace)
+	}
+	if e.ConnectTimeout <= 0 {
+		e.ConnectTimeout = 3 * time.Second
+	}
+	if e.OpTimeout <= 0 {
+		e.OpTimeout = 5 * time.Second
+	}
+	if e.Heartbeat <= 0 {
+		e.Heartbeat = 5 * time.Second
+	}
+	if e.MinBackoff <= 0 {
+		e.MinBackoff = 250 * time.Millisecond
+	}
+	if e.MaxBackoff <= 0 {
+		e.MaxBackoff = 30 * time.Second
+	}
+	if e.MaxBackoff < e.MinBackoff {
+		e.MaxBackoff = e.MinBackoff
+	}
+	if e.Logger == nil {
+		e.Logger = slog.Default()
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	e.mu.Lock()
+	e.status.State = StateStarting
+	e.status.Endpoints = e.endpoints()
+	e.status.Since = e.Now()
+	e.mu.Unlock()
+	e.inited = true
+	return nil
+}
+
+// endpoints lists the client's endpoints without credentials.
+func (e *Etcd) endpoints() string {
+	eps := e.Client.Endpoints()
+	out := make([]string, 0, len(eps))
+	for _, ep := range eps {
+		if u, err := url.Parse(ep); err == nil && u.User != nil {
+			u.User = nil
+			ep = u.String()
+		}
+		out = append(out, ep)
+	}
+	return strings.Join(out, ",")
+}
+
+// Name is the Update.Source of this source's documents: "etcd:" and the
+// client's endpoints, without credentials.
+func (e *Etcd) Name() string { return "etcd:" + e.endpoints() }
+
+// Status returns the source's connection state, revision, applied version and
+// last error. Safe for concurrent use.
+func (e *Etcd) Status() EtcdStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.status
+	st.Lists = e.lists.Load()
+	return st
+}
+
+func (e *Etcd) setState(s EtcdState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.status.State != s {
+		e.status.State = s
+		e.status.Since = e.Now()
+	}
+}
+
+func (e *Etcd) setRevision(rev int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rev > e.status.Revision {
+		e.status.Revision = rev
+	}
+}
+
+func (e *Etcd) setError(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status.LastError = err.Error()
+	e.status.LastErrorAt = e.Now()
+}
+
+// refuse reports a refused etcd value to apply and in Status.
+func (e *Etcd) refuse(ctx context.Context, apply Apply, err error) {
+	e.setError(err)
+	e.Logger.Warn("etcd rule set refused; keeping the applied one", "namespace", e.Namespace, "err", err)
+	_ = apply(ctx, Update{Source: e.Name(), ReadAt: e.Now(), Err: err})
+}
+
+// Start prepares the state dir, lists etcd (waiting at most ConnectTimeout)
+// and applies the first document: the effective one from etcd, or the state
+// dir's when etcd cannot be reached, holds nothing, holds only older or
+// refused documents, or apply refuses etcd's. It returns nil once apply
+// accepted a document, and otherwise an error wrapping ErrStateDir,
+// ErrCorruptState or ErrNoState, or apply's error. After ErrNoState the
+// caller may still call Run, which waits for etcd. Start is optional: Run
+// calls it when it was not called or failed.
+func (e *Etcd) Start(ctx context.Context, apply Apply) error {
+	if err := e.init(); err != nil {
+		return err
+	}
+	var cached *State
+	if e.StateDir != "" {
+		if err := CheckStateDir(e.StateDir); err != nil {
+			return err
+		}
+		st, err := LoadState(e.StateDir, e.Namespace)
+		switch {
+		case err == nil:
+			cached = st
+		case isNotExist(err):
+		default:
+			return err
+		}
+	}
+	if cached != nil && e.applied == nil {
+		d, err := newDoc(cached.Published, cached.Doc, cached.Revision)
+		if err != nil {
+			return fmt.Errorf("%w %s: %v", ErrCorruptState, StatePath(e.StateDir, e.Namespace), err)
+		}
+		e.pubFloor = max(e.pubFloor, cached.PublishedVersion)
+		if !cached.Canary && e.pub == nil {
+			e.pub = d
+		}
+		// The cache orders what etcd offers, but apply has not seen it yet.
+		e.applied, e.appliedCan = d, cached.Canary
+		defer func() {
+			if !e.started {
+				e.applied = nil
+			}
+		}()
+	}
+	lctx, cancel := context.WithTimeout(ctx, e.ConnectTimeout)
+	rev, kvs, listErr := e.list(lctx)
+	cancel()
+	if listErr == nil {
+		e.take(ctx, apply, rev, kvs)
+		if cand, canary, ok := e.effective(ctx, apply); ok {
+			if err := e.emit(ctx, apply, cand, canary); err == nil {
+				e.started, e.startRev = true, rev
+				e.setState(StateConnected)
+				return nil
+			}
+		}
+	} else {
+		e.setError(fmt.Errorf("listing etcd: %w", listErr))
+	}
+	if cached == nil {
+		if listErr != nil {
+			return fmt.Errorf("%w: listing etcd %s: %v", ErrNoState, e.endpoints(), listErr)
+		}
+		return fmt.Errorf("%w: namespace %q has no applicable published rule set", ErrNoState, e.Namespace)
+	}
+	// Fall back to the cached document.
+	d := e.applied
+	e.applied = nil
+	if err := e.emit(ctx, apply, d, cached.Canary); err != nil {
+		return fmt.Errorf("applying state %s: %w", StatePath(e.StateDir, e.Namespace), err)
+	}
+	e.started = true
+	if listErr == nil {
+		e.startRev = rev
+		e.setState(StateConnected)
+	} else {
+		e.setState(StateBootedFromCache)
+		e.Logger.Warn("etcd unreachable; booted from the state dir", "namespace", e.Namespace,
+			"path", StatePath(e.StateDir, e.Namespace), "version", d.pub.Version, "err", listErr)
+	}
+	return nil
+}
+
+// Run follows etcd until ctx ends, calling apply with every new effective
+// document and with refusals. It calls Start first when Start has not
+// succeeded, and then tolerates ErrNoState (it waits for etcd). It returns
+// nil when ctx ends, or Start's state-dir errors.
+func (e *Etcd) Run(ctx context.Context, apply Apply) error {
+	if err := e.init(); err != nil {
+		return err
+	}
+	if !e.started {
+		if err := e.Start(ctx, apply); err != nil {
+			if errors.Is(err, ErrStateDir) || errors.Is(err, ErrCorruptState) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			e.Logger.Warn("etcd source: no initial rule set; waiting for etcd", "namespace", e.Namespace, "err", err)
+		}
+	}
+	f := &follower{
+		client:     e.Client,
+		specs:      []watchSpec{{key: e.Keys.RuleSet(e.Namespace)}, {key: e.Keys.Canary(e.Namespace)}},
+		opTimeout:  e.OpTimeout,
+		heartbeat:  e.Heartbeat,
+		minBackoff: e.MinBackoff,
+		maxBackoff: e.MaxBackoff,
+		now:        e.Now,
+		listed: func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue) {
+			e.lists.Add(1)
+			e.refused = "" // a document apply refused gets one more try per list
+			e.setState(StateConnected)
+			e.take(ctx, apply, rev, kvs)
+			e.converge(ctx, apply)
+		},
+		changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) {
+			e.setRevision(rev)
+			if len(evs) == 0 {
+				return
+			}
+			ruleset, canary := e.Keys.RuleSet(e.Namespace), e.Keys.Canary(e.Namespace)
+			for _, ev := range evs {
+				var kv *mvccpb.KeyValue
+				if ev.Type == clientv3.EventTypePut {
+					kv = ev.Kv
+				}
+				switch string(ev.Kv.Key) {
+				case ruleset:
+					e.takeRuleset(ctx, apply, kv)
+				case canary:
+					e.takeCanary(ctx, apply, kv)
+				}
+			}
+			e.converge(ctx, apply)
+		},
+		broken: func(err error) {
+			e.setError(err)
+			e.mu.Lock()
+			booted := e.status.State == StateBootedFromCache
+			e.mu.Unlock()
+			if !booted {
+				e.setState(StateReconnecting)
+			}
+			e.Logger.Warn("etcd watch broken; keeping the applied rule set", "namespace", e.Namespace, "err", err)
+		},
+	}
+	startRev := e.startRev
+	e.startRev = 0
+	return f.run(ctx, startRev)
+}
+
+// list reads the ruleset and canary keys at one revision.
+func (e *Etcd) list(ctx context.Context) (int64, [][]*mvccpb.KeyValue, error) {
+	e.lists.Add(1)
+	resp, err := e.Client.Txn(ctx).Then(
+		clientv3.OpGet(e.Keys.RuleSet(e.Namespace)),
+		clientv3.OpGet(e.Keys.Canary(e.Namespace)),
+	).Commit()
+	if err != nil {
+		return 0, nil, err
+	}
+	kvs := make([][]*mvccpb.KeyValue, len(resp.Responses))
+	for i, r := range resp.Responses {
+		kvs[i] = r.GetResponseRange().GetKvs()
+	}
+	return resp.Header.GetRevision(), kvs, nil
+}
+
+// take records a list's values.
+func (e *Etcd) take(ctx context.Context, apply Apply, rev int64, kvs [][]*mvccpb.KeyValue) {
+	e.setRevision(rev)
+	first := func(i int) *mvccpb.KeyValue {
+		if i < len(kvs) && len(kvs[i]) > 0 {
+			return kvs[i][0]
+		}
+		return nil
+	}
+	e.takeRuleset(ctx, apply, first(0))
+	e.takeCanary(ctx, apply, first(1))
+}
+
+// seenKey names a key's value (nil: absent) so that a list finding the same
+// value again, or a watch replaying it, does not report it twice.
+func seenKey(kv *mvccpb.KeyValue) string {
+	if kv == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("rev %d", kv.ModRevision)
+}
+
+// takeRuleset records the ruleset key's value (nil: absent or deleted), or
+// refuses it.
+func (e *Etcd) takeRuleset(ctx context.Context, apply Apply, kv *mvccpb.KeyValue) {
+	if seenKey(kv) == e.pubSeen {
+		return
+	}
+	e.pubSeen = seenKey(kv)
+	if kv == nil {
+		if e.pub != nil {
+			e.refuse(ctx, apply, fmt.Errorf("ruleset key of namespace %q was deleted; keeping version %d", e.Namespace, e.pub.pub.Version))
+		}
+		return
+	}
+	pub, err := api.DecodePublished(kv.Value)
+	if err == nil && pub.Rules.Namespace != e.Namespace {
+		err = fmt.Errorf("published version %d is for namespace %q", pub.Version, pub.Rules.Namespace)
+	}
+	if err == nil && pub.Version < e.pubFloor {
+		err = fmt.Errorf("published version %d is older than version %d already accepted", pub.Version, e.pubFloor)
+	}
+	if err == nil && e.pub != nil && pub.Version == e.pub.pub.Version && pub.Checksum != e.pub.pub.Checksum {
+		err = fmt.Errorf("published version %d changed its checksum from %s to %s", pub.Version, e.pub.pub.Checksum, pub.Checksum)
+	}
+	var d *doc
+	if err == nil {
+		d, err = newDoc(kv.Value, pub, kv.ModRevision)
+	}
+	if err != nil {
+		e.refuse(ctx, apply, fmt.Errorf("ruleset at revision %d: %w", kv.ModRevision, err))
+		return
+	}
+	e.pub, e.pubFloor = d, pub.Version
+	e.mu.Lock()
+	e.status.PublishedVersion = pub.Version
+	e.mu.Unlock()
+}
+
+// takeCanary records the canary key's value (nil: absent or deleted), or
+// refuses it and keeps the previous one.
+func (e *Etcd) takeCanary(ctx context.Context, apply Apply, kv *mvccpb.KeyValue) {
+	if seenKey(kv) == e.canSeen {
+		return
+	}
+	e.canSeen = seenKey(kv)
+	if kv == nil {
+		e.canary = nil
+		return
+	}
+	c, pub, err := DecodeCanary(kv.Value)
+	if err == nil && pub.Rules.Namespace != e.Namespace {
+		err = fmt.Errorf("canary version %d is for namespace %q", pub.Version, pub.Rules.Namespace)
+	}
+	var d *doc
+	if err == nil {
+		d, err = newDoc(c.Published, pub, kv.ModRevision)
+	}
+	if err != nil {
+		e.refuse(ctx, apply, fmt.Errorf("canary at revision %d: %w", kv.ModRevision, err))
+		return
+	}
+	e.canary = &canaryDoc{doc: d, selector: c.Selector}
+}
+
+// effective picks this node's document and checks its order against the
+// applied one. ok is false when there is nothing (new) to apply.
+func (e *Etcd) effective(ctx context.Context, apply Apply) (cand *doc, canary bool, ok bool) {
+	cand = e.pub
+	if c := e.canary; c != nil && c.selector.Matches(e.Labels) && (e.pub == nil || c.doc.pub.Version > e.pub.pub.Version) {
+		cand, canary = c.doc, true
+	}
+	if cand == nil {
+		return nil, false, false
+	}
+	if a := e.applied; a != nil {
+		if cand.key() == a.key() {
+			if canary != e.appliedCan {
+				// Same document, now by the other track (a canary promoted):
+				// nothing to apply, but the state file must say so.
+				e.appliedCan = canary
+				e.save(cand, canary)
+				e.mu.Lock()
+				e.status.Canary = canary
+				e.mu.Unlock()
+			}
+			return nil, false, false
+		}
+		leavingCanary := e.appliedCan && !canary
+		if cand.pub.Version <= a.pub.Version && !leavingCanary {
+			if cand.key() != e.refused {
+				e.refused = cand.key()
+				e.refuse(ctx, apply, fmt.Errorf("version %d (checksum %s) is not newer than applied version %d", cand.pub.Version, cand.pub.Checksum, a.pub.Version))
+			}
+			return nil, false, false
+		}
+	}
+	if cand.key() == e.refused {
+		return nil, false, false
+	}
+	return cand, canary, true
+}
+
+// converge applies the effective document if it is new.
+func (e *Etcd) converge(ctx context.Context, apply Apply) {
+	if cand, canary, ok := e.effective(ctx, apply); ok {
+		_ = e.emit(ctx, apply, cand, canary)
+	}
+}
+
+// emit passes d to apply and, when accepted, records and saves it.
+func (e *Etcd) emit(ctx context.Context, apply Apply, d *doc, canary bool) error {
+	err := apply(ctx, Update{Data: d.rules, Version: d.pub.Version, Source: e.Name(), ReadAt: e.Now()})
+	if err != nil {
+		e.refused = d.key()
+		e.setError(fmt.Errorf("version %d refused by the gateway: %w", d.pub.Version, err))
+		return err
+	}
+	e.applied, e.appliedCan = d, canary
+	e.save(d, canary)
+	e.mu.Lock()
+	e.status.Version, e.status.Checksum, e.status.Canary = d.pub.Version, d.pub.Checksum, canary
+	e.mu.Unlock()
+	return nil
+}
+
+// save writes the applied document to the state dir; a failure is logged and
+// shown in Status, and the node keeps running.
+func (e *Etcd) save(d *doc, canary bool) {
+	if e.StateDir == "" {
+		return
+	}
+	st := &State{Namespace: e.Namespace, Published: d.raw, Canary: canary, PublishedVersion: e.pubFloor, Revision: d.rev, SavedAt: e.Now().UTC()}
+	if err := SaveState(e.StateDir, st); err != nil {
+		err = fmt.Errorf("saving applied version %d: %w", d.pub.Version, err)
+		e.setError(err)
+		e.Logger.Error("cannot save the applied rule set", "namespace", e.Namespace, "err", err)
+	}
+}
+
+// watchSpec is one key (or prefix) a follower lists and watches.
+type watchSpec struct {
+	key    string
+	prefix bool
+}
+
+var (
+	errCompacted   = errors.New("watch revision compacted")
+	errWatchClosed = errors.New("watch closed")
+	errWatchSilent = errors.New("watch silent: no answer to progress requests")
+)
+
+// follower runs the list-at-R / watch-from-R+1 protocol over one or two
+// specs, handing whole lists and batches of events to its callbacks, which
+// run on the follower's goroutine.
+type follower struct {
+	client                 *clientv3.Client
+	specs                  []watchSpec // one or two
+	opTimeout, heartbeat   time.Duration
+	minBackoff, maxBackoff time.Duration
+	now                    func() time.Time
+	// listed gets the pairs of each spec at revision rev.
+	listed func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue)
+	// changed gets the events of one or more watch responses, ordered by
+	// mod revision; rev is the newest header revision (evs may be empty).
+	changed func(ctx context.Context, rev int64, evs []*clientv3.Event)
+	// broken is told why a list or watch failed, before a backoff.
+	broken func(err error)
+}
+
+// run follows until ctx ends. With startRev > 0 the first list was done by
+// the caller at that revision, and the watch starts from startRev+1.
+func (f *follower) run(ctx context.Context, startRev int64) error {
+	failures := 0
+	for {
+		rev, err := startRev, error(nil)
+		startRev = 0
+		if rev == 0 {
+			rev, err = f.list(ctx)
+		}
+		if err == nil {
+			failures = 0
+			err = f.watch(ctx, rev)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errCompacted) {
+			continue // list again at once: the watch fell behind, etcd is fine
+		}
+		failures++
+		f.broken(err)
+		t := time.NewTimer(backoff(failures, f.minBackoff, f.maxBackoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the wait after the n-th consecutive failure (n ≥ 1): min·2^(n-1)
+// capped at max, of which a random half is taken off.
+func backoff(n int, minD, maxD time.Duration) time.Duration {
+	d := minD
+	for i := 1; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+func (f *follower) list(ctx context.Context) (int64, error) {
+	lctx, cancel := context.WithTimeout(ctx, f.opTimeout)
+	defer cancel()
+	ops := make([]clientv3.Op, len(f.specs))
+	for i, s := range f.specs {
+		if s.prefix {
+			ops[i] = clientv3.OpGet(s.key, clientv3.WithPrefix())
+		} else {
+			ops[i] = clientv3.OpGet(s.key)
+		}
+	}
+	resp, err := f.client.Txn(lctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("listing %s: %w", f.specs[0].key, err)
+	}
+	kvs := make([][]*mvccpb.KeyValue, len(resp.Responses))
+	for i, r := range resp.Responses {
+		kvs[i] = r.GetResponseRange().GetKvs()
+	}
+	rev := resp.Header.GetRevision()
+	f.listed(ctx, rev, kvs)
+	return rev, nil
+}
+
+// followerIDs gives each watch its own gRPC stream (clientv3 shares one
+// stream among watches whose contexts carry the same metadata), so that
+// another watch on the same client cannot hold back its progress answers.
+var followerIDs atomic.Int64
+
+// watch watches the specs after a list at rev until the watch fails. It asks
+// etcd for the events from rev on and drops those at or before rev, which
+// amounts to watching from rev+1; etcd answers progress requests only for
+// watches whose start revision it has reached, which a watch from rev+1 of an
+// idle key never is.
+func (f *follower) watch(ctx context.Context, rev int64) error {
+	wctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "sluice-watch", strconv.FormatInt(followerIDs.Add(1), 10))
+	wctx, cancel := context.WithCancel(wctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	var chans [2]clientv3.WatchChan
+	for i, s := range f.specs {
+		opts := []clientv3.OpOption{clientv3.WithRev(rev)}
+		if s.prefix {
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		chans[i] = f.client.Watch(wctx, s.key, opts...)
+	}
+	tick := time.NewTicker(f.heartbeat)
+	defer tick.Stop()
+	lastHeard := f.now()
+	var probing atomic.Bool
+	for {
+		var batch []clientv3.WatchResponse
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if f.now().Sub(lastHeard) > 3*f.heartbeat {
+				return errWatchSilent
+			}
+			if probing.CompareAndSwap(false, true) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer probing.Store(false)
+					pctx, cancel := context.WithTimeout(wctx, f.heartbeat)
+					defer cancel()
+					_ = f.client.RequestProgress(pctx)
+				}()
+			}
+			continue
+		case resp, ok = <-chans[0]:
+		case resp, ok = <-chans[1]:
+		}
+		// Take whatever else is ready too, so the newest state wins.
+		for ok && len(batch) < 64 {
+			batch = append(batch, resp)
+			select {
+			case resp, ok = <-chans[0]:
+				continue
+			case resp, ok = <-chans[1]:
+				continue
+			default:
+			}
+			break
+		}
+		if len(batch) > 0 {
+			lastHeard = f.now()
+		}
+		var evs []*clientv3.Event
+		var newest int64
+		var werr error
+		for _, r := range batch {
+			if err := r.Err(); err != nil {
+				werr = err
+				break
+			}
+			for _, ev := range r.Events {
+				if ev.Kv.ModRevision > rev {
+					evs = append(evs, ev)
+				}
+			}
+			newest = max(newest, r.Header.GetRevision())
+		}
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Kv.ModRevision < evs[j].Kv.ModRevision })
+		if len(evs) > 0 || newest > 0 {
+			f.changed(ctx, newest, evs)
+		}
+		switch {
+		case werr != nil && errors.Is(werr, rpctypes.ErrCompacted):
+			return fmt.Errorf("watching after revision %d: %w", rev, errCompacted)
+		case werr != nil:
+			return fmt.Errorf("watching %s: %w", f.specs[0].key, werr)
+		case !ok:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("watching %s: %w", f.specs[0].key, errWatchClosed)
+		}
+	}
+}
