@@ -1,0 +1,186 @@
+// Command sluice-gateway is a Sluice gateway node: a reverse proxy that
+// enforces the rate limits, circuit breakers and degrade plans of a rule set.
+//
+// Standalone, it reads its rules from a file, watches it and reloads it on
+// change or SIGHUP:
+//
+//	sluice-gateway --rules rules.yaml --listen :9000 --admin 127.0.0.1:9901
+//
+// Every flag can also be set by an environment variable named SLUICE_ and the
+// flag's name in upper case with dashes as underscores (SLUICE_ADMIN_TOKEN for
+// --admin-token); a flag on the command line wins. Secrets (the admin token)
+// are best passed by environment or file, never on the command line.
+//
+// An invalid rules file at start exits with status 1 and the field-path
+// errors; later, an invalid file is refused and the node keeps serving the
+// last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/gateway"
+	"github.com/sluicegw/sluice/dataplane/source"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sluice-gateway:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	listen, admin, rules       string
+	adminToken, adminTokenFile string
+	trustedProxies             string
+	maxKeys                    int
+	shutdownTimeout            time.Duration
+	logLevel                   string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	fs := flag.NewFlagSet("sluice-gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", ":9000", "traffic address")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9901", "node admin address (/status, /metrics, /healthz, /readyz); keep it on loopback or set an admin token")
+	fs.StringVar(&o.rules, "rules", "", "rules file (YAML or JSON), watched and reloaded on change and on SIGHUP")
+	fs.StringVar(&o.adminToken, "admin-token", "", "token non-loopback admin clients must send as 'Authorization: Bearer'; prefer SLUICE_ADMIN_TOKEN or --admin-token-file")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the admin token")
+	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client IP")
+	fs.IntVar(&o.maxKeys, "max-keys", 0, "most keys one limit tracks before evicting the least recently used (0: the default, 1048576)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGTERM")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
+		fs.PrintDefaults()
+	}
+	// Environment first, so that the command line wins.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("environment %s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if o.rules == "" {
+		return nil, errors.New("--rules FILE is required (the etcd source comes in a later release)")
+	}
+	if o.adminTokenFile != "" {
+		b, err := os.ReadFile(o.adminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --admin-token-file: %w", err)
+		}
+		o.adminToken = strings.TrimSpace(string(b))
+	}
+	return &o, nil
+}
+
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := api.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	trusted, err := parseCIDRs(o.trustedProxies)
+	if err != nil {
+		return err
+	}
+
+	node := gateway.New(gateway.Config{
+		Listen:          o.listen,
+		Admin:           o.admin,
+		AdminToken:      o.adminToken,
+		TrustedProxies:  trusted,
+		MaxKeysPerLimit: o.maxKeys,
+		ShutdownTimeout: o.shutdownTimeout,
+		Logger:          log,
+	})
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	file := &source.File{Path: o.rules, Logger: log}
+	first, err := file.Load()
+	if err != nil {
+		return err
+	}
+	if err := node.Apply(ctx, first); err != nil {
+		return fmt.Errorf("rules file %s is invalid:\n%w", o.rules, err)
+	}
+	ls, err := node.Listen()
+	if err != nil {
+		return err
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- file.Watch(ctx, node.Apply) }()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading rules", "path", o.rules)
+				file.Reload()
+			}
+		}
+	}()
+
+	serveErr := node.Serve(ctx, ls)
+	stop()
+	if err := <-watchDone; err != nil && serveErr == nil {
+		serveErr = err
+	}
+	return serveErr
+}

@@ -1,0 +1,199 @@
+// Package gateway runs one Sluice gateway node: it applies rule sets from a
+// source (compiling each off the hot path and swapping it in atomically,
+// keeping the last good one when a new one is refused), serves traffic through
+// the current snapshot, and serves the node admin endpoint. cmd/sluice-gateway
+// is a thin shell around Node; tests run Node in process.
+//
+// Request path: clean the path and match a route → degrade → limits → breaker
+// → proxy → record the outcome. Why that order is written in package degrade.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
+	"github.com/sluicegw/sluice/dataplane/source"
+)
+
+// Build is the node's build string, set by the linker (-X) in release builds.
+var Build = "dev"
+
+// Config holds a node's settings. Zero fields take the documented defaults.
+type Config struct {
+	// Listen is the traffic address; default ":9000".
+	Listen string
+	// Admin is the node admin address; default "127.0.0.1:9901".
+	Admin string
+	// AdminToken is required from non-loopback admin clients.
+	AdminToken string
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// MaxKeysPerLimit caps the keys one limit tracks; 0 means the limit
+	// package's default.
+	MaxKeysPerLimit int
+	// ShutdownTimeout bounds the drain of in-flight requests on stop;
+	// default 30s.
+	ShutdownTimeout time.Duration
+	// Logger receives the node's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the node's metrics; nil means a fresh registry.
+	Metrics *metrics.Metrics
+	// Snapshot carries options for compiling rule sets (cluster limiter
+	// factory and so on); its Metrics and Logger are filled from the node's.
+	Snapshot snapshot.Options
+}
+
+// Node is one gateway node. Create it with New; it is safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+
+	current  atomic.Pointer[snapshot.Snapshot]
+	draining atomic.Bool
+	applyMu  sync.Mutex // serialises Apply: compiles happen one at a time
+
+	statusMu       sync.Mutex
+	lastApplyError string
+	lastErrorAt    time.Time
+	started        time.Time
+}
+
+// New returns a node with no rules applied yet: until the first Apply it
+// answers 503 and its /readyz fails.
+func New(cfg Config) *Node {
+	if cfg.Listen == "" {
+		cfg.Listen = ":9000"
+	}
+	if cfg.Admin == "" {
+		cfg.Admin = "127.0.0.1:9901"
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	cfg.Snapshot.Metrics = cfg.Metrics
+	cfg.Snapshot.Logger = cfg.Logger
+	cfg.Snapshot.TrustedProxies = cfg.TrustedProxies
+	if cfg.Snapshot.MaxKeysPerLimit == 0 {
+		cfg.Snapshot.MaxKeysPerLimit = cfg.MaxKeysPerLimit
+	}
+	return &Node{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, started: time.Now()}
+}
+
+// Current returns the applied snapshot, or nil before the first Apply.
+func (n *Node) Current() *snapshot.Snapshot { return n.current.Load() }
+
+// Apply decodes, validates and compiles one document and, when all of that
+// succeeds, swaps it in. On any error the applied snapshot stays as it was, the
+// error is logged with its field paths, counted in
+// sluice_ruleset_apply_errors_total and shown in /status, and returned.
+func (n *Node) Apply(ctx context.Context, u source.Update) error {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	err := n.apply(ctx, u)
+	n.statusMu.Lock()
+	defer n.statusMu.Unlock()
+	if err != nil {
+		n.metrics.RulesetApplyErrors.Inc()
+		n.lastApplyError = err.Error()
+		n.lastErrorAt = time.Now()
+		n.log.Error("rule set refused; keeping the last good one", "source", u.Source, "version", u.Version, "err", err,
+			"fieldErrors", api.AsErrors(err))
+		return err
+	}
+	n.lastApplyError = ""
+	return nil
+}
+
+func (n *Node) apply(ctx context.Context, u source.Update) error {
+	if u.Err != nil {
+		return u.Err
+	}
+	rs, err := api.Decode(u.Data)
+	if err != nil {
+		return err
+	}
+	if err := rs.Validate(); err != nil {
+		return err
+	}
+	prev := n.current.Load()
+	meta := snapshot.Meta{Version: u.Version, Checksum: rs.Checksum(), Source: u.Source, AppliedAt: time.Now()}
+	if prev != nil && prev.Checksum == meta.Checksum && prev.Source == meta.Source {
+		return nil // same rules: nothing to swap
+	}
+	next, err := snapshot.Compile(ctx, rs, meta, prev, n.cfg.Snapshot)
+	if err != nil {
+		return fmt.Errorf("compiling rule set: %w", err)
+	}
+	n.current.Store(next)
+	if prev != nil {
+		prev.Retire(next)
+	}
+	n.metrics.RulesetVersion.Set(float64(meta.Version))
+	n.metrics.RulesetApplies.Inc()
+	n.log.Info("rule set applied", "source", meta.Source, "version", meta.Version, "checksum", meta.Checksum,
+		"routes", len(rs.Routes), "limits", len(rs.Limits), "breakers", len(rs.Breakers), "degrades", len(rs.Degrades))
+	return nil
+}
+
+// Status is what /status serves.
+type Status struct {
+	NodeID         string    `json:"nodeId,omitempty"`
+	Build          string    `json:"build"`
+	StartedAt      time.Time `json:"startedAt"`
+	Version        int64     `json:"version"`
+	Checksum       string    `json:"checksum,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	AppliedAt      time.Time `json:"appliedAt,omitzero"`
+	LastApplyError string    `json:"lastApplyError,omitempty"`
+	LastErrorAt    time.Time `json:"lastErrorAt,omitzero"`
+	Routes         int       `json:"routes"`
+	Limits         int       `json:"limits"`
+	Breakers       int       `json:"breakers"`
+	Degrades       int       `json:"degrades"`
+}
+
+// Status reports the applied version and the last apply error.
+func (n *Node) Status() Status {
+	st := Status{Build: Build, StartedAt: n.started}
+	if s := n.current.Load(); s != nil {
+		st.Version, st.Checksum, st.Source, st.AppliedAt = s.Version, s.Checksum, s.Source, s.AppliedAt
+		st.Routes, st.Limits, st.Breakers, st.Degrades = len(s.Rules.Routes), len(s.Rules.Limits), len(s.Rules.Breakers), len(s.Rules.Degrades)
+	}
+	n.statusMu.Lock()
+	st.LastApplyError, st.LastErrorAt = n.lastApplyError, n.lastErrorAt
+	n.statusMu.Unlock()
+	return st
+}
+
+// ErrNoRules is the readiness error before any rule set is applied.
+var ErrNoRules = errors.New("no rule set applied yet")
+
+// ErrDraining is the readiness error while the node shuts down.
+var ErrDraining = errors.New("draining")
+
+// Ready returns nil when the node has rules to serve.
+func (n *Node) Ready() error {
+	if n.draining.Load() {
+		return ErrDraining
+	}
+	if n.current.Load() == nil {
+		return ErrNoRules
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+// Package snapshot compiles a rule set into an immutable runtime Snapshot —
+// router, upstreams, limiters, breakers and degrade controllers — and serves
+// requests through it. A Snapshot is built off the hot path, swapped in with
+// an atomic pointer by its owner (package gateway), and read once per request.
+//
+// Compile takes the previous snapshot so that state survives a swap: a limit,
+// breaker or degrade rule whose normalized rule did not change keeps its state
+// object as it is; a changed limit carries its fill over scaled to the new
+// capacity; a changed breaker starts closed and a changed degrade plan at
+// level 0 (unless an operator override holds it). Upstream connections are
+// pooled in one transport shared by every snapshot, so keep-alive connections
+// survive swaps.
+//
+// The request path is: clean the path and match a route → degrade → limits →
+// breaker → proxy → record the outcome (see package degrade for why).
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/breaker"
+	"github.com/sluicegw/sluice/dataplane/degrade"
+	"github.com/sluicegw/sluice/dataplane/limit"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+)
+
+// Options are the node's settings for compiling snapshots. Metrics and Logger
+// are required (the gateway fills them); the rest have working zero values.
+type Options struct {
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// MaxKeysPerLimit caps the keys of each node-scope limit (0: the limit
+	// package's default).
+	MaxKeysPerLimit int
+	// Cluster builds scope: cluster limiters; nil refuses rule sets that
+	// have any.
+	Cluster func(api.Limit) (limit.Limiter, error)
+	// Transport is the upstream transport shared by all snapshots; nil
+	// means proxy.SharedTransport().
+	Transport *proxy.Transport
+	// Now is the request-path clock in nanoseconds; nil means limit.Now.
+	Now func() int64
+}
+
+// Meta describes where a snapshot's rules came from.
+type Meta struct {
+	Version   int64
+	Checksum  string
+	Source    string
+	AppliedAt time.Time
+}
+
+// Snapshot is one compiled, immutable rule set. It is safe for concurrent
+// use; its limiters, breakers and controllers carry mutable state, which is
+// what a later snapshot may inherit.
+type Snapshot struct {
+	Meta
+	// Rules is the normalized rule set the snapshot was compiled from.
+	Rules *api.RuleSet
+
+	router   *proxy.Router
+	routes   map[string]*route
+	limits   *limit.Set
+	breakers *breaker.Set
+	degrades *degrade.Set
+	trusted  []netip.Prefix
+	now      func() int64
+	metrics  *metrics.Metrics
+}
+
+// route is everything the request path needs for one route, resolved at
+// compile time so that a request does no map lookups beyond matching.
+type route struct {
+	id       string
+	upstream *proxy.Upstream
+	limits   *limit.Chain
+	breaker  *breaker.Breaker
+	degrade  *degrade.Controller
+	duration prometheus.Observer
+	codes    codeCounters
+}
+
+// Compile builds a snapshot of rs (which must have passed Validate), carrying
+// over the state of unchanged rules from prev (which may be nil). It does not
+// change prev, which keeps serving until the caller swaps; after the swap the
+// caller calls prev.Retire(next). On error nothing is retained.
+func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, opts Options) (*Snapshot, error) {
+	norm := rs.Normalize()
+	if opts.Now == nil {
+		opts.Now = limit.Now
+	}
+	if opts.Transport == nil {
+		opts.Transport = proxy.SharedTransport()
+	}
+	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
+		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics}
+	var err error
+	if s.router, err = proxy.NewRouter(norm.Routes, opts.Transport); err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	var prevLimits *limit.Set
+	var prevBreakers *breaker.Set
+	var prevDegrades *degrade.Set
+	if prev != nil {
+		prevLimits, prevBreakers, prevDegrades = prev.limits, prev.breakers, prev.degrades
+	}
+	if s.limits, err = limit.Compile(norm.Limits, prevLimits, limit.Options{
+		Metrics: opts.Metrics, Logger: opts.Logger, MaxKeys: opts.MaxKeysPerLimit, Cluster: opts.Cluster, Now: opts.Now,
+	}); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	routeIDs := make([]string, len(norm.Routes))
+	for i, r := range norm.Routes {
+		routeIDs[i] = r.ID
+	}
+	if s.breakers, err = breaker.Compile(norm.Breakers, routeIDs, prevBreakers, breaker.Options{
+		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now,
+	}); err != nil {
+		s.limits.Retire(prevLimits)
+		return nil, fmt.Errorf("breakers: %w", err)
+	}
+	if s.degrades, err = degrade.Compile(norm.Degrades, routeIDs, prevDegrades, degrade.Options{
+		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now,
+	}); err != nil {
+		s.limits.Retire(prevLimits)
+		s.breakers.Retire(prevBreakers)
+		return nil, fmt.Errorf("degrades: %w", err)
+	}
+	for _, r := range norm.Routes {
+		s.routes[r.ID] = &route{
+			id:       r.ID,
+			upstream: s.router.Upstream(r.ID),
+			limits:   s.limits.Chain(r.ID),
+			breaker:  s.breakers.ForRoute(r.ID),
+			degrade:  s.degrades.ForRoute(r.ID),
+			duration: opts.Metrics.RequestDuration.WithLabelValues(r.ID),
+			codes:    newCodeCounters(opts.Metrics.Requests, r.ID),
+		}
+	}
+	return s, nil
+}
+
+// Retire releases what next did not carry over: limiters' sweepers, cluster
+// limiters, idle upstream connections of removed targets. next may be nil
+// (shutdown). Call it once, after next is swapped in.
+func (s *Snapshot) Retire(next *Snapshot) {
+	var nl *limit.Set
+	var nb *breaker.Set
+	var nd *degrade.Set
+	if next != nil {
+		nl, nb, nd = next.limits, next.breakers, next.degrades
+	}
+	s.limits.Retire(nl)
+	s.breakers.Retire(nb)
+	s.degrades.Retire(nd)
+	s.router.CloseIdle()
+}
+
+// Breakers returns the snapshot's breakers, for the admin endpoint.
+func (s *Snapshot) Breakers() *breaker.Set { return s.breakers }
+
+// Degrades returns the snapshot's degrade controllers, for the admin
+// endpoint and operator overrides.
+func (s *Snapshot) Degrades() *degrade.Set { return s.degrades }
