@@ -31,3 +31,31 @@ ensure_pkg() {
 	fi
 	command -v "$1" >/dev/null 2>&1 || die "$1 is needed: install the Debian package $2 (apt-get install $2)"
 }
+
+# ensure_postgres makes sure a Postgres server answers on 127.0.0.1:5432 with
+# trust auth for the postgres user: it starts the installed cluster when it is
+# down, installs the Debian package when none is installed and we are root,
+# and otherwise says exactly what is missing.
+ensure_postgres() {
+	if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then return 0; fi
+	if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+			say "installing postgresql (apt)"
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+			local hba
+			hba=$(ls /etc/postgresql/*/main/pg_hba.conf | head -1)
+			# Local development only: trust loopback connections.
+			sed -i -E 's/^(host\s+all\s+all\s+127\.0\.0\.1\/32\s+)\S+/\1trust/; s/^(host\s+all\s+all\s+::1\/128\s+)\S+/\1trust/' "$hba"
+		else
+			die "Postgres is needed at 127.0.0.1:5432 (trust auth for user postgres): install postgresql (Debian: apt-get install postgresql)"
+		fi
+	fi
+	if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+		say "starting postgresql"
+		pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start 2>/dev/null ||
+			pg_ctlcluster "$(ls /etc/postgresql | head -1)" main start ||
+			die "could not start Postgres; start it and retry (pg_ctlcluster <version> main start)"
+	fi
+	for _ in $(seq 100); do pg_isready -h 127.0.0.1 -p 5432 -q && return 0; sleep 0.1; done
+	die "Postgres did not come up on 127.0.0.1:5432"
+}

@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_redis
+ensure_postgres
+ensure_pkg redis-cli redis-tools
 go test -count=1 -race -timeout 10m ./api/... ./dataplane/... ./migrations/... ./controlplane/...
