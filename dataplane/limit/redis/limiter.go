@@ -198,6 +198,7 @@ type lease struct {
 	rate        float64 // observed units per nanosecond on this node
 	waiting     int64   // units wanted by Takes waiting for the refill
 	inflight    chan struct{}
+	failed      error // the last refill's error, nil after a success
 }
 
 func (b *batched) lease(key string) *lease {
@@ -233,6 +234,7 @@ func (b *batched) lease(key string) *lease {
 func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (limit.Decision, error) {
 	ls := b.lease(key)
 	var timer *time.Timer // bounds all waiting of this Take to one Timeout
+	var waitStart time.Time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -260,6 +262,7 @@ func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (
 		ls.waiting += cost
 		ls.mu.Unlock()
 		if timer == nil {
+			waitStart = time.Now()
 			timer = time.NewTimer(b.s.set.Timeout)
 		}
 		var err error
@@ -280,6 +283,9 @@ func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (
 		ls.mu.Lock()
 		ls.waiting -= cost
 		now = b.s.set.Clock()
+		if err == nil && ls.failed != nil && ls.tokens < cost {
+			err = ls.failed // the refill we waited for failed: do not ask again
+		}
 		if err != nil {
 			ls.mu.Unlock()
 			return b.fallback(key, cost, now), b.errorf(err)
@@ -292,6 +298,13 @@ func (b *batched) Take(ctx context.Context, key string, cost int64, now int64) (
 			ls.mu.Unlock()
 			return d, nil
 		}
+	}
+	if timer != nil {
+		// This Take waited already: its own call gets what is left of
+		// its one Timeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, waitStart.Add(b.s.set.Timeout))
+		defer cancel()
 	}
 	return b.refill(ctx, ls, key, cost, now)
 }
@@ -322,9 +335,11 @@ func (b *batched) refill(ctx context.Context, ls *lease, key string, cost, now i
 	ls.inflight = nil
 	close(ch)
 	if err != nil {
+		ls.failed = err
 		ls.mu.Unlock()
 		return b.fallback(key, cost, now), b.errorf(err)
 	}
+	ls.failed = nil
 	ls.remaining, ls.reset, ls.retry = rp.remaining, rp.reset, rp.retry
 	if rp.granted == 0 {
 		wait := b.s.set.LeaseTTL
