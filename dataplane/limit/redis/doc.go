@@ -81,9 +81,9 @@
 // period P and capacity C, the units admitted across the cluster in ANY
 // interval of length W satisfy
 //
-//	token_bucket:   admitted(W) ≤ C + R·W/P + N·Lmax
-//	fixed_window:   admitted(window) ≤ R                  (leases end with their window)
-//	sliding_window: admitted(P) ≤ R + N·Lmax         (on top of the estimate's own error)
+//	token_bucket:   admitted(W)      ≤ C + R·W/P + N·Lmax
+//	fixed_window:   admitted(window) ≤ R                (a lease ends with its window)
+//	sliding_window: admitted(P)      ≤ R + N·Lmax       (besides the two-window estimate's own error)
 //
 // (each node holds at most Lmax unspent units of a key), and units
 // held by nodes that stop asking, at most N·Lmax, are the most a
@@ -99,5 +99,17 @@
 // ClusterSize), allow or deny. One prober goroutine pings Redis every
 // ProbeEvery, one ping at a time; the first answer closes the breaker and
 // cluster limiting resumes. Every failed call counts in
-// sluice_store_errors_total{store="redis"} and in Status.
+// sluice_store_errors_total{store="redis"} and in Status. A caller whose own
+// context ends (the client went away) gets an error that does not count
+// against Redis. go-redis logs failed dials through its own logger
+// (redis.SetLogger); the integrator may route or silence it.
+//
+// # Tests and benchmark
+//
+// Tests use the machine's Redis at 127.0.0.1:6379, a fresh key prefix each,
+// and start private redis-servers on free loopback ports for a Redis
+// Cluster, for outages and for the benchmark:
+//
+//	go test -race ./dataplane/limit/redis/...
+//	go test -run '^$' -bench BenchmarkRedisLimit -benchtime 1s -count 5 ./dataplane/limit/redis/
 package redislimit

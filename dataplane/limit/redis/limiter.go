@@ -69,6 +69,7 @@ func (s *Store) newLimiter(ns string, l api.Limit) (limit.Limiter, error) {
 	default:
 		return nil, fmt.Errorf("cluster limit %q: algorithm %q has no redis implementation", l.ID, l.Algorithm)
 	}
+	r.argPeriod, r.argRate, r.argBurst = r.periodUS, r.rate, r.burst
 	if r.policy == "" {
 		r.policy = api.OnStoreErrorLocal
 	}
@@ -104,6 +105,8 @@ type rule struct {
 	returns  bool // token bucket: unused lease units go back
 	policy   api.StoreErrorPolicy
 	local    *localBucket
+	// The script's constant arguments, boxed once rather than per call.
+	argPeriod, argRate, argBurst any
 }
 
 // key is the Redis key of a limited key.
@@ -116,7 +119,7 @@ func (r *rule) key(k string) string {
 
 // call runs the rule's script.
 func (r *rule) call(ctx context.Context, key string, want, need, demand, low, ret int64) (reply, error) {
-	return r.s.run(ctx, r.script, key, r.periodUS, r.rate, r.burst, want, need, demand, low, ret)
+	return r.s.run(ctx, r.script, key, r.argPeriod, r.argRate, r.argBurst, want, need, demand, low, ret)
 }
 
 // fallback is the decision of the failure policy.
