@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +36,9 @@ func MustStart(tb testing.TB, rules string) (*Node, string, string) {
 	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			tb.Errorf("Serve: %v", err)
+			var buf strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			tb.Errorf("Serve: %v\ngoroutines:\n%s", err, buf.String())
 		}
 	})
 	return n, "http://" + ls.Traffic.Addr().String(), "http://" + ls.Admin.Addr().String()

@@ -72,6 +72,8 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		MaxHeaderBytes:    proxy.MaxHeaderBytes,
 		ErrorLog:          nil,
 	}
+	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
+	traffic.ConnState = fresh.track
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
@@ -97,7 +99,13 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	n.log.Info("gateway draining", "timeout", n.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
+	// http.Server.Shutdown waits up to 5s for connections that were opened
+	// but never sent a request (clients dial ahead); close those that have
+	// been silent for a second so a drain takes as long as the real work.
+	stopReaper := make(chan struct{})
+	go fresh.reap(stopReaper, time.Second)
 	err := traffic.Shutdown(sctx)
+	close(stopReaper)
 	_ = adm.Shutdown(sctx)
 	wg.Wait()
 	if s := n.current.Load(); s != nil {
@@ -134,4 +142,42 @@ func (n *Node) adminExtras() map[string]http.Handler {
 		extra[k] = v
 	}
 	return extra
+}
+
+// freshConns tracks connections that have not sent a request yet.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]time.Time
+}
+
+func (f *freshConns) track(c net.Conn, s http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s == http.StateNew {
+		f.conns[c] = time.Now()
+	} else {
+		delete(f.conns, c)
+	}
+}
+
+// reap closes connections silent for longer than quiet, every quiet/4, until
+// stop is closed.
+func (f *freshConns) reap(stop <-chan struct{}, quiet time.Duration) {
+	t := time.NewTicker(quiet / 4)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		for c, since := range f.conns {
+			if time.Since(since) > quiet {
+				c.Close()
+				delete(f.conns, c)
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
 }
