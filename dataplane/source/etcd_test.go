@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -38,14 +40,22 @@ type TestEtcd struct {
 	e  *embed.Etcd
 }
 
+// freeLoopbackURL picks a free loopback port below the kernel's ephemeral
+// range, so that no port the kernel hands out (":0") lands on the port of an
+// etcd that a test stopped and will restart.
 func freeLoopbackURL(tb testing.TB) url.URL {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("finding a free port: %v", err)
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return url.URL{Scheme: "http", Host: addr}
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	tb.Fatal("no free loopback port found")
+	return url.URL{}
 }
 
 // MustEtcd starts an embedded etcd that the test's cleanup stops. Stop and

@@ -1,0 +1,104 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// Nodes counts the live registrations of a namespace (the keys under
+// api.Keys.Nodes, which expire with their nodes' leases), kept current by a
+// watch. Count is what a limit with onStoreError: local divides by. Set the
+// exported fields and call Run once; Count and Connected are safe for
+// concurrent use and cheap.
+type Nodes struct {
+	// Client is the etcd client; required.
+	Client *clientv3.Client
+	// Keys lays out the etcd keys; the zero value uses api.DefaultEtcdPrefix.
+	Keys api.Keys
+	// Namespace is the namespace whose nodes are counted; required.
+	Namespace string
+	// Heartbeat, OpTimeout, MinBackoff and MaxBackoff are as in Overrides.
+	Heartbeat, OpTimeout   time.Duration
+	MinBackoff, MaxBackoff time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+
+	count     atomic.Int64
+	connected atomic.Bool
+	mu        sync.Mutex // guards ids (Run's goroutine only, kept for clarity)
+	ids       map[string]struct{}
+}
+
+// Count returns the number of live nodes of the namespace, at least 1 (the
+// caller is a node too, registered or not), so dividing by it is always
+// safe. While etcd is unreachable it keeps the last count seen.
+func (n *Nodes) Count() int { return int(max(n.count.Load(), 1)) }
+
+// Connected reports whether the watch is established.
+func (n *Nodes) Connected() bool { return n.connected.Load() }
+
+// Run follows the namespace's registrations until ctx ends, then returns
+// nil. It returns an error only for invalid settings.
+func (n *Nodes) Run(ctx context.Context) error {
+	if n.Client == nil {
+		return errors.New("nodes: no etcd client")
+	}
+	if !api.ValidID(n.Namespace) {
+		return fmt.Errorf("nodes: invalid namespace %q", n.Namespace)
+	}
+	if n.Logger == nil {
+		n.Logger = slog.Default()
+	}
+	defer n.connected.Store(false)
+	prefix := n.Keys.Nodes(n.Namespace)
+	f := &follower{
+		client:     n.Client,
+		specs:      []watchSpec{{key: prefix, prefix: true}},
+		opTimeout:  orDefault(n.OpTimeout, 5*time.Second),
+		heartbeat:  orDefault(n.Heartbeat, 5*time.Second),
+		minBackoff: orDefault(n.MinBackoff, 250*time.Millisecond),
+		maxBackoff: max(orDefault(n.MaxBackoff, 30*time.Second), orDefault(n.MinBackoff, 250*time.Millisecond)),
+		now:        time.Now,
+		listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.ids = map[string]struct{}{}
+			if len(kvs) > 0 {
+				for _, kv := range kvs[0] {
+					n.ids[strings.TrimPrefix(string(kv.Key), prefix)] = struct{}{}
+				}
+			}
+			n.count.Store(int64(len(n.ids)))
+			n.connected.Store(true)
+		},
+		changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			for _, ev := range evs {
+				id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(n.ids, id)
+				} else {
+					n.ids[id] = struct{}{}
+				}
+			}
+			n.count.Store(int64(len(n.ids)))
+		},
+		broken: func(err error) {
+			n.connected.Store(false)
+			n.Logger.Warn("node count watch broken; keeping the last count", "namespace", n.Namespace, "count", n.count.Load(), "err", err)
+		},
+	}
+	return f.run(ctx, 0)
+}

@@ -1,0 +1,219 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// Overrides follows one node's operator override key and hands every change
+// to OnChange: the new api.Override, or the zero Override when the key is
+// deleted or the override's Expires passes. A value that is not a valid
+// override is logged, shown in Status, and ignored: the previous override
+// stays. Set the exported fields and call Run once; Current and Status are
+// safe for concurrent use.
+type Overrides struct {
+	// Client is the etcd client; required.
+	Client *clientv3.Client
+	// Keys lays out the etcd keys; the zero value uses api.DefaultEtcdPrefix.
+	Keys api.Keys
+	// Namespace and NodeID name the override key; required.
+	Namespace, NodeID string
+	// OnChange receives each new override, from Run's goroutine or from the
+	// expiry timer (never two calls at once, never after Run returned); nil
+	// means nobody is told (Current still reports).
+	OnChange func(api.Override)
+	// Heartbeat is how often the watch is probed; a watch silent for three
+	// Heartbeats is re-established. Zero means 5s.
+	Heartbeat time.Duration
+	// OpTimeout bounds each list; zero means 5s.
+	OpTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed lists; zero
+	// means 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu        sync.Mutex // guards everything below; held while calling OnChange
+	cur       api.Override
+	raw       []byte // the value taken last (nil: none)
+	expiry    *time.Timer
+	stopped   bool
+	connected bool
+	lastErr   string
+}
+
+// OverridesStatus is the state of an override watch.
+type OverridesStatus struct {
+	Connected bool         `json:"connected"`
+	Current   api.Override `json:"current"`
+	LastError string       `json:"lastError,omitempty"`
+}
+
+// Current returns the override in force (the zero Override when none).
+func (o *Overrides) Current() api.Override {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cur
+}
+
+// Status returns the watch's state.
+func (o *Overrides) Status() OverridesStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return OverridesStatus{Connected: o.connected, Current: o.cur, LastError: o.lastErr}
+}
+
+// Run follows the override key until ctx ends, then returns nil. It returns
+// an error only for invalid settings.
+func (o *Overrides) Run(ctx context.Context) error {
+	if o.Client == nil {
+		return errors.New("overrides: no etcd client")
+	}
+	if !api.ValidID(o.Namespace) || o.NodeID == "" {
+		return fmt.Errorf("overrides: invalid namespace %q or node id %q", o.Namespace, o.NodeID)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	defer func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.stopped, o.connected = true, false
+		if o.expiry != nil {
+			o.expiry.Stop()
+		}
+	}()
+	key := o.Keys.Override(o.Namespace, o.NodeID)
+	f := &follower{
+		client:     o.Client,
+		specs:      []watchSpec{{key: key}},
+		opTimeout:  orDefault(o.OpTimeout, 5*time.Second),
+		heartbeat:  orDefault(o.Heartbeat, 5*time.Second),
+		minBackoff: orDefault(o.MinBackoff, 250*time.Millisecond),
+		maxBackoff: max(orDefault(o.MaxBackoff, 30*time.Second), orDefault(o.MinBackoff, 250*time.Millisecond)),
+		now:        o.Now,
+		listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+			var kv *mvccpb.KeyValue
+			if len(kvs) > 0 && len(kvs[0]) > 0 {
+				kv = kvs[0][0]
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.connected = true
+			o.take(kv)
+		},
+		changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+			if len(evs) == 0 {
+				return
+			}
+			ev := evs[len(evs)-1] // one key: the last event is its state
+			var kv *mvccpb.KeyValue
+			if ev.Type == clientv3.EventTypePut {
+				kv = ev.Kv
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.take(kv)
+		},
+		broken: func(err error) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.connected, o.lastErr = false, err.Error()
+			o.Logger.Warn("override watch broken; keeping the current override", "node", o.NodeID, "err", err)
+		},
+	}
+	return f.run(ctx, 0)
+}
+
+// take records the key's value (nil: none) and delivers the override it
+// puts in force. o.mu is held.
+func (o *Overrides) take(kv *mvccpb.KeyValue) {
+	var raw []byte
+	if kv != nil {
+		raw = kv.Value
+	}
+	if kv != nil && o.raw != nil && bytes.Equal(raw, o.raw) {
+		return
+	}
+	var ov api.Override
+	if kv != nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ov); err != nil {
+			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
+			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
+			return
+		}
+		if err := checkOverride(ov); err != nil {
+			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
+			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
+			return
+		}
+	}
+	o.raw = bytes.Clone(raw)
+	if o.expiry != nil {
+		o.expiry.Stop()
+		o.expiry = nil
+	}
+	if ov.Expires != nil {
+		left := ov.Expires.Sub(o.Now())
+		if left <= 0 {
+			ov = api.Override{}
+		} else {
+			o.expiry = time.AfterFunc(left, func() {
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				if o.stopped || !bytes.Equal(o.raw, raw) {
+					return // stopped, or replaced since
+				}
+				o.deliver(api.Override{})
+			})
+		}
+	}
+	o.deliver(ov)
+}
+
+// deliver makes ov current and calls OnChange when it differs. o.mu is held.
+func (o *Overrides) deliver(ov api.Override) {
+	if reflect.DeepEqual(ov, o.cur) {
+		return
+	}
+	o.cur = ov
+	o.Logger.Info("override changed", "node", o.NodeID, "drain", ov.Drain, "degradeLevels", ov.DegradeLevels, "by", ov.By, "reason", ov.Reason)
+	if o.OnChange != nil {
+		o.OnChange(ov)
+	}
+}
+
+func checkOverride(ov api.Override) error {
+	for id, level := range ov.DegradeLevels {
+		if level < 0 || level > 2 {
+			return fmt.Errorf("degradeLevels[%s]: level %d is not 0, 1 or 2", id, level)
+		}
+	}
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
