@@ -308,12 +308,16 @@ func (e *Etcd) endpoints() string {
 func (e *Etcd) Name() string { return "etcd:" + e.endpoints() }
 
 // Status returns the source's connection state, revision, applied version and
-// last error. Safe for concurrent use.
+// last error (StateStarting and zeros before Start or Run). Safe for
+// concurrent use.
 func (e *Etcd) Status() EtcdStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.status
 	st.Lists = e.lists.Load()
+	if st.State == "" {
+		st.State = StateStarting
+	}
 	return st
 }
 

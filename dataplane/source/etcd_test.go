@@ -816,14 +816,14 @@ func TestBackoff(t *testing.T) {
 }
 
 // TestGatewayDoesNotLinkEtcdServer keeps the embedded etcd server (which
-// these tests use) out of the gateway binary.
+// these tests use) out of the gateway binary and the packages it wires in.
 func TestGatewayDoesNotLinkEtcdServer(t *testing.T) {
 	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command")
 	}
-	out, err := exec.Command(goBin, "list", "-e", "-deps", "../cmd/sluice-gateway", "./").CombinedOutput()
+	out, err := exec.Command(goBin, "list", "-e", "-deps", "../cmd/sluice-gateway", "./", "../registry").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -832,7 +832,7 @@ func TestGatewayDoesNotLinkEtcdServer(t *testing.T) {
 	}
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if strings.Contains(line, "go.etcd.io/etcd/server") || strings.Contains(line, "go.etcd.io/bbolt") || strings.Contains(line, "go.etcd.io/raft") {
-			t.Errorf("the gateway or the source package links %s", line)
+			t.Errorf("the gateway, source or registry links %s", line)
 		}
 	}
 }
