@@ -40,6 +40,9 @@ type Config struct {
 	// MaxKeysPerLimit caps the keys one limit tracks; 0 means the limit
 	// package's default.
 	MaxKeysPerLimit int
+	// Pprof mounts net/http/pprof under /debug/pprof/ on the admin endpoint
+	// (behind the same loopback-or-token guard).
+	Pprof bool
 	// ShutdownTimeout bounds the drain of in-flight requests on stop;
 	// default 30s.
 	ShutdownTimeout time.Duration
@@ -47,6 +50,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the node's metrics; nil means a fresh registry.
 	Metrics *metrics.Metrics
+	// Stores report the health of shared stores in /status, by name
+	// ("redis").
+	Stores map[string]func() any
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.
 	Snapshot snapshot.Options
@@ -153,19 +159,21 @@ func (n *Node) apply(ctx context.Context, u source.Update) error {
 
 // Status is what /status serves.
 type Status struct {
-	NodeID         string    `json:"nodeId,omitempty"`
-	Build          string    `json:"build"`
-	StartedAt      time.Time `json:"startedAt"`
-	Version        int64     `json:"version"`
-	Checksum       string    `json:"checksum,omitempty"`
-	Source         string    `json:"source,omitempty"`
-	AppliedAt      time.Time `json:"appliedAt,omitzero"`
-	LastApplyError string    `json:"lastApplyError,omitempty"`
-	LastErrorAt    time.Time `json:"lastErrorAt,omitzero"`
-	Routes         int       `json:"routes"`
-	Limits         int       `json:"limits"`
-	Breakers       int       `json:"breakers"`
-	Degrades       int       `json:"degrades"`
+	NodeID         string         `json:"nodeId,omitempty"`
+	Build          string         `json:"build"`
+	StartedAt      time.Time      `json:"startedAt"`
+	Version        int64          `json:"version"`
+	Checksum       string         `json:"checksum,omitempty"`
+	Source         string         `json:"source,omitempty"`
+	AppliedAt      time.Time      `json:"appliedAt,omitzero"`
+	LastApplyError string         `json:"lastApplyError,omitempty"`
+	LastErrorAt    time.Time      `json:"lastErrorAt,omitzero"`
+	Routes         int            `json:"routes"`
+	Limits         int            `json:"limits"`
+	Breakers       int            `json:"breakers"`
+	Degrades       int            `json:"degrades"`
+	Draining       bool           `json:"draining,omitempty"`
+	Stores         map[string]any `json:"stores,omitempty"`
 }
 
 // Status reports the applied version and the last apply error.
@@ -178,6 +186,13 @@ func (n *Node) Status() Status {
 	n.statusMu.Lock()
 	st.LastApplyError, st.LastErrorAt = n.lastApplyError, n.lastErrorAt
 	n.statusMu.Unlock()
+	st.Draining = n.draining.Load()
+	if len(n.cfg.Stores) > 0 {
+		st.Stores = make(map[string]any, len(n.cfg.Stores))
+		for name, f := range n.cfg.Stores {
+			st.Stores[name] = f()
+		}
+	}
 	return st
 }
 

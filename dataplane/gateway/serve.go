@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -140,6 +141,13 @@ func (n *Node) adminExtras() map[string]http.Handler {
 		return nil
 	}) {
 		extra[k] = v
+	}
+	if n.cfg.Pprof {
+		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+		extra["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
+		extra["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
 	}
 	return extra
 }

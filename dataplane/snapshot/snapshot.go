@@ -42,9 +42,10 @@ type Options struct {
 	// MaxKeysPerLimit caps the keys of each node-scope limit (0: the limit
 	// package's default).
 	MaxKeysPerLimit int
-	// Cluster builds scope: cluster limiters; nil refuses rule sets that
-	// have any.
-	Cluster func(api.Limit) (limit.Limiter, error)
+	// Cluster returns the builder of scope: cluster limiters for a
+	// namespace (the Redis store's Cluster method); nil refuses rule sets
+	// that have any.
+	Cluster func(namespace string) func(api.Limit) (limit.Limiter, error)
 	// Transport is the upstream transport shared by all snapshots; nil
 	// means proxy.SharedTransport().
 	Transport *proxy.Transport
@@ -114,8 +115,12 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 	if prev != nil {
 		prevLimits, prevBreakers, prevDegrades = prev.limits, prev.breakers, prev.degrades
 	}
+	var cluster func(api.Limit) (limit.Limiter, error)
+	if opts.Cluster != nil {
+		cluster = opts.Cluster(norm.Namespace)
+	}
 	if s.limits, err = limit.Compile(norm.Limits, prevLimits, limit.Options{
-		Metrics: opts.Metrics, Logger: opts.Logger, MaxKeys: opts.MaxKeysPerLimit, Cluster: opts.Cluster, Now: opts.Now,
+		Metrics: opts.Metrics, Logger: opts.Logger, MaxKeys: opts.MaxKeysPerLimit, Cluster: cluster, Now: opts.Now,
 	}); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}

@@ -32,6 +32,9 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/gateway"
+	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
 )
 
@@ -51,6 +54,11 @@ type options struct {
 	maxKeys                    int
 	shutdownTimeout            time.Duration
 	logLevel                   string
+	pprof                      bool
+	redisURL, redisCluster     string
+	redisPrefix                string
+	redisTimeout               time.Duration
+	clusterSize                int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -66,6 +74,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxKeys, "max-keys", 0, "most keys one limit tracks before evicting the least recently used (0: the default, 1048576)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGTERM")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.redisURL, "redis", "", "Redis for scope: cluster limits: redis://[user:pass@]host:port[/db], rediss://..., or Sentinel with ?master_name=M&addr=host:port; prefer SLUICE_REDIS to keep a password off the command line")
+	fs.StringVar(&o.redisCluster, "redis-cluster", "", "Redis Cluster seed addresses host:port,host:port,... (instead of --redis)")
+	fs.StringVar(&o.redisPrefix, "redis-prefix", "sluice:", "prefix of every Redis key this node writes")
+	fs.DurationVar(&o.redisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis call; past it the limit's onStoreError policy decides")
+	fs.IntVar(&o.clusterSize, "cluster-size", 1, "number of gateway nodes, for onStoreError: local (limit ÷ nodes) when the node does not follow etcd")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin endpoint")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -134,7 +148,26 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	m := metrics.New()
+	var snapOpts snapshot.Options
+	stores := map[string]func() any{}
+	if o.redisURL != "" || o.redisCluster != "" {
+		st, err := redislimit.New(ctx, redislimit.Settings{
+			URL: o.redisURL, ClusterAddrs: o.redisCluster, Prefix: o.redisPrefix,
+			Timeout: o.redisTimeout, ClusterSize: o.clusterSize, Metrics: m,
+		})
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		defer st.Close()
+		snapOpts.Cluster = st.Cluster
+		stores["redis"] = func() any { return st.Status() }
+	}
+
 	node := gateway.New(gateway.Config{
+		Metrics:         m,
+		Snapshot:        snapOpts,
+		Stores:          stores,
 		Listen:          o.listen,
 		Admin:           o.admin,
 		AdminToken:      o.adminToken,
@@ -142,6 +175,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxKeysPerLimit: o.maxKeys,
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
+		Pprof:           o.pprof,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -291,6 +291,16 @@ func TestInvalidRulesAtStart(t *testing.T) {
 	}
 }
 
+// runBinary runs the gateway to completion (it is expected to exit at once)
+// on free ports and returns its combined output.
+func runBinary(rules string, extra ...string) (string, error) {
+	args := append([]string{"--rules", rules, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+	return string(out), err
+}
+
 // TestReloadAndRefuse: a changed file is applied; an invalid one is refused,
 // shown in /status and counted, and the last good rules keep serving; SIGHUP
 // reloads.
