@@ -50,7 +50,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the node's metrics; nil means a fresh registry.
 	Metrics *metrics.Metrics
-	// Stores report the health of shared stores in /status, by name
+	// Stores report the health of shared stores and rule sources in /status (under "components"), by name
 	// ("redis").
 	Stores map[string]func() any
 	// Snapshot carries options for compiling rule sets (cluster limiter
@@ -66,6 +66,11 @@ type Node struct {
 
 	current  atomic.Pointer[snapshot.Snapshot]
 	draining atomic.Bool
+	drained  atomic.Bool // an operator override drains the node
+
+	ovMu     sync.Mutex
+	override api.Override
+	stats    stats
 	applyMu  sync.Mutex // serialises Apply: compiles happen one at a time
 
 	statusMu       sync.Mutex
@@ -139,8 +144,14 @@ func (n *Node) apply(ctx context.Context, u source.Update) error {
 	}
 	prev := n.current.Load()
 	meta := snapshot.Meta{Version: u.Version, Checksum: rs.Checksum(), Source: u.Source, AppliedAt: time.Now()}
-	if prev != nil && prev.Checksum == meta.Checksum && prev.Source == meta.Source {
-		return nil // same rules: nothing to swap
+	if prev != nil && prev.Checksum == meta.Checksum {
+		// Same rules (a re-publish, or leaving a canary for identical
+		// content): keep every component, take the new version and source.
+		same := *prev
+		same.Meta = meta
+		n.current.Store(&same)
+		n.metrics.RulesetVersion.Set(float64(meta.Version))
+		return nil
 	}
 	next, err := snapshot.Compile(ctx, rs, meta, prev, n.cfg.Snapshot)
 	if err != nil {
@@ -150,6 +161,11 @@ func (n *Node) apply(ctx context.Context, u source.Update) error {
 	if prev != nil {
 		prev.Retire(next)
 	}
+	n.ovMu.Lock()
+	if len(n.override.DegradeLevels) > 0 {
+		n.applyLevelsLocked(next.Degrades())
+	}
+	n.ovMu.Unlock()
 	n.metrics.RulesetVersion.Set(float64(meta.Version))
 	n.metrics.RulesetApplies.Inc()
 	n.log.Info("rule set applied", "source", meta.Source, "version", meta.Version, "checksum", meta.Checksum,
@@ -173,7 +189,7 @@ type Status struct {
 	Breakers       int            `json:"breakers"`
 	Degrades       int            `json:"degrades"`
 	Draining       bool           `json:"draining,omitempty"`
-	Stores         map[string]any `json:"stores,omitempty"`
+	Components     map[string]any `json:"components,omitempty"`
 }
 
 // Status reports the applied version and the last apply error.
@@ -188,9 +204,9 @@ func (n *Node) Status() Status {
 	n.statusMu.Unlock()
 	st.Draining = n.draining.Load()
 	if len(n.cfg.Stores) > 0 {
-		st.Stores = make(map[string]any, len(n.cfg.Stores))
+		st.Components = make(map[string]any, len(n.cfg.Stores))
 		for name, f := range n.cfg.Stores {
-			st.Stores[name] = f()
+			st.Components[name] = f()
 		}
 	}
 	return st
@@ -206,6 +222,9 @@ var ErrDraining = errors.New("draining")
 func (n *Node) Ready() error {
 	if n.draining.Load() {
 		return ErrDraining
+	}
+	if n.drained.Load() {
+		return ErrDrained
 	}
 	if n.current.Load() == nil {
 		return ErrNoRules

@@ -120,7 +120,7 @@ func TestClusterAccuracy(t *testing.T) {
 				t.Errorf("admitted %v, want %.0f ± %.0f", got, want, tol)
 			}
 			for _, g := range gws {
-				if st := g.status(t)["stores"]; !strings.Contains(fmt.Sprint(st), "state:ok") {
+				if st := g.status(t)["components"]; !strings.Contains(fmt.Sprint(st), "state:ok") {
 					t.Errorf("redis store status on %s: %v", g.addr, st)
 				}
 			}

@@ -55,6 +55,9 @@ type options struct {
 	shutdownTimeout            time.Duration
 	logLevel                   string
 	pprof                      bool
+	etcd, etcdPrefix           string
+	namespace, nodeID, labels  string
+	stateDir, advertise        string
 	redisURL, redisCluster     string
 	redisPrefix                string
 	redisTimeout               time.Duration
@@ -74,6 +77,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxKeys, "max-keys", 0, "most keys one limit tracks before evicting the least recently used (0: the default, 1048576)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGTERM")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.etcd, "etcd", "", "etcd endpoints (host:port,...) to follow the control plane's published rules instead of --rules")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", api.DefaultEtcdPrefix, "prefix of Sluice's etcd keys")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace whose rules this node runs (with --etcd)")
+	fs.StringVar(&o.nodeID, "node-id", "", "this node's id in the registry (default: the host name)")
+	fs.StringVar(&o.labels, "labels", "", "this node's labels k=v,... (canary selectors match them)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory caching every applied version; the node boots from it when etcd cannot be reached (with --etcd)")
+	fs.StringVar(&o.advertise, "advertise", "", "traffic address published in the registry (default: --listen, with this host's name when it has no host)")
 	fs.StringVar(&o.redisURL, "redis", "", "Redis for scope: cluster limits: redis://[user:pass@]host:port[/db], rediss://..., or Sentinel with ?master_name=M&addr=host:port; prefer SLUICE_REDIS to keep a password off the command line")
 	fs.StringVar(&o.redisCluster, "redis-cluster", "", "Redis Cluster seed addresses host:port,host:port,... (instead of --redis)")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "sluice:", "prefix of every Redis key this node writes")
@@ -103,8 +113,22 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if o.rules == "" {
-		return nil, errors.New("--rules FILE is required (the etcd source comes in a later release)")
+	switch {
+	case o.rules == "" && o.etcd == "":
+		return nil, errors.New("give --rules FILE (standalone) or --etcd URLS --namespace NS (follow the control plane)")
+	case o.rules != "" && o.etcd != "":
+		return nil, errors.New("--rules and --etcd are exclusive: a node follows one source")
+	case o.etcd != "" && o.namespace == "":
+		return nil, errors.New("--etcd needs --namespace NS")
+	case o.etcd != "" && !api.ValidID(o.namespace):
+		return nil, fmt.Errorf("--namespace %q is not a valid namespace id", o.namespace)
+	}
+	if o.nodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--node-id not given and the host name is unknown: %w", err)
+		}
+		o.nodeID = h
 	}
 	if o.adminTokenFile != "" {
 		b, err := os.ReadFile(o.adminTokenFile)
@@ -151,11 +175,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	m := metrics.New()
 	var snapOpts snapshot.Options
 	stores := map[string]func() any{}
+	var etcd *etcdDeps
+	if o.etcd != "" {
+		if etcd, err = dialEtcd(o, log); err != nil {
+			return err
+		}
+		defer etcd.client.Close()
+	}
 	if o.redisURL != "" || o.redisCluster != "" {
-		st, err := redislimit.New(ctx, redislimit.Settings{
+		rs := redislimit.Settings{
 			URL: o.redisURL, ClusterAddrs: o.redisCluster, Prefix: o.redisPrefix,
 			Timeout: o.redisTimeout, ClusterSize: o.clusterSize, Metrics: m,
-		})
+		}
+		if etcd != nil {
+			rs.Nodes = etcd.nodes.Count // limit ÷ live nodes from the registry
+		}
+		st, err := redislimit.New(ctx, rs)
 		if err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
@@ -181,40 +216,57 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	file := &source.File{Path: o.rules, Logger: log}
-	first, err := file.Load()
-	if err != nil {
-		return err
-	}
-	if err := node.Apply(ctx, first); err != nil {
-		return fmt.Errorf("rules file %s is invalid:\n%w", o.rules, err)
+	var followers []func(context.Context) error
+	if o.etcd != "" {
+		fs, err := followEtcd(ctx, o, etcd, node, log, stores)
+		if err != nil {
+			return err
+		}
+		followers = fs
+	} else {
+		file := &source.File{Path: o.rules, Logger: log}
+		first, err := file.Load()
+		if err != nil {
+			return err
+		}
+		if err := node.Apply(ctx, first); err != nil {
+			return fmt.Errorf("rules file %s is invalid:\n%w", o.rules, err)
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		followers = append(followers,
+			func(ctx context.Context) error { return file.Watch(ctx, node.Apply) },
+			func(ctx context.Context) error {
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-hup:
+						log.Info("SIGHUP: reloading rules", "path", o.rules)
+						file.Reload()
+					}
+				}
+			})
 	}
 	ls, err := node.Listen()
 	if err != nil {
 		return err
 	}
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	watchDone := make(chan error, 1)
-	go func() { watchDone <- file.Watch(ctx, node.Apply) }()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				log.Info("SIGHUP: reloading rules", "path", o.rules)
-				file.Reload()
-			}
-		}
-	}()
+	followers = append(followers, func(ctx context.Context) error { node.RunStats(ctx); return nil })
+	fctx, fcancel := context.WithCancel(ctx)
+	errs := make(chan error, len(followers))
+	for _, f := range followers {
+		go func() { errs <- f(fctx) }()
+	}
 
 	serveErr := node.Serve(ctx, ls)
 	stop()
-	if err := <-watchDone; err != nil && serveErr == nil {
-		serveErr = err
+	fcancel()
+	for range followers {
+		if err := <-errs; err != nil && serveErr == nil {
+			serveErr = err
+		}
 	}
 	return serveErr
 }
