@@ -1,54 +1,130 @@
 #!/usr/bin/env bash
-# make run: a demo upstream and a gateway node on the sample rules in
-# deploy/rules/demo.yaml. Ctrl-C stops everything.
+# make run: the whole stack on one machine, fresh each time —
+#   Postgres (started or installed when needed), sluice-admin with an embedded
+#   etcd, a seeded admin and approver, the demo namespace published from
+#   deploy/rules/demo.yaml through the review workflow, a demo upstream and
+#   two gateway nodes following etcd. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 RULES=${RULES:-deploy/rules/demo.yaml}
-LISTEN=${LISTEN:-:9000}
-ADMIN=${ADMIN:-127.0.0.1:9901}
-UPSTREAM=${UPSTREAM:-127.0.0.1:8081}
-for port in "${LISTEN##*:}" "${ADMIN##*:}" "${UPSTREAM##*:}"; do
+DB=${SLUICE_DEMO_DB:-sluice_demo}
+ADMIN_ADDR=127.0.0.1:8080
+ETCD=127.0.0.1:2379
+UPSTREAM=127.0.0.1:8081
+GWS=("gw-1 9000 9901" "gw-2 9001 9902")
+
+ensure_postgres
+ensure_pkg curl curl
+for port in 8080 2379 2380 8081 9000 9001 9901 9902; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		die "port $port is already in use (another 'make run'?); stop it or set LISTEN/ADMIN/UPSTREAM"
+		die "port $port is already in use (another 'make run'?); stop whatever listens there and retry"
 	fi
 done
+
+RUN=.run
+rm -rf "$RUN/etcd" "$RUN/state" "$RUN/cookies-"*
+mkdir -p "$RUN/state"
+say "creating a fresh database $DB"
+psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $DB" >/dev/null
+psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB" >/dev/null
+
+ADMIN_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
+REVIEWER_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
+umask 077
+printf 'admin %s\nreviewer %s\n' "$ADMIN_PASSWORD" "$REVIEWER_PASSWORD" >"$RUN/credentials"
 
 pids=()
 cleanup() {
 	trap - INT TERM EXIT
 	say "stopping"
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
 trap cleanup INT TERM EXIT
 
-mkdir -p .run
-bin/demo-upstream --listen "$UPSTREAM" --name demo >.run/upstream.log 2>&1 &
+say "starting sluice-admin (embedded etcd at $ETCD)"
+SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
+	--database-url "postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable" \
+	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" \
+	--publish-poll-interval 500ms >"$RUN/admin.log" 2>&1 &
 pids+=($!)
-bin/sluice-gateway --rules "$RULES" --listen "$LISTEN" --admin "$ADMIN" 2> >(tee .run/gateway.log >&2) &
-pids+=($!)
+for _ in $(seq 150); do curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null || die "sluice-admin did not become ready; see $RUN/admin.log"
 
-for _ in $(seq 50); do
-	curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
+# api METHOD PATH USER [BODY] [extra curl args...]: one authenticated call;
+# prints the body, fails on a non-2xx status.
+declare -A csrf
+login() {
+	local out
+	out=$(curl -fsS -c "$RUN/cookies-$1" -H 'Content-Type: application/json' \
+		-d "{\"username\":\"$1\",\"password\":\"$2\"}" "http://$ADMIN_ADDR/api/v1/auth/login") || die "login as $1 failed"
+	csrf[$1]=$(grep -o '"csrfToken":"[^"]*"' <<<"$out" | cut -d'"' -f4)
+}
+api() {
+	local method=$1 path=$2 user=$3 body=${4:-}
+	shift 4 || shift $#
+	local args=(-sS -b "$RUN/cookies-$user" -H "X-CSRF-Token: ${csrf[$user]}" -X "$method" -w '\n%{http_code}')
+	[ -n "$body" ] && args+=(-H 'Content-Type: application/json' -d "$body")
+	local out code
+	out=$(curl "${args[@]}" "$@" "http://$ADMIN_ADDR$path")
+	code=${out##*$'\n'}
+	out=${out%$'\n'*}
+	[[ $code == 2* ]] || die "$method $path as $user: HTTP $code: $out"
+	printf '%s' "$out"
+}
+# first_number NAME: the first "NAME":<number> in a JSON body (the top-level
+# field of the objects this script reads: it precedes any nested one).
+first_number() { grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2; }
+
+say "seeding: users, namespace demo, and the reviewed publication of $RULES"
+login admin "$ADMIN_PASSWORD"
+api POST /api/v1/users admin "{\"username\":\"reviewer\",\"password\":\"$REVIEWER_PASSWORD\",\"role\":\"approver\"}" >/dev/null
+api POST /api/v1/namespaces admin '{"name":"demo","description":"make run demo"}' >/dev/null
+etag=$(curl -fsS -D - -o /dev/null -b "$RUN/cookies-admin" "http://$ADMIN_ADDR/api/v1/namespaces/demo/draft" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
+curl -fsS -o /dev/null -b "$RUN/cookies-admin" -H "X-CSRF-Token: ${csrf[admin]}" -H "If-Match: $etag" \
+	-H 'Content-Type: application/yaml' -X PUT --data-binary "@$RULES" "http://$ADMIN_ADDR/api/v1/namespaces/demo/draft" ||
+	die "could not store $RULES as the demo draft"
+change=$(api POST /api/v1/namespaces/demo/changes admin '{"title":"demo rules","description":"seeded by make run"}' | first_number id)
+login reviewer "$REVIEWER_PASSWORD"
+api POST "/api/v1/namespaces/demo/changes/$change/approve" reviewer '{"comment":"looks good"}' >/dev/null
+version=$(api POST "/api/v1/namespaces/demo/changes/$change/publish" reviewer '{}' | first_number number)
+
+say "starting the demo upstream and two gateways"
+bin/demo-upstream --listen "$UPSTREAM" --name demo >"$RUN/upstream.log" 2>&1 &
+pids+=($!)
+for g in "${GWS[@]}"; do
+	read -r id port admin <<<"$g"
+	bin/sluice-gateway --etcd "$ETCD" --namespace demo --node-id "$id" --labels "zone=local,name=$id" \
+		--state-dir "$RUN/state/$id" --listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >"$RUN/$id.log" 2>&1 &
+	pids+=($!)
 done
-curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1 || die "the gateway did not become ready; see .run/gateway.log"
+for g in "${GWS[@]}"; do
+	read -r id port admin <<<"$g"
+	for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+	curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null || die "$id did not become ready; see $RUN/$id.log"
+done
 
-port=${LISTEN##*:}
 cat <<EOT
 
-  Sluice is running.
-    gateway      http://127.0.0.1:$port       (rules: $RULES, edit it and the gateway reloads)
-    node admin   http://$ADMIN/status  /metrics  /healthz  /readyz
-    upstream     http://$UPSTREAM
+  Sluice is running (version ${version:-?} of namespace demo is published to both gateways).
+
+    control plane  http://$ADMIN_ADDR        admin / $ADMIN_PASSWORD     reviewer (approver) / $REVIEWER_PASSWORD
+    gateways       http://127.0.0.1:9000 (gw-1)   http://127.0.0.1:9001 (gw-2)
+    node admin     http://127.0.0.1:9901/status   http://127.0.0.1:9902/status   (/metrics /healthz /readyz)
+    upstream       http://$UPSTREAM
+    logs           $RUN/*.log   (credentials also in $RUN/credentials)
 
   See a 429 (orders allows 5/s per client IP, burst 10):
-    for i in \$(seq 15); do curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:$port/api/orders; done
-    curl -si http://127.0.0.1:$port/api/orders      # after the loop: headers and problem+json body
+    for i in \$(seq 15); do curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:9000/api/orders; done
+    curl -si http://127.0.0.1:9000/api/orders
 
-  Press Ctrl-C to stop.
+  Which node runs what:
+    curl -s http://127.0.0.1:9901/status                                      # one node, from itself
+    curl -s -b $RUN/cookies-admin http://$ADMIN_ADDR/api/v1/namespaces/demo/nodes   # every node, from the control plane
+
+  Press Ctrl-C to stop everything.
 EOT
 wait -n "${pids[@]}" || true
-die "a process exited; see .run/*.log"
+die "a process exited; see $RUN/*.log"
