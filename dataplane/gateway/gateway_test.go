@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -22,7 +23,16 @@ import (
 // the test ends. It returns the node and its traffic and admin base URLs.
 func MustStart(tb testing.TB, rules string) (*Node, string, string) {
 	tb.Helper()
-	n := New(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), ShutdownTimeout: 5 * time.Second})
+	return MustStartConfig(tb, rules, Config{})
+}
+
+// MustStartConfig is MustStart with settings; listen addresses, logger and
+// shutdown timeout are the test's.
+func MustStartConfig(tb testing.TB, rules string, cfg Config) (*Node, string, string) {
+	tb.Helper()
+	cfg.Listen, cfg.Admin, cfg.ShutdownTimeout = "127.0.0.1:0", "127.0.0.1:0", 5*time.Second
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	n := New(cfg)
 	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
 		tb.Fatalf("applying rules: %v", err)
 	}
@@ -175,5 +185,50 @@ func TestHotReloadUnderLoad(t *testing.T) {
 	}
 	if admitted != 10 {
 		t.Fatalf("after scaling 10→20 with half the bucket left, %d admitted, want 10", admitted)
+	}
+}
+
+// TestForwardedFor: X-Forwarded-For from an untrusted peer does not change the
+// client a limit keys on; from a trusted proxy it does.
+func TestForwardedFor(t *testing.T) {
+	up := okUpstream(t)
+	rules := fmt.Sprintf(`namespace: xff
+routes:
+  - id: api
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: %q}]}
+limits:
+  - id: per-ip
+    key: [ip]
+    algorithm: token_bucket
+    rate: 1
+    period: 1h
+`, up.URL)
+	send := func(base, xff string) int {
+		req, _ := http.NewRequest("GET", base+"/x", nil)
+		req.Header.Set("X-Forwarded-For", xff)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tests := []struct {
+		desc    string
+		trusted []netip.Prefix
+		want    []int
+	}{
+		{desc: "untrusted peer: spoofed headers share the peer's bucket", want: []int{200, 429, 429}},
+		{desc: "trusted proxy: each forwarded client has its own bucket", trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, want: []int{200, 200, 429}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, base, _ := MustStartConfig(t, rules, Config{TrustedProxies: tc.trusted})
+			got := []int{send(base, "192.0.2.1"), send(base, "192.0.2.2"), send(base, "192.0.2.1")}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("statuses %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
