@@ -78,4 +78,8 @@ const (
 	ActionRollbackRequest  = "version.rollback_request"
 	ActionRollbackEmergent = "version.emergency_rollback"
 	ActionNodeOverride     = "node.override"
+	ActionNodeOverrideDel  = "node.override_delete"
+	ActionCanaryStart      = "canary.start"
+	ActionCanaryPromote    = "canary.promote"
+	ActionCanaryAbort      = "canary.abort"
 )

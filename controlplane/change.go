@@ -102,7 +102,9 @@ type ChangeService interface {
 	// published change.
 	ReopenChange(ctx context.Context, ns string, id int64, comment string) (*Change, error)
 	// PublishChange turns an approved change into the next version and
-	// queues its publication, in one transaction. ECONFLICT when the change
-	// is not approved or is stale.
-	PublishChange(ctx context.Context, ns string, id int64) (*Version, error)
+	// queues its publication, in one transaction: to every node, or with
+	// o.Canary to the matching nodes only. ECONFLICT when the change is not
+	// approved or is stale, or a canary is active (promote or abort it
+	// first); EINVALID for a bad selector.
+	PublishChange(ctx context.Context, ns string, id int64, o PublishOptions) (*Version, error)
 }

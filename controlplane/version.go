@@ -12,11 +12,14 @@ type Version struct {
 	Checksum  string `json:"checksum"`
 	ChangeID  *int64 `json:"changeId,omitempty"`
 	// RollbackOf is the version whose content this one restores.
-	RollbackOf  *int64       `json:"rollbackOf,omitempty"`
-	Emergency   bool         `json:"emergency"`
-	Reason      string       `json:"reason,omitempty"`
-	CreatedAt   time.Time    `json:"createdAt"`
-	CreatedBy   string       `json:"createdBy"`
+	RollbackOf *int64    `json:"rollbackOf,omitempty"`
+	Emergency  bool      `json:"emergency"`
+	Reason     string    `json:"reason,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	CreatedBy  string    `json:"createdBy"`
+	// Publication is the version's latest outbox operation: the ruleset
+	// write for a version published as usual; for a canary version, the
+	// canary write, then its promotion or abort.
 	Publication *Publication `json:"publication,omitempty"`
 	// Document is the rule set's JSON as stored (see DecodeDocument); nil
 	// in lists.
@@ -34,18 +37,42 @@ const (
 	PublicationFailed    PublicationState = "failed"
 )
 
-// Publication is the outbox row of one version.
+// PublicationKind is what an outbox operation writes to etcd.
+type PublicationKind string
+
+// The outbox operations. Operations of one namespace run in the order they
+// were queued.
+const (
+	// PublishRuleSet writes the version to the ruleset key.
+	PublishRuleSet PublicationKind = "ruleset"
+	// PublishCanary writes the version and Selector to the canary key.
+	PublishCanary PublicationKind = "canary"
+	// PublishPromote writes the version to the ruleset key and deletes the
+	// canary key, in one etcd transaction.
+	PublishPromote PublicationKind = "promote"
+	// PublishAbort deletes the canary key.
+	PublishAbort PublicationKind = "abort"
+)
+
+// Publication is one outbox operation on a version: its projection into
+// etcd as the namespace's rule set (the only kind before canaries), or a
+// canary operation.
 type Publication struct {
-	ID            int64            `json:"id"`
-	Namespace     string           `json:"namespace"`
-	Version       int64            `json:"version"`
-	State         PublicationState `json:"state"`
-	Attempts      int              `json:"attempts"`
-	LastError     string           `json:"lastError,omitempty"`
-	EtcdRevision  *int64           `json:"etcdRevision,omitempty"`
-	CreatedAt     time.Time        `json:"createdAt"`
-	NextAttemptAt time.Time        `json:"nextAttemptAt"`
-	PublishedAt   *time.Time       `json:"publishedAt,omitempty"`
+	ID        int64           `json:"id"`
+	Namespace string          `json:"namespace"`
+	Version   int64           `json:"version"`
+	Kind      PublicationKind `json:"kind"`
+	// Selector is the canary's label selector (PublishCanary only).
+	Selector      map[string]string `json:"selector,omitempty"`
+	State         PublicationState  `json:"state"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"lastError,omitempty"`
+	EtcdRevision  *int64            `json:"etcdRevision,omitempty"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	NextAttemptAt time.Time         `json:"nextAttemptAt"`
+	// PublishedAt is when the operation was written to etcd: for a
+	// version, the publishedAt of the value written.
+	PublishedAt *time.Time `json:"publishedAt,omitempty"`
 }
 
 // VersionFilter selects versions of one namespace, newest first. Limit zero
@@ -83,7 +110,7 @@ type Outbox interface {
 	// PendingNamespaces lists namespaces with a publication due.
 	PendingNamespaces(ctx context.Context) ([]string, error)
 	// ClaimPublication takes the namespace's publish lock and returns its
-	// oldest pending publication with the version's rules, or nil when the
+	// oldest pending operation with the version's rules, or nil when the
 	// lock is held elsewhere or nothing is due. The claim holds the lock
 	// until Finish or Abort.
 	ClaimPublication(ctx context.Context, ns string) (OutboxClaim, error)
@@ -108,7 +135,10 @@ type OutboxClaim interface {
 // PublishOutcome is the result of writing one publication to etcd.
 type PublishOutcome struct {
 	Revision int64
-	Err      error
-	RetryAt  time.Time
-	Final    bool
+	// At is when it was written (the publishedAt of the value); zero
+	// means when the outcome is recorded.
+	At      time.Time
+	Err     error
+	RetryAt time.Time
+	Final   bool
 }

@@ -1,10 +1,18 @@
 // Package etcd projects the control plane's published versions into etcd and
 // reads what the gateway nodes report there.
 //
-// The Publisher drains the Postgres outbox: for each namespace, in version
-// order, it reads the ruleset key, then writes the new api.Published value in
-// a transaction that compares the key's mod revision with the one it read, and
-// records the etcd revision of the write. While etcd is down the publication
+// The Publisher drains the Postgres outbox: for each namespace, in the order
+// the operations were queued, it reads the ruleset key, then writes the new
+// api.Published value in a transaction that compares the key's mod revision
+// with the one it read, and records the etcd revision and time of the write.
+// Canary operations go the same way: a canary writes
+//
+//	{"version": N, "selector": {"zone": "a"}, "published": {<api.Published of N>}}
+//
+// to the canary key (in a transaction comparing the ruleset key's revision,
+// refusing when the ruleset already holds N or newer); a promotion writes N to
+// the ruleset key and deletes the canary key in one transaction; an abort
+// deletes the canary key. While etcd is down the publication
 // stays pending and is retried with exponential backoff; a later version of a
 // namespace waits for the earlier one, and an older version is never written
 // over a newer one. With several sluice-admin replicas, the outbox's
@@ -22,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
@@ -218,10 +227,16 @@ type publishedValue struct {
 // errMoved is a compare that failed: the key changed between read and write.
 var errMoved = errors.New("the ruleset key changed between read and write")
 
-// publish writes version v to etcd unless the key already holds it (a write
-// whose outcome was not recorded) or a newer one.
+// canaryValue is the value of a namespace's canary key: the version, the
+// selector of the nodes that run it, and its api.Published document.
+type canaryValue struct {
+	Version   int64             `json:"version"`
+	Selector  map[string]string `json:"selector"`
+	Published publishedValue    `json:"published"`
+}
+
+// publish runs one outbox operation on version v.
 func (p *Publisher) publish(ctx context.Context, v *sluice.Version, pub *sluice.Publication) sluice.PublishOutcome {
-	key := p.s.Keys.RuleSet(v.Namespace)
 	retry := func(err error) sluice.PublishOutcome {
 		d := p.s.MinBackoff << min(pub.Attempts, 16)
 		d = min(d, p.s.MaxBackoff)
@@ -233,37 +248,119 @@ func (p *Publisher) publish(ctx context.Context, v *sluice.Version, pub *sluice.
 	}
 	opCtx, cancel := context.WithTimeout(ctx, p.s.OpTimeout)
 	defer cancel()
-	get, err := p.s.Client.Get(opCtx, key)
+	switch pub.Kind {
+	case sluice.PublishCanary:
+		return p.publishCanary(opCtx, v, pub, retry)
+	case sluice.PublishAbort:
+		key := p.s.Keys.Canary(v.Namespace)
+		resp, err := p.s.Client.Delete(opCtx, key)
+		if err != nil {
+			return retry(fmt.Errorf("deleting %s: %w", key, err))
+		}
+		return sluice.PublishOutcome{Revision: resp.Header.Revision, At: p.s.Now()}
+	case sluice.PublishRuleSet, sluice.PublishPromote, "":
+		return p.publishRuleSet(opCtx, v, pub.Kind == sluice.PublishPromote, retry)
+	}
+	return sluice.PublishOutcome{Err: fmt.Errorf("unknown outbox operation %q", pub.Kind), Final: true}
+}
+
+// rulesetHead reads the version and checksum held by the ruleset key.
+func (p *Publisher) rulesetHead(ctx context.Context, ns string) (version int64, checksum string, kv *mvccpb.KeyValue, err error) {
+	key := p.s.Keys.RuleSet(ns)
+	get, err := p.s.Client.Get(ctx, key)
 	if err != nil {
-		return retry(fmt.Errorf("reading %s: %w", key, err))
+		return 0, "", nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if len(get.Kvs) == 0 {
+		return 0, "", nil, nil
+	}
+	var cur struct {
+		Version  int64  `json:"version"`
+		Checksum string `json:"checksum"`
+	}
+	_ = json.Unmarshal(get.Kvs[0].Value, &cur) // an unreadable value is overwritten
+	return cur.Version, cur.Checksum, get.Kvs[0], nil
+}
+
+func (p *Publisher) value(v *sluice.Version, at time.Time) publishedValue {
+	return publishedValue{Version: v.Number, Checksum: v.Checksum, PublishedAt: at, PublishedBy: v.CreatedBy, Rules: v.Document}
+}
+
+// publishRuleSet writes version v to the ruleset key unless the key already
+// holds it (a write whose outcome was not recorded) or a newer one. A
+// promotion deletes the canary key in the same transaction.
+func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promote bool, retry func(error) sluice.PublishOutcome) sluice.PublishOutcome {
+	key := p.s.Keys.RuleSet(v.Namespace)
+	cur, sum, kv, err := p.rulesetHead(ctx, v.Namespace)
+	if err != nil {
+		return retry(err)
+	}
+	var ops []clientv3.Op
+	if promote {
+		ops = append(ops, clientv3.OpDelete(p.s.Keys.Canary(v.Namespace)))
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-	if len(get.Kvs) > 0 {
-		kv := get.Kvs[0]
-		var cur struct {
-			Version  int64  `json:"version"`
-			Checksum string `json:"checksum"`
-		}
-		_ = json.Unmarshal(kv.Value, &cur) // an unreadable value is overwritten
+	if kv != nil {
 		switch {
-		case cur.Version == v.Number && cur.Checksum == v.Checksum:
-			return sluice.PublishOutcome{Revision: kv.ModRevision}
-		case cur.Version >= v.Number:
-			return sluice.PublishOutcome{Err: fmt.Errorf("etcd holds version %d (%s); version %d is not written over it", cur.Version, cur.Checksum, v.Number), Final: true}
+		case cur == v.Number && sum == v.Checksum:
+			if !promote {
+				return sluice.PublishOutcome{Revision: kv.ModRevision}
+			}
+			// Written, but perhaps not the canary key's deletion.
+			resp, err := p.s.Client.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				return retry(fmt.Errorf("ending canary of %s: %w", v.Namespace, err))
+			}
+			return sluice.PublishOutcome{Revision: resp.Header.Revision}
+		case cur >= v.Number:
+			return sluice.PublishOutcome{Err: fmt.Errorf("etcd holds version %d (%s); version %d is not written over it", cur, sum, v.Number), Final: true}
 		}
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	}
-	value, err := json.Marshal(publishedValue{Version: v.Number, Checksum: v.Checksum, PublishedAt: p.s.Now().UTC(),
-		PublishedBy: v.CreatedBy, Rules: v.Document})
+	at := p.s.Now().UTC()
+	value, err := json.Marshal(p.value(v, at))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding version %d: %w", v.Number, err), Final: true}
 	}
-	resp, err := p.s.Client.Txn(opCtx).If(cmp).Then(clientv3.OpPut(key, string(value))).Commit()
+	ops = append(ops, clientv3.OpPut(key, string(value)))
+	resp, err := p.s.Client.Txn(ctx).If(cmp).Then(ops...).Commit()
 	if err != nil {
 		return retry(fmt.Errorf("writing %s: %w", key, err))
 	}
 	if !resp.Succeeded {
 		return retry(errMoved)
 	}
-	return sluice.PublishOutcome{Revision: resp.Header.Revision}
+	return sluice.PublishOutcome{Revision: resp.Header.Revision, At: at}
+}
+
+// publishCanary writes version v and the selector to the canary key, unless
+// the ruleset key already holds v or a newer version (the canary would be
+// over before it began). The ruleset key's revision is compared so that the
+// check holds at the write.
+func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *sluice.Publication, retry func(error) sluice.PublishOutcome) sluice.PublishOutcome {
+	rkey, ckey := p.s.Keys.RuleSet(v.Namespace), p.s.Keys.Canary(v.Namespace)
+	cur, sum, kv, err := p.rulesetHead(ctx, v.Namespace)
+	if err != nil {
+		return retry(err)
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(rkey), "=", 0)
+	if kv != nil {
+		if cur >= v.Number {
+			return sluice.PublishOutcome{Err: fmt.Errorf("etcd holds version %d (%s); version %d is not a canary over it", cur, sum, v.Number), Final: true}
+		}
+		cmp = clientv3.Compare(clientv3.ModRevision(rkey), "=", kv.ModRevision)
+	}
+	at := p.s.Now().UTC()
+	value, err := json.Marshal(canaryValue{Version: v.Number, Selector: pub.Selector, Published: p.value(v, at)})
+	if err != nil {
+		return sluice.PublishOutcome{Err: fmt.Errorf("encoding canary version %d: %w", v.Number, err), Final: true}
+	}
+	resp, err := p.s.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(ckey, string(value))).Commit()
+	if err != nil {
+		return retry(fmt.Errorf("writing %s: %w", ckey, err))
+	}
+	if !resp.Succeeded {
+		return retry(errMoved)
+	}
+	return sluice.PublishOutcome{Revision: resp.Header.Revision, At: at}
 }

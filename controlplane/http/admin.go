@@ -1,7 +1,6 @@
 package http
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -183,9 +182,12 @@ func (s *Server) revokeToken(c *gin.Context) {
 
 // ---- nodes ----
 
-type nodeView struct {
-	api.NodeStatus
-	Override *api.Override `json:"override,omitempty"`
+func (s *Server) nodeService(c *gin.Context) (sluice.NodeService, bool) {
+	if s.s.Nodes == nil {
+		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "the node registry (etcd) is not configured"))
+		return nil, false
+	}
+	return s.s.Nodes, true
 }
 
 func (s *Server) listNodes(c *gin.Context) {
@@ -193,31 +195,28 @@ func (s *Server) listNodes(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if s.s.Nodes == nil {
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "the node registry (etcd) is not configured"))
+	since, ok := s.timeQuery(c, "goneSince")
+	if !ok {
 		return
 	}
-	nodes, overrides, err := s.s.Nodes.FindNodes(c.Request.Context(), ns)
+	nodes, ok := s.nodeService(c)
+	if !ok {
+		return
+	}
+	out, err := nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns, GoneSince: since})
 	if err != nil {
-		s.s.Logger.Warn("reading nodes", "err", err)
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "etcd is unavailable"))
+		s.fail(c, err)
 		return
 	}
-	out := list[nodeView]{Items: []nodeView{}}
-	for _, n := range nodes {
-		v := nodeView{NodeStatus: n}
-		if o, ok := overrides[n.NodeID]; ok {
-			v.Override = &o
-		}
-		out.Items = append(out.Items, v)
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, list[*sluice.Node]{Items: out})
 }
 
 type overrideRequest struct {
 	DegradeLevels map[string]int `json:"degradeLevels"`
 	Drain         bool           `json:"drain"`
-	// Expires is an RFC 3339 time; empty means until changed.
+	// TTL is a Go duration such as "15m"; Expires an RFC 3339 time. At
+	// most one; neither means until cleared.
+	TTL     string `json:"ttl"`
 	Expires string `json:"expires"`
 	Reason  string `json:"reason"`
 }
@@ -227,49 +226,166 @@ func (s *Server) putOverride(c *gin.Context) {
 	if !ok {
 		return
 	}
-	nodeID := c.Param("id")
-	var fields api.Errors
-	if !nodeIDPattern.MatchString(nodeID) {
-		fields = append(fields, api.FieldError{Path: "id", Message: "must be 1 to 128 of [A-Za-z0-9._-]"})
-	}
 	var req overrideRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
 		s.fail(c, err)
 		return
 	}
-	o := api.Override{DegradeLevels: req.DegradeLevels, Drain: req.Drain, By: actorOf(c).Name(), Reason: req.Reason}
-	for id, lvl := range req.DegradeLevels {
-		if !api.ValidID(id) || lvl < 0 || lvl > 2 {
-			fields = append(fields, api.FieldError{Path: "degradeLevels." + id, Message: "must name a degrade rule and be 0, 1 or 2"})
+	upd := sluice.OverrideUpdate{DegradeLevels: req.DegradeLevels, Drain: req.Drain, Reason: req.Reason}
+	var fields api.Errors
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil {
+			fields = append(fields, api.FieldError{Path: "ttl", Message: "must be a duration such as 90s, 15m or 2h"})
 		}
+		upd.TTL = d
 	}
 	if req.Expires != "" {
 		at, err := time.Parse(time.RFC3339, req.Expires)
 		if err != nil {
 			fields = append(fields, api.FieldError{Path: "expires", Message: "must be an RFC 3339 time"})
 		} else {
-			o.Expires = &at
+			upd.Expires = &at
 		}
 	}
 	if len(fields) > 0 {
 		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid override", Fields: fields})
 		return
 	}
-	if s.s.Nodes == nil {
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "the node registry (etcd) is not configured"))
+	nodes, ok := s.nodeService(c)
+	if !ok {
 		return
 	}
-	written, err := s.s.Nodes.PutOverride(c.Request.Context(), ns, nodeID, o)
+	o, err := nodes.PutOverride(c.Request.Context(), ns, c.Param("id"), upd)
 	if err != nil {
-		s.s.Logger.Warn("writing override", "err", err)
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "etcd is unavailable"))
-		return
-	}
-	after, _ := json.Marshal(written)
-	if err := s.s.Audit.RecordAuditEvent(c.Request.Context(), &sluice.AuditEvent{Action: sluice.ActionNodeOverride,
-		Object: "namespace/" + ns + "/node/" + nodeID, Namespace: ns, After: after}); err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, written)
+	c.JSON(http.StatusOK, o)
+}
+
+func (s *Server) deleteOverride(c *gin.Context) {
+	ns, ok := s.nsParam(c)
+	if !ok {
+		return
+	}
+	nodes, ok := s.nodeService(c)
+	if !ok {
+		return
+	}
+	if err := nodes.DeleteOverride(c.Request.Context(), ns, c.Param("id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) getRollout(c *gin.Context) {
+	ns, ok := s.nsParam(c)
+	if !ok {
+		return
+	}
+	n, ok := s.intParam(c, "n", false)
+	if !ok {
+		return
+	}
+	nodes, ok := s.nodeService(c)
+	if !ok {
+		return
+	}
+	r, err := nodes.FindRollout(c.Request.Context(), ns, n)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, r)
+}
+
+// ---- canaries ----
+
+// canaryNode is a live node that the canary's selector matches.
+type canaryNode struct {
+	NodeID  string `json:"nodeId"`
+	Version int64  `json:"version"`
+	// Applied is whether the node runs the canary's version.
+	Applied        bool   `json:"applied"`
+	LastApplyError string `json:"lastApplyError,omitempty"`
+}
+
+type canaryView struct {
+	*sluice.Canary
+	// Nodes are the live nodes matching the selector; absent when etcd
+	// cannot be read (NodesError says so).
+	Nodes      []canaryNode `json:"nodes"`
+	NodesError string       `json:"nodesError,omitempty"`
+}
+
+type canaryRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) canaryService(c *gin.Context) (sluice.CanaryService, bool) {
+	if s.s.Canaries == nil {
+		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "canaries are not configured"))
+		return nil, false
+	}
+	return s.s.Canaries, true
+}
+
+func (s *Server) getCanary(c *gin.Context) {
+	ns, ok := s.nsParam(c)
+	if !ok {
+		return
+	}
+	canaries, ok := s.canaryService(c)
+	if !ok {
+		return
+	}
+	can, err := canaries.FindCanary(c.Request.Context(), ns)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := canaryView{Canary: can, Nodes: []canaryNode{}}
+	if s.s.Nodes == nil {
+		out.NodesError = "the node registry (etcd) is not configured"
+	} else if nodes, err := s.s.Nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns}); err != nil {
+		out.NodesError = sluice.ErrorMessage(err)
+	} else {
+		for _, n := range nodes {
+			if n.Live && sluice.SelectorMatches(can.Selector, n.Labels) {
+				out.Nodes = append(out.Nodes, canaryNode{NodeID: n.NodeID, Version: n.Version, Applied: n.Version == can.Version,
+					LastApplyError: n.LastApplyError})
+			}
+		}
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) endCanary(promote bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ns, ok := s.nsParam(c)
+		if !ok {
+			return
+		}
+		var req canaryRequest
+		if err := s.bindJSON(c, &req, true); err != nil {
+			s.fail(c, err)
+			return
+		}
+		canaries, ok := s.canaryService(c)
+		if !ok {
+			return
+		}
+		end := canaries.AbortCanary
+		if promote {
+			end = canaries.PromoteCanary
+		}
+		can, err := end(c.Request.Context(), ns, req.Reason)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, can)
+	}
 }

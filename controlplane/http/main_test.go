@@ -69,6 +69,7 @@ type env struct {
 	etcd      *clientv3.Client
 	keys      api.Keys
 	publisher *etcd.Publisher
+	history   *postgres.NodeHistory
 }
 
 type envOptions struct {
@@ -76,6 +77,8 @@ type envOptions struct {
 	endpoints []string
 	settings  func(*sluicehttp.Settings)
 	opTimeout time.Duration
+	// watch starts a node watcher, as sluice-admin does.
+	watch bool
 }
 
 func randomPrefix() string {
@@ -110,11 +113,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Cleanup(func() { e.etcd.Close() })
 	outbox := postgres.NewOutbox(db)
 	users := postgres.NewUserService(db)
+	audit := postgres.NewAuditService(db)
+	e.history = postgres.NewNodeHistory(db)
 	s := sluicehttp.Settings{
 		Namespaces: postgres.NewNamespaceService(db), Drafts: postgres.NewDraftService(db), Changes: postgres.NewChangeService(db),
 		Versions: postgres.NewVersionService(db), Users: users, Sessions: postgres.NewSessionService(db),
-		Tokens: postgres.NewTokenService(db), Audit: postgres.NewAuditService(db), Outbox: outbox,
-		Nodes: &etcd.Nodes{Client: e.etcd, Keys: e.keys},
+		Tokens: postgres.NewTokenService(db), Audit: audit, Outbox: outbox,
+		Nodes:    &etcd.NodeService{Client: e.etcd, Keys: e.keys, History: e.history, Audit: audit, Logger: logger},
+		Canaries: postgres.NewCanaryService(db),
 		Ready: map[string]func(context.Context) error{"database": db.Ping,
 			"etcd": func(ctx context.Context) error { return etcd.Ping(ctx, e.etcd) }},
 		Logger: logger,
@@ -130,6 +136,21 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Observe: e.api.ObservePublish})
 	e.publisher.Start(context.Background())
 	t.Cleanup(e.publisher.Close)
+	if o.watch {
+		namespaces := postgres.NewNamespaceService(db)
+		w := etcd.NewNodeWatcher(etcd.WatcherSettings{Client: e.etcd, History: e.history, Keys: e.keys, Logger: logger,
+			Rescan: 100 * time.Millisecond, Heartbeat: 200 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
+			Namespaces: func(ctx context.Context) ([]string, error) {
+				nss, err := namespaces.FindNamespaces(ctx)
+				var names []string
+				for _, ns := range nss {
+					names = append(names, ns.Name)
+				}
+				return names, err
+			}})
+		w.Start(context.Background())
+		t.Cleanup(w.Close)
+	}
 	e.srv = httptest.NewServer(e.api.Handler())
 	t.Cleanup(e.srv.Close)
 	if _, err := users.EnsureBootstrapAdmin(context.Background(), "admin", password); err != nil {

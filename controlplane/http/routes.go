@@ -56,6 +56,12 @@ func (s *Server) routes() {
 
 	v1.GET("/namespaces/:ns/nodes", s.need(viewer), s.listNodes)
 	v1.PUT("/namespaces/:ns/nodes/:id/override", s.need(approver), s.putOverride)
+	v1.DELETE("/namespaces/:ns/nodes/:id/override", s.need(approver), s.deleteOverride)
+	v1.GET("/namespaces/:ns/versions/:n/rollout", s.need(viewer), s.getRollout)
+
+	v1.GET("/namespaces/:ns/canary", s.need(viewer), s.getCanary)
+	v1.POST("/namespaces/:ns/canary/promote", s.need(approver), s.endCanary(true))
+	v1.POST("/namespaces/:ns/canary/abort", s.need(approver), s.endCanary(false))
 
 	v1.GET("/audit", s.need(approver), s.listAudit)
 	v1.GET("/audit/verify", s.need(approver), s.verifyAudit)

@@ -296,6 +296,11 @@ func (s *Server) reopenChange(c *gin.Context) {
 	c.JSON(http.StatusOK, ch)
 }
 
+// publishRequest is the optional body of a publication.
+type publishRequest struct {
+	Canary *sluice.CanarySpec `json:"canary"`
+}
+
 func (s *Server) publishChange(c *gin.Context) {
 	ns, ok := s.nsParam(c)
 	if !ok {
@@ -305,7 +310,12 @@ func (s *Server) publishChange(c *gin.Context) {
 	if !ok {
 		return
 	}
-	v, err := s.s.Changes.PublishChange(c.Request.Context(), ns, id)
+	var req publishRequest
+	if err := s.bindJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	v, err := s.s.Changes.PublishChange(c.Request.Context(), ns, id, sluice.PublishOptions{Canary: req.Canary})
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -25,12 +25,6 @@ import (
 	sluice "github.com/sluicegw/sluice/controlplane"
 )
 
-// NodeStore reads node registrations and writes overrides (etcd).
-type NodeStore interface {
-	FindNodes(ctx context.Context, ns string) ([]api.NodeStatus, map[string]api.Override, error)
-	PutOverride(ctx context.Context, ns, nodeID string, o api.Override) (api.Override, error)
-}
-
 // VersionDiffer diffs two versions of a namespace.
 type VersionDiffer interface {
 	DiffVersions(ctx context.Context, ns string, a, b int64) (*api.Diff, error)
@@ -52,7 +46,9 @@ type Settings struct {
 	Audit    sluice.AuditService
 	Outbox   sluice.Outbox
 	// Nodes, if nil, makes the node routes answer 503.
-	Nodes NodeStore
+	Nodes sluice.NodeService
+	// Canaries, if nil, makes the canary routes answer 503.
+	Canaries sluice.CanaryService
 	// Ready lists the readiness checks of /readyz by name.
 	Ready map[string]func(context.Context) error
 	// Logger; nil means slog.Default().

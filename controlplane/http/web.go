@@ -5,15 +5,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	sluice "github.com/sluicegw/sluice/controlplane"
 )
-
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 const placeholder = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sluice</title></head>

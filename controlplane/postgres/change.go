@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -330,11 +331,19 @@ func (s *ChangeService) ReopenChange(ctx context.Context, ns string, id int64, c
 }
 
 // PublishChange creates the next version from an approved change and queues
-// its publication, in one transaction.
-func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64) (*sluice.Version, error) {
+// its publication (to the ruleset key, or with o.Canary to the canary key),
+// in one transaction.
+func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, o sluice.PublishOptions) (*sluice.Version, error) {
 	actor := sluice.ActorFromContext(ctx)
 	if !actor.Role.Allows(sluice.RoleApprover) {
 		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins publish")
+	}
+	var selector map[string]string
+	if o.Canary != nil {
+		if errs := sluice.ValidateSelector(o.Canary.Selector); len(errs) > 0 {
+			return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid canary", Fields: errs}
+		}
+		selector = o.Canary.Selector
 	}
 	var v *sluice.Version
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
@@ -353,7 +362,14 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64) 
 		case c.Stale:
 			return sluice.Errorf(sluice.ECONFLICT, "change %d is stale: it was based on version %d but version %d is newer; reopen it", id, r.BaseVersion, latest)
 		}
-		v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, nil, false, "")
+		active, err := activeCanary(tx, ns)
+		if err != nil {
+			return err
+		}
+		if active != nil {
+			return sluice.Errorf(sluice.ECONFLICT, "version %d is in canary in namespace %q; promote or abort it first", active.Version, ns)
+		}
+		v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, nil, false, "", selector)
 		return err
 	})
 	if err != nil {
@@ -363,9 +379,10 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64) 
 	return v, nil
 }
 
-// insertVersion stores version n of change r (published at once), its
-// outbox row, and the audit event, and notifies the publishers.
-func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64, r *changeRow, rollbackOf *int64, emergency bool, reason string) (*sluice.Version, error) {
+// insertVersion stores version n of change r, its outbox row (the ruleset
+// key, or the canary key when selector is set, with the canary's row), and
+// the audit events, and notifies the publishers.
+func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64, r *changeRow, rollbackOf *int64, emergency bool, reason string, selector map[string]string) (*sluice.Version, error) {
 	actor := sluice.ActorFromContext(ctx)
 	now := db.now()
 	vr := versionRow{Namespace: ns, Number: n, Document: r.Document, Checksum: r.Checksum, ChangeID: &r.ID, RollbackOf: rollbackOf,
@@ -373,8 +390,12 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64
 	if err := tx.Create(&vr).Error; err != nil {
 		return nil, err
 	}
-	pr := publicationRow{Namespace: ns, Version: n, State: string(sluice.PublicationPending), CreatedAt: now, NextAttemptAt: now}
-	if err := tx.Create(&pr).Error; err != nil {
+	kind := sluice.PublishRuleSet
+	if selector != nil {
+		kind = sluice.PublishCanary
+	}
+	pr, err := db.insertPublication(tx, ns, n, kind, selector)
+	if err != nil {
 		return nil, err
 	}
 	if err := tx.Exec("UPDATE changes SET state = 'published', published_version = ?, updated_at = ? WHERE id = ?", n, now, r.ID).Error; err != nil {
@@ -384,10 +405,18 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64
 	if emergency {
 		action = sluice.ActionRollbackEmergent
 	}
-	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: "namespace/" + ns + "/version/" + strconv.FormatInt(n, 10), Namespace: ns,
-		Emergency: emergency, Before: map[string]any{"version": n - 1},
-		After: map[string]any{"version": n, "checksum": r.Checksum, "changeId": r.ID, "rollbackOf": rollbackOf, "reason": reason}}); err != nil {
+	after := map[string]any{"version": n, "checksum": r.Checksum, "changeId": r.ID, "rollbackOf": rollbackOf, "reason": reason}
+	if selector != nil {
+		after["canary"] = map[string]any{"selector": selector}
+	}
+	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: versionObject(ns, n), Namespace: ns,
+		Emergency: emergency, Before: map[string]any{"version": n - 1}, After: after}); err != nil {
 		return nil, err
+	}
+	if selector != nil {
+		if err := db.startCanary(ctx, tx, ns, n, selector); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Exec("SELECT pg_notify(?, ?)", NotifyChannel, ns).Error; err != nil {
 		return nil, err
@@ -395,6 +424,27 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64
 	v := vr.version()
 	v.Publication = pr.publication()
 	return v, nil
+}
+
+func versionObject(ns string, n int64) string {
+	return "namespace/" + ns + "/version/" + strconv.FormatInt(n, 10)
+}
+
+// insertPublication queues one outbox operation, due now.
+func (db *DB) insertPublication(tx *gorm.DB, ns string, n int64, kind sluice.PublicationKind, selector map[string]string) (*publicationRow, error) {
+	now := db.now()
+	pr := publicationRow{Namespace: ns, Version: n, Kind: string(kind), State: string(sluice.PublicationPending), CreatedAt: now, NextAttemptAt: now}
+	if selector != nil {
+		b, err := json.Marshal(selector)
+		if err != nil {
+			return nil, err
+		}
+		pr.Selector = ptr(string(b))
+	}
+	if err := tx.Create(&pr).Error; err != nil {
+		return nil, err
+	}
+	return &pr, nil
 }
 
 func (db *DB) published(ns string) {

@@ -69,7 +69,7 @@ func TestWorkflowAndOutbox(t *testing.T) {
 	if got.State != sluice.ChangeApproved || got.Diff.Added != 1 {
 		t.Fatalf("change = %+v diff %+v", got, got.Diff)
 	}
-	v, err := changes.PublishChange(as(ctx, bob), "shop", c.ID)
+	v, err := changes.PublishChange(as(ctx, bob), "shop", c.ID, sluice.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -44,6 +45,8 @@ type publicationRow struct {
 	ID            int64 `gorm:"primaryKey"`
 	Namespace     string
 	Version       int64
+	Kind          string
+	Selector      *string
 	State         string
 	Attempts      int
 	LastError     string
@@ -56,9 +59,16 @@ type publicationRow struct {
 func (publicationRow) TableName() string { return "publications" }
 
 func (r *publicationRow) publication() *sluice.Publication {
-	return &sluice.Publication{ID: r.ID, Namespace: r.Namespace, Version: r.Version, State: sluice.PublicationState(r.State),
-		Attempts: r.Attempts, LastError: r.LastError, EtcdRevision: r.EtcdRevision, CreatedAt: r.CreatedAt.UTC(),
-		NextAttemptAt: r.NextAttemptAt.UTC(), PublishedAt: utcPtr(r.PublishedAt)}
+	p := &sluice.Publication{ID: r.ID, Namespace: r.Namespace, Version: r.Version, Kind: sluice.PublicationKind(r.Kind),
+		State: sluice.PublicationState(r.State), Attempts: r.Attempts, LastError: r.LastError, EtcdRevision: r.EtcdRevision,
+		CreatedAt: r.CreatedAt.UTC(), NextAttemptAt: r.NextAttemptAt.UTC(), PublishedAt: utcPtr(r.PublishedAt)}
+	if p.Kind == "" {
+		p.Kind = sluice.PublishRuleSet
+	}
+	if r.Selector != nil {
+		_ = json.Unmarshal([]byte(*r.Selector), &p.Selector) // written by insertPublication
+	}
+	return p
 }
 
 // VersionService implements sluice.VersionService.
@@ -112,7 +122,7 @@ func (s *VersionService) FindVersion(ctx context.Context, ns string, n int64) (*
 	}
 	v.Document = ref.doc
 	var pubs []publicationRow
-	if err := s.db.gorm.WithContext(ctx).Where("namespace = ? AND version = ?", ns, n).Find(&pubs).Error; err != nil {
+	if err := s.db.gorm.WithContext(ctx).Where("namespace = ? AND version = ?", ns, n).Order("id DESC").Limit(1).Find(&pubs).Error; err != nil {
 		return nil, dbErr(fmt.Errorf("finding publication: %w", err))
 	}
 	if len(pubs) == 1 {
@@ -144,10 +154,10 @@ func (s *VersionService) FindVersions(ctx context.Context, f sluice.VersionFilte
 	}
 	if len(rows) > 0 {
 		var pubs []publicationRow
-		if err := s.db.gorm.WithContext(ctx).Where("namespace = ? AND version IN ?", f.Namespace, nums).Find(&pubs).Error; err != nil {
+		if err := s.db.gorm.WithContext(ctx).Where("namespace = ? AND version IN ?", f.Namespace, nums).Order("id").Find(&pubs).Error; err != nil {
 			return nil, dbErr(fmt.Errorf("listing publications: %w", err))
 		}
-		byVersion := map[int64]*sluice.Publication{}
+		byVersion := map[int64]*sluice.Publication{} // the latest operation of each
 		for i := range pubs {
 			byVersion[pubs[i].Version] = pubs[i].publication()
 		}
@@ -213,8 +223,19 @@ func (s *VersionService) RollbackVersion(ctx context.Context, ns string, n int64
 			c = r.change()
 			return nil
 		}
-		v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, &n, true, reason)
-		return err
+		// An emergency rollback ends a canary in progress: every node
+		// must run the rolled-back rules.
+		active, err := activeCanary(tx, ns)
+		if err != nil {
+			return err
+		}
+		if v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, &n, true, reason, nil); err != nil {
+			return err
+		}
+		if active != nil {
+			return s.db.endCanary(ctx, tx, active, sluice.CanaryAborted, fmt.Sprintf("superseded by the emergency rollback to version %d", n))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("rolling back: %w", err)
@@ -285,7 +306,7 @@ func (o *Outbox) claim(tx *gorm.DB, ns string) (*outboxClaim, error) {
 		return nil, nil
 	}
 	var pubs []publicationRow
-	if err := tx.Raw("SELECT * FROM publications WHERE namespace = ? AND state = 'pending' ORDER BY version LIMIT 1 FOR UPDATE", ns).
+	if err := tx.Raw("SELECT * FROM publications WHERE namespace = ? AND state = 'pending' ORDER BY id LIMIT 1 FOR UPDATE", ns).
 		Scan(&pubs).Error; err != nil {
 		return nil, fmt.Errorf("finding pending publication: %w", err)
 	}
@@ -313,6 +334,9 @@ func (c *outboxClaim) Abort()                           { c.tx.Rollback() }
 func (c *outboxClaim) Finish(ctx context.Context, o sluice.PublishOutcome) error {
 	tx := c.tx.WithContext(ctx)
 	now := c.db.now()
+	if !o.At.IsZero() {
+		now = o.At.UTC().Truncate(time.Microsecond)
+	}
 	var err error
 	switch {
 	case o.Err == nil:

@@ -55,6 +55,7 @@ type Config struct {
 	TrustedProxies      string
 	MaxBodyBytes        int64
 	PollInterval        time.Duration
+	NodeRetention       time.Duration
 	LogLevel            string
 }
 
@@ -110,6 +111,7 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs whose X-Forwarded-For is believed ($SLUICE_TRUSTED_PROXIES)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", envInt("SLUICE_MAX_BODY_BYTES", 4<<20), "request body limit ($SLUICE_MAX_BODY_BYTES)")
 	fs.DurationVar(&c.PollInterval, "publish-poll-interval", envDuration("SLUICE_PUBLISH_POLL_INTERVAL", 2*time.Second), "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
+	fs.DurationVar(&c.NodeRetention, "node-retention", envDuration("SLUICE_NODE_RETENTION", 24*time.Hour), "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -238,17 +240,22 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 
 	versions := postgres.NewVersionService(db)
 	outbox := postgres.NewOutbox(db)
+	namespaces := postgres.NewNamespaceService(db)
+	audit := postgres.NewAuditService(db)
+	history := postgres.NewNodeHistory(db)
 	srv, err := sluicehttp.New(sluicehttp.Settings{
-		Namespaces: postgres.NewNamespaceService(db),
+		Namespaces: namespaces,
 		Drafts:     postgres.NewDraftService(db),
 		Changes:    postgres.NewChangeService(db),
 		Versions:   versions,
 		Users:      users,
 		Sessions:   postgres.NewSessionService(db),
 		Tokens:     postgres.NewTokenService(db),
-		Audit:      postgres.NewAuditService(db),
+		Audit:      audit,
 		Outbox:     outbox,
-		Nodes:      &etcd.Nodes{Client: client, Keys: keys},
+		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
+			Retention: cfg.NodeRetention, Logger: logger},
+		Canaries: postgres.NewCanaryService(db),
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
 			"etcd":     func(ctx context.Context) error { return etcd.Ping(ctx, client) },
@@ -265,16 +272,28 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	}
 	publisher = etcd.NewPublisher(etcd.Settings{Client: client, Outbox: outbox, Keys: keys, Logger: logger,
 		PollInterval: cfg.PollInterval, Observe: srv.ObservePublish})
-	return run(ctx, cfg, logger, db, client, publisher, srv)
+	watcher := etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
+		Namespaces: func(ctx context.Context) ([]string, error) {
+			nss, err := namespaces.FindNamespaces(ctx)
+			names := make([]string, len(nss))
+			for i, ns := range nss {
+				names[i] = ns.Name
+			}
+			return names, err
+		}})
+	return run(ctx, cfg, logger, db, client, publisher, watcher, srv)
 }
 
 // run serves until ctx ends, then shuts down in order: stop accepting
 // requests and finish those in flight, stop the publisher (a write in
-// progress finishes or stays pending), stop listening for notifications.
-func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB, client *clientv3.Client, publisher *etcd.Publisher, srv *sluicehttp.Server) error {
+// progress finishes or stays pending) and the node watcher, stop listening
+// for notifications.
+func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB, client *clientv3.Client, publisher *etcd.Publisher,
+	watcher *etcd.NodeWatcher, srv *sluicehttp.Server) error {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	publisher.Start(bg)
+	watcher.Start(bg)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -297,6 +316,7 @@ func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB,
 		err = serr
 	}
 	publisher.Close()
+	watcher.Close()
 	cancel()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,114 @@
+package sluice
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// CanaryState is where a canary stands.
+type CanaryState string
+
+// The canary states. Only an active canary can be promoted or aborted; at
+// most one is active per namespace.
+const (
+	CanaryActive   CanaryState = "active"
+	CanaryPromoted CanaryState = "promoted"
+	CanaryAborted  CanaryState = "aborted"
+)
+
+// Canary is a version published first to the nodes whose labels match
+// Selector (every label, exact value), then promoted to all or aborted.
+type Canary struct {
+	ID        int64             `json:"id"`
+	Namespace string            `json:"namespace"`
+	Version   int64             `json:"version"`
+	Selector  map[string]string `json:"selector"`
+	State     CanaryState       `json:"state"`
+	CreatedAt time.Time         `json:"createdAt"`
+	CreatedBy string            `json:"createdBy"`
+	EndedAt   *time.Time        `json:"endedAt,omitempty"`
+	EndedBy   string            `json:"endedBy,omitempty"`
+	Reason    string            `json:"reason,omitempty"`
+	// Publication is the canary's latest outbox operation: its write to the
+	// canary key, or its promotion or abort.
+	Publication *Publication `json:"publication,omitempty"`
+}
+
+// PublishOptions are the options of a publication. The zero value publishes
+// to every node.
+type PublishOptions struct {
+	// Canary, when set, publishes the version to the nodes matching
+	// Selector only (the canary key), until promoted or aborted.
+	Canary *CanarySpec
+}
+
+// CanarySpec is how a canary picks its nodes.
+type CanarySpec struct {
+	// Selector must hold 1 to 16 labels: keys of [A-Za-z0-9._/-] (at most
+	// 63, starting alphanumeric), values of [A-Za-z0-9._/-] (at most 63).
+	Selector map[string]string `json:"selector"`
+}
+
+// CanaryService promotes and aborts canaries. A canary starts with
+// ChangeService.PublishChange. Every mutation is audited and queued in the
+// outbox in the same transaction, so it reaches etcd in order even when etcd
+// is down. Approvers and admins only (EFORBIDDEN). Safe for concurrent use.
+type CanaryService interface {
+	// FindCanary returns the namespace's active canary. ENOTFOUND.
+	FindCanary(ctx context.Context, ns string) (*Canary, error)
+	// PromoteCanary publishes the active canary's version to every node and
+	// ends the canary. ENOTFOUND when none is active.
+	PromoteCanary(ctx context.Context, ns, reason string) (*Canary, error)
+	// AbortCanary ends the active canary: its nodes return to the published
+	// version. ENOTFOUND when none is active.
+	AbortCanary(ctx context.Context, ns, reason string) (*Canary, error)
+}
+
+// ValidateSelector checks a canary selector (see CanarySpec) and returns
+// every problem, with paths under "canary.selector".
+func ValidateSelector(sel map[string]string) api.Errors {
+	var errs api.Errors
+	switch {
+	case len(sel) == 0:
+		errs = append(errs, api.FieldError{Path: "canary.selector", Message: "must hold at least one label (an empty selector matches no node)"})
+	case len(sel) > 16:
+		errs = append(errs, api.FieldError{Path: "canary.selector", Message: "must hold at most 16 labels"})
+	}
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !labelKey.MatchString(k) {
+			errs = append(errs, api.FieldError{Path: "canary.selector." + k, Message: "label name must be 1 to 63 of [A-Za-z0-9._/-], starting with a letter or digit"})
+		}
+		if !labelValue.MatchString(sel[k]) {
+			errs = append(errs, api.FieldError{Path: "canary.selector." + k, Message: "label value must be 1 to 63 of [A-Za-z0-9._/-]"})
+		}
+	}
+	return errs
+}
+
+var (
+	labelKey   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	labelValue = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,63}$`)
+)
+
+// SelectorMatches reports whether labels has every label of sel with the
+// same value. An empty selector matches nothing, as on the nodes.
+func SelectorMatches(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,354 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
+	sluice "github.com/sluicegw/sluice/controlplane"
+)
+
+// NodeService implements sluice.NodeService over etcd (live registrations,
+// overrides, the published and canary rule sets) and the node history kept
+// in Postgres by the NodeWatcher. Set Client, History and Audit; other zero
+// values have the meaning documented on each field. Safe for concurrent use.
+type NodeService struct {
+	Client  *clientv3.Client
+	Keys    api.Keys
+	History sluice.NodeHistory
+	Audit   sluice.AuditService
+	// Retention is how long gone nodes are listed; zero means 24h.
+	Retention time.Duration
+	// MaxOverrideTTL bounds an override's lifetime; zero means 30 days.
+	MaxOverrideTTL time.Duration
+	// Timeout bounds each etcd call; zero means 5s.
+	Timeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+var _ sluice.NodeService = (*NodeService)(nil)
+
+func (n *NodeService) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if n.Timeout == 0 {
+		return context.WithTimeout(ctx, 5*time.Second)
+	}
+	return context.WithTimeout(ctx, n.Timeout)
+}
+
+func (n *NodeService) now() time.Time {
+	if n.Now == nil {
+		return time.Now().UTC()
+	}
+	return n.Now().UTC()
+}
+
+func (n *NodeService) logger() *slog.Logger {
+	if n.Logger == nil {
+		return slog.Default()
+	}
+	return n.Logger
+}
+
+func (n *NodeService) unavailable(op string, err error) error {
+	n.logger().Warn("etcd: "+op, "err", err)
+	return sluice.Errorf(sluice.EUNAVAILABLE, "etcd is unavailable")
+}
+
+// liveNodes reads ns's registrations and overrides at one revision.
+// Registrations that do not decode are skipped.
+func (n *NodeService) liveNodes(ctx context.Context, ns string) (map[string]api.NodeStatus, map[string]api.Override, error) {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	resp, err := n.Client.Txn(ctx).Then(clientv3.OpGet(n.Keys.Nodes(ns), clientv3.WithPrefix()),
+		clientv3.OpGet(n.Keys.Overrides(ns), clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, nil, n.unavailable("reading nodes", err)
+	}
+	nodes := map[string]api.NodeStatus{}
+	prefix := n.Keys.Nodes(ns)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		var s api.NodeStatus
+		if json.Unmarshal(kv.Value, &s) == nil {
+			s.NodeID = strings.TrimPrefix(string(kv.Key), prefix) // the key names the node
+			nodes[s.NodeID] = s
+		}
+	}
+	overrides := map[string]api.Override{}
+	prefix = n.Keys.Overrides(ns)
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var o api.Override
+		if json.Unmarshal(kv.Value, &o) == nil {
+			o.Revision = kv.ModRevision
+			overrides[strings.TrimPrefix(string(kv.Key), prefix)] = o
+		}
+	}
+	return nodes, overrides, nil
+}
+
+// FindNodes lists the live nodes from etcd and the gone ones from the
+// history, by node id. A node the history still thinks live but etcd no
+// longer holds is listed gone.
+func (n *NodeService) FindNodes(ctx context.Context, f sluice.NodeFilter) ([]*sluice.Node, error) {
+	live, overrides, err := n.liveNodes(ctx, f.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	now := n.now()
+	since := f.GoneSince
+	if since.IsZero() {
+		since = now.Add(-n.retention())
+	}
+	var recs []*sluice.NodeRecord
+	if n.History != nil {
+		if recs, err = n.History.FindNodeRecords(ctx, f.Namespace, since); err != nil {
+			return nil, err
+		}
+	}
+	out := []*sluice.Node{}
+	seen := map[string]*sluice.NodeRecord{}
+	for _, r := range recs {
+		seen[r.Status.NodeID] = r
+	}
+	for id, s := range live {
+		node := &sluice.Node{NodeStatus: s, Live: true, LastSeen: now, FirstSeen: now}
+		if r, ok := seen[id]; ok {
+			node.FirstSeen = r.FirstSeen
+		}
+		out = append(out, node)
+	}
+	for id, r := range seen {
+		if _, ok := live[id]; ok || r.LastSeen.Before(since) {
+			continue
+		}
+		out = append(out, &sluice.Node{NodeStatus: r.Status, FirstSeen: r.FirstSeen, LastSeen: r.LastSeen})
+	}
+	for _, node := range out {
+		if o, ok := overrides[node.NodeID]; ok {
+			node.Override = &o
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out, nil
+}
+
+func (n *NodeService) retention() time.Duration {
+	if n.Retention == 0 {
+		return 24 * time.Hour
+	}
+	return n.Retention
+}
+
+// FindRollout reports which nodes applied version v and how long after its
+// first write to etcd, and which live nodes have not.
+func (n *NodeService) FindRollout(ctx context.Context, ns string, v int64) (*sluice.Rollout, error) {
+	if n.History == nil {
+		return nil, sluice.Errorf(sluice.EUNAVAILABLE, "the node history is not configured")
+	}
+	r, err := n.History.FindRollout(ctx, ns, v)
+	if err != nil {
+		return nil, err
+	}
+	live, _, err := n.liveNodes(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[string]bool{}
+	for _, a := range r.Applied {
+		applied[a.NodeID] = true
+		if s, ok := live[a.NodeID]; ok {
+			a.Live, a.Current = true, s.Version == v
+		}
+	}
+	for id, s := range live {
+		if !applied[id] {
+			r.Waiting = append(r.Waiting, &sluice.NodeWaiting{NodeID: id, Version: s.Version, LastApplyError: s.LastApplyError})
+		}
+	}
+	sort.Slice(r.Waiting, func(i, j int) bool { return r.Waiting[i].NodeID < r.Waiting[j].NodeID })
+	return r, nil
+}
+
+// NodeIDValid reports whether id may name a node (1 to 128 of
+// [A-Za-z0-9._-]).
+func NodeIDValid(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// degradeRules reads the ids of the degrade rules of ns's published version
+// and of its canary version, if any; ok is false when neither exists.
+func (n *NodeService) degradeRules(ctx context.Context, ns string) (ids map[string]bool, ok bool, err error) {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	resp, err := n.Client.Txn(ctx).Then(clientv3.OpGet(n.Keys.RuleSet(ns)), clientv3.OpGet(n.Keys.Canary(ns))).Commit()
+	if err != nil {
+		return nil, false, n.unavailable("reading the published rule set", err)
+	}
+	type doc struct {
+		Rules struct {
+			Degrades []struct {
+				ID string `json:"id"`
+			} `json:"degrades"`
+		} `json:"rules"`
+	}
+	ids = map[string]bool{}
+	add := func(d doc) {
+		ok = true
+		for _, r := range d.Rules.Degrades {
+			ids[r.ID] = true
+		}
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		var d doc
+		if json.Unmarshal(kvs[0].Value, &d) == nil {
+			add(d)
+		}
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		var c struct {
+			Published doc `json:"published"`
+		}
+		if json.Unmarshal(kvs[0].Value, &c) == nil {
+			add(c.Published)
+		}
+	}
+	return ids, ok, nil
+}
+
+// PutOverride validates upd against the published (and canary) rules and
+// writes it, then audits the write.
+func (n *NodeService) PutOverride(ctx context.Context, ns, nodeID string, upd sluice.OverrideUpdate) (*api.Override, error) {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleApprover) {
+		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins override nodes")
+	}
+	now := n.now()
+	maxTTL := n.MaxOverrideTTL
+	if maxTTL == 0 {
+		maxTTL = 30 * 24 * time.Hour
+	}
+	var fields api.Errors
+	bad := func(path, msg string) { fields = append(fields, api.FieldError{Path: path, Message: msg}) }
+	if !NodeIDValid(nodeID) {
+		bad("id", "must be 1 to 128 of [A-Za-z0-9._-]")
+	}
+	if len(upd.DegradeLevels) == 0 && !upd.Drain {
+		bad("degradeLevels", "an override must force a degrade level or drain the node; DELETE clears it")
+	}
+	o := api.Override{DegradeLevels: upd.DegradeLevels, Drain: upd.Drain, By: actor.Name(), Reason: strings.TrimSpace(upd.Reason)}
+	switch {
+	case upd.TTL != 0 && upd.Expires != nil:
+		bad("ttl", "give ttl or expires, not both")
+	case upd.TTL < 0 || upd.TTL > maxTTL:
+		bad("ttl", fmt.Sprintf("must be positive and at most %s", maxTTL))
+	case upd.TTL > 0:
+		o.Expires = ptr(now.Add(upd.TTL))
+	case upd.Expires != nil && !upd.Expires.After(now):
+		bad("expires", "must be in the future")
+	case upd.Expires != nil && upd.Expires.Sub(now) > maxTTL:
+		bad("expires", fmt.Sprintf("must be at most %s away", maxTTL))
+	case upd.Expires != nil:
+		o.Expires = ptr(upd.Expires.UTC())
+	}
+	if utf8.RuneCountInString(o.Reason) > 1000 {
+		bad("reason", "must be at most 1000 characters")
+	}
+	ids := make([]string, 0, len(upd.DegradeLevels))
+	for id, lvl := range upd.DegradeLevels {
+		ids = append(ids, id)
+		if lvl < 0 || lvl > 2 {
+			bad("degradeLevels."+id, "must be 0, 1 or 2")
+		}
+	}
+	slices.Sort(ids)
+	if len(fields) == 0 && len(ids) > 0 {
+		known, any, err := n.degradeRules(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			switch {
+			case !any:
+				bad("degradeLevels."+id, fmt.Sprintf("namespace %q has no published version", ns))
+			case !known[id]:
+				bad("degradeLevels."+id, "no degrade rule has this id in the published (or canary) version")
+			}
+		}
+	}
+	if len(fields) > 0 {
+		sort.SliceStable(fields, func(i, j int) bool { return fields[i].Path < fields[j].Path })
+		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid override", Fields: fields}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("encoding override: %w", err)
+	}
+	cctx, cancel := n.ctx(ctx)
+	defer cancel()
+	resp, err := n.Client.Put(cctx, n.Keys.Override(ns, nodeID), string(b), clientv3.WithPrevKV())
+	if err != nil {
+		return nil, n.unavailable("writing override", err)
+	}
+	o.Revision = resp.Header.Revision
+	var before json.RawMessage
+	if resp.PrevKv != nil {
+		before = resp.PrevKv.Value
+	}
+	if err := n.audit(ctx, sluice.ActionNodeOverride, ns, nodeID, before, b); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// DeleteOverride removes a node's override and audits it.
+func (n *NodeService) DeleteOverride(ctx context.Context, ns, nodeID string) error {
+	if !sluice.ActorFromContext(ctx).Role.Allows(sluice.RoleApprover) {
+		return sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins override nodes")
+	}
+	if !NodeIDValid(nodeID) {
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid node id", Fields: api.Errors{{Path: "id", Message: "must be 1 to 128 of [A-Za-z0-9._-]"}}}
+	}
+	cctx, cancel := n.ctx(ctx)
+	defer cancel()
+	resp, err := n.Client.Delete(cctx, n.Keys.Override(ns, nodeID), clientv3.WithPrevKV())
+	if err != nil {
+		return n.unavailable("deleting override", err)
+	}
+	if resp.Deleted == 0 {
+		return sluice.Errorf(sluice.ENOTFOUND, "node %q of namespace %q has no override", nodeID, ns)
+	}
+	return n.audit(ctx, sluice.ActionNodeOverrideDel, ns, nodeID, resp.PrevKvs[0].Value, nil)
+}
+
+// audit records an override's write after it happened in etcd. When the
+// audit log cannot be written the error is returned (and logged): the
+// operator sees the write as failed and may repeat it, which audits it.
+func (n *NodeService) audit(ctx context.Context, action, ns, nodeID string, before, after json.RawMessage) error {
+	err := n.Audit.RecordAuditEvent(ctx, &sluice.AuditEvent{Action: action, Object: "namespace/" + ns + "/node/" + nodeID,
+		Namespace: ns, Before: before, After: after})
+	if err != nil {
+		n.logger().Error("override written to etcd but not audited", "namespace", ns, "node", nodeID, "action", action, "err", err)
+	}
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }
