@@ -6,7 +6,8 @@
 # three alike. Prints each run, then medians and ratios.
 #
 # Environment: ROUNDS (default 5), DURATION (default 8s), CONNS (default 32),
-# THREADS (default 1).
+# THREADS (default 1), PROXY_CPUS (default: nginx's worker_processes auto and
+# Go's default GOMAXPROCS; a number N gives both proxies N workers/threads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -18,6 +19,8 @@ DURATION=${DURATION:-8s}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-1}
 UP=18091 NGX=18092 GW=18093 GWADMIN=18094
+PROXY_CPUS=${PROXY_CPUS:-auto}
+if [ "$PROXY_CPUS" != auto ]; then export GOMAXPROCS=$PROXY_CPUS; fi
 
 work=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 pids=()
@@ -44,7 +47,7 @@ http {
 }
 EOT
 cat >"$work/ngx/nginx.conf" <<EOT
-worker_processes auto;
+worker_processes $PROXY_CPUS;
 error_log $work/ngx/error.log warn;
 pid $work/ngx/nginx.pid;
 events { worker_connections 4096; }
@@ -108,7 +111,7 @@ median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{ i
 
 say "warming up"
 for port in $UP $NGX $GW; do wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/bench" >/dev/null; done
-say "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
+say "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds; proxies get $PROXY_CPUS CPU(s) (nginx worker_processes, Go GOMAXPROCS)"
 for i in $(seq "$ROUNDS"); do
 	run_one direct $UP "$i"
 	run_one nginx $NGX "$i"

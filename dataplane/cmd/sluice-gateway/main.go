@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,12 @@ import (
 )
 
 func main() {
+	// A proxy allocates per request and holds little: collecting less often
+	// (GOGC=400 unless the environment says otherwise) trades a little
+	// memory for CPU on the hot path.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "sluice-gateway:", err)
