@@ -317,7 +317,7 @@ func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promo
 		}
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	}
-	at := p.s.Now().UTC()
+	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
 	value, err := json.Marshal(p.value(v, at))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding version %d: %w", v.Number, err), Final: true}
@@ -350,7 +350,7 @@ func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *s
 		}
 		cmp = clientv3.Compare(clientv3.ModRevision(rkey), "=", kv.ModRevision)
 	}
-	at := p.s.Now().UTC()
+	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
 	value, err := json.Marshal(canaryValue{Version: v.Number, Selector: pub.Selector, Published: p.value(v, at)})
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding canary version %d: %w", v.Number, err), Final: true}
