@@ -442,7 +442,26 @@ func TestCanary(t *testing.T) {
 			t.Fatalf("%s: %+v", action, evs.Items)
 		}
 	}
-	ap.must(http.StatusOK, "GET", "/api/v1/audit/verify", nil)
+
+	// An emergency rollback publishes to every node and ends a canary in
+	// progress (its key deleted after the ruleset write).
+	id4 := approvedChange(t, "shop", ed, ap, []string{"a", "d"})
+	ap.must(http.StatusCreated, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/publish", id4), map[string]any{"canary": map[string]any{"selector": sel}})
+	e.waitCanary("shop", true)
+	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces/shop/versions/1/rollback", map[string]any{"reason": "all bad", "emergency": true})
+	e.waitPublished("shop", 5, 10*time.Second)
+	e.waitCanary("shop", false)
+	ap.must(http.StatusNotFound, "GET", "/api/v1/namespaces/shop/canary", nil)
+	var evs struct{ Items []sluice.AuditEvent }
+	ap.must(http.StatusOK, "GET", "/api/v1/audit?namespace=shop&action="+sluice.ActionCanaryAbort, nil).decode(t, &evs)
+	if len(evs.Items) != 2 || evs.Items[0].Actor != "admin" || !strings.Contains(string(evs.Items[0].After), "emergency rollback") {
+		t.Fatalf("canary ended by the rollback: %+v", evs.Items)
+	}
+	var verify sluice.AuditVerification
+	ap.must(http.StatusOK, "GET", "/api/v1/audit/verify", nil).decode(t, &verify)
+	if !verify.OK {
+		t.Fatalf("audit chain %+v", verify)
+	}
 }
 
 func TestCanaryWhileEtcdIsDown(t *testing.T) {
