@@ -12,7 +12,7 @@
 // and the benchmarks (not part of the normal test pass) with
 //
 //	go test -count=1 -run '^$' -bench Propagation -benchtime 1x ./dataplane/e2e/
-//	go test -count=1 -run '^$' -bench SwapsUnderLoad -benchtime 1x -timeout 5m ./dataplane/e2e/
+//	go test -count=1 -run '^$' -bench SwapsUnderLoad -benchtime 1x -timeout 10m ./dataplane/e2e/
 //
 // SLUICE_E2E_BIN=DIR uses sluice-admin and sluice-gateway binaries already
 // built in DIR instead of building them.

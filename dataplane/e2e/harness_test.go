@@ -25,7 +25,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // ns is the namespace every gateway of the harness follows.
@@ -216,6 +218,17 @@ func (te *testEtcd) Stop() {
 		te.e.Close()
 		te.e = nil
 	}
+}
+
+// etcdClient returns a client of the server that the test's cleanup closes.
+func (h *harness) etcdClient() *clientv3.Client {
+	h.tb.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{h.etcd.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		h.tb.Fatalf("etcd client: %v", err)
+	}
+	h.tb.Cleanup(func() { c.Close() })
+	return c
 }
 
 // ---- Postgres ----
