@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 )
 
 // Nodes counts the live registrations of a namespace (the keys under
@@ -62,15 +63,15 @@ func (n *Nodes) Run(ctx context.Context) error {
 	}
 	defer n.connected.Store(false)
 	prefix := n.Keys.Nodes(n.Namespace)
-	f := &follower{
-		client:     n.Client,
-		specs:      []watchSpec{{key: prefix, prefix: true}},
-		opTimeout:  orDefault(n.OpTimeout, 5*time.Second),
-		heartbeat:  orDefault(n.Heartbeat, 5*time.Second),
-		minBackoff: orDefault(n.MinBackoff, 250*time.Millisecond),
-		maxBackoff: max(orDefault(n.MaxBackoff, 30*time.Second), orDefault(n.MinBackoff, 250*time.Millisecond)),
-		now:        time.Now,
-		listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+	f := &etcdwatch.Follower{
+		Client:     n.Client,
+		Specs:      []etcdwatch.Spec{{Key: prefix, Prefix: true}},
+		OpTimeout:  orDefault(n.OpTimeout, 5*time.Second),
+		Heartbeat:  orDefault(n.Heartbeat, 5*time.Second),
+		MinBackoff: orDefault(n.MinBackoff, 250*time.Millisecond),
+		MaxBackoff: max(orDefault(n.MaxBackoff, 30*time.Second), orDefault(n.MinBackoff, 250*time.Millisecond)),
+		Now:        time.Now,
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.ids = map[string]struct{}{}
@@ -82,7 +83,7 @@ func (n *Nodes) Run(ctx context.Context) error {
 			n.count.Store(int64(len(n.ids)))
 			n.connected.Store(true)
 		},
-		changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			for _, ev := range evs {
@@ -95,10 +96,10 @@ func (n *Nodes) Run(ctx context.Context) error {
 			}
 			n.count.Store(int64(len(n.ids)))
 		},
-		broken: func(err error) {
+		Broken: func(err error) {
 			n.connected.Store(false)
 			n.Logger.Warn("node count watch broken; keeping the last count", "namespace", n.Namespace, "count", n.count.Load(), "err", err)
 		},
 	}
-	return f.run(ctx, 0)
+	return f.Run(ctx, 0)
 }

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 )
 
 // Overrides follows one node's operator override key and hands every change
@@ -101,15 +102,15 @@ func (o *Overrides) Run(ctx context.Context) error {
 		}
 	}()
 	key := o.Keys.Override(o.Namespace, o.NodeID)
-	f := &follower{
-		client:     o.Client,
-		specs:      []watchSpec{{key: key}},
-		opTimeout:  orDefault(o.OpTimeout, 5*time.Second),
-		heartbeat:  orDefault(o.Heartbeat, 5*time.Second),
-		minBackoff: orDefault(o.MinBackoff, 250*time.Millisecond),
-		maxBackoff: max(orDefault(o.MaxBackoff, 30*time.Second), orDefault(o.MinBackoff, 250*time.Millisecond)),
-		now:        o.Now,
-		listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+	f := &etcdwatch.Follower{
+		Client:     o.Client,
+		Specs:      []etcdwatch.Spec{{Key: key}},
+		OpTimeout:  orDefault(o.OpTimeout, 5*time.Second),
+		Heartbeat:  orDefault(o.Heartbeat, 5*time.Second),
+		MinBackoff: orDefault(o.MinBackoff, 250*time.Millisecond),
+		MaxBackoff: max(orDefault(o.MaxBackoff, 30*time.Second), orDefault(o.MinBackoff, 250*time.Millisecond)),
+		Now:        o.Now,
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
 			var kv *mvccpb.KeyValue
 			if len(kvs) > 0 && len(kvs[0]) > 0 {
 				kv = kvs[0][0]
@@ -119,7 +120,7 @@ func (o *Overrides) Run(ctx context.Context) error {
 			o.connected = true
 			o.take(kv)
 		},
-		changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
 			if len(evs) == 0 {
 				return
 			}
@@ -132,14 +133,14 @@ func (o *Overrides) Run(ctx context.Context) error {
 			defer o.mu.Unlock()
 			o.take(kv)
 		},
-		broken: func(err error) {
+		Broken: func(err error) {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			o.connected, o.lastErr = false, err.Error()
 			o.Logger.Warn("override watch broken; keeping the current override", "node", o.NodeID, "err", err)
 		},
 	}
-	return f.run(ctx, 0)
+	return f.Run(ctx, 0)
 }
 
 // take records the key's value (nil: none) and delivers the override it

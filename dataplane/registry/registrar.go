@@ -35,6 +35,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 )
 
 // errLeaseLost ends a registration session whose lease is gone.
@@ -167,7 +168,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 		failures++
 		r.setError(err)
 		r.Logger.Warn("node registration lost; registering again", "namespace", r.Namespace, "node", r.NodeID, "err", err)
-		t := time.NewTimer(backoff(failures, r.MinBackoff, r.MaxBackoff))
+		t := time.NewTimer(etcdwatch.Backoff(failures, r.MinBackoff, r.MaxBackoff))
 		select {
 		case <-ctx.Done():
 			t.Stop()

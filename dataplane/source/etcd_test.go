@@ -802,19 +802,6 @@ func TestSelectorAndLabels(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	t.Parallel()
-	minD, maxD := 100*time.Millisecond, time.Second
-	for n := 1; n < 40; n++ {
-		want := min(minD<<min(n-1, 20), maxD)
-		for range 20 {
-			if d := backoff(n, minD, maxD); d < want/2 || d > want {
-				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
-			}
-		}
-	}
-}
-
 // TestGatewayDoesNotLinkEtcdServer keeps the embedded etcd server (which
 // these tests use) out of the gateway binary and the packages it wires in.
 func TestGatewayDoesNotLinkEtcdServer(t *testing.T) {

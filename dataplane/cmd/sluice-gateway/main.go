@@ -190,6 +190,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer etcd.client.Close()
 	}
 	if o.redisURL != "" || o.redisCluster != "" {
+		redislimit.RouteClientLogs(log)
 		rs := redislimit.Settings{
 			URL: o.redisURL, ClusterAddrs: o.redisCluster, Prefix: o.redisPrefix,
 			Timeout: o.redisTimeout, ClusterSize: o.clusterSize, Metrics: m,

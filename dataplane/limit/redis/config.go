@@ -1,9 +1,11 @@
 package redislimit
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -193,4 +195,18 @@ func (o clientOptions) newClient(timeout time.Duration) redis.UniversalClient {
 		}
 		return redis.NewClusterClient(&c)
 	}
+}
+
+// RouteClientLogs sends the go-redis client's own log lines (failed dials,
+// pool errors) to log at debug level instead of the standard logger: the
+// Store already counts, reports and logs Redis failures once. It affects the
+// whole process.
+func RouteClientLogs(log *slog.Logger) {
+	redis.SetLogger(clientLogger{log})
+}
+
+type clientLogger struct{ log *slog.Logger }
+
+func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }

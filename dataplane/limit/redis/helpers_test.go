@@ -3,6 +3,8 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -186,4 +188,9 @@ func startCluster(tb testing.TB) []string {
 		_ = c.Close()
 	}
 	return addrs
+}
+
+func init() {
+	// The go-redis client logs every failed dial; the outage tests cause many.
+	RouteClientLogs(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }

@@ -1,7 +1,9 @@
-package registry
-
-// This file is a copy of the list/watch follower of package source
-// (dataplane/source/etcd.go); keep the two in step.
+// Package etcdwatch is the list/watch Follower the gateway's etcd source and
+// node registry share: list at revision R, watch from R+1, re-list at once on
+// compaction, and after a broken or silent watch back off (jittered,
+// doubling, capped) and list again. It hands whole lists and batches of
+// events to callbacks on its own goroutine.
+package etcdwatch
 
 import (
 	"context"
@@ -20,39 +22,40 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// watchSpec is one key (or prefix) a follower lists and watches.
-type watchSpec struct {
-	key    string
-	prefix bool
+// Spec is one key (or prefix) a Follower lists and watches.
+type Spec struct {
+	Key    string
+	Prefix bool
 }
 
+// Why a watch ended; Run handles them, callbacks may see them in Broken.
 var (
-	errCompacted   = errors.New("watch revision compacted")
-	errWatchClosed = errors.New("watch closed")
-	errWatchSilent = errors.New("watch silent: no answer to progress requests")
+	ErrCompacted   = errors.New("watch revision compacted")
+	ErrWatchClosed = errors.New("watch closed")
+	ErrWatchSilent = errors.New("watch silent: no answer to progress requests")
 )
 
-// follower runs the list-at-R / watch-from-R+1 protocol over one or two
+// Follower runs the list-at-R / watch-from-R+1 protocol over one or two
 // specs, handing whole lists and batches of events to its callbacks, which
-// run on the follower's goroutine.
-type follower struct {
-	client                 *clientv3.Client
-	specs                  []watchSpec // one or two
-	opTimeout, heartbeat   time.Duration
-	minBackoff, maxBackoff time.Duration
-	now                    func() time.Time
-	// listed gets the pairs of each spec at revision rev.
-	listed func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue)
-	// changed gets the events of one or more watch responses, ordered by
+// run on the Follower's goroutine.
+type Follower struct {
+	Client                 *clientv3.Client
+	Specs                  []Spec // one or two
+	OpTimeout, Heartbeat   time.Duration
+	MinBackoff, MaxBackoff time.Duration
+	Now                    func() time.Time
+	// Listed gets the pairs of each spec at revision rev.
+	Listed func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue)
+	// Changed gets the events of one or more watch responses, ordered by
 	// mod revision; rev is the newest header revision (evs may be empty).
-	changed func(ctx context.Context, rev int64, evs []*clientv3.Event)
-	// broken is told why a list or watch failed, before a backoff.
-	broken func(err error)
+	Changed func(ctx context.Context, rev int64, evs []*clientv3.Event)
+	// Broken is told why a list or watch failed, before a backoff.
+	Broken func(err error)
 }
 
-// run follows until ctx ends. With startRev > 0 the first list was done by
+// Run follows until ctx ends and then returns nil. With startRev > 0 the first list was done by
 // the caller at that revision, and the watch starts from startRev+1.
-func (f *follower) run(ctx context.Context, startRev int64) error {
+func (f *Follower) Run(ctx context.Context, startRev int64) error {
 	failures := 0
 	for {
 		rev, err := startRev, error(nil)
@@ -67,12 +70,12 @@ func (f *follower) run(ctx context.Context, startRev int64) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, errCompacted) {
+		if errors.Is(err, ErrCompacted) {
 			continue // list again at once: the watch fell behind, etcd is fine
 		}
 		failures++
-		f.broken(err)
-		t := time.NewTimer(backoff(failures, f.minBackoff, f.maxBackoff))
+		f.Broken(err)
+		t := time.NewTimer(Backoff(failures, f.MinBackoff, f.MaxBackoff))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -82,9 +85,9 @@ func (f *follower) run(ctx context.Context, startRev int64) error {
 	}
 }
 
-// backoff is the wait after the n-th consecutive failure (n ≥ 1): min·2^(n-1)
+// Backoff is the wait after the n-th consecutive failure (n ≥ 1): min·2^(n-1)
 // capped at max, of which a random half is taken off.
-func backoff(n int, minD, maxD time.Duration) time.Duration {
+func Backoff(n int, minD, maxD time.Duration) time.Duration {
 	d := minD
 	for i := 1; i < n && d < maxD; i++ {
 		d *= 2
@@ -94,27 +97,27 @@ func backoff(n int, minD, maxD time.Duration) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
-func (f *follower) list(ctx context.Context) (int64, error) {
-	lctx, cancel := context.WithTimeout(ctx, f.opTimeout)
+func (f *Follower) list(ctx context.Context) (int64, error) {
+	lctx, cancel := context.WithTimeout(ctx, f.OpTimeout)
 	defer cancel()
-	ops := make([]clientv3.Op, len(f.specs))
-	for i, s := range f.specs {
-		if s.prefix {
-			ops[i] = clientv3.OpGet(s.key, clientv3.WithPrefix())
+	ops := make([]clientv3.Op, len(f.Specs))
+	for i, s := range f.Specs {
+		if s.Prefix {
+			ops[i] = clientv3.OpGet(s.Key, clientv3.WithPrefix())
 		} else {
-			ops[i] = clientv3.OpGet(s.key)
+			ops[i] = clientv3.OpGet(s.Key)
 		}
 	}
-	resp, err := f.client.Txn(lctx).Then(ops...).Commit()
+	resp, err := f.Client.Txn(lctx).Then(ops...).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("listing %s: %w", f.specs[0].key, err)
+		return 0, fmt.Errorf("listing %s: %w", f.Specs[0].Key, err)
 	}
 	kvs := make([][]*mvccpb.KeyValue, len(resp.Responses))
 	for i, r := range resp.Responses {
 		kvs[i] = r.GetResponseRange().GetKvs()
 	}
 	rev := resp.Header.GetRevision()
-	f.listed(ctx, rev, kvs)
+	f.Listed(ctx, rev, kvs)
 	return rev, nil
 }
 
@@ -128,7 +131,7 @@ var followerIDs atomic.Int64
 // amounts to watching from rev+1; etcd answers progress requests only for
 // watches whose start revision it has reached, which a watch from rev+1 of an
 // idle key never is.
-func (f *follower) watch(ctx context.Context, rev int64) error {
+func (f *Follower) watch(ctx context.Context, rev int64) error {
 	wctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "sluice-watch", strconv.FormatInt(followerIDs.Add(1), 10))
 	wctx, cancel := context.WithCancel(wctx)
 	var wg sync.WaitGroup
@@ -137,16 +140,16 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		wg.Wait()
 	}()
 	var chans [2]clientv3.WatchChan
-	for i, s := range f.specs {
+	for i, s := range f.Specs {
 		opts := []clientv3.OpOption{clientv3.WithRev(rev)}
-		if s.prefix {
+		if s.Prefix {
 			opts = append(opts, clientv3.WithPrefix())
 		}
-		chans[i] = f.client.Watch(wctx, s.key, opts...)
+		chans[i] = f.Client.Watch(wctx, s.Key, opts...)
 	}
-	tick := time.NewTicker(f.heartbeat)
+	tick := time.NewTicker(f.Heartbeat)
 	defer tick.Stop()
-	lastHeard := f.now()
+	lastHeard := f.Now()
 	var probing atomic.Bool
 	for {
 		var batch []clientv3.WatchResponse
@@ -156,17 +159,17 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if f.now().Sub(lastHeard) > 3*f.heartbeat {
-				return errWatchSilent
+			if f.Now().Sub(lastHeard) > 3*f.Heartbeat {
+				return ErrWatchSilent
 			}
 			if probing.CompareAndSwap(false, true) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer probing.Store(false)
-					pctx, cancel := context.WithTimeout(wctx, f.heartbeat)
+					pctx, cancel := context.WithTimeout(wctx, f.Heartbeat)
 					defer cancel()
-					_ = f.client.RequestProgress(pctx)
+					_ = f.Client.RequestProgress(pctx)
 				}()
 			}
 			continue
@@ -186,7 +189,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			break
 		}
 		if len(batch) > 0 {
-			lastHeard = f.now()
+			lastHeard = f.Now()
 		}
 		var evs []*clientv3.Event
 		var newest int64
@@ -205,18 +208,18 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		}
 		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Kv.ModRevision < evs[j].Kv.ModRevision })
 		if len(evs) > 0 || newest > 0 {
-			f.changed(ctx, newest, evs)
+			f.Changed(ctx, newest, evs)
 		}
 		switch {
 		case werr != nil && errors.Is(werr, rpctypes.ErrCompacted):
-			return fmt.Errorf("watching after revision %d: %w", rev, errCompacted)
+			return fmt.Errorf("watching after revision %d: %w", rev, ErrCompacted)
 		case werr != nil:
-			return fmt.Errorf("watching %s: %w", f.specs[0].key, werr)
+			return fmt.Errorf("watching %s: %w", f.Specs[0].Key, werr)
 		case !ok:
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("watching %s: %w", f.specs[0].key, errWatchClosed)
+			return fmt.Errorf("watching %s: %w", f.Specs[0].Key, ErrWatchClosed)
 		}
 	}
 }
