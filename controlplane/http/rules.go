@@ -75,26 +75,26 @@ func (s *Server) getDraft(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if inm := c.GetHeader("If-None-Match"); inm != "" {
-		rev, err := s.s.Drafts.FindDraftRevision(c.Request.Context(), ns)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		if inm == draftETag(rev) {
-			c.Header("ETag", draftETag(rev))
-			c.Status(http.StatusNotModified)
-			return
-		}
+	rev, err := s.s.Drafts.FindDraftRevision(c.Request.Context(), ns)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if c.GetHeader("If-None-Match") == draftETag(rev) {
+		c.Header("ETag", draftETag(rev))
+		c.Status(http.StatusNotModified)
+		return
+	}
+	if e := s.drafts.get(ns, rev); e != nil {
+		e.write(c)
+		return
 	}
 	d, err := s.s.Drafts.FindDraft(c.Request.Context(), ns)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.Header("ETag", draftETag(d.Revision))
-	c.Header("X-Sluice-Checksum", d.Checksum)
-	c.Data(http.StatusOK, "application/json", d.Document)
+	s.drafts.put(ns, d.Revision, d.Checksum, d.Document).write(c)
 }
 
 func (s *Server) putDraft(c *gin.Context) {

@@ -81,6 +81,7 @@ type Server struct {
 	engine   *gin.Engine
 	metrics  *metrics
 	throttle *throttle
+	drafts   draftCache
 }
 
 const (
