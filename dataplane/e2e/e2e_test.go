@@ -206,7 +206,15 @@ func TestGatewaysFollowEtcd(t *testing.T) {
 	if code, err := a.get(freshUser()); err != nil || code != http.StatusOK {
 		t.Fatalf("drained gw-a still serves what arrives: %d, %v", code, err)
 	}
-	h.approver.must(http.StatusOK, "PUT", "/api/v1/namespaces/"+ns+"/nodes/gw-a/override", map[string]any{})
+	// DELETE clears an override; a control plane without it takes an empty PUT.
+	ovr := "/api/v1/namespaces/" + ns + "/nodes/gw-a/override"
+	if r, err := h.approver.call("DELETE", ovr, nil); err != nil {
+		t.Fatal(err)
+	} else if r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed {
+		h.approver.must(http.StatusOK, "PUT", ovr, map[string]any{})
+	} else if r.status/100 != 2 {
+		t.Fatalf("DELETE %s: status %d: %s", ovr, r.status, r.body)
+	}
 	waitFor(t, 10*time.Second, "gw-a ready again", func() error {
 		code, err := a.readyz()
 		if err != nil {
