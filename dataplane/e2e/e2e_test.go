@@ -236,9 +236,6 @@ func TestGatewaysFollowEtcd(t *testing.T) {
 // call and the publisher's etcd write): it should wait for etcd like
 // source.Etcd.Run does after ErrNoState, and apply version 1 when it lands.
 func TestGatewayStartsBeforeFirstPublish(t *testing.T) {
-	t.Skip("blocked: sluice-gateway exits with status 1 (\"no rule set from etcd and none in the state dir\") when " +
-		"the namespace has no published rule set yet: dataplane/cmd/sluice-gateway/etcd.go followEtcd returns source.Etcd.Start's " +
-		"ErrNoState instead of serving not-ready and letting src.Run wait for the first version")
 	h := newHarness(t)
 	h.createNamespace()
 	g := &gateway{id: "gw-early", listen: freeAddr(t), admin: freeAddr(t), stateDir: t.TempDir()}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -63,7 +64,12 @@ func followEtcd(ctx context.Context, o *options, d *etcdDeps, node *gateway.Node
 	}
 	src := &source.Etcd{Client: d.client, Namespace: o.namespace, Keys: d.keys, Labels: labels, StateDir: o.stateDir, Logger: log}
 	if err := src.Start(ctx, node.Apply); err != nil {
-		return nil, err
+		if !errors.Is(err, source.ErrNoState) {
+			return nil, err
+		}
+		// Nothing published yet (or etcd down and no cache): serve not-ready
+		// (503, /readyz failing) and take the first version when it lands.
+		log.Warn("no rule set yet: the node is not ready until the first version arrives", "namespace", o.namespace, "err", err)
 	}
 	tmpl := api.NodeStatus{NodeID: o.nodeID, Namespace: o.namespace, Address: advertise(o), AdminAddress: o.admin, Labels: labels}
 	reg := &registry.Registrar{Client: d.client, Keys: d.keys, Namespace: o.namespace, NodeID: o.nodeID, Logger: log,
