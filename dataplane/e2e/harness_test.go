@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
 	"io"
 	"math/big"
 	mrand "math/rand/v2"
@@ -14,7 +15,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +26,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -147,78 +146,11 @@ func randomHex(n int) string {
 
 // ---- etcd ----
 
-// testEtcd is a real etcd server embedded in the test process, on free
-// loopback ports and a temporary dir. Stop and Restart keep both.
-type testEtcd struct {
-	tb           testing.TB
-	dir          string
-	client, peer url.URL
+// testEtcd is the embedded etcd of package etcdtest; Stop and Restart keep
+// its directory and ports.
+type testEtcd = etcdtest.Server
 
-	mu sync.Mutex
-	e  *embed.Etcd
-}
-
-func mustEtcd(tb testing.TB) *testEtcd {
-	tb.Helper()
-	te := &testEtcd{tb: tb, dir: tb.TempDir(),
-		client: url.URL{Scheme: "http", Host: freeAddr(tb)}, peer: url.URL{Scheme: "http", Host: freeAddr(tb)}}
-	te.Restart()
-	tb.Cleanup(te.Stop)
-	return te
-}
-
-// Addr is the client address, host:port.
-func (te *testEtcd) Addr() string { return te.client.Host }
-
-// Restart starts the server (again); a no-op when it runs.
-func (te *testEtcd) Restart() {
-	te.tb.Helper()
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if te.e != nil {
-		return
-	}
-	cfg := embed.NewConfig()
-	cfg.Name = "e2e"
-	cfg.Dir = filepath.Join(te.dir, "data")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{te.client}, []url.URL{te.client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{te.peer}, []url.URL{te.peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(te.dir, "etcd.log")}
-	cfg.TickMs, cfg.ElectionMs = 10, 100
-	var e *embed.Etcd
-	var err error
-	for range 100 { // the old listeners may take a moment to go
-		if e, err = embed.StartEtcd(cfg); err == nil || !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		te.tb.Fatalf("starting etcd: %v", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		te.tb.Fatalf("etcd: %v", err)
-	case <-time.After(20 * time.Second):
-		e.Close()
-		te.tb.Fatal("etcd not ready within 20s")
-	}
-	te.e = e
-}
-
-// Stop stops the server; a no-op when it is stopped.
-func (te *testEtcd) Stop() {
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	if te.e != nil {
-		te.e.Close()
-		te.e = nil
-	}
-}
+func mustEtcd(tb testing.TB) *testEtcd { return etcdtest.Start(tb) }
 
 // etcdClient returns a client of the server that the test's cleanup closes.
 func (h *harness) etcdClient() *clientv3.Client {
