@@ -192,8 +192,8 @@ func (b *Breaker) State() State { return wState(b.st.Load()) }
 // Allow decides whether a request may go to the upstream at now. It returns
 // ErrOpen when the breaker is open or when it is half-open and every probe
 // slot is taken; otherwise a Ticket that must be passed to Done exactly once
-// with the outcome (a half-open probe whose Done never comes keeps its slot
-// until the next transition).
+// with the outcome, or to Release when there is none (a half-open probe whose
+// Done or Release never comes keeps its slot until the next transition).
 func (b *Breaker) Allow(now int64) (Ticket, error) {
 	if b == nil {
 		return Ticket{}, nil
@@ -282,6 +282,25 @@ func (b *Breaker) Done(t Ticket, now int64, failed bool, dur time.Duration) {
 		return // healthy path: nothing bad inside the window
 	}
 	b.evaluate(now, e, t.gen)
+}
+
+// Release gives back the probe slot of a ticket whose request ended with no
+// upstream outcome (the client went away first), counting neither a success
+// nor a failure; call it instead of Done. A ticket that is not a half-open
+// probe of the current state holds nothing, and Release then does nothing.
+func (b *Breaker) Release(t Ticket) {
+	if b == nil || !t.probe {
+		return
+	}
+	for {
+		w := b.st.Load()
+		if wGen(w) != t.gen || wState(w) != HalfOpen || wUsed(w) == 0 {
+			return
+		}
+		if b.st.CompareAndSwap(w, w-1<<usedShift) {
+			return
+		}
+	}
 }
 
 // rotate resets bucket bk for bucket index e unless another call did.

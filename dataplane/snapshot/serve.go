@@ -63,7 +63,9 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := rt.upstream.Forward(w, r, m)
 	end := s.now()
 	failed := rt.breaker.IsFailure(out.Status, out.Err != nil) // a nil breaker counts 5xx
-	if b := rt.breaker; b != nil {
+	if b := rt.breaker; b != nil && out.ClientGone {
+		b.Release(ticket) // no outcome: neither a success nor a failure
+	} else if b != nil {
 		dur := time.Duration(end - start)
 		if out.Upgraded {
 			dur = 0 // a WebSocket's duration is its whole life, not a slow call
