@@ -88,9 +88,11 @@ func (db *DB) versionDocument(ctx context.Context, ns string, n int64) (*docRef,
 		return &docRef{checksum: "empty"}, nil
 	}
 	key := versionDocKey(ns, n)
+	// Two entries, evicted independently: a hit needs both.
 	if b, ok := db.docs.get(key); ok {
-		sum, _ := db.docs.get(key + "/sum")
-		return &docRef{checksum: string(sum), doc: b}, nil
+		if sum, ok := db.docs.get(key + "/sum"); ok {
+			return &docRef{checksum: string(sum), doc: b}, nil
+		}
 	}
 	var rows []versionRow
 	if err := db.gorm.WithContext(ctx).Select("checksum, document").Where("namespace = ? AND number = ?", ns, n).Find(&rows).Error; err != nil {
