@@ -1,7 +1,9 @@
 package limit
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -137,11 +139,15 @@ func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
 	return h.Sum64()
 }
 
-// String returns the request's key as readable text, for logs and for cluster
-// limiters (whose stores need the same key on every node):
-// "ip=10.1.2.3|header:X-User=alice". A missing part reads "<missing>"; values
-// are quoted (strconv.Quote) when they contain '|', '=', '<', a quote or
-// non-printable bytes, so that the text is unambiguous.
+// text returns the request's key as text, for logs and for cluster limiters
+// (whose stores need the same key on every node):
+// "ip=10.1.2.3|header:X-User=#5d41402abc4b2a76b9719d91". The client IP and
+// route are written as they are; header, query and cookie values are written
+// as a digest (# and the first 12 bytes of their sha256 in hex), because such
+// keys are often credentials (Authorization, session cookies, API keys) that
+// must reach neither the logs nor Redis — the same value always gives the
+// same digest, so a client can still be followed across lines and nodes. A
+// missing part reads "<missing>".
 func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
 	if len(ks.dims) == 0 {
 		return "global"
@@ -167,10 +173,12 @@ func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
 		switch {
 		case !ok:
 			b.WriteString("<missing>")
-		case strings.ContainsAny(v, "|=<\"\\") || strconv.QuoteToASCII(v) != `"`+v+`"`:
-			b.WriteString(strconv.QuoteToASCII(v))
-		default:
+		case d.kind == dimRoute:
 			b.WriteString(v)
+		default:
+			sum := sha256.Sum256([]byte(v))
+			b.WriteByte('#')
+			b.WriteString(hex.EncodeToString(sum[:12]))
 		}
 	}
 	return b.String()

@@ -1,0 +1,38 @@
+package limit
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestKeyTextHidesValues: the key text that reaches logs and Redis names the
+// client IP and route but never a header, query or cookie value, which are
+// often credentials; equal values give equal text.
+func TestKeyTextHidesValues(t *testing.T) {
+	t.Parallel()
+	ks, err := parseKey([]string{"ip", "route", "header:Authorization", "query:api_key", "cookie:session", "header:X-Absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(token string) string {
+		r := httptest.NewRequest("GET", "/x?api_key=k-"+token, nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		r.Header.Set("Cookie", "session=s-"+token)
+		info := &RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("192.0.2.7")}
+		return ks.text(r, info)
+	}
+	a, b, a2 := req("s3cret-one"), req("s3cret-two"), req("s3cret-one")
+	for _, secret := range []string{"s3cret", "Bearer"} {
+		if strings.Contains(a, secret) {
+			t.Fatalf("key text %q shows %q", a, secret)
+		}
+	}
+	if !strings.Contains(a, "ip=192.0.2.7") || !strings.Contains(a, "route=orders") || !strings.Contains(a, "header:X-Absent=<missing>") {
+		t.Fatalf("key text %q lacks the readable parts", a)
+	}
+	if a != a2 || a == b {
+		t.Fatalf("digests: same value %q vs %q, other value %q", a, a2, b)
+	}
+}
