@@ -380,9 +380,15 @@ type taken struct {
 	h    uint64
 	key  string
 	cost int64
+	// storeFailed: the store failed and its failure policy decided; the
+	// units were never taken from the store, so they are not refunded to it.
+	storeFailed bool
 }
 
 func (t *taken) refund(ctx context.Context, now int64) {
+	if t.storeFailed {
+		return
+	}
 	if t.ru.local != nil {
 		t.ru.local.RefundHash(t.h, t.cost, now)
 		return
@@ -463,6 +469,7 @@ func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) 
 			var err error
 			if d, err = ru.lim.Take(r.Context(), t.key, t.cost, now); err != nil {
 				inc(ru.mStoreErr)
+				t.storeFailed = true
 			}
 		}
 		if !d.Allowed {

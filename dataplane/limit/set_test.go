@@ -623,3 +623,48 @@ func TestSetSweeper(t *testing.T) {
 	s.Close()
 	s.Close() // idempotent
 }
+
+// storeLimiter is a cluster limiter whose store fails or answers as told:
+// function fields, no store behind it.
+type storeLimiter struct {
+	take    func() (Decision, error)
+	refunds atomic.Int64
+}
+
+func (l *storeLimiter) Take(context.Context, string, int64, int64) (Decision, error) { return l.take() }
+func (l *storeLimiter) Refund(context.Context, string, int64, int64)                 { l.refunds.Add(1) }
+
+// TestNoRefundToAFailedStore: a cluster limit whose store failed admitted by
+// its failure policy; when a later limit rejects the request, nothing is
+// refunded to the store, which never took the units (a refund would hand it
+// units it never gave). One the store really admitted is refunded.
+func TestNoRefundToAFailedStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc        string
+		err         error
+		wantRefunds int64
+	}{
+		{desc: "store failed, policy allowed", err: errors.New("redis call: i/o timeout"), wantRefunds: 0},
+		{desc: "store admitted", err: nil, wantRefunds: 1},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			clk := newClock()
+			cl := &storeLimiter{take: func() (Decision, error) { return Decision{Allowed: true, Limit: 10, Remaining: 5}, tc.err }}
+			s := mustCompile(t, limitsOf(
+				api.Limit{ID: "shared", Algorithm: api.TokenBucket, Rate: 10, Scope: api.ScopeCluster},
+				api.Limit{ID: "local", Algorithm: api.FixedWindow, Rate: 1, Period: api.Duration(time.Hour)},
+			), nil, clk.opts(Options{Cluster: func(api.Limit) (Limiter, error) { return cl, nil }}))
+			info := ipInfo("192.0.2.1")
+			if _, _, ok := admit(s, get("/"), info); !ok {
+				t.Fatal("first request rejected")
+			}
+			if w, _, ok := admit(s, get("/"), info); ok || !strings.Contains(w.Body.String(), `"rule":"local"`) {
+				t.Fatalf("second request: ok=%v %s, want rejection by local", ok, w.Body)
+			}
+			if got := cl.refunds.Load(); got != tc.wantRefunds {
+				t.Fatalf("%d refunds to the store, want %d", got, tc.wantRefunds)
+			}
+		})
+	}
+}
