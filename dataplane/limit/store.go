@@ -114,9 +114,12 @@ func next(i, n int) int {
 
 // insert adds h (not present) with a fresh state, making room first, and
 // returns its index. The shard must be locked.
+//
+// It returns -1 when the shard is full and no key could be forgotten (only
+// concurrency keys with requests in flight): the new key is not tracked.
 func (sh *shard) insert(s *store, p *params, h uint64, now int64) int {
-	if sh.n >= s.perShard {
-		sh.evict(p, now)
+	if sh.n >= s.perShard && !sh.evict(p, now) {
+		return -1
 	}
 	if len(sh.slots) == 0 || (sh.n+1)*4 > len(sh.slots)*3 && len(sh.slots) < s.maxSlots {
 		sh.resize(min(s.maxSlots, max(minSlots, len(sh.slots)*2)))
@@ -168,8 +171,10 @@ func (sh *shard) deleteAt(i int) {
 }
 
 // evict forgets one key: the first idle one under the hand, else the first
-// one whose reference bit is clear (CLOCK).
-func (sh *shard) evict(p *params, now int64) {
+// one whose reference bit is clear (CLOCK). A concurrency key with requests
+// in flight is never forgotten (its releases would find nothing and its
+// count would be lost); it reports whether a key was forgotten.
+func (sh *shard) evict(p *params, now int64) bool {
 	n := uint64(len(sh.slots))
 	for range 2*len(sh.slots) + 1 {
 		i := int(sh.hand % n)
@@ -178,16 +183,18 @@ func (sh *shard) evict(p *params, now int64) {
 		if sl.h == 0 {
 			continue
 		}
-		if p.idle(sl.a, sl.b, now) || sl.h&refBit == 0 {
+		idle := p.idle(sl.a, sl.b, now)
+		if idle || (sl.h&refBit == 0 && p.alg != kConcurrency) {
 			sh.deleteAt(i)
 			// Deletion shifts later entries of the probe run back, into
 			// slots at or after i: start the next turn at i so that the hand
 			// does not skip them.
 			sh.hand = uint64(i)
-			return
+			return true
 		}
 		sl.h &^= refBit
 	}
+	return false
 }
 
 // take runs one Take for h.
@@ -202,7 +209,11 @@ func (s *store) take(p *params, h uint64, now, cost int64) Decision {
 			sh.mu.Unlock()
 			return p.never(0, 0, now)
 		}
-		i = sh.insert(s, p, h, now)
+		if i = sh.insert(s, p, h, now); i < 0 {
+			// Every tracked key is busy: refuse rather than lose a count.
+			sh.mu.Unlock()
+			return p.never(0, 0, now)
+		}
 	}
 	sl := &sh.slots[i]
 	sl.h |= refBit
@@ -276,13 +287,17 @@ func (s *store) each(f func(h uint64, a, b int64)) {
 	}
 }
 
-// put sets h's state, inserting it if needed.
+// put sets h's state, inserting it if needed; a key that finds its shard
+// full of busy concurrency keys is dropped.
 func (s *store) put(p *params, h uint64, a, b, now int64) {
 	sh := s.shard(h)
 	sh.mu.Lock()
 	i := sh.find(h)
 	if i < 0 {
-		i = sh.insert(s, p, h, now)
+		if i = sh.insert(s, p, h, now); i < 0 {
+			sh.mu.Unlock()
+			return
+		}
 	}
 	sh.slots[i].a, sh.slots[i].b = a, b
 	sh.mu.Unlock()
