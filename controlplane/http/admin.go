@@ -122,6 +122,12 @@ type tokenResponse struct {
 }
 
 func (s *Server) createToken(c *gin.Context) {
+	// A token must not mint tokens: a leaked short-lived token could
+	// otherwise outlive its expiry or revocation through a child token.
+	if actorOf(c).TokenID != 0 {
+		s.fail(c, sluice.Errorf(sluice.EFORBIDDEN, "API tokens are created from a console session, not with another token"))
+		return
+	}
 	var req tokenRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
 		s.fail(c, err)

@@ -133,6 +133,10 @@ func TestTokens(t *testing.T) {
 	if me.Role != "viewer" || me.AuthMethod != "token" {
 		t.Fatalf("me %+v", me)
 	}
+	// A token cannot mint tokens (a child would outlive its parent).
+	if p := tok.must(http.StatusForbidden, "POST", "/api/v1/tokens", map[string]string{"name": "child", "role": "viewer"}).problem(t); p.Code != sluice.EFORBIDDEN {
+		t.Fatalf("token minting a token: %+v", p)
+	}
 	tok.must(http.StatusForbidden, "POST", "/api/v1/namespaces/shop/changes", map[string]string{"title": "x"})
 	// The secret is stored hashed and never listed.
 	var stored string

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -74,8 +75,20 @@ func (m *metrics) middleware(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Inc()
-	m.duration.WithLabelValues(c.Request.Method, route).Observe(time.Since(start).Seconds())
+	method := methodLabel(c.Request.Method)
+	m.requests.WithLabelValues(method, route, strconv.Itoa(c.Writer.Status())).Inc()
+	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+}
+
+// methodLabel bounds the method label: a client may send any token as a
+// method, and each would be a new time series.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "OTHER"
 }
 
 func (m *metrics) handler() gin.HandlerFunc {
