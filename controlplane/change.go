@@ -34,7 +34,12 @@ type Change struct {
 	BaseVersion int64 `json:"baseVersion"`
 	// Stale is true when an open or approved change's base is no longer the
 	// newest version: it cannot be published until reopened.
-	Stale            bool      `json:"stale"`
+	Stale bool `json:"stale"`
+	// Contributors are the ids of the users who wrote the change's content:
+	// the author and everyone who edited the draft since it last equalled a
+	// published version, as of when the change was opened (for a rollback,
+	// the user who asked for it). None of them may approve the change.
+	Contributors     []int64   `json:"contributors"`
 	Checksum         string    `json:"checksum"`
 	RollbackOf       *int64    `json:"rollbackOf,omitempty"`
 	PublishedVersion *int64    `json:"publishedVersion,omitempty"`
@@ -94,8 +99,9 @@ type ChangeService interface {
 	// draft equals the newest version.
 	CreateChange(ctx context.Context, c *Change) error
 	// UpdateChange records an approval or rejection. EFORBIDDEN when the
-	// actor is the author (four eyes) or not an approver; ECONFLICT when the
-	// change is not open (or approved, for a rejection) or is stale.
+	// actor is not an approver, is the author (four eyes), or approves a
+	// change whose content they wrote (one of its Contributors); ECONFLICT
+	// when the change is not open (or approved, for a rejection) or is stale.
 	UpdateChange(ctx context.Context, ns string, id int64, upd ChangeUpdate) (*Change, error)
 	// ReopenChange rebases a stale or rejected change on the newest version:
 	// its diff is recomputed and it needs a fresh approval. ECONFLICT for a

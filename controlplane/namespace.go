@@ -66,7 +66,8 @@ type DraftUpdate struct {
 
 // DraftService reads and writes drafts. Every write is validated with the
 // api package (EINVALID listing every wrong field; nothing stored), is
-// atomic, and is audited. Safe for concurrent use.
+// atomic, and is audited; it records the actor among the draft's
+// contributors, who may not approve a change of it. Safe for concurrent use.
 type DraftService interface {
 	// FindDraft returns ENOTFOUND when the namespace does not exist.
 	FindDraft(ctx context.Context, ns string) (*Draft, error)

@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ type changeRow struct {
 	Title            string
 	Description      string
 	Author           string
+	Contributors     userIDs
 	State            string
 	BaseVersion      int64
 	Document         string
@@ -41,7 +44,70 @@ func (r *changeRow) change() *sluice.Change {
 		State: sluice.ChangeState(r.State), BaseVersion: r.BaseVersion, Checksum: r.Checksum, RollbackOf: r.RollbackOf,
 		PublishedVersion: r.PublishedVersion, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	c.Stale = (c.State == sluice.ChangeOpen || c.State == sluice.ChangeApproved) && r.BaseVersion != r.Latest
+	c.Contributors = slices.Clone([]int64(r.Contributors))
+	if c.Contributors == nil {
+		c.Contributors = []int64{}
+	}
 	return c
+}
+
+// userIDs is a bigint[] column of user ids (drafts.contributors,
+// changes.contributors).
+type userIDs []int64
+
+// Scan reads Postgres's text form of an array, {1,2,3}.
+func (u *userIDs) Scan(src any) error {
+	var s string
+	switch v := src.(type) {
+	case nil:
+		*u = nil
+		return nil
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	default:
+		return fmt.Errorf("scanning user ids: unexpected %T", src)
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	out := userIDs{}
+	if s != "" {
+		for _, f := range strings.Split(s, ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return fmt.Errorf("scanning user ids: %w", err)
+			}
+			out = append(out, id)
+		}
+	}
+	*u = out
+	return nil
+}
+
+// Value writes the array's text form.
+func (u userIDs) Value() (driver.Value, error) {
+	f := make([]string, len(u))
+	for i, id := range u {
+		f[i] = strconv.FormatInt(id, 10)
+	}
+	return "{" + strings.Join(f, ",") + "}", nil
+}
+
+// with returns u with id added, unless it is there or not a user's (the
+// anonymous or system actor).
+func (u userIDs) with(id int64) userIDs {
+	if id <= 0 || slices.Contains(u, id) {
+		return u
+	}
+	return append(slices.Clip(u), id)
+}
+
+// actorID returns the id of the context's user, 0 when there is none.
+func actorID(ctx context.Context) int64 {
+	if u := sluice.ActorFromContext(ctx).User; u != nil {
+		return u.ID
+	}
+	return 0
 }
 
 type reviewRow struct {
@@ -100,7 +166,7 @@ func (s *ChangeService) FindChangeByID(ctx context.Context, ns string, id int64)
 // FindChanges lists a namespace's changes newest first, without diffs.
 func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, error) {
 	q := s.db.gorm.WithContext(ctx).Table("changes").
-		Select("id, namespace, title, description, author, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, "+latestVersionSQL).
+		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, "+latestVersionSQL).
 		Where("namespace = ?", f.Namespace)
 	if f.State != "" {
 		q = q.Where("state = ?", string(f.State))
@@ -182,7 +248,7 @@ func (s *ChangeService) CreateChange(ctx context.Context, c *sluice.Change) erro
 		if err := checkRuleSet(ns, rs); err != nil {
 			return err
 		}
-		out, err = s.db.insertChange(ctx, tx, ns, c, d.Document, d.Checksum, nil)
+		out, err = s.db.insertChange(ctx, tx, ns, c, d.Document, d.Checksum, d.Contributors, nil)
 		return err
 	})
 	if err != nil {
@@ -192,9 +258,9 @@ func (s *ChangeService) CreateChange(ctx context.Context, c *sluice.Change) erro
 	return nil
 }
 
-// insertChange stores an open change of doc, based on the newest version;
-// ECONFLICT when doc equals it.
-func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluice.Change, doc, checksum string, rollbackOf *int64) (*changeRow, error) {
+// insertChange stores an open change of doc, written by contributors and the
+// actor, based on the newest version; ECONFLICT when doc equals it.
+func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluice.Change, doc, checksum string, contributors userIDs, rollbackOf *int64) (*changeRow, error) {
 	latest, err := latestVersion(tx, ns)
 	if err != nil {
 		return nil, err
@@ -210,8 +276,8 @@ func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluic
 	}
 	now := db.now()
 	r := changeRow{Namespace: ns, Title: strings.TrimSpace(c.Title), Description: c.Description, Author: sluice.ActorFromContext(ctx).Name(),
-		State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum, RollbackOf: rollbackOf,
-		CreatedAt: now, UpdatedAt: now, Latest: latest}
+		Contributors: contributors.with(actorID(ctx)), State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum,
+		RollbackOf: rollbackOf, CreatedAt: now, UpdatedAt: now, Latest: latest}
 	if err := tx.Omit("Latest").Create(&r).Error; err != nil {
 		return nil, err
 	}
@@ -220,7 +286,8 @@ func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluic
 		action = sluice.ActionRollbackRequest
 	}
 	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: changeObject(ns, r.ID), Namespace: ns,
-		After: map[string]any{"id": r.ID, "title": r.Title, "baseVersion": latest, "checksum": checksum, "rollbackOf": rollbackOf}}); err != nil {
+		After: map[string]any{"id": r.ID, "title": r.Title, "baseVersion": latest, "checksum": checksum, "rollbackOf": rollbackOf,
+			"contributors": r.Contributors}}); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -266,6 +333,9 @@ func (s *ChangeService) UpdateChange(ctx context.Context, ns string, id int64, u
 		}
 		if r.Author == actor.Name() {
 			return sluice.Errorf(sluice.EFORBIDDEN, "four eyes: the author of a change cannot review it")
+		}
+		if upd.Decision == sluice.Approve && actor.User != nil && slices.Contains(r.Contributors, actor.User.ID) {
+			return sluice.Errorf(sluice.EFORBIDDEN, "you edited this change's draft; someone else must approve it")
 		}
 		c := r.change()
 		switch {
@@ -399,6 +469,11 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64
 		return nil, err
 	}
 	if err := tx.Exec("UPDATE changes SET state = 'published', published_version = ?, updated_at = ? WHERE id = ?", n, now, r.ID).Error; err != nil {
+		return nil, err
+	}
+	// A draft equal to the published rules holds nothing unreviewed: its
+	// next edits start a new list of contributors.
+	if err := tx.Exec("UPDATE drafts SET contributors = '{}' WHERE namespace = ? AND checksum = ?", ns, r.Checksum).Error; err != nil {
 		return nil, err
 	}
 	action := sluice.ActionChangePublish

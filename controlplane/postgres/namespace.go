@@ -114,6 +114,9 @@ type draftRow struct {
 	Revision  int64
 	UpdatedAt time.Time
 	UpdatedBy string
+	// Contributors are the users who edited the draft since it last
+	// equalled a published version.
+	Contributors userIDs
 }
 
 func (draftRow) TableName() string { return "drafts" }
@@ -248,7 +251,8 @@ func (s *DraftService) UpdateDraft(ctx context.Context, ns string, upd sluice.Dr
 		n := draftRow{Namespace: ns, Document: string(doc), Checksum: rs.Checksum(), Revision: r.Revision + 1,
 			UpdatedAt: s.db.now(), UpdatedBy: sluice.ActorFromContext(ctx).Name()}
 		if err := tx.Model(&draftRow{}).Where("namespace = ?", ns).Updates(map[string]any{
-			"document": n.Document, "checksum": n.Checksum, "revision": n.Revision, "updated_at": n.UpdatedAt, "updated_by": n.UpdatedBy}).Error; err != nil {
+			"document": n.Document, "checksum": n.Checksum, "revision": n.Revision, "updated_at": n.UpdatedAt, "updated_by": n.UpdatedBy,
+			"contributors": r.Contributors.with(actorID(ctx))}).Error; err != nil {
 			return err
 		}
 		if upd.RuleSet != nil {

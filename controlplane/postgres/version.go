@@ -217,7 +217,9 @@ func (s *VersionService) RollbackVersion(ctx context.Context, ns string, n int64
 			return err
 		}
 		title := fmt.Sprintf("Roll back to version %d", n)
-		r, err := s.db.insertChange(ctx, tx, ns, &sluice.Change{Title: title, Description: reason}, target.Document, target.Checksum, &n)
+		// Its content is version n's, reviewed once already: only the
+		// actor asking for it is among its contributors.
+		r, err := s.db.insertChange(ctx, tx, ns, &sluice.Change{Title: title, Description: reason}, target.Document, target.Checksum, nil, &n)
 		if err != nil {
 			return err
 		}
