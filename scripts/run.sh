@@ -42,7 +42,8 @@ cleanup() {
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
 
 say "starting sluice-admin (embedded etcd at $ETCD)"
 SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
