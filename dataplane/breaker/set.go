@@ -6,19 +6,16 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // for go:linkname
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
+	monotonic "github.com/sluicegw/sluice/dataplane/internal/clock"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
-
 // Now is the default clock: nanoseconds on the runtime's monotonic scale,
 // the same scale as limit.Now. Callers pass its readings as the now argument.
-func Now() int64 { return nanotime() }
+func Now() int64 { return monotonic.Now() }
 
 // Options are a node's settings for compiling breakers. The zero value logs to
 // slog.Default, exports no metrics and uses Now.

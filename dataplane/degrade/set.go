@@ -9,18 +9,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // for go:linkname
 
 	"github.com/sluicegw/sluice/api"
+	monotonic "github.com/sluicegw/sluice/dataplane/internal/clock"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
-
 // Now is the default clock: nanoseconds on the runtime's monotonic scale,
 // the same scale as limit.Now and breaker.Now.
-func Now() int64 { return nanotime() }
+func Now() int64 { return monotonic.Now() }
 
 // Errors of SetOverride and ClearOverride (wrapped with the rule id).
 var (
