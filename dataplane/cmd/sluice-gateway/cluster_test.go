@@ -13,9 +13,21 @@ import (
 	"time"
 )
 
-// pace sends GETs to url at rps for d and counts 200s and 429s; anything
-// else is a failure. It returns when every request has been answered.
-func pace(t *testing.T, c *http.Client, url string, rps int, d time.Duration, ok, limited, failed *atomic.Int64, first, last *atomic.Int64) {
+// tally counts the answers of a paced load and the span of its sends.
+type tally struct {
+	ok, limited, failed atomic.Int64
+	first, last         atomic.Int64 // unix nanos of the first and last send
+	// onLimited, when set, sees every 429 with its body.
+	onLimited func(resp *http.Response, body []byte)
+}
+
+// span is the time from the first send to the last.
+func (ty *tally) span() time.Duration { return time.Duration(ty.last.Load() - ty.first.Load()) }
+
+// pace sends GETs to url at rps for d, at most 64 in flight, counting 200s
+// and 429s in ty; anything else is a failure. It returns when every request
+// has been answered.
+func pace(c *http.Client, url string, rps int, d time.Duration, ty *tally) {
 	interval := time.Second / time.Duration(rps)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -32,27 +44,30 @@ func pace(t *testing.T, c *http.Client, url string, rps int, d time.Duration, ok
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent := time.Now().UnixNano()
-			first.CompareAndSwap(0, sent)
+			ty.first.CompareAndSwap(0, sent)
 			for {
-				l := last.Load()
-				if sent <= l || last.CompareAndSwap(l, sent) {
+				l := ty.last.Load()
+				if sent <= l || ty.last.CompareAndSwap(l, sent) {
 					break
 				}
 			}
 			resp, err := c.Get(url)
 			if err != nil {
-				failed.Add(1)
+				ty.failed.Add(1)
 				return
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			switch resp.StatusCode {
 			case 200:
-				ok.Add(1)
+				ty.ok.Add(1)
 			case 429:
-				limited.Add(1)
+				ty.limited.Add(1)
+				if ty.onLimited != nil {
+					ty.onLimited(resp, body)
+				}
 			default:
-				failed.Add(1)
+				ty.failed.Add(1)
 			}
 		}()
 	}
@@ -100,17 +115,14 @@ func TestClusterAccuracy(t *testing.T) {
 			}
 			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			const d = 10 * time.Second
-			var ok, limited, failed, first, last atomic.Int64
+			var ty tally
 			var wg sync.WaitGroup
 			for i, share := range []int{60, 30, 10} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					pace(t, c, "http://"+gws[i].addr+"/api/x", 3*rate*share/100, d, &ok, &limited, &failed, &first, &last)
-				}()
+				wg.Go(func() { pace(c, "http://"+gws[i].addr+"/api/x", 3*rate*share/100, d, &ty) })
 			}
 			wg.Wait()
-			elapsed := time.Duration(last.Load() - first.Load()).Seconds()
+			ok, limited, failed := &ty.ok, &ty.limited, &ty.failed
+			elapsed := ty.span().Seconds()
 			want := float64(burst) + float64(rate)*elapsed
 			tol := 0.02 * want
 			if mode == "batched" {

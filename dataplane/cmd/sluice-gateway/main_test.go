@@ -176,58 +176,18 @@ func TestAccuracy(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	const offered = 5 * rate
 	const duration = 3 * time.Second
-	var admitted, rejected, other atomic.Int64
-	var firstSend, lastSend atomic.Int64
 	var sample atomic.Pointer[http.Response]
 	var sampleBody atomic.Pointer[string]
-
-	interval := time.Second / offered
-	start := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if at.Sub(start) >= duration {
-			break
+	ty := tally{onLimited: func(resp *http.Response, body []byte) {
+		if sample.Load() == nil {
+			s := string(body)
+			sampleBody.Store(&s)
+			sample.Store(resp)
 		}
-		time.Sleep(time.Until(at))
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sent := time.Now().UnixNano()
-			firstSend.CompareAndSwap(0, sent)
-			resp, err := client.Get("http://" + g.addr + "/api/orders")
-			if err != nil {
-				other.Add(1)
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			for {
-				last := lastSend.Load()
-				if sent <= last || lastSend.CompareAndSwap(last, sent) {
-					break
-				}
-			}
-			switch resp.StatusCode {
-			case 200:
-				admitted.Add(1)
-			case 429:
-				rejected.Add(1)
-				if sample.Load() == nil {
-					s := string(body)
-					sampleBody.Store(&s)
-					sample.Store(resp)
-				}
-			default:
-				other.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Duration(lastSend.Load() - firstSend.Load())
+	}}
+	pace(client, "http://"+g.addr+"/api/orders", offered, duration, &ty)
+	admitted, rejected, other := &ty.ok, &ty.limited, &ty.failed
+	elapsed := ty.span()
 	want := float64(burst) + float64(rate)*elapsed.Seconds()
 	got := float64(admitted.Load())
 	t.Logf("offered %d over %v: admitted %d, rejected %d, other %d; want %.1f ±1%%", admitted.Load()+rejected.Load()+other.Load(), elapsed, admitted.Load(), rejected.Load(), other.Load(), want)
