@@ -23,10 +23,7 @@ func TestPublishWhileEtcdIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOptions{endpoints: emb.Endpoints(), opTimeout: 500 * time.Millisecond})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	_, ed, ap := e.mustShop()
 	publishRoutes(t, "shop", ed, ap, "a")
 	e.waitPublished("shop", 1, 10*time.Second)
 

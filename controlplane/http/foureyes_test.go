@@ -38,10 +38,7 @@ func changePath(ns string, id int64) string {
 func TestFourEyesCoversDraftEditors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	admin, ed, ap := e.mustShop()
 	ap2 := e.mustUser(admin, "ap2", sluice.RoleApprover)
 	edID, apID := ed.userID(), ap.userID()
 	const limitYAML = "algorithm: token_bucket\nrate: 10\nkey: [ip]\nroutes: [a]\n"
@@ -120,10 +117,7 @@ func TestFourEyesCoversDraftEditors(t *testing.T) {
 func TestFourEyesRollback(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	admin, ed, ap := e.mustShop()
 	ap2 := e.mustUser(admin, "ap2", sluice.RoleApprover)
 	publishRoutes(t, "shop", ed, ap, "a")
 	publishRoutes(t, "shop", ed, ap, "a", "b")

@@ -281,6 +281,15 @@ func (e *env) token(from *client, role sluice.Role) *client {
 	return c
 }
 
+// mustShop logs in as admin, creates the namespace "shop" and the users "ed"
+// (editor) and "ap" (approver), and returns the three clients.
+func (e *env) mustShop() (admin, ed, ap *client) {
+	e.t.Helper()
+	admin = e.login("admin")
+	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
+	return admin, e.mustUser(admin, "ed", sluice.RoleEditor), e.mustUser(admin, "ap", sluice.RoleApprover)
+}
+
 func (e *env) mustUser(admin *client, name string, role sluice.Role) *client {
 	e.t.Helper()
 	admin.must(http.StatusCreated, "POST", "/api/v1/users", map[string]any{"username": name, "password": password, "role": role})

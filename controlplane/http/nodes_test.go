@@ -140,10 +140,7 @@ func TestNodesLiveAndGone(t *testing.T) {
 func TestRollout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{watch: true})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	_, ed, ap := e.mustShop()
 	v := publishRoutes(t, "shop", ed, ap, "a")
 	p := e.waitPublished("shop", v.Number, 10*time.Second)
 
@@ -181,10 +178,7 @@ func TestRollout(t *testing.T) {
 func TestOverride(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	_, ed, ap := e.mustShop()
 
 	// Before any publication no degrade rule can be forced.
 	ap.must(http.StatusBadRequest, "PUT", "/api/v1/namespaces/shop/nodes/n1/override", map[string]any{"degradeLevels": map[string]int{"coupon": 1}})
@@ -334,10 +328,7 @@ func (e *env) waitCanary(ns string, present bool) map[string]json.RawMessage {
 func TestCanary(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	admin, ed, ap := e.mustShop()
 	publishRoutes(t, "shop", ed, ap, "a")
 	e.waitPublished("shop", 1, 10*time.Second)
 	ap.must(http.StatusNotFound, "GET", "/api/v1/namespaces/shop/canary", nil)
@@ -472,10 +463,7 @@ func TestCanaryWhileEtcdIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOptions{endpoints: emb.Endpoints(), opTimeout: 500 * time.Millisecond})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	_, ed, ap := e.mustShop()
 	publishRoutes(t, "shop", ed, ap, "a")
 	e.waitPublished("shop", 1, 10*time.Second)
 

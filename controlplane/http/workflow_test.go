@@ -137,10 +137,7 @@ func TestWorkflow(t *testing.T) {
 func TestStaleChange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	_, ed, ap := e.mustShop()
 
 	// Two changes from the same base.
 	rs, etag := ed.draft("shop")
@@ -189,10 +186,7 @@ func TestStaleChange(t *testing.T) {
 func TestRollback(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	admin := e.login("admin")
-	admin.must(http.StatusCreated, "POST", "/api/v1/namespaces", map[string]string{"name": "shop"})
-	ed := e.mustUser(admin, "ed", sluice.RoleEditor)
-	ap := e.mustUser(admin, "ap", sluice.RoleApprover)
+	admin, ed, ap := e.mustShop()
 	v1 := publishRoutes(t, "shop", ed, ap, "a")
 	publishRoutes(t, "shop", ed, ap, "a", "b")
 
