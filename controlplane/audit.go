@@ -1,12 +1,17 @@
 package sluice
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
 // AuditEvent is one entry of the append-only, hash-chained audit log.
+// Hash chains every event to the one before with plain sha256 (anyone can
+// recompute it); MAC chains it with HMAC-SHA256 under the audit key, which
+// the database never sees. MAC is empty for events written without a key.
 type AuditEvent struct {
 	ID         int64           `json:"id"`
 	At         time.Time       `json:"at"`
@@ -21,6 +26,7 @@ type AuditEvent struct {
 	Emergency  bool            `json:"emergency,omitempty"`
 	PrevHash   string          `json:"prevHash"`
 	Hash       string          `json:"hash"`
+	MAC        string          `json:"mac,omitempty"`
 }
 
 // AuditFilter selects audit events, newest first. Zero fields select all;
@@ -35,14 +41,68 @@ type AuditFilter struct {
 	Limit     int
 }
 
-// AuditVerification is the result of walking the hash chain.
+// AuditVerification is the result of walking the chain and comparing its
+// head with the checkpoint kept outside the database.
 type AuditVerification struct {
 	OK      bool  `json:"ok"`
 	Checked int64 `json:"checked"`
-	// FirstBroken is the id of the first event whose hash or link does not
-	// hold, and Reason says which.
+	// FirstBroken is the id of the first event whose hash, MAC or link does
+	// not hold, and Reason says which (Reason also explains a failed
+	// checkpoint comparison, which has no FirstBroken).
 	FirstBroken *int64 `json:"firstBroken,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Keyed is whether MACs were checked with the audit key. Without a key
+	// only the plain sha256 chain is checked, which proves nothing against
+	// someone who can write the table.
+	Keyed bool `json:"keyed"`
+	// Unkeyed counts the events before the first keyed one (written before
+	// the key was configured): covered by the plain chain only.
+	Unkeyed int64 `json:"unkeyed"`
+	// HeadID is the id of the newest event (0 for an empty log).
+	HeadID int64 `json:"headId"`
+	// Checkpoint is the comparison with the head checkpointed outside the
+	// database: "matched" (the checkpointed event is in the chain, with its
+	// MAC), "mismatched", "missing", "unavailable", "not compared" (the
+	// chain itself is broken) or "not configured".
+	Checkpoint string `json:"checkpoint"`
+	// CheckpointID is the id of the checkpointed event, when one was read.
+	CheckpointID int64 `json:"checkpointId,omitempty"`
+}
+
+// MinAuditKeyBytes is the shortest audit key accepted.
+const MinAuditKeyBytes = 32
+
+// ParseAuditKey returns the audit key held in b (a key file's content or an
+// environment variable's value): the bytes themselves, surrounding
+// whitespace removed, at least MinAuditKeyBytes of them (`openssl rand -hex
+// 32` makes one).
+func ParseAuditKey(b []byte) ([]byte, error) {
+	k := bytes.TrimSpace(b)
+	if len(k) < MinAuditKeyBytes {
+		return nil, fmt.Errorf("the audit key is %d bytes; it must be at least %d (make one with: openssl rand -hex 32)", len(k), MinAuditKeyBytes)
+	}
+	return k, nil
+}
+
+// AuditHead is the newest event of the keyed chain: its id and MAC, and a
+// Sig (HMAC under the audit key of both) so that a checkpoint written by
+// anyone else is recognized as forged.
+type AuditHead struct {
+	ID  int64     `json:"id"`
+	MAC string    `json:"mac"`
+	At  time.Time `json:"at"`
+	Sig string    `json:"sig"`
+}
+
+// AuditCheckpoint keeps the audit chain's head outside the database, so
+// that deleting the newest events (which leaves a chain that still links)
+// is detected. Safe for concurrent use.
+type AuditCheckpoint interface {
+	// SaveAuditHead records h unless a head with a higher id is already
+	// recorded.
+	SaveAuditHead(ctx context.Context, h AuditHead) error
+	// LoadAuditHead returns the recorded head, or nil when there is none.
+	LoadAuditHead(ctx context.Context) (*AuditHead, error)
 }
 
 // AuditService reads and records the audit log. Safe for concurrent use.

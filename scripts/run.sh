@@ -34,6 +34,8 @@ ADMIN_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
 REVIEWER_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
 umask 077
 printf 'admin %s\nreviewer %s\n' "$ADMIN_PASSWORD" "$REVIEWER_PASSWORD" >"$RUN/credentials"
+# The audit chain's HMAC key: kept outside the database (here, beside it).
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/audit.key"
 
 pids=()
 cleanup() {
@@ -48,7 +50,7 @@ trap cleanup EXIT
 say "starting sluice-admin (embedded etcd at $ETCD)"
 SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
 	--database-url "postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable" \
-	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" \
+	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" --audit-key-file "$RUN/audit.key" \
 	--publish-poll-interval 500ms >"$RUN/admin.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null 2>&1 && break; sleep 0.2; done

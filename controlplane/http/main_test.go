@@ -100,17 +100,21 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	var err error
+	if e.etcd, err = etcd.NewClient(o.endpoints); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.etcd.Close() })
+	auditKey := make([]byte, 32)
+	rand.Read(auditKey)
 	db, err := postgres.Open(context.Background(), o.dsn, postgres.Settings{Logger: logger, Argon2: testenv.FastArgon2,
-		OnPublish: func(string) { e.publisher.Wake() }})
+		OnPublish: func(string) { e.publisher.Wake() }, AuditKey: []byte(hex.EncodeToString(auditKey)),
+		AuditCheckpoint: &etcd.AuditCheckpoint{Client: e.etcd, Keys: e.keys}})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
 	e.db = db
-	if e.etcd, err = etcd.NewClient(o.endpoints); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.etcd.Close() })
 	outbox := postgres.NewOutbox(db)
 	users := postgres.NewUserService(db)
 	audit := postgres.NewAuditService(db)

@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -27,6 +29,7 @@ type auditRow struct {
 	Emergency  bool
 	PrevHash   string
 	Hash       string
+	MAC        string `gorm:"column:mac"`
 }
 
 func (auditRow) TableName() string { return "audit_events" }
@@ -34,7 +37,7 @@ func (auditRow) TableName() string { return "audit_events" }
 func (r *auditRow) event() *sluice.AuditEvent {
 	e := &sluice.AuditEvent{ID: r.ID, At: r.At.UTC(), Actor: r.Actor, Action: r.Action, Object: r.Object,
 		Namespace: r.Namespace, RequestID: r.RequestID, ClientAddr: r.ClientAddr, Emergency: r.Emergency,
-		PrevHash: r.PrevHash, Hash: r.Hash}
+		PrevHash: r.PrevHash, Hash: r.Hash, MAC: r.MAC}
 	if r.Before != nil {
 		e.Before = json.RawMessage(*r.Before)
 	}
@@ -57,6 +60,62 @@ func (r *auditRow) hash() string {
 		r.Namespace, str(r.Before), str(r.After), r.RequestID, r.ClientAddr, r.Emergency})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// mac is the HMAC-SHA256 under key of the row's id, fields and the MAC of
+// the row before, encoded as a JSON array after a version tag. Unlike hash,
+// it cannot be recomputed without the key, which the database never sees.
+func (r *auditRow) mac(key []byte, prevMAC string) string {
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	b, _ := json.Marshal([]any{"sluice-audit-v1", r.ID, prevMAC, r.At.UTC().Format(time.RFC3339Nano), r.Actor, r.Action, r.Object,
+		r.Namespace, str(r.Before), str(r.After), r.RequestID, r.ClientAddr, r.Emergency})
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// headSig signs a checkpointed head with the audit key.
+func headSig(key []byte, id int64, mac string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("sluice-audit-head-v1\x00" + strconv.FormatInt(id, 10) + "\x00" + mac))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// auditHeadKey carries, in a transaction's context, the newest keyed event
+// the transaction appended; DB.tx checkpoints it once the transaction has
+// committed.
+type auditHeadKey struct{}
+
+type pendingHead struct{ head *sluice.AuditHead }
+
+func withPendingHead(ctx context.Context) (context.Context, *pendingHead) {
+	p := &pendingHead{}
+	return context.WithValue(ctx, auditHeadKey{}, p), p
+}
+
+// checkpointAudit records a committed head: in the log, always, and with
+// the AuditCheckpoint when there is one. A failed checkpoint is logged and
+// does not fail the request: the event is committed, and verification
+// accepts keyed events after the checkpointed one.
+func (db *DB) checkpointAudit(ctx context.Context, p *pendingHead) {
+	if p == nil || p.head == nil {
+		return
+	}
+	h := *p.head
+	db.settings.Logger.Info("audit chain head", "id", h.ID, "mac", h.MAC)
+	if db.settings.AuditCheckpoint == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := db.settings.AuditCheckpoint.SaveAuditHead(ctx, h); err != nil {
+		db.settings.Logger.Warn("checkpointing the audit chain head failed; the next write retries", "id", h.ID, "err", err)
+	}
 }
 
 // audit describes one event to append; the actor comes from the context.
@@ -108,16 +167,29 @@ func (db *DB) appendAudit(ctx context.Context, tx *gorm.DB, a audit) error {
 	if err := tx.Exec("SELECT pg_advisory_xact_lock(?, 0)", auditLockClass).Error; err != nil {
 		return fmt.Errorf("locking the audit chain: %w", err)
 	}
-	var prev []string
-	if err := tx.Raw("SELECT hash FROM audit_events ORDER BY id DESC LIMIT 1").Scan(&prev).Error; err != nil {
+	var prev []auditRow
+	if err := tx.Raw("SELECT hash, mac FROM audit_events ORDER BY id DESC LIMIT 1").Scan(&prev).Error; err != nil {
 		return fmt.Errorf("reading the audit chain head: %w", err)
 	}
+	prevMAC := ""
 	if len(prev) > 0 {
-		row.PrevHash = prev[0]
+		row.PrevHash, prevMAC = prev[0].Hash, prev[0].MAC
 	}
 	row.Hash = row.hash()
+	key := db.settings.AuditKey
+	if len(key) > 0 {
+		// The id is part of the MAC, so it is taken before the insert; the
+		// chain lock keeps ids in chain order.
+		if err := tx.Raw("SELECT nextval(pg_get_serial_sequence('audit_events', 'id'))").Scan(&row.ID).Error; err != nil {
+			return fmt.Errorf("numbering audit event: %w", err)
+		}
+		row.MAC = row.mac(key, prevMAC)
+	}
 	if err := tx.Create(&row).Error; err != nil {
 		return fmt.Errorf("appending audit event: %w", err)
+	}
+	if p, ok := tx.Statement.Context.Value(auditHeadKey{}).(*pendingHead); ok && row.MAC != "" {
+		p.head = &sluice.AuditHead{ID: row.ID, MAC: row.MAC, At: row.At, Sig: headSig(key, row.ID, row.MAC)}
 	}
 	return nil
 }
@@ -188,12 +260,34 @@ func likePrefix(s string) string {
 }
 
 // VerifyAudit walks the chain in id order, in batches, and reports the first
-// row whose hash does not match its content or whose link does not match the
-// row before.
+// row whose hash or MAC does not match its content and the row before, then
+// compares the chain with the checkpointed head: the checkpointed event must
+// be in the database with the MAC it had when it was written. The
+// checkpoint is read first, so events committed while the walk runs are
+// after it.
 func (s *AuditService) VerifyAudit(ctx context.Context) (*sluice.AuditVerification, error) {
-	v := &sluice.AuditVerification{OK: true}
-	prev := ""
+	key := s.db.settings.AuditKey
+	v := &sluice.AuditVerification{OK: true, Keyed: len(key) > 0, Checkpoint: "not configured"}
+	var head *sluice.AuditHead
+	var headErr error
+	if cp := s.db.settings.AuditCheckpoint; cp != nil {
+		v.Checkpoint = "not compared"
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		head, headErr = cp.LoadAuditHead(lctx)
+		cancel()
+	}
+	fail := func(id int64, reason string) {
+		if v.OK {
+			v.OK, v.Reason = false, reason
+			if id > 0 {
+				v.FirstBroken = ptr(id)
+			}
+		}
+	}
+	headSeen := false
+	prev, prevMAC, keyedSeen := "", "", false
 	var after int64
+walk:
 	for {
 		var rows []auditRow
 		if err := s.db.gorm.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000).Find(&rows).Error; err != nil {
@@ -202,20 +296,62 @@ func (s *AuditService) VerifyAudit(ctx context.Context) (*sluice.AuditVerificati
 		for i := range rows {
 			r := &rows[i]
 			v.Checked++
+			v.HeadID = r.ID
 			switch {
 			case r.PrevHash != prev:
-				v.OK, v.FirstBroken, v.Reason = false, ptr(r.ID), "its link does not match the previous event (an event was removed or altered)"
+				fail(r.ID, "its link does not match the previous event (an event was removed or altered)")
 			case r.hash() != r.Hash:
-				v.OK, v.FirstBroken, v.Reason = false, ptr(r.ID), "its content does not match its hash (the event was altered)"
+				fail(r.ID, "its content does not match its hash (the event was altered)")
+			case !v.Keyed:
+			case r.MAC == "" && keyedSeen:
+				fail(r.ID, "it has no MAC although events before it have one (MACs were stripped, or it was written without the audit key)")
+			case r.MAC == "":
+				v.Unkeyed++
+			case !hmac.Equal([]byte(r.mac(key, prevMAC)), []byte(r.MAC)):
+				fail(r.ID, "its MAC does not match its content and the event before (the log was altered, events were removed before it, or it was written under another key)")
+			default:
+				keyedSeen = true
 			}
 			if !v.OK {
-				return v, nil
+				break walk
 			}
-			prev = r.Hash
+			if head != nil && r.ID == head.ID {
+				headSeen = true
+				if r.MAC != head.MAC {
+					v.Checkpoint, v.CheckpointID = "mismatched", head.ID
+					fail(0, fmt.Sprintf("event %d differs from the head checkpointed outside the database", r.ID))
+					break walk
+				}
+			}
+			prev, prevMAC = r.Hash, r.MAC
 			after = r.ID
 		}
 		if len(rows) < 1000 {
-			return v, nil
+			break
 		}
 	}
+	switch {
+	case s.db.settings.AuditCheckpoint == nil, !v.OK:
+	case headErr != nil:
+		v.Checkpoint = "unavailable"
+		fail(0, "the checkpointed chain head could not be read, so deleted events at the end of the log would go unnoticed: "+headErr.Error())
+	case head == nil && keyedSeen:
+		v.Checkpoint = "missing"
+		fail(0, "no chain head is checkpointed outside the database, so deleted events at the end of the log would go unnoticed (the next audited write checkpoints one)")
+	case head == nil:
+		v.Checkpoint = "missing"
+	default:
+		v.CheckpointID = head.ID
+		switch {
+		case v.Keyed && !hmac.Equal([]byte(headSig(key, head.ID, head.MAC)), []byte(head.Sig)):
+			v.Checkpoint = "mismatched"
+			fail(0, "the checkpointed chain head is not signed with the audit key (it was forged, or written under another key)")
+		case !headSeen:
+			v.Checkpoint = "mismatched"
+			fail(0, fmt.Sprintf("event %d, checkpointed outside the database as the chain head, is not in the database: events were deleted from the end of the log", head.ID))
+		default:
+			v.Checkpoint = "matched"
+		}
+	}
+	return v, nil
 }

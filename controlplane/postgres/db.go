@@ -63,6 +63,12 @@ type Settings struct {
 	// OnPublish, if set, is called after a transaction that queued a
 	// publication commits (to wake the in-process publisher).
 	OnPublish func(ns string)
+	// AuditKey is the HMAC key of the audit chain (see audit.go); empty
+	// writes events without a MAC and verifies the plain sha256 chain only.
+	AuditKey []byte
+	// AuditCheckpoint, if set, receives the audit chain's head after every
+	// committed audited write, and VerifyAudit compares the chain with it.
+	AuditCheckpoint sluice.AuditCheckpoint
 }
 
 // DB is a connection pool to the control plane's database and the settings
@@ -164,8 +170,14 @@ func Migrate(ctx context.Context, sqlDB *sql.DB) error {
 func (db *DB) now() time.Time { return db.settings.Now().UTC().Truncate(time.Microsecond) }
 
 // tx runs fn in a transaction, translating database errors to domain codes.
+// After commit it checkpoints the audit chain head the transaction wrote.
 func (db *DB) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return dbErr(db.gorm.WithContext(ctx).Transaction(fn))
+	ctx, head := withPendingHead(ctx)
+	if err := db.gorm.WithContext(ctx).Transaction(fn); err != nil {
+		return dbErr(err)
+	}
+	db.checkpointAudit(ctx, head)
+	return nil
 }
 
 // dbErr translates a database error into a domain error: unreachable

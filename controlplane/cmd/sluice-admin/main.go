@@ -57,6 +57,8 @@ type Config struct {
 	PollInterval        time.Duration
 	NodeRetention       time.Duration
 	LogLevel            string
+	AuditKeyFile        string
+	InsecureNoAuditKey  bool
 }
 
 func env(name, def string) string {
@@ -112,6 +114,8 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", envInt("SLUICE_MAX_BODY_BYTES", 4<<20), "request body limit ($SLUICE_MAX_BODY_BYTES)")
 	fs.DurationVar(&c.PollInterval, "publish-poll-interval", envDuration("SLUICE_PUBLISH_POLL_INTERVAL", 2*time.Second), "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
 	fs.DurationVar(&c.NodeRetention, "node-retention", envDuration("SLUICE_NODE_RETENTION", 24*time.Hour), "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
+	fs.StringVar(&c.AuditKeyFile, "audit-key-file", env("SLUICE_AUDIT_KEY_FILE", ""), "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
+	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", envBool("SLUICE_INSECURE_NO_AUDIT_KEY", false), "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -217,8 +221,20 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		logger.Info("embedded etcd started", "client", host, "dir", cfg.EmbeddedEtcd)
 	}
 
+	auditKey, err := loadAuditKey(cfg, logger)
+	if err != nil {
+		return err
+	}
+	client, err := etcd.NewClient(endpoints)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	keys := api.Keys{Prefix: cfg.EtcdPrefix}
+
 	var publisher *etcd.Publisher
-	db, err := openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }}, logger)
+	db, err := openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() },
+		AuditKey: auditKey, AuditCheckpoint: &etcd.AuditCheckpoint{Client: client, Keys: keys}}, logger)
 	if err != nil {
 		return err
 	}
@@ -230,13 +246,6 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err := bootstrapAdmin(ctx, users, cfg.BootstrapAdmin); err != nil {
 		return err
 	}
-
-	client, err := etcd.NewClient(endpoints)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	keys := api.Keys{Prefix: cfg.EtcdPrefix}
 
 	versions := postgres.NewVersionService(db)
 	outbox := postgres.NewOutbox(db)
@@ -323,6 +332,33 @@ func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB,
 		err = nil
 	}
 	return err
+}
+
+// loadAuditKey reads the audit key from --audit-key-file or
+// $SLUICE_AUDIT_KEY. Without one, sluice-admin refuses to start unless
+// --insecure-no-audit-key says to go on with an unkeyed chain.
+func loadAuditKey(cfg *Config, logger *slog.Logger) ([]byte, error) {
+	var raw []byte
+	switch v, inEnv := os.LookupEnv("SLUICE_AUDIT_KEY"); {
+	case cfg.AuditKeyFile != "":
+		b, err := os.ReadFile(cfg.AuditKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-key-file: %w", err)
+		}
+		raw = b
+	case inEnv:
+		raw = []byte(v)
+	case cfg.InsecureNoAuditKey:
+		logger.Warn("running without an audit key (--insecure-no-audit-key): the audit log can be rewritten undetectably by anyone who can write the database")
+		return nil, nil
+	default:
+		return nil, errors.New("no audit key: set --audit-key-file or $SLUICE_AUDIT_KEY (make one with: openssl rand -hex 32), or pass --insecure-no-audit-key")
+	}
+	key, err := sluice.ParseAuditKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("audit key: %w", err)
+	}
+	return key, nil
 }
 
 // bootstrapAdmin creates the first admin when there are no users. A
