@@ -70,12 +70,14 @@ type UserService interface {
 	// FindUsers returns every user, by id.
 	FindUsers(ctx context.Context) ([]*User, error)
 	// CreateUser stores u with password hashed. EINVALID for a bad name,
-	// role or password; ECONFLICT when the name is taken.
+	// role or password; ECONFLICT when the name is taken, in any case.
 	CreateUser(ctx context.Context, u *User, password string) error
-	// UpdateUser applies upd. ENOTFOUND, EINVALID; ECONFLICT when it would
-	// leave no enabled admin.
+	// UpdateUser applies upd. Disabling a user or changing their password
+	// ends their sessions; a password change also revokes their API tokens.
+	// ENOTFOUND, EINVALID; ECONFLICT when it would leave no enabled admin.
 	UpdateUser(ctx context.Context, id int64, upd UserUpdate) (*User, error)
-	// Authenticate checks a password and audits the attempt. A wrong name or
+	// Authenticate checks a password and audits the attempt; the name
+	// matches whatever its case. A wrong name or
 	// password, or a disabled user, is EUNAUTHORIZED, with one message for all.
 	Authenticate(ctx context.Context, username, password string) (*User, error)
 	// EnsureBootstrapAdmin creates the admin user when there are no users at

@@ -3,12 +3,14 @@ package http
 import (
 	"crypto/subtle"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
 )
 
@@ -113,25 +115,39 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if req.Username == "" || req.Password == "" || len(req.Username) > 200 || len(req.Password) > 1024 {
-		s.fail(c, sluice.Errorf(sluice.EUNAUTHORIZED, "wrong username or password"))
+	var fields api.Errors
+	switch {
+	case req.Username == "":
+		fields = append(fields, api.FieldError{Path: "username", Message: "is required"})
+	case len(req.Username) > 200:
+		fields = append(fields, api.FieldError{Path: "username", Message: "must be at most 200 bytes"})
+	}
+	switch {
+	case req.Password == "":
+		fields = append(fields, api.FieldError{Path: "password", Message: "is required"})
+	case len(req.Password) > 1024:
+		fields = append(fields, api.FieldError{Path: "password", Message: "must be at most 1024 bytes"})
+	}
+	if len(fields) > 0 {
+		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid login", Fields: fields})
 		return
 	}
-	userKey, addrKey := "u:"+strings.ToLower(req.Username), "a:"+c.ClientIP()
-	if wait, blocked := s.throttle.blocked(userKey, addrKey); blocked {
-		c.Set(ctxRetryAfter, int(wait/time.Second)+1)
-		s.fail(c, sluice.Errorf(sluice.ERATELIMITED, "too many failed logins; try again in %s", wait.Round(time.Second)))
+	client := clientKey(c.ClientIP())
+	pair := "u:" + strings.ToLower(req.Username) + "|" + client
+	if wait, blocked := s.throttle.blocked(pair, client); blocked {
+		c.Set(ctxRetryAfter, int((wait+time.Second-1)/time.Second))
+		s.fail(c, sluice.Errorf(sluice.ERATELIMITED, "too many failed logins from your address; try again in %s", wait.Round(time.Second)))
 		return
 	}
 	u, err := s.s.Users.Authenticate(c.Request.Context(), req.Username, req.Password)
 	if err != nil {
 		if sluice.ErrorCode(err) == sluice.EUNAUTHORIZED {
-			s.throttle.fail(userKey, addrKey)
+			s.throttle.fail(pair, client)
 		}
 		s.fail(c, err)
 		return
 	}
-	s.throttle.reset(userKey)
+	s.throttle.reset(pair)
 	sess, secret, err := s.s.Sessions.CreateSession(c.Request.Context(), u)
 	if err != nil {
 		s.fail(c, err)
@@ -140,6 +156,21 @@ func (s *Server) login(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
 		Secure: s.secure(c), SameSite: http.SameSiteStrictMode, Expires: sess.ExpiresAt, MaxAge: int(s.s.SessionTTL / time.Second)})
 	c.JSON(http.StatusOK, loginResponse{User: u, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt})
+}
+
+// clientKey names a login client by its address; an IPv6 client by its /64,
+// the block one host usually holds, so that rotating addresses within it
+// does not reset the throttle.
+func clientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "a:" + ip
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		return "a:" + netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return "a:" + a.String()
 }
 
 func (s *Server) logout(c *gin.Context) {
@@ -175,84 +206,118 @@ func (s *Server) me(c *gin.Context) {
 	c.JSON(http.StatusOK, r)
 }
 
-// ThrottleSettings limits failed logins within a sliding window. Zero
-// values: Window 15m, PerUser 5, PerAddress 20.
+// ThrottleSettings slows down password guessing. Failures are counted per
+// (account, client) and per client, never per account alone, so that no one
+// can lock a user out from another address. Once a key has had its free
+// failures, each further failure makes it wait before the next attempt:
+// BaseDelay, doubling with every failure, up to MaxDelay; attempts while it
+// waits are answered 429 with Retry-After, without checking the password.
+// A key's failures are forgotten Window after its wait ends; a successful
+// login clears its (account, client) key (not the client's). Zero values:
+// PerAccount 5, PerClient 20, BaseDelay 1s, MaxDelay 15m, Window 15m.
 type ThrottleSettings struct {
+	PerAccount int
+	PerClient  int
+	BaseDelay  time.Duration
+	MaxDelay   time.Duration
 	Window     time.Duration
-	PerUser    int
-	PerAddress int
 }
 
-// throttle counts failed logins per user and per client address, in this
-// process. Safe for concurrent use.
+// throttle holds the failure counts of this process. Safe for concurrent
+// use.
 type throttle struct {
-	mu    sync.Mutex
-	set   ThrottleSettings
-	now   func() time.Time
-	fails map[string][]time.Time
+	mu   sync.Mutex
+	set  ThrottleSettings
+	now  func() time.Time
+	keys map[string]*throttleKey
 }
+
+type throttleKey struct {
+	fails int
+	until time.Time // no attempt before this
+}
+
+const maxThrottleKeys = 100_000
 
 func newThrottle(s ThrottleSettings, now func() time.Time) *throttle {
+	if s.PerAccount == 0 {
+		s.PerAccount = 5
+	}
+	if s.PerClient == 0 {
+		s.PerClient = 20
+	}
+	if s.BaseDelay == 0 {
+		s.BaseDelay = time.Second
+	}
+	if s.MaxDelay == 0 {
+		s.MaxDelay = 15 * time.Minute
+	}
 	if s.Window == 0 {
 		s.Window = 15 * time.Minute
 	}
-	if s.PerUser == 0 {
-		s.PerUser = 5
-	}
-	if s.PerAddress == 0 {
-		s.PerAddress = 20
-	}
-	return &throttle{set: s, now: now, fails: map[string][]time.Time{}}
+	return &throttle{set: s, now: now, keys: map[string]*throttleKey{}}
 }
 
-func (t *throttle) recent(key string, now time.Time) []time.Time {
-	list := t.fails[key]
-	i := 0
-	for i < len(list) && now.Sub(list[i]) >= t.set.Window {
-		i++
-	}
-	if i == len(list) {
-		delete(t.fails, key)
+// get returns the live state of key, forgetting an expired one.
+func (t *throttle) get(key string, now time.Time) *throttleKey {
+	k := t.keys[key]
+	if k != nil && !now.Before(k.until.Add(t.set.Window)) {
+		delete(t.keys, key)
 		return nil
 	}
-	list = list[i:]
-	t.fails[key] = list
-	return list
+	return k
 }
 
-// blocked reports whether either key is over its limit, and for how long.
-func (t *throttle) blocked(userKey, addrKey string) (time.Duration, bool) {
+// blocked reports whether either key must still wait, and how long.
+func (t *throttle) blocked(pair, client string) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	var wait time.Duration
-	for _, k := range []struct {
-		key   string
-		limit int
-	}{{userKey, t.set.PerUser}, {addrKey, t.set.PerAddress}} {
-		if list := t.recent(k.key, now); len(list) >= k.limit {
-			wait = max(wait, list[len(list)-k.limit].Add(t.set.Window).Sub(now))
+	for _, key := range []string{pair, client} {
+		if k := t.get(key, now); k != nil && now.Before(k.until) {
+			wait = max(wait, k.until.Sub(now))
 		}
 	}
 	return wait, wait > 0
 }
 
-func (t *throttle) fail(keys ...string) {
+// fail counts a failure of the pair and of the client.
+func (t *throttle) fail(pair, client string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if len(t.fails) > 100_000 { // bound memory under a spray of names
-		for k := range t.fails {
-			t.recent(k, now)
+	if len(t.keys) >= maxThrottleKeys { // bound memory under a spray of names
+		for key := range t.keys {
+			t.get(key, now)
 		}
 	}
-	for _, k := range keys {
-		t.fails[k] = append(t.fails[k], now)
+	for _, f := range []struct {
+		key  string
+		free int
+	}{{pair, t.set.PerAccount}, {client, t.set.PerClient}} {
+		k := t.get(f.key, now)
+		if k == nil {
+			if len(t.keys) >= maxThrottleKeys {
+				continue
+			}
+			k = &throttleKey{}
+			t.keys[f.key] = k
+		}
+		k.fails++
+		k.until = now
+		if over := k.fails - f.free; over >= 0 {
+			d := t.set.MaxDelay
+			if over < 30 {
+				d = min(t.set.BaseDelay<<over, t.set.MaxDelay)
+			}
+			k.until = now.Add(d)
+		}
 	}
 }
 
 func (t *throttle) reset(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.fails, key)
+	delete(t.keys, key)
 }

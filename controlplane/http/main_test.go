@@ -79,6 +79,8 @@ type envOptions struct {
 	opTimeout time.Duration
 	// watch starts a node watcher, as sluice-admin does.
 	watch bool
+	// argon2 replaces the tests' cheap password hashing.
+	argon2 *postgres.Argon2Params
 }
 
 func randomPrefix() string {
@@ -105,9 +107,13 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.etcd.Close() })
+	argon := testenv.FastArgon2
+	if o.argon2 != nil {
+		argon = *o.argon2
+	}
 	auditKey := make([]byte, 32)
 	rand.Read(auditKey)
-	db, err := postgres.Open(context.Background(), o.dsn, postgres.Settings{Logger: logger, Argon2: testenv.FastArgon2,
+	db, err := postgres.Open(context.Background(), o.dsn, postgres.Settings{Logger: logger, Argon2: argon,
 		OnPublish: func(string) { e.publisher.Wake() }, AuditKey: []byte(hex.EncodeToString(auditKey)),
 		AuditCheckpoint: &etcd.AuditCheckpoint{Client: e.etcd, Keys: e.keys}})
 	if err != nil {

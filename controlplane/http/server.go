@@ -70,8 +70,8 @@ type Settings struct {
 	// WebDir is the console's built files (web/dist); when it has no
 	// index.html a placeholder page is served at /.
 	WebDir string
-	// LoginThrottle limits failed logins; the zero value means 5 per user
-	// and 20 per client address in 15 minutes.
+	// LoginThrottle slows down failed logins per (account, client) and per
+	// client; see ThrottleSettings for its zero value.
 	LoginThrottle ThrottleSettings
 }
 

@@ -168,14 +168,23 @@ func (s *UserService) CreateUser(ctx context.Context, u *sluice.User, password s
 	now := s.db.now()
 	r := userRow{Username: u.Username, PasswordHash: hash, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: now, UpdatedAt: now}
 	err = s.db.tx(ctx, func(tx *gorm.DB) error {
+		// Names are unique regardless of case (the users_username_lower
+		// index holds under concurrent creates; this names the other one).
+		var taken []string
+		if err := tx.Raw("SELECT username FROM users WHERE lower(username) = lower(?)", u.Username).Scan(&taken).Error; err != nil {
+			return err
+		}
+		if len(taken) > 0 {
+			return sluice.Errorf(sluice.ECONFLICT, "user %q already exists (as %q: user names ignore case)", u.Username, taken[0])
+		}
 		if err := tx.Create(&r).Error; err != nil {
 			return err
 		}
 		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionUserCreate, Object: "user/" + u.Username,
 			After: map[string]any{"id": r.ID, "username": r.Username, "role": r.Role, "disabled": r.Disabled}})
 	})
-	if sluice.ErrorCode(err) == sluice.ECONFLICT {
-		return sluice.Errorf(sluice.ECONFLICT, "user %q already exists", u.Username)
+	if sluice.ErrorCode(err) == sluice.ECONFLICT && !strings.HasPrefix(sluice.ErrorMessage(err), "user ") {
+		return sluice.Errorf(sluice.ECONFLICT, "user %q already exists (user names ignore case)", u.Username)
 	}
 	if err != nil {
 		return fmt.Errorf("creating user: %w", err)
@@ -241,9 +250,19 @@ func (s *UserService) UpdateUser(ctx context.Context, id int64, upd sluice.UserU
 				return err
 			}
 		}
+		after := map[string]any{"role": r.Role, "disabled": r.Disabled, "passwordChanged": hash != ""}
+		if hash != "" {
+			// A new password ends everything the old one opened, tokens
+			// included: whoever learned the old one may have minted them.
+			res := tx.Exec("UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL", r.UpdatedAt, id)
+			if res.Error != nil {
+				return res.Error
+			}
+			after["tokensRevoked"] = res.RowsAffected
+		}
 		out = r.user()
 		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionUserUpdate, Object: "user/" + r.Username, Before: before,
-			After: map[string]any{"role": r.Role, "disabled": r.Disabled, "passwordChanged": hash != ""}})
+			After: after})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("updating user: %w", err)
@@ -254,7 +273,7 @@ func (s *UserService) UpdateUser(ctx context.Context, id int64, upd sluice.UserU
 // Authenticate checks username and password and audits the attempt.
 func (s *UserService) Authenticate(ctx context.Context, username, password string) (*sluice.User, error) {
 	var rows []userRow
-	if err := s.db.gorm.WithContext(ctx).Where("username = ?", username).Limit(1).Find(&rows).Error; err != nil {
+	if err := s.db.gorm.WithContext(ctx).Where("lower(username) = lower(?)", username).Limit(1).Find(&rows).Error; err != nil {
 		return nil, dbErr(fmt.Errorf("finding user: %w", err))
 	}
 	ok := false
