@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"mime"
 	"net/netip"
 	"net/textproto"
 	"net/url"
@@ -258,6 +259,11 @@ func checkTargetURL(s string) error {
 	if u.Host == "" || u.Hostname() == "" {
 		return fmt.Errorf("%q has no host", s)
 	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has a port outside 1-65535", s)
+		}
+	}
 	if u.User != nil {
 		return fmt.Errorf("%q must not carry credentials", RedactURL(s))
 	}
@@ -309,16 +315,26 @@ func (v validator) key(p string, key []string) {
 	if len(key) > MaxKeyParts {
 		v.add(p, "has %d parts; the limit is %d", len(key), MaxKeyParts)
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for i, k := range key {
 		kp := fmt.Sprintf("%s[%d]", p, i)
 		if err := ValidateKey(k); err != nil {
 			v.add(kp, "%v", err)
 		}
-		if seen[k] {
-			v.add(kp, "%q is listed twice", k)
+		// Header names ignore case: header:X-Api-Key and header:x-api-key
+		// read one header.
+		same := k
+		if name, ok := strings.CutPrefix(k, "header:"); ok {
+			same = "header:" + textproto.CanonicalMIMEHeaderKey(name)
 		}
-		seen[k] = true
+		if other, dup := seen[same]; dup {
+			if other == k {
+				v.add(kp, "%q is listed twice", k)
+			} else {
+				v.add(kp, "%q is listed twice (also as %q); header names ignore case", k, other)
+			}
+		}
+		seen[same] = k
 	}
 }
 
@@ -437,8 +453,11 @@ func (v validator) body(p, s string) {
 }
 
 func (v validator) contentType(p, s string) {
-	if s != "" && (strings.ContainsAny(s, "\r\n") || !strings.Contains(s, "/")) {
-		v.add(p, "%q is not a media type", s)
+	if s == "" {
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(s); err != nil || strings.ContainsAny(s, "\r\n") || !strings.Contains(mt, "/") {
+		v.add(p, "%q is not a media type (type/subtype, then optional ;name=value parameters)", s)
 	}
 }
 
@@ -494,6 +513,14 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an HTTP status", s)
 		} else if slices.Contains(b.FailureStatuses[:i], s) {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is listed twice", s)
+		}
+	}
+	// A breaker counts the upstream's failures: error statuses (4xx such
+	// as 429 or 408 included, which an overloaded upstream answers), never
+	// informational, success or redirect ones.
+	for i, s := range b.FailureStatuses {
+		if s >= 100 && s < 400 {
+			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an error status; failures are 400-599", s)
 		}
 	}
 	if f := b.Fallback; f != nil {

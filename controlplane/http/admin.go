@@ -209,6 +209,10 @@ func (s *Server) listNodes(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if _, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); err != nil {
+		s.fail(c, err) // 404 like every other route of an unknown namespace
+		return
+	}
 	out, err := nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns, GoneSince: since})
 	if err != nil {
 		s.fail(c, err)

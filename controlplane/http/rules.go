@@ -1,6 +1,7 @@
 package http
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -14,36 +15,112 @@ import (
 
 func draftETag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
 
-// ifRevision reads If-Match as a draft revision: nil for none or "*".
-// A value that is no revision of ours can never match.
-func (s *Server) ifRevision(c *gin.Context, required bool) (*int64, bool) {
-	h := strings.TrimSpace(c.GetHeader("If-Match"))
-	switch {
-	case h == "" && required:
-		s.fail(c, sluice.Errorf(sluice.EPRECONDITIONREQUIRED, "send If-Match with the draft's ETag (from GET .../draft), or * to overwrite whatever is there"))
-		return nil, false
-	case h == "" || h == "*":
+// precondition evaluates If-Match (RFC 9110 §13.1.1) against the draft's
+// current revision before the body is read, so that a stale precondition
+// is answered 412 whatever the body holds. It returns the revision the
+// write must still find (the transaction re-checks it), or nil for no
+// condition. If-Match is a list of strong entity tags, or *: a weak tag
+// (W/"19") never matches, since If-Match compares strongly; "1", "19"
+// matches revision 19. A missing header is 428 when required, a malformed
+// one 400.
+func (s *Server) precondition(c *gin.Context, ns string, required bool) (*int64, bool) {
+	h := strings.TrimSpace(strings.Join(c.Request.Header.Values("If-Match"), ","))
+	if h == "" {
+		if required {
+			s.fail(c, sluice.Errorf(sluice.EPRECONDITIONREQUIRED, "send If-Match with the draft's ETag (from GET .../draft), or * to overwrite whatever is there"))
+			return nil, false
+		}
 		return nil, true
 	}
-	rev, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
-	if err != nil || rev <= 0 {
-		rev = -1
+	tags, star, err := parseIfMatch(h)
+	if err != nil {
+		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid If-Match header",
+			Fields: api.Errors{{Path: "If-Match", Message: err.Error()}}})
+		return nil, false
 	}
-	return &rev, true
+	rev, err := s.s.Drafts.FindDraftRevision(c.Request.Context(), ns)
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	if star {
+		return nil, true
+	}
+	for _, t := range tags {
+		if t == draftETag(rev) {
+			return &rev, true
+		}
+	}
+	s.fail(c, sluice.Errorf(sluice.EPRECONDITION, "the draft changed (its ETag is %s, not %s); reload it and retry", draftETag(rev), h))
+	return nil, false
+}
+
+// parseIfMatch splits an If-Match value into its strong entity tags (each
+// with its quotes); weak tags are dropped, as they never match strongly. star
+// reports "*".
+func parseIfMatch(h string) (tags []string, star bool, err error) {
+	if h == "*" {
+		return nil, true, nil
+	}
+	rest := h
+	for {
+		rest = strings.TrimLeft(rest, " \t")
+		weak := strings.HasPrefix(rest, "W/")
+		if weak {
+			rest = rest[2:]
+		}
+		if !strings.HasPrefix(rest, `"`) {
+			return nil, false, fmt.Errorf("%q is not * or a list of quoted entity tags such as \"19\"", h)
+		}
+		end := strings.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return nil, false, fmt.Errorf("%q has an unterminated entity tag", h)
+		}
+		tag := rest[:end+2]
+		for _, r := range tag[1 : len(tag)-1] {
+			if r < 0x21 || r == 0x7f {
+				return nil, false, fmt.Errorf("%q has a space or control character in an entity tag", h)
+			}
+		}
+		if !weak {
+			tags = append(tags, tag)
+		}
+		rest = strings.TrimLeft(rest[end+2:], " \t")
+		if rest == "" {
+			return tags, false, nil
+		}
+		if rest[0] != ',' {
+			return nil, false, fmt.Errorf("%q: entity tags must be separated by commas", h)
+		}
+		rest = strings.TrimLeft(rest[1:], " \t")
+		if rest == "" { // a trailing comma is tolerated (RFC 9110 §5.6.1)
+			return tags, false, nil
+		}
+	}
+}
+
+// mediaType refuses a Content-Type that is not a rule document's.
+func mediaType(c *gin.Context) error {
+	ct := c.GetHeader("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return sluice.Errorf(sluice.EUNSUPPORTED, "unreadable Content-Type %q", ct)
+	case mt == "application/json", mt == "application/yaml", mt == "application/x-yaml", mt == "text/yaml",
+		mt == "text/x-yaml", mt == "text/plain", strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+yaml"):
+		return nil
+	default:
+		return sluice.Errorf(sluice.EUNSUPPORTED, "send the rules as application/json or application/yaml, not %s", mt)
+	}
 }
 
 // document reads a rule document or rule body, JSON or YAML.
 func (s *Server) document(c *gin.Context) ([]byte, error) {
-	if ct := c.GetHeader("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		switch {
-		case err != nil:
-			return nil, sluice.Errorf(sluice.EUNSUPPORTED, "unreadable Content-Type %q", ct)
-		case mt == "application/json", mt == "application/yaml", mt == "application/x-yaml", mt == "text/yaml",
-			mt == "text/x-yaml", mt == "text/plain", strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+yaml"):
-		default:
-			return nil, sluice.Errorf(sluice.EUNSUPPORTED, "send the rules as application/json or application/yaml, not %s", mt)
-		}
+	if err := mediaType(c); err != nil {
+		return nil, err
 	}
 	b, err := s.body(c)
 	if err != nil {
@@ -102,7 +179,13 @@ func (s *Server) putDraft(c *gin.Context) {
 	if !ok {
 		return
 	}
-	rev, ok := s.ifRevision(c, true)
+	// 415 is decided from the headers alone, so it comes before the
+	// precondition; validating the body comes after it (RFC 9110 §13.2.2).
+	if err := mediaType(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	rev, ok := s.precondition(c, ns, true)
 	if !ok {
 		return
 	}
@@ -129,7 +212,13 @@ func (s *Server) ruleUpdate(c *gin.Context, del bool) {
 	if !ok {
 		return
 	}
-	rev, ok := s.ifRevision(c, false)
+	if !del {
+		if err := mediaType(c); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	rev, ok := s.precondition(c, ns, false)
 	if !ok {
 		return
 	}
