@@ -1,0 +1,507 @@
+package api
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Warning is a risk in a rule change that a reviewer should see before
+// approving it: rules that validate but are probably a mistake. Code is
+// stable kebab-case; Path names the field by rule id
+// ("limits[orders-per-ip].rate"), empty for the whole rule set.
+type Warning struct {
+	Code    string `json:"code"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}
+
+// The warning codes of Warnings.
+const (
+	WarnDegradeAllRoutesLevel2 = "degrade-level-2-all-routes" // manual level 2 sheds every route
+	WarnDegradeManualLevel2    = "degrade-manual-level-2"     // a plan switched to manual level 2
+	WarnBreakerMinRequestsLow  = "breaker-min-requests-low"   // trips on fewer than 5 requests
+	WarnExemptEverything       = "exempt-everything"          // 0.0.0.0/0 or ::/0 exempt
+	WarnRouteShadowed          = "route-shadowed"             // an earlier route takes all its requests
+	WarnUpstreamLinkLocal      = "upstream-link-local"        // 169.254.0.0/16, fe80::/10
+	WarnUpstreamMetadata       = "upstream-metadata"          // a cloud metadata endpoint
+	WarnLimitTightened         = "limit-tightened"            // rate ÷ 10 or more
+	WarnLimitLoosened          = "limit-loosened"             // rate × 10 or more
+	WarnLimitRateZero          = "limit-rate-zero"            // rejects everything
+	WarnLimitRemoved           = "limit-removed"
+	WarnRouteRemoved           = "route-removed"
+	WarnClusterLimitAdded      = "cluster-limit-added" // every node needs Redis
+)
+
+// MinBreakerRequests is the smallest minRequests that Warnings does not
+// flag: below it, a breaker judges ratios on a handful of calls.
+const MinBreakerRequests = 5
+
+// Warnings returns the warnings of the rules in new, given the rules they
+// replace (old, nil when nothing is published): problems of new alone (a
+// manual level 2 over every route, a breaker judging fewer than
+// MinBreakerRequests requests, an exempt CIDR covering every address, a
+// route that can never match, an upstream at a link-local or metadata
+// address, a cluster limit) and risks of the change (a limit's rate divided
+// or multiplied by 10 or more, a limit or route removed, a degrade plan
+// switched to manual level 2). Both should have been normalized or at least
+// validated; Warnings reads defaults where fields are zero. The result is
+// never nil.
+func Warnings(old, new *RuleSet) []Warning {
+	w := []Warning{}
+	if new == nil {
+		return w
+	}
+	if old == nil {
+		old = &RuleSet{}
+	}
+	add := func(code, path, format string, args ...any) {
+		w = append(w, Warning{Code: code, Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+
+	// Routes: shadowed, removed, upstream addresses.
+	for _, sh := range shadowedRoutes(new.Routes) {
+		add(WarnRouteShadowed, "routes["+sh.route+"].match", "route %s can never match: route %s %s", sh.route, sh.by, sh.why)
+	}
+	for _, r := range new.Routes {
+		for i, t := range r.Upstream.Targets {
+			p := fmt.Sprintf("routes[%s].upstream.targets[%d].url", r.ID, i)
+			switch kind := upstreamAddressKind(t.URL); kind {
+			case WarnUpstreamMetadata:
+				add(kind, p, "route %s forwards to %s, a cloud metadata endpoint: clients could read the host's credentials through the gateway", r.ID, RedactURL(t.URL))
+			case WarnUpstreamLinkLocal:
+				add(kind, p, "route %s forwards to %s, a link-local address: it reaches the gateway host's own network segment (metadata services live there)", r.ID, RedactURL(t.URL))
+			}
+		}
+	}
+	newRoutes := map[string]bool{}
+	for _, r := range new.Routes {
+		newRoutes[r.ID] = true
+	}
+	for _, r := range old.Routes {
+		if !newRoutes[r.ID] {
+			add(WarnRouteRemoved, "routes["+r.ID+"]", "route %s is removed: its requests go to another route, or get 404", r.ID)
+		}
+	}
+
+	// Limits.
+	oldLimits := map[string]*Limit{}
+	for i := range old.Limits {
+		oldLimits[old.Limits[i].ID] = &old.Limits[i]
+	}
+	newLimits := map[string]bool{}
+	for i := range new.Limits {
+		l := &new.Limits[i]
+		newLimits[l.ID] = true
+		p := "limits[" + l.ID + "]"
+		if l.Rate <= 0 {
+			add(WarnLimitRateZero, p+".rate", "limit %s has a rate of %d: it rejects every request it applies to", l.ID, l.Rate)
+		}
+		for j, e := range l.Exempt {
+			if pfx, err := ParsePrefix(e); err == nil && pfx.Bits() == 0 {
+				add(WarnExemptEverything, fmt.Sprintf("%s.exempt[%d]", p, j), "limit %s exempts %s, every %s client: it limits nobody who uses that address family", l.ID, e, family(pfx.Addr()))
+			}
+		}
+		o := oldLimits[l.ID]
+		if l.Scope == ScopeCluster && (o == nil || o.Scope != ScopeCluster) {
+			add(WarnClusterLimitAdded, p+".scope", "limit %s is scope: cluster: a node without Redis (--redis or --redis-cluster) refuses this whole version and keeps its old rules", l.ID)
+		}
+		if o == nil || o.Rate <= 0 || l.Rate <= 0 || (o.Algorithm == Concurrency) != (l.Algorithm == Concurrency) {
+			continue
+		}
+		before, after := perSecond(o), perSecond(l)
+		switch {
+		case after*10 <= before:
+			add(WarnLimitTightened, p+".rate", "limit %s: %s → %s, %s tighter", l.ID, describeRate(o), describeRate(l), factor(before/after))
+		case after >= before*10:
+			add(WarnLimitLoosened, p+".rate", "limit %s: %s → %s, %s looser", l.ID, describeRate(o), describeRate(l), factor(after/before))
+		}
+	}
+	for _, l := range old.Limits {
+		if !newLimits[l.ID] {
+			add(WarnLimitRemoved, "limits["+l.ID+"]", "limit %s (%s) is removed: its routes are no longer limited by it", l.ID, describeRate(&l))
+		}
+	}
+
+	// Breakers.
+	for _, b := range new.Breakers {
+		n := b.MinRequests
+		if n == 0 {
+			n = DefaultBreakerMinRequests
+		}
+		if n < MinBreakerRequests {
+			add(WarnBreakerMinRequestsLow, "breakers["+b.ID+"].minRequests", "breaker %s judges its ratios on as few as %d requests in a window: a couple of slow or failed calls open it", b.ID, n)
+		}
+	}
+
+	// Degrades.
+	oldDegrades := map[string]*Degrade{}
+	for i := range old.Degrades {
+		oldDegrades[old.Degrades[i].ID] = &old.Degrades[i]
+	}
+	shed := map[string]bool{}
+	var level2 []string
+	for _, d := range new.Degrades {
+		if d.Mode != DegradeManual || d.Level != 2 {
+			continue
+		}
+		level2 = append(level2, d.ID)
+		routes := d.Routes
+		if len(routes) == 0 {
+			for _, r := range new.Routes {
+				routes = append(routes, r.ID)
+			}
+		}
+		for _, r := range routes {
+			shed[r] = true
+		}
+		if o := oldDegrades[d.ID]; o == nil || o.Mode != DegradeManual || o.Level != 2 {
+			add(WarnDegradeManualLevel2, "degrades["+d.ID+"].level", "degrade %s is set to manual level 2: every request to %s is shed with the fallback until someone sets it back", d.ID, routeList(d.Routes))
+		}
+	}
+	if len(new.Routes) > 0 && len(shed) == len(new.Routes) {
+		add(WarnDegradeAllRoutesLevel2, "degrades["+level2[0]+"].level", "manual level 2 (%s) covers every route: the gateway sheds all traffic", strings.Join(level2, ", "))
+	}
+	return w
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+func routeList(routes []string) string {
+	if len(routes) == 0 {
+		return "every route"
+	}
+	return "route " + strings.Join(routes, ", ")
+}
+
+// perSecond is a limit's rate per second, or its concurrency.
+func perSecond(l *Limit) float64 {
+	if l.Algorithm == Concurrency {
+		return float64(l.Rate)
+	}
+	p := l.Period.D()
+	if p <= 0 {
+		p = DefaultPeriod
+	}
+	return float64(l.Rate) / p.Seconds()
+}
+
+func describeRate(l *Limit) string {
+	if l.Algorithm == Concurrency {
+		return fmt.Sprintf("%d in flight", l.Rate)
+	}
+	p := l.Period.D()
+	if p <= 0 {
+		p = DefaultPeriod
+	}
+	return fmt.Sprintf("%d per %s", l.Rate, shortDuration(p))
+}
+
+// shortDuration writes 1m rather than 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func factor(f float64) string {
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d×", int64(f))
+	}
+	return fmt.Sprintf("%.1f×", f)
+}
+
+var (
+	linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
+	linkLocal6 = netip.MustParsePrefix("fe80::/10")
+	metadata   = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("169.254.170.2")}
+	// Host names of metadata services (GCP's resolves to 169.254.169.254).
+	metadataNames = []string{"metadata.google.internal", "metadata.goog", "instance-data.ec2.internal"}
+)
+
+// upstreamAddressKind says whether a target URL names a metadata endpoint
+// (WarnUpstreamMetadata), another link-local address
+// (WarnUpstreamLinkLocal), or neither (""). Host names other than the known
+// metadata names are not resolved.
+func upstreamAddressKind(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if slices.Contains(metadataNames, host) {
+		return WarnUpstreamMetadata
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	a = a.Unmap().WithZone("")
+	switch {
+	case slices.Contains(metadata, a):
+		return WarnUpstreamMetadata
+	case linkLocal4.Contains(a), linkLocal6.Contains(a):
+		return WarnUpstreamLinkLocal
+	}
+	return ""
+}
+
+// ---- shadowed routes ----
+
+// The router's precedence (README "Route precedence", dataplane/proxy):
+// tiers exact path, then path prefix (longest first, segment-aware), then
+// path regex, then catch-all (pathPrefix "/" or no path). Within one key of
+// a tier, entries are tried in order: exact host before *.wildcard (longer
+// suffix first) before any host, then more method/header conditions (the
+// methods count once, each header once), then document order. A route with
+// several hosts is one entry per host.
+
+type routeEntry struct {
+	route   string
+	order   int
+	host    hostMatch
+	methods []string          // nil: any
+	headers map[string]string // canonical name → value
+	nconstr int
+	tier    int // 0 exact, 1 prefix, 2 regex, 3 catch-all
+	key     string
+	// For regex entries: lit is the literal every matched path starts
+	// with (anchored), whole reports that the regex matches lit alone.
+	lit   string
+	whole bool
+}
+
+type hostMatch struct {
+	kind int // 0 any, 1 wildcard, 2 exact
+	name string
+	port string
+}
+
+func routeEntries(i int, r *Route) []routeEntry {
+	m := &r.Match
+	base := routeEntry{route: r.ID, order: i}
+	if len(m.Methods) > 0 {
+		base.methods = m.Methods
+		base.nconstr++
+	}
+	if len(m.Headers) > 0 {
+		base.headers = map[string]string{}
+		for k, v := range m.Headers {
+			base.headers[canonicalHeader(k)] = v
+			base.nconstr++
+		}
+	}
+	switch {
+	case m.Path != "":
+		base.tier, base.key = 0, m.Path
+	case m.PathPrefix != "" && m.PathPrefix != "/":
+		base.tier, base.key = 1, m.PathPrefix
+	case m.PathRegex != "":
+		base.tier, base.key = 2, m.PathRegex
+		base.lit, base.whole = regexLiteral(m.PathRegex)
+	default:
+		base.tier = 3
+	}
+	hosts := []hostMatch{{}}
+	if len(m.Hosts) > 0 {
+		hosts = hosts[:0]
+		for _, h := range m.Hosts {
+			h = strings.ToLower(h)
+			var hm hostMatch
+			if name, port, ok := strings.Cut(h, ":"); ok {
+				h, hm.port = name, port
+			}
+			if suffix, ok := strings.CutPrefix(h, "*"); ok {
+				hm.kind, hm.name = 1, suffix
+			} else {
+				hm.kind, hm.name = 2, h
+			}
+			hosts = append(hosts, hm)
+		}
+	}
+	out := make([]routeEntry, len(hosts))
+	for j, h := range hosts {
+		out[j] = base
+		out[j].host = h
+	}
+	return out
+}
+
+func canonicalHeader(s string) string {
+	b := []byte(strings.ToLower(s))
+	upper := true
+	for i, c := range b {
+		if upper && 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+		upper = c == '-'
+	}
+	return string(b)
+}
+
+// regexLiteral returns the literal that every match of an anchored regex
+// starts with, and whether the regex matches exactly that literal.
+func regexLiteral(expr string) (string, bool) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return "", false
+	}
+	re = re.Simplify()
+	if re.Op != syntax.OpConcat || len(re.Sub) == 0 || re.Sub[0].Op != syntax.OpBeginText {
+		return "", false
+	}
+	var b strings.Builder
+	subs := re.Sub[1:]
+	for len(subs) > 0 && subs[0].Op == syntax.OpLiteral && subs[0].Flags&syntax.FoldCase == 0 {
+		b.WriteString(string(subs[0].Rune))
+		subs = subs[1:]
+	}
+	whole := len(subs) == 1 && subs[0].Op == syntax.OpEndText
+	return b.String(), whole
+}
+
+// precedes reports whether the router tries a before b within one key.
+func (a *routeEntry) precedes(b *routeEntry) bool {
+	if a.host.kind != b.host.kind {
+		return a.host.kind > b.host.kind
+	}
+	if len(a.host.name) != len(b.host.name) {
+		return len(a.host.name) > len(b.host.name)
+	}
+	if a.nconstr != b.nconstr {
+		return a.nconstr > b.nconstr
+	}
+	return a.order < b.order
+}
+
+// covers reports whether every request that b's host, method and header
+// conditions admit is admitted by a's.
+func (a *routeEntry) covers(b *routeEntry) bool {
+	if a.host.port != "" && a.host.port != b.host.port {
+		return false
+	}
+	switch a.host.kind {
+	case 2:
+		if b.host.kind != 2 || b.host.name != a.host.name {
+			return false
+		}
+	case 1:
+		if b.host.kind == 0 || !strings.HasSuffix(b.host.name, a.host.name) || (b.host.kind == 2 && len(b.host.name) <= len(a.host.name)) {
+			return false
+		}
+	}
+	if a.methods != nil {
+		if b.methods == nil {
+			return false
+		}
+		for _, m := range b.methods {
+			if !slices.Contains(a.methods, m) {
+				return false
+			}
+		}
+	}
+	for k, v := range a.headers {
+		if bv, ok := b.headers[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// prefixCovers reports whether prefix p matches every path that starts
+// with lit (segment-aware: /api matches /api and /api/..., not /apix).
+func prefixCovers(p, lit string) bool {
+	if !strings.HasPrefix(lit, p) {
+		return false
+	}
+	return strings.HasSuffix(p, "/") || (len(lit) > len(p) && lit[len(p)] == '/')
+}
+
+// prefixMatches reports whether prefix p matches the path path.
+func prefixMatches(p, path string) bool {
+	return path == p || prefixCovers(p, path)
+}
+
+type shadow struct{ route, by, why string }
+
+// shadowedRoutes lists the routes every one of whose entries is taken by
+// another route first, with the first route found to take them.
+func shadowedRoutes(routes []Route) []shadow {
+	var all [][]routeEntry
+	for i := range routes {
+		all = append(all, routeEntries(i, &routes[i]))
+	}
+	var out []shadow
+	for i, es := range all {
+		if len(es) == 0 {
+			continue
+		}
+		by, why := "", ""
+		for k := range es {
+			b := &es[k]
+			found := false
+			for j, others := range all {
+				if j == i {
+					continue
+				}
+				for l := range others {
+					a := &others[l]
+					if w, ok := shadows(a, b); ok {
+						if by == "" {
+							by, why = a.route, w
+						}
+						found = true
+						break
+					}
+				}
+				if found {
+					break
+				}
+			}
+			if !found {
+				by = ""
+				break
+			}
+		}
+		if by != "" {
+			out = append(out, shadow{route: routes[i].ID, by: by, why: why})
+		}
+	}
+	return out
+}
+
+// shadows reports whether the router sends every request that entry b
+// admits to entry a (or to a route at least as specific as a), and why.
+func shadows(a, b *routeEntry) (string, bool) {
+	if !a.covers(b) {
+		return "", false
+	}
+	switch {
+	case a.tier == b.tier && a.key == b.key:
+		if !a.precedes(b) {
+			return "", false
+		}
+		return "matches the same requests and comes first (more specific host, more conditions, or earlier in the document)", true
+	case b.tier == 2 && b.lit != "" && a.tier == 1 && prefixCovers(a.key, b.lit):
+		return fmt.Sprintf("(pathPrefix %s) takes every path the regex can match, and prefixes come before regexes", a.key), true
+	case b.tier == 2 && b.whole && a.tier == 0 && a.key == b.lit:
+		return fmt.Sprintf("(path %s) is the only path the regex matches, and exact paths come before regexes", a.key), true
+	case b.tier == 2 && b.whole && a.tier == 1 && prefixMatches(a.key, b.lit):
+		return fmt.Sprintf("(pathPrefix %s) takes the only path the regex matches, and prefixes come before regexes", a.key), true
+	}
+	return "", false
+}
