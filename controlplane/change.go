@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicegw/sluice/api"
@@ -47,6 +49,57 @@ type Change struct {
 	UpdatedAt        time.Time `json:"updatedAt"`
 	Reviews          []*Review `json:"reviews,omitempty"`
 	Diff             *api.Diff `json:"diff,omitempty"`
+	// Warnings are the risks a reviewer should see: api.Warnings of the
+	// change's rules against its base version, and the ones the control
+	// plane adds from the namespace's nodes (RedisWarning). Never nil.
+	Warnings []api.Warning `json:"warnings"`
+}
+
+// WarnClusterLimitWithoutRedis is the code of RedisWarning's warning.
+const WarnClusterLimitWithoutRedis = "cluster-limit-without-redis"
+
+// RedisWarning returns the warning of a change that adds a cluster limit
+// (ws holds api.WarnClusterLimitAdded) when some live node of namespace ns
+// has not shown it has Redis, or nil. Node registrations do not report
+// Redis: a node has shown it only by running a version with a cluster limit
+// (a node without Redis refuses such a version); clusterVersion reports
+// whether a version holds one.
+func RedisWarning(ns string, ws []api.Warning, nodes []*Node, clusterVersion func(v int64) bool) *api.Warning {
+	path := ""
+	for _, w := range ws {
+		if w.Code == api.WarnClusterLimitAdded {
+			path = w.Path
+			break
+		}
+	}
+	if path == "" {
+		return nil
+	}
+	live, unproven := 0, []string{}
+	for _, n := range nodes {
+		if !n.Live {
+			continue
+		}
+		live++
+		if n.LastApplyError != "" || !clusterVersion(n.Version) {
+			unproven = append(unproven, n.NodeID)
+		}
+	}
+	w := &api.Warning{Code: WarnClusterLimitWithoutRedis, Path: path}
+	switch {
+	case live == 0:
+		w.Message = fmt.Sprintf("no node of namespace %s is live, so none has shown it has Redis; a node without --redis or --redis-cluster refuses a version with a cluster limit", ns)
+	case len(unproven) > 0:
+		shown := unproven
+		if len(shown) > 5 {
+			shown = append(shown[:5:5], "…")
+		}
+		w.Message = fmt.Sprintf("%d of %d live nodes of namespace %s (%s) have not shown they have Redis: registrations do not report Redis, and these nodes run no version with a cluster limit. A node without --redis or --redis-cluster refuses this version and keeps its old rules",
+			len(unproven), live, ns, strings.Join(shown, ", "))
+	default:
+		return nil
+	}
+	return w
 }
 
 // Decision is a reviewer's verdict.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -275,6 +276,7 @@ func (s *Server) listChanges(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.nodeWarnings(c, ns, cs...)
 	out := list[*sluice.Change]{Items: cs}
 	if n := len(cs); n > 0 && n == pageSize(limit, 50) {
 		out.Next = cs[n-1].ID
@@ -314,6 +316,7 @@ func (s *Server) createChange(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.nodeWarnings(c, ns, full)
 	c.Header("Location", "/api/v1/namespaces/"+ns+"/changes/"+strconv.FormatInt(ch.ID, 10))
 	c.JSON(http.StatusCreated, full)
 }
@@ -332,6 +335,7 @@ func (s *Server) getChange(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.nodeWarnings(c, ns, ch)
 	c.JSON(http.StatusOK, ch)
 }
 
@@ -359,6 +363,7 @@ func (s *Server) reviewChange(d sluice.Decision) gin.HandlerFunc {
 			s.fail(c, err)
 			return
 		}
+		s.nodeWarnings(c, ns, ch)
 		c.JSON(http.StatusOK, ch)
 	}
 }
@@ -382,6 +387,7 @@ func (s *Server) reopenChange(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.nodeWarnings(c, ns, ch)
 	c.JSON(http.StatusOK, ch)
 }
 
@@ -519,5 +525,67 @@ func (s *Server) rollback(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if ch != nil {
+		s.nodeWarnings(c, ns, ch)
+	}
 	c.JSON(http.StatusCreated, rollbackResponse{Change: ch, Version: v})
+}
+
+// nodeWarnings adds to open and approved changes that add a cluster limit
+// the warning that needs the namespace's live nodes (sluice.RedisWarning),
+// reading the nodes once. A registry that cannot be read is said so in the
+// warning.
+func (s *Server) nodeWarnings(c *gin.Context, ns string, chs ...*sluice.Change) {
+	var need []*sluice.Change
+	for _, ch := range chs {
+		if ch.Warnings == nil {
+			ch.Warnings = []api.Warning{}
+		}
+		if ch.State != sluice.ChangeOpen && ch.State != sluice.ChangeApproved {
+			continue
+		}
+		for _, w := range ch.Warnings {
+			if w.Code == api.WarnClusterLimitAdded {
+				need = append(need, ch)
+				break
+			}
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	ctx := c.Request.Context()
+	var nodes []*sluice.Node
+	nodesErr := ""
+	if s.s.Nodes == nil {
+		nodesErr = "the node registry (etcd) is not configured"
+	} else if found, err := s.s.Nodes.FindNodes(ctx, sluice.NodeFilter{Namespace: ns}); err != nil {
+		nodesErr = sluice.ErrorMessage(err)
+	} else {
+		nodes = found
+	}
+	memo := map[int64]bool{}
+	clusterVersion := func(n int64) bool {
+		if has, ok := memo[n]; ok {
+			return has
+		}
+		has := false
+		if v, err := s.s.Versions.FindVersion(ctx, ns, n); err == nil {
+			if rs, err := sluice.DecodeDocument(v.Document); err == nil {
+				has = slices.ContainsFunc(rs.Limits, func(l api.Limit) bool { return l.Scope == api.ScopeCluster })
+			}
+		}
+		memo[n] = has
+		return has
+	}
+	for _, ch := range need {
+		if nodesErr != "" {
+			ch.Warnings = append(ch.Warnings, api.Warning{Code: sluice.WarnClusterLimitWithoutRedis,
+				Message: "the nodes of namespace " + ns + " could not be read (" + nodesErr + "), so whether they have Redis is unknown; a node without --redis or --redis-cluster refuses a version with a cluster limit"})
+			continue
+		}
+		if w := sluice.RedisWarning(ns, ch.Warnings, nodes, clusterVersion); w != nil {
+			ch.Warnings = append(ch.Warnings, *w)
+		}
+	}
 }

@@ -34,7 +34,8 @@ type changeRow struct {
 	PublishedVersion *int64
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
-	Latest           int64 `gorm:"->;-:migration"` // the namespace's newest version, read with the row
+	Warnings         *string // JSON; nil for changes opened before warnings were stored
+	Latest           int64   `gorm:"->;-:migration"` // the namespace's newest version, read with the row
 }
 
 func (changeRow) TableName() string { return "changes" }
@@ -48,7 +49,59 @@ func (r *changeRow) change() *sluice.Change {
 	if c.Contributors == nil {
 		c.Contributors = []int64{}
 	}
+	if r.Warnings != nil {
+		c.Warnings = []api.Warning{}
+		json.Unmarshal([]byte(*r.Warnings), &c.Warnings)
+	}
 	return c
+}
+
+// changeWarnings returns api.Warnings of doc against version base of ns, as
+// stored JSON.
+func (db *DB) changeWarnings(ctx context.Context, ns string, base int64, doc []byte) (*string, error) {
+	var old *api.RuleSet
+	if base > 0 {
+		ref, err := db.versionDocument(ctx, ns, base)
+		if err != nil {
+			return nil, err
+		}
+		if old, err = sluice.DecodeDocument(ref.doc); err != nil {
+			return nil, err
+		}
+	}
+	rs, err := sluice.DecodeDocument(doc)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(api.Warnings(old, rs))
+	if err != nil {
+		return nil, fmt.Errorf("encoding warnings: %w", err)
+	}
+	return ptr(string(b)), nil
+}
+
+// fillWarnings computes the warnings of a change opened before they were
+// stored (its row has none).
+func (db *DB) fillWarnings(ctx context.Context, c *sluice.Change, doc []byte) error {
+	if c.Warnings != nil {
+		return nil
+	}
+	if doc == nil {
+		var docs []string
+		if err := db.gorm.WithContext(ctx).Raw("SELECT document FROM changes WHERE id = ?", c.ID).Scan(&docs).Error; err != nil {
+			return dbErr(fmt.Errorf("finding change: %w", err))
+		}
+		if len(docs) == 0 {
+			return notFound("change %d not found", c.ID)
+		}
+		doc = []byte(docs[0])
+	}
+	w, err := db.changeWarnings(ctx, c.Namespace, c.BaseVersion, doc)
+	if err != nil {
+		return err
+	}
+	c.Warnings = []api.Warning{}
+	return json.Unmarshal([]byte(*w), &c.Warnings)
 }
 
 // userIDs is a bigint[] column of user ids (drafts.contributors,
@@ -160,13 +213,16 @@ func (s *ChangeService) FindChangeByID(ctx context.Context, ns string, id int64)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.db.fillWarnings(ctx, c, []byte(r.Document)); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
 // FindChanges lists a namespace's changes newest first, without diffs.
 func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, error) {
 	q := s.db.gorm.WithContext(ctx).Table("changes").
-		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, "+latestVersionSQL).
+		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, warnings, "+latestVersionSQL).
 		Where("namespace = ?", f.Namespace)
 	if f.State != "" {
 		q = q.Where("state = ?", string(f.State))
@@ -188,6 +244,9 @@ func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) 
 	out := make([]*sluice.Change, len(rows))
 	for i := range rows {
 		out[i] = rows[i].change()
+		if err := s.db.fillWarnings(ctx, out[i], nil); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -274,10 +333,14 @@ func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluic
 			return nil, sluice.Errorf(sluice.ECONFLICT, "the rules equal version %d, the newest; there is nothing to review", latest)
 		}
 	}
+	warnings, err := db.changeWarnings(ctx, ns, latest, []byte(doc))
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	r := changeRow{Namespace: ns, Title: strings.TrimSpace(c.Title), Description: c.Description, Author: sluice.ActorFromContext(ctx).Name(),
 		Contributors: contributors.with(actorID(ctx)), State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum,
-		RollbackOf: rollbackOf, CreatedAt: now, UpdatedAt: now, Latest: latest}
+		RollbackOf: rollbackOf, CreatedAt: now, UpdatedAt: now, Warnings: warnings, Latest: latest}
 	if err := tx.Omit("Latest").Create(&r).Error; err != nil {
 		return nil, err
 	}
@@ -388,7 +451,11 @@ func (s *ChangeService) ReopenChange(ctx context.Context, ns string, id int64, c
 		if err := tx.Create(&reviewRow{ChangeID: id, Reviewer: actor.Name(), Decision: string(sluice.Reopen), Comment: comment, CreatedAt: now}).Error; err != nil {
 			return err
 		}
-		if err := tx.Exec("UPDATE changes SET state = 'open', base_version = ?, updated_at = ? WHERE id = ?", r.Latest, now, id).Error; err != nil {
+		warnings, err := s.db.changeWarnings(ctx, ns, r.Latest, []byte(r.Document))
+		if err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE changes SET state = 'open', base_version = ?, updated_at = ?, warnings = ? WHERE id = ?", r.Latest, now, warnings, id).Error; err != nil {
 			return err
 		}
 		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionChangeReopen, Object: changeObject(ns, id), Namespace: ns,
