@@ -1,0 +1,65 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/sluicegw/sluice/api"
+	sluice "github.com/sluicegw/sluice/controlplane"
+	"github.com/sluicegw/sluice/controlplane/etcd"
+)
+
+func freeURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprintf("http://%s", l.Addr())
+}
+
+// TestAuditCheckpointNeverMovesBack: concurrent replicas may save heads out
+// of order; the newest stays.
+func TestAuditCheckpointNeverMovesBack(t *testing.T) {
+	e, err := etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t), LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	client, err := etcd.NewClient(e.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	cp := &etcd.AuditCheckpoint{Client: client, Keys: api.Keys{Prefix: "/cp-test"}}
+	ctx := context.Background()
+	if h, err := cp.LoadAuditHead(ctx); err != nil || h != nil {
+		t.Fatalf("empty: %+v %v", h, err)
+	}
+	for _, tc := range []struct {
+		desc string
+		save int64
+		want int64
+	}{
+		{"first head", 5, 5},
+		{"an older head is ignored", 3, 5},
+		{"the same head again", 5, 5},
+		{"a newer head", 9, 9},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if err := cp.SaveAuditHead(ctx, sluice.AuditHead{ID: tc.save, MAC: fmt.Sprint("mac", tc.save)}); err != nil {
+				t.Fatal(err)
+			}
+			h, err := cp.LoadAuditHead(ctx)
+			if err != nil || h == nil || h.ID != tc.want || h.MAC != fmt.Sprint("mac", tc.want) {
+				t.Fatalf("head %+v %v, want id %d", h, err, tc.want)
+			}
+		})
+	}
+	if got := etcd.AuditHeadKey(api.Keys{}); got != "/sluice/v1/audit/head" {
+		t.Fatalf("default key %q", got)
+	}
+}
