@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -98,24 +100,132 @@ func withPendingHead(ctx context.Context) (context.Context, *pendingHead) {
 	return context.WithValue(ctx, auditHeadKey{}, p), p
 }
 
-// checkpointAudit records a committed head: in the log, always, and with
-// the AuditCheckpoint when there is one. A failed checkpoint is logged and
-// does not fail the request: the event is committed, and verification
-// accepts keyed events after the checkpointed one.
-func (db *DB) checkpointAudit(ctx context.Context, p *pendingHead) {
+// checkpointAudit records a committed head: in the log at once, and with
+// the AuditCheckpoint through the checkpointer, which writes the newest
+// head in the background (so that a slow or unreachable etcd never holds up
+// a request) and retries until it is written. Verification accepts keyed
+// events after the checkpointed one, so a checkpoint that lags is no alarm;
+// only events missing up to it are.
+func (db *DB) checkpointAudit(p *pendingHead) {
 	if p == nil || p.head == nil {
 		return
 	}
 	h := *p.head
 	db.settings.Logger.Info("audit chain head", "id", h.ID, "mac", h.MAC)
-	if db.settings.AuditCheckpoint == nil {
-		return
+	if db.checkpoints != nil {
+		db.checkpoints.offer(h)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	defer cancel()
-	if err := db.settings.AuditCheckpoint.SaveAuditHead(ctx, h); err != nil {
-		db.settings.Logger.Warn("checkpointing the audit chain head failed; the next write retries", "id", h.ID, "err", err)
+}
+
+// checkpointer writes the newest audit head to the AuditCheckpoint. Safe
+// for concurrent use; its goroutine runs from Open to Close.
+type checkpointer struct {
+	cp     sluice.AuditCheckpoint
+	logger *slog.Logger
+	mu     sync.Mutex
+	head   *sluice.AuditHead // the newest head not yet written
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startCheckpointer(cp sluice.AuditCheckpoint, logger *slog.Logger) *checkpointer {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checkpointer{cp: cp, logger: logger, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go c.run(ctx)
+	return c
+}
+
+func (c *checkpointer) offer(h sluice.AuditHead) {
+	c.mu.Lock()
+	if c.head == nil || h.ID > c.head.ID {
+		c.head = &h
 	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *checkpointer) run(ctx context.Context) {
+	defer close(c.done)
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Error("audit checkpointer panicked", "panic", r)
+		}
+	}()
+	var retry <-chan time.Time
+	backoff, failing := time.Duration(0), false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-retry:
+		}
+		c.mu.Lock()
+		h := c.head
+		c.mu.Unlock()
+		if h == nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := c.cp.SaveAuditHead(sctx, *h)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				c.logger.Warn("checkpointing the audit chain head failed; retrying", "id", h.ID, "err", err)
+			}
+			failing = true
+			backoff = min(max(2*backoff, 200*time.Millisecond), 10*time.Second)
+			retry = time.After(backoff)
+			continue
+		}
+		if failing {
+			c.logger.Info("audit chain head checkpointed again", "id", h.ID)
+		}
+		failing, backoff, retry = false, 0, nil
+		c.mu.Lock()
+		if c.head != nil && c.head.ID == h.ID {
+			c.head = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// sync waits until every offered head is written, or ctx ends.
+func (c *checkpointer) sync(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		pending := c.head != nil
+		c.mu.Unlock()
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("checkpointing the audit chain head: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *checkpointer) close() {
+	c.cancel()
+	<-c.done
+}
+
+// SyncAuditCheckpoint waits until the audit chain head of every committed
+// write is checkpointed (immediately without an AuditCheckpoint).
+func (db *DB) SyncAuditCheckpoint(ctx context.Context) error {
+	if db.checkpoints == nil {
+		return nil
+	}
+	return db.checkpoints.sync(ctx)
 }
 
 // audit describes one event to append; the actor comes from the context.
@@ -262,9 +372,9 @@ func likePrefix(s string) string {
 // VerifyAudit walks the chain in id order, in batches, and reports the first
 // row whose hash or MAC does not match its content and the row before, then
 // compares the chain with the checkpointed head: the checkpointed event must
-// be in the database with the MAC it had when it was written. The
-// checkpoint is read first, so events committed while the walk runs are
-// after it.
+// be in the database with the MAC it had when it was written. The heads of
+// this process's writes are checkpointed first, and the checkpoint is read
+// before the walk, so events committed while the walk runs are after it.
 func (s *AuditService) VerifyAudit(ctx context.Context) (*sluice.AuditVerification, error) {
 	key := s.db.settings.AuditKey
 	v := &sluice.AuditVerification{OK: true, Keyed: len(key) > 0, Checkpoint: "not configured"}
@@ -272,6 +382,11 @@ func (s *AuditService) VerifyAudit(ctx context.Context) (*sluice.AuditVerificati
 	var headErr error
 	if cp := s.db.settings.AuditCheckpoint; cp != nil {
 		v.Checkpoint = "not compared"
+		// This process's own writes are checkpointed first; if that fails,
+		// reading the checkpoint says why.
+		sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+		s.db.SyncAuditCheckpoint(sctx)
+		scancel()
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		head, headErr = cp.LoadAuditHead(lctx)
 		cancel()

@@ -188,6 +188,9 @@ func TestAuditTamperDetected(t *testing.T) {
 					t.Fatalf("event %d has no MAC", evs[0].ID)
 				}
 			}
+			if err := db.SyncAuditCheckpoint(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			tc.tamper(t, db, cp, ids)
 
 			v, err := audit.VerifyAudit(context.Background())

@@ -5,7 +5,9 @@
 // Every mutation runs in one transaction together with its audit event, so
 // that the log holds exactly what happened. Audit appends are serialized by a
 // transaction-scoped advisory lock (auditLockKey) so that each row can carry
-// the hash of the one before. Version numbers are serialized per namespace by
+// the hash of the one before, and its MAC under Settings.AuditKey; once a
+// transaction commits, its newest event is checkpointed outside the database
+// (Settings.AuditCheckpoint) by a background writer. Version numbers are serialized per namespace by
 // locking the namespace's row. The publisher takes a transaction-scoped
 // advisory lock per namespace (publishLockClass, hashtext(namespace)) with
 // pg_try_advisory_xact_lock, so that with several sluice-admin replicas
@@ -67,7 +69,8 @@ type Settings struct {
 	// writes events without a MAC and verifies the plain sha256 chain only.
 	AuditKey []byte
 	// AuditCheckpoint, if set, receives the audit chain's head after every
-	// committed audited write, and VerifyAudit compares the chain with it.
+	// committed audited write (written in the background, newest first,
+	// retried while it fails), and VerifyAudit compares the chain with it.
 	AuditCheckpoint sluice.AuditCheckpoint
 }
 
@@ -80,6 +83,9 @@ type DB struct {
 	settings Settings
 	diffs    *diffCache
 	docs     *byteCache // documents of versions and draft revisions
+	// checkpoints writes audit heads to settings.AuditCheckpoint; nil
+	// without one.
+	checkpoints *checkpointer
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value DSN)
@@ -122,11 +128,20 @@ func Open(ctx context.Context, dsn string, s Settings) (*DB, error) {
 		sqlDB.Close()
 		return nil, err
 	}
+	if s.AuditCheckpoint != nil {
+		db.checkpoints = startCheckpointer(s.AuditCheckpoint, s.Logger)
+	}
 	return db, nil
 }
 
-// Close closes the pool.
-func (db *DB) Close() error { return db.sql.Close() }
+// Close stops the audit checkpointer (a head not yet written stays behind
+// the database's, which verification accepts) and closes the pool.
+func (db *DB) Close() error {
+	if db.checkpoints != nil {
+		db.checkpoints.close()
+	}
+	return db.sql.Close()
+}
 
 // SQL returns the underlying pool, for tests and health checks.
 func (db *DB) SQL() *sql.DB { return db.sql }
@@ -176,7 +191,7 @@ func (db *DB) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	if err := db.gorm.WithContext(ctx).Transaction(fn); err != nil {
 		return dbErr(err)
 	}
-	db.checkpointAudit(ctx, head)
+	db.checkpointAudit(head)
 	return nil
 }
 
