@@ -207,6 +207,10 @@ func splitList(s string) []string {
 }
 
 func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+	auditKey, err := loadAuditKey(cfg, logger)
+	if err != nil {
+		return err
+	}
 	endpoints := splitList(cfg.EtcdEndpoints)
 	if len(endpoints) == 0 {
 		return errors.New("--etcd-endpoints is empty")
@@ -221,10 +225,6 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		logger.Info("embedded etcd started", "client", host, "dir", cfg.EmbeddedEtcd)
 	}
 
-	auditKey, err := loadAuditKey(cfg, logger)
-	if err != nil {
-		return err
-	}
 	client, err := etcd.NewClient(endpoints)
 	if err != nil {
 		return err
