@@ -216,3 +216,48 @@ func TestAuditTamperDetected(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditKeyIntroducedLater: events written before the key was configured
+// are counted as unkeyed and covered by the plain chain; an event written
+// without the key after keyed ones fails verification (a downgrade).
+func TestAuditKeyIntroducedLater(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	unkeyed := mustRawDB(t, Settings{})
+	keyed, err := Open(context.Background(), unkeyed.DSN(), Settings{AuditKey: key, Logger: unkeyed.settings.Logger, Argon2: unkeyed.settings.Argon2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keyed.Close() })
+	ctx := sluice.NewContextWithActor(context.Background(), sluice.Actor{User: &sluice.User{ID: 1, Username: "alice"}, Role: sluice.RoleAdmin})
+	record := func(db *DB, n int) {
+		t.Helper()
+		for range n {
+			if err := NewAuditService(db).RecordAuditEvent(ctx, &sluice.AuditEvent{Action: sluice.ActionLogin, Object: "user/alice"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, step := range []struct {
+		desc      string
+		db        *DB
+		write     int
+		ok        bool
+		unkeyedN  int64
+		reasonHas string
+	}{
+		{desc: "three events before the key", db: unkeyed, write: 3, ok: true, unkeyedN: 3},
+		{desc: "two with the key", db: keyed, write: 2, ok: true, unkeyedN: 3},
+		{desc: "one without it again", db: unkeyed, write: 1, ok: false, reasonHas: "no MAC although events before it have one"},
+	} {
+		t.Run(step.desc, func(t *testing.T) {
+			record(step.db, step.write)
+			v, err := NewAuditService(keyed).VerifyAudit(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.OK != step.ok || !v.Keyed || (step.ok && v.Unkeyed != step.unkeyedN) || !strings.Contains(v.Reason, step.reasonHas) {
+				t.Fatalf("verify %+v", v)
+			}
+		})
+	}
+}
