@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"regexp/syntax"
 	"slices"
@@ -301,7 +302,7 @@ func routeEntries(i int, r *Route) []routeEntry {
 	if len(m.Headers) > 0 {
 		base.headers = map[string]string{}
 		for k, v := range m.Headers {
-			base.headers[canonicalHeader(k)] = v
+			base.headers[textproto.CanonicalMIMEHeaderKey(k)] = v
 			base.nconstr++
 		}
 	}
@@ -339,18 +340,6 @@ func routeEntries(i int, r *Route) []routeEntry {
 		out[j].host = h
 	}
 	return out
-}
-
-func canonicalHeader(s string) string {
-	b := []byte(strings.ToLower(s))
-	upper := true
-	for i, c := range b {
-		if upper && 'a' <= c && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-		upper = c == '-'
-	}
-	return string(b)
 }
 
 // regexLiteral returns the literal that every match of an anchored regex
