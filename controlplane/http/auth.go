@@ -134,20 +134,23 @@ func (s *Server) login(c *gin.Context) {
 	}
 	client := clientKey(c.ClientIP())
 	pair := "u:" + strings.ToLower(req.Username) + "|" + client
-	if wait, blocked := s.throttle.blocked(pair, client); blocked {
+	// The attempt counts as a failure from the start, so that guesses sent
+	// in parallel are throttled like guesses sent one after another.
+	if wait, blocked := s.throttle.attempt(pair, client); blocked {
 		c.Set(ctxRetryAfter, int((wait+time.Second-1)/time.Second))
 		s.fail(c, sluice.Errorf(sluice.ERATELIMITED, "too many failed logins from your address; try again in %s", wait.Round(time.Second)))
 		return
 	}
 	u, err := s.s.Users.Authenticate(c.Request.Context(), req.Username, req.Password)
 	if err != nil {
-		if sluice.ErrorCode(err) == sluice.EUNAUTHORIZED {
-			s.throttle.fail(pair, client)
+		if sluice.ErrorCode(err) != sluice.EUNAUTHORIZED {
+			s.throttle.refund(pair, client) // not a judged password
 		}
 		s.fail(c, err)
 		return
 	}
 	s.throttle.reset(pair)
+	s.throttle.refund(client)
 	sess, secret, err := s.s.Sessions.CreateSession(c.Request.Context(), u)
 	if err != nil {
 		s.fail(c, err)
@@ -212,8 +215,10 @@ func (s *Server) me(c *gin.Context) {
 // failures, each further failure makes it wait before the next attempt:
 // BaseDelay, doubling with every failure, up to MaxDelay; attempts while it
 // waits are answered 429 with Retry-After, without checking the password.
-// A key's failures are forgotten Window after its wait ends; a successful
-// login clears its (account, client) key (not the client's). Zero values:
+// Each attempt counts as a failure as soon as it is let through, so that
+// parallel guesses get no more free tries than sequential ones; a successful
+// login then clears its (account, client) key and gives back the client's
+// count. A key's failures are forgotten Window after its wait ends. Zero values:
 // PerAccount 5, PerClient 20, BaseDelay 1s, MaxDelay 15m, Window 15m.
 type ThrottleSettings struct {
 	PerAccount int
@@ -233,7 +238,9 @@ type throttle struct {
 }
 
 type throttleKey struct {
+	free  int // failures before waits
 	fails int
+	last  time.Time // of the newest failure
 	until time.Time // no attempt before this
 }
 
@@ -268,8 +275,23 @@ func (t *throttle) get(key string, now time.Time) *throttleKey {
 	return k
 }
 
-// blocked reports whether either key must still wait, and how long.
-func (t *throttle) blocked(pair, client string) (time.Duration, bool) {
+// wait is how long a key waits after its newest failure: nothing for its
+// free failures, then BaseDelay doubling up to MaxDelay.
+func (t *throttle) wait(k *throttleKey) time.Duration {
+	over := k.fails - k.free
+	switch {
+	case over < 0:
+		return 0
+	case over >= 30:
+		return t.set.MaxDelay
+	}
+	return min(t.set.BaseDelay<<over, t.set.MaxDelay)
+}
+
+// attempt reports whether the pair or the client must still wait, and how
+// long; when neither must, it counts the attempt as a failure of both until
+// reset or refund say otherwise.
+func (t *throttle) attempt(pair, client string) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -279,14 +301,9 @@ func (t *throttle) blocked(pair, client string) (time.Duration, bool) {
 			wait = max(wait, k.until.Sub(now))
 		}
 	}
-	return wait, wait > 0
-}
-
-// fail counts a failure of the pair and of the client.
-func (t *throttle) fail(pair, client string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
+	if wait > 0 {
+		return wait, true
+	}
 	if len(t.keys) >= maxThrottleKeys { // bound memory under a spray of names
 		for key := range t.keys {
 			t.get(key, now)
@@ -301,18 +318,31 @@ func (t *throttle) fail(pair, client string) {
 			if len(t.keys) >= maxThrottleKeys {
 				continue
 			}
-			k = &throttleKey{}
+			k = &throttleKey{free: f.free}
 			t.keys[f.key] = k
 		}
 		k.fails++
-		k.until = now
-		if over := k.fails - f.free; over >= 0 {
-			d := t.set.MaxDelay
-			if over < 30 {
-				d = min(t.set.BaseDelay<<over, t.set.MaxDelay)
-			}
-			k.until = now.Add(d)
+		k.last = now
+		k.until = now.Add(t.wait(k))
+	}
+	return 0, false
+}
+
+// refund gives back the failure an attempt counted for each key (the
+// attempt succeeded, or its password was not judged).
+func (t *throttle) refund(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, key := range keys {
+		k := t.keys[key]
+		if k == nil {
+			continue
 		}
+		if k.fails--; k.fails <= 0 {
+			delete(t.keys, key)
+			continue
+		}
+		k.until = k.last.Add(t.wait(k))
 	}
 }
 

@@ -176,3 +176,39 @@ func TestPasswordChangeRevokesTokens(t *testing.T) {
 	ed2 := e.anon()
 	ed2.must(http.StatusOK, "POST", "/api/v1/auth/login", map[string]string{"username": "ed", "password": "a brand new password"})
 }
+
+// TestLoginThrottleParallel: guesses sent at once are counted as they
+// arrive, not when their password check ends, so a burst gets no more free
+// tries than a sequence; and successful logins cost a client nothing.
+func TestLoginThrottleParallel(t *testing.T) {
+	t.Parallel()
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := newEnv(t, envOptions{settings: func(s *sluicehttp.Settings) { s.Now = clock.Now }})
+	admin := e.login("admin")
+	admin.must(http.StatusCreated, "POST", "/api/v1/users", map[string]any{"username": "ed", "password": password, "role": "editor"})
+	const burst = 30
+	statuses := make(chan int, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.anon()
+			statuses <- c.do("POST", "/api/v1/auth/login", map[string]string{"username": "ed", "password": "guess"}).status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[http.StatusUnauthorized] != 5 || count[http.StatusTooManyRequests] != burst-5 {
+		t.Fatalf("a burst of %d guesses: %v, want 5 checked and the rest 429", burst, count)
+	}
+	for i := range 25 {
+		if r := e.anon().do("POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": password}); r.status != http.StatusOK {
+			t.Fatalf("successful login %d from one address: %d %s", i+1, r.status, r.body)
+		}
+	}
+}
