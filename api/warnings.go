@@ -428,42 +428,73 @@ func prefixMatches(p, path string) bool {
 type shadow struct{ route, by, why string }
 
 // shadowedRoutes lists the routes every one of whose entries is taken by
-// another route first, with the first route found to take them.
+// another route first, with the first route found to take them. Candidates
+// come from indexes, so that the cost grows with the number of routes, not
+// its square: within one key of a tier, an entry that is tried first and
+// admits everything another admits has the same host pattern (a more
+// specific host is tried first but admits less); across tiers, a regex can
+// only lose to the prefixes along its literal or to its one exact path.
 func shadowedRoutes(routes []Route) []shadow {
-	var all [][]routeEntry
+	type groupKey struct {
+		tier     int
+		key      string
+		hostKind int
+		hostName string
+	}
+	all := make([][]routeEntry, len(routes))
+	groups := map[groupKey][]*routeEntry{}
+	byPath := [2]map[string][]*routeEntry{{}, {}} // exact, prefix
 	for i := range routes {
-		all = append(all, routeEntries(i, &routes[i]))
+		all[i] = routeEntries(i, &routes[i])
+		for k := range all[i] {
+			e := &all[i][k]
+			g := groupKey{e.tier, e.key, e.host.kind, e.host.name}
+			groups[g] = append(groups[g], e)
+			if e.tier <= 1 {
+				byPath[e.tier][e.key] = append(byPath[e.tier][e.key], e)
+			}
+		}
+	}
+	find := func(b *routeEntry) (*routeEntry, string) {
+		for _, a := range groups[groupKey{b.tier, b.key, b.host.kind, b.host.name}] {
+			if a.route != b.route {
+				if w, ok := shadows(a, b); ok {
+					return a, w
+				}
+			}
+		}
+		if b.tier != 2 || b.lit == "" {
+			return nil, ""
+		}
+		var cands []*routeEntry
+		for i := 1; i < len(b.lit); i++ {
+			if b.lit[i] == '/' {
+				cands = append(cands, byPath[1][b.lit[:i]]...)
+				cands = append(cands, byPath[1][b.lit[:i+1]]...)
+			}
+		}
+		if b.whole {
+			cands = append(cands, byPath[1][b.lit]...)
+			cands = append(cands, byPath[0][b.lit]...)
+		}
+		for _, a := range cands {
+			if w, ok := shadows(a, b); ok {
+				return a, w
+			}
+		}
+		return nil, ""
 	}
 	var out []shadow
 	for i, es := range all {
-		if len(es) == 0 {
-			continue
-		}
 		by, why := "", ""
 		for k := range es {
-			b := &es[k]
-			found := false
-			for j, others := range all {
-				if j == i {
-					continue
-				}
-				for l := range others {
-					a := &others[l]
-					if w, ok := shadows(a, b); ok {
-						if by == "" {
-							by, why = a.route, w
-						}
-						found = true
-						break
-					}
-				}
-				if found {
-					break
-				}
-			}
-			if !found {
+			a, w := find(&es[k])
+			if a == nil {
 				by = ""
 				break
+			}
+			if by == "" {
+				by, why = a.route, w
 			}
 		}
 		if by != "" {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,33 @@ func TestWarningsNil(t *testing.T) {
 	t.Parallel()
 	if ws := Warnings(nil, nil); ws == nil || len(ws) != 0 {
 		t.Fatalf("Warnings(nil, nil) = %#v", ws)
+	}
+}
+
+// BenchmarkWarnings: the cost of a change's warnings grows with the rule
+// count, not its square (routes are compared through indexes).
+//
+//	go test -run '^$' -bench BenchmarkWarnings -count 5 ./api/
+func BenchmarkWarnings(b *testing.B) {
+	for _, n := range []int{1000, 10000, 20000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			mk := func(rate int64) *RuleSet {
+				rs := &RuleSet{Namespace: "big"}
+				for i := range n / 2 {
+					id := "r" + strconv.Itoa(i)
+					rs.Routes = append(rs.Routes, Route{ID: id, Match: Match{PathPrefix: "/" + id, Methods: []string{"GET"}},
+						Upstream: Upstream{Targets: []Target{{URL: "http://127.0.0.1:8081"}}}})
+					rs.Limits = append(rs.Limits, Limit{ID: "l" + strconv.Itoa(i), Routes: []string{id}, Key: []string{"ip"}, Algorithm: TokenBucket, Rate: rate})
+				}
+				return rs
+			}
+			old, rs := mk(100), mk(1000)
+			b.ReportAllocs()
+			for b.Loop() {
+				if ws := Warnings(old, rs); len(ws) != n/2 {
+					b.Fatalf("%d warnings", len(ws))
+				}
+			}
+		})
 	}
 }
