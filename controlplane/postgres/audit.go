@@ -219,6 +219,29 @@ func (c *checkpointer) close() {
 	<-c.done
 }
 
+// SetAuditCheckpoint starts checkpointing the audit chain head with cp
+// (as Settings.AuditCheckpoint does from Open), beginning with the
+// database's current head, so call it after Migrate: cp keeps it unless it holds a newer one, so a
+// checkpoint store that is empty (new, or reset) is anchored at once, and
+// one that is ahead of the database still exposes the events deleted since.
+// Call it before the DB is used concurrently, at most once.
+func (db *DB) SetAuditCheckpoint(ctx context.Context, cp sluice.AuditCheckpoint) error {
+	if db.checkpoints != nil || cp == nil {
+		return nil
+	}
+	db.settings.AuditCheckpoint = cp
+	db.checkpoints = startCheckpointer(cp, db.settings.Logger)
+	var rows []auditRow
+	if err := db.gorm.WithContext(ctx).Raw("SELECT id, mac FROM audit_events ORDER BY id DESC LIMIT 1").Scan(&rows).Error; err != nil {
+		return dbErr(fmt.Errorf("reading the audit chain head: %w", err))
+	}
+	if len(rows) == 1 && rows[0].MAC != "" && len(db.settings.AuditKey) > 0 {
+		r := rows[0]
+		db.checkpoints.offer(sluice.AuditHead{ID: r.ID, MAC: r.MAC, At: db.now(), Sig: headSig(db.settings.AuditKey, r.ID, r.MAC)})
+	}
+	return nil
+}
+
 // SyncAuditCheckpoint waits until the audit chain head of every committed
 // write is checkpointed (immediately without an AuditCheckpoint).
 func (db *DB) SyncAuditCheckpoint(ctx context.Context) error {

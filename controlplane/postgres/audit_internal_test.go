@@ -261,3 +261,65 @@ func TestAuditKeyIntroducedLater(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditCheckpointAnchoredAtStart: a checkpoint store that is empty when
+// sluice-admin starts (new, or reset) gets the database's head at once, so
+// verification does not fail until the next write; one that is ahead of the
+// database (events deleted while sluice-admin was down) keeps its head.
+func TestAuditCheckpointAnchoredAtStart(t *testing.T) {
+	e, err := etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeLoopback(t), PeerURL: freeLoopback(t), LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	client, err := etcd.NewClient(e.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	key := []byte(strings.Repeat("k", 32))
+	ctx := sluice.NewContextWithActor(context.Background(), sluice.Actor{User: &sluice.User{ID: 1, Username: "alice"}, Role: sluice.RoleAdmin})
+	db := mustRawDB(t, Settings{AuditKey: key}) // written without a checkpoint store
+	for range 4 {
+		if err := NewAuditService(db).RecordAuditEvent(ctx, &sluice.AuditEvent{Action: sluice.ActionLogin}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *DB {
+		t.Helper()
+		d, err := Open(context.Background(), db.DSN(), Settings{AuditKey: key, Logger: db.settings.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetAuditCheckpoint(context.Background(), &etcd.AuditCheckpoint{Client: client, Keys: api.Keys{Prefix: "/anchor"}}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, step := range []struct {
+		desc       string
+		before     func()
+		ok         bool
+		checkpoint string
+	}{
+		{desc: "empty store anchored", ok: true, checkpoint: "matched"},
+		{desc: "tail deleted while down", ok: false, checkpoint: "mismatched", before: func() {
+			ownerExec(t, db, "DELETE FROM audit_events WHERE id = (SELECT max(id) FROM audit_events)")
+		}},
+	} {
+		t.Run(step.desc, func(t *testing.T) {
+			if step.before != nil {
+				step.before()
+			}
+			d := start()
+			defer d.Close()
+			v, err := NewAuditService(d).VerifyAudit(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.OK != step.ok || v.Checkpoint != step.checkpoint {
+				t.Fatalf("verify %+v", v)
+			}
+		})
+	}
+}

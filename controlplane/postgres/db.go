@@ -71,6 +71,8 @@ type Settings struct {
 	// AuditCheckpoint, if set, receives the audit chain's head after every
 	// committed audited write (written in the background, newest first,
 	// retried while it fails), and VerifyAudit compares the chain with it.
+	// (SetAuditCheckpoint sets one after Open, anchored at the database's
+	// head.)
 	AuditCheckpoint sluice.AuditCheckpoint
 }
 

@@ -43,6 +43,8 @@ import (
 type Config struct {
 	DatabaseURL         string
 	DatabaseWait        time.Duration
+	AuditKeyFile        string
+	InsecureNoAuditKey  bool
 	EtcdEndpoints       string
 	EtcdPrefix          string
 	EmbeddedEtcd        string
@@ -57,8 +59,6 @@ type Config struct {
 	PollInterval        time.Duration
 	NodeRetention       time.Duration
 	LogLevel            string
-	AuditKeyFile        string
-	InsecureNoAuditKey  bool
 }
 
 func env(name, def string) string {
@@ -225,16 +225,8 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		logger.Info("embedded etcd started", "client", host, "dir", cfg.EmbeddedEtcd)
 	}
 
-	client, err := etcd.NewClient(endpoints)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	keys := api.Keys{Prefix: cfg.EtcdPrefix}
-
 	var publisher *etcd.Publisher
-	db, err := openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() },
-		AuditKey: auditKey, AuditCheckpoint: &etcd.AuditCheckpoint{Client: client, Keys: keys}}, logger)
+	db, err := openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }, AuditKey: auditKey}, logger)
 	if err != nil {
 		return err
 	}
@@ -247,10 +239,20 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 
+	client, err := etcd.NewClient(endpoints)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	keys := api.Keys{Prefix: cfg.EtcdPrefix}
+
 	versions := postgres.NewVersionService(db)
 	outbox := postgres.NewOutbox(db)
 	namespaces := postgres.NewNamespaceService(db)
 	audit := postgres.NewAuditService(db)
+	if err := db.SetAuditCheckpoint(ctx, &etcd.AuditCheckpoint{Client: client, Keys: keys}); err != nil {
+		return err
+	}
 	history := postgres.NewNodeHistory(db)
 	srv, err := sluicehttp.New(sluicehttp.Settings{
 		Namespaces: namespaces,
@@ -334,6 +336,27 @@ func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB,
 	return err
 }
 
+// bootstrapAdmin creates the first admin when there are no users. A
+// generated password is printed to stderr, once, and nowhere else.
+func bootstrapAdmin(ctx context.Context, users sluice.UserService, name string) error {
+	password := os.Getenv("SLUICE_BOOTSTRAP_ADMIN_PASSWORD")
+	generated := password == ""
+	if generated {
+		var err error
+		if password, err = postgres.GeneratePassword(); err != nil {
+			return err
+		}
+	}
+	created, err := users.EnsureBootstrapAdmin(ctx, name, password)
+	if err != nil {
+		return err
+	}
+	if created && generated {
+		fmt.Fprintf(os.Stderr, "\n  sluice-admin: created the admin user %q with the password\n\n      %s\n\n  It is shown only this once. Log in and change it.\n\n", name, password)
+	}
+	return nil
+}
+
 // loadAuditKey reads the audit key from --audit-key-file or
 // $SLUICE_AUDIT_KEY. Without one, sluice-admin refuses to start unless
 // --insecure-no-audit-key says to go on with an unkeyed chain.
@@ -359,25 +382,4 @@ func loadAuditKey(cfg *Config, logger *slog.Logger) ([]byte, error) {
 		return nil, fmt.Errorf("audit key: %w", err)
 	}
 	return key, nil
-}
-
-// bootstrapAdmin creates the first admin when there are no users. A
-// generated password is printed to stderr, once, and nowhere else.
-func bootstrapAdmin(ctx context.Context, users sluice.UserService, name string) error {
-	password := os.Getenv("SLUICE_BOOTSTRAP_ADMIN_PASSWORD")
-	generated := password == ""
-	if generated {
-		var err error
-		if password, err = postgres.GeneratePassword(); err != nil {
-			return err
-		}
-	}
-	created, err := users.EnsureBootstrapAdmin(ctx, name, password)
-	if err != nil {
-		return err
-	}
-	if created && generated {
-		fmt.Fprintf(os.Stderr, "\n  sluice-admin: created the admin user %q with the password\n\n      %s\n\n  It is shown only this once. Log in and change it.\n\n", name, password)
-	}
-	return nil
 }
