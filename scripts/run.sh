@@ -32,10 +32,11 @@ psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB" >/dev/null
 
 ADMIN_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
 REVIEWER_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
+# The audit chain's HMAC key, which the database never sees; a new one with
+# every fresh database.
+AUDIT_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 umask 077
 printf 'admin %s\nreviewer %s\n' "$ADMIN_PASSWORD" "$REVIEWER_PASSWORD" >"$RUN/credentials"
-# The audit chain's HMAC key: kept outside the database (here, beside it).
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/audit.key"
 
 pids=()
 cleanup() {
@@ -48,9 +49,9 @@ trap 'cleanup; exit 0' INT TERM
 trap cleanup EXIT
 
 say "starting sluice-admin (embedded etcd at $ETCD)"
-SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
+SLUICE_AUDIT_KEY=$AUDIT_KEY SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
 	--database-url "postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable" \
-	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" --audit-key-file "$RUN/audit.key" \
+	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" \
 	--publish-poll-interval 500ms >"$RUN/admin.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null 2>&1 && break; sleep 0.2; done

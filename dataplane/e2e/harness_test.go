@@ -324,8 +324,9 @@ func newHarness(tb testing.TB) *harness {
 	h.admin = &proc{name: "sluice-admin", bin: filepath.Join(h.bins, "sluice-admin"), log: filepath.Join(h.dir, "sluice-admin.log"),
 		args: []string{"--database-url", dbURL, "--database-wait", "10s", "--etcd-endpoints", h.etcd.Addr(),
 			"--listen", listen, "--log-level", "info", "--web-dir", filepath.Join(h.dir, "no-web")},
-		env: []string{"SLUICE_BOOTSTRAP_ADMIN_PASSWORD=" + h.password, "SLUICE_AUDIT_KEY=" + randomHex(32)}}
+		env: []string{"SLUICE_BOOTSTRAP_ADMIN_PASSWORD=" + h.password}}
 	h.procs = append(h.procs, h.admin)
+	h.admin.env = append(h.admin.env, "SLUICE_AUDIT_KEY="+randomHex(32))
 	h.admin.start(tb)
 	h.waitHTTP(h.admin, h.adminURL+"/healthz", 30*time.Second)
 	h.author = h.login("admin", h.password)
