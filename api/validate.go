@@ -259,11 +259,6 @@ func checkTargetURL(s string) error {
 	if u.Host == "" || u.Hostname() == "" {
 		return fmt.Errorf("%q has no host", s)
 	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("%q has a port outside 1-65535", s)
-		}
-	}
 	if u.User != nil {
 		return fmt.Errorf("%q must not carry credentials", RedactURL(s))
 	}
