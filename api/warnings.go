@@ -397,8 +397,8 @@ func (a *routeEntry) covers(b *routeEntry) bool {
 		if b.methods == nil {
 			return false
 		}
-		for _, m := range b.methods {
-			if !slices.Contains(a.methods, m) {
+		for _, m := range effectiveMethods(b.methods) {
+			if !slices.Contains(effectiveMethods(a.methods), m) {
 				return false
 			}
 		}
@@ -409,6 +409,15 @@ func (a *routeEntry) covers(b *routeEntry) bool {
 		}
 	}
 	return true
+}
+
+// effectiveMethods is what a route's methods admit: a route that lists GET
+// takes HEAD too (as the router does).
+func effectiveMethods(ms []string) []string {
+	if slices.Contains(ms, "GET") && !slices.Contains(ms, "HEAD") {
+		return append(slices.Clip(ms), "HEAD")
+	}
+	return ms
 }
 
 // prefixCovers reports whether prefix p matches every path that starts

@@ -86,6 +86,14 @@ func TestWarnings(t *testing.T) {
 			rs.Routes[0].Match.Methods = []string{"GET", "POST"}
 			addRoute(rs, Route{ID: "reads", Match: Match{PathPrefix: "/api/orders", Methods: []string{"GET"}}})
 		}, want: []string{"route-shadowed routes[reads].match"}},
+		{desc: "HEAD goes to a route that takes GET", mutate: func(rs *RuleSet) {
+			rs.Routes[0].Match.Methods = []string{"GET"}
+			addRoute(rs, Route{ID: "heads", Match: Match{PathPrefix: "/api/orders", Methods: []string{"HEAD"}}})
+		}, want: []string{"route-shadowed routes[heads].match"}},
+		{desc: "a route listing HEAD itself is not shadowed by a later GET", mutate: func(rs *RuleSet) {
+			rs.Routes[0].Match.Methods = []string{"HEAD"}
+			addRoute(rs, Route{ID: "gets", Match: Match{PathPrefix: "/api/orders", Methods: []string{"GET"}}})
+		}},
 		{desc: "same prefix, later one takes methods the earlier does not", mutate: func(rs *RuleSet) {
 			rs.Routes[0].Match.Methods = []string{"GET"}
 			addRoute(rs, Route{ID: "writes", Match: Match{PathPrefix: "/api/orders", Methods: []string{"GET", "POST"}}})
