@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// AuditEvent is one entry of the append-only, hash-chained audit log.
+// AuditEvent is one entry of the append-only, chained audit log.
 // Hash chains every event to the one before with plain sha256 (anyone can
 // recompute it); MAC chains it with HMAC-SHA256 under the audit key, which
 // the database never sees. MAC is empty for events written without a key.

@@ -1,6 +1,6 @@
 // Package postgres implements the control plane's services over Postgres with
 // GORM: namespaces, drafts, changes and reviews, versions and the publication
-// outbox, users, sessions, API tokens and the hash-chained audit log.
+// outbox, users, sessions, API tokens and the HMAC-chained audit log.
 //
 // Every mutation runs in one transaction together with its audit event, so
 // that the log holds exactly what happened. Audit appends are serialized by a
