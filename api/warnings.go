@@ -34,6 +34,7 @@ const (
 	WarnLimitLoosened          = "limit-loosened"             // rate × 10 or more
 	WarnLimitRateZero          = "limit-rate-zero"            // rejects everything
 	WarnLimitRemoved           = "limit-removed"
+	WarnLimitShadowed          = "limit-shadowed" // switched to shadow: no longer rejects
 	WarnRouteRemoved           = "route-removed"
 	WarnClusterLimitAdded      = "cluster-limit-added" // every node needs Redis
 )
@@ -48,8 +49,8 @@ const MinBreakerRequests = 5
 // MinBreakerRequests requests, an exempt CIDR covering every address, a
 // route that can never match, an upstream at a link-local or metadata
 // address, a cluster limit) and risks of the change (a limit's rate divided
-// or multiplied by 10 or more, a limit or route removed, a degrade plan
-// switched to manual level 2). Both should have been normalized or at least
+// or multiplied by 10 or more, a limit or route removed, a limit switched to
+// shadow, a degrade plan switched to manual level 2). Both should have been normalized or at least
 // validated; Warnings reads defaults where fields are zero. The result is
 // never nil.
 func Warnings(old, new *RuleSet) []Warning {
@@ -108,6 +109,9 @@ func Warnings(old, new *RuleSet) []Warning {
 			}
 		}
 		o := oldLimits[l.ID]
+		if l.Shadow && o != nil && !o.Shadow {
+			add(WarnLimitShadowed, p+".shadow", "limit %s is switched to shadow: it still counts and logs, but no longer rejects anything", l.ID)
+		}
 		if l.Scope == ScopeCluster && (o == nil || o.Scope != ScopeCluster) {
 			add(WarnClusterLimitAdded, p+".scope", "limit %s is scope: cluster: a node without Redis (--redis or --redis-cluster) refuses this whole version and keeps its old rules", l.ID)
 		}

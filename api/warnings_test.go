@@ -153,6 +153,10 @@ func TestWarnings(t *testing.T) {
 		{desc: "limit removed", mutate: func(rs *RuleSet) { rs.Limits = rs.Limits[1:] }, want: []string{"limit-removed limits[per-ip]"}},
 		{desc: "route removed", mutate: func(rs *RuleSet) { rs.Routes = rs.Routes[1:]; rs.Limits[0].Routes = nil; rs.Breakers = nil },
 			want: []string{"route-removed routes[orders]"}},
+		{desc: "limit switched to shadow", mutate: func(rs *RuleSet) { rs.Limits[0].Shadow = true }, want: []string{"limit-shadowed limits[per-ip].shadow"}},
+		{desc: "new limit in shadow", mutate: func(rs *RuleSet) {
+			rs.Limits = append(rs.Limits, Limit{ID: "trial", Algorithm: TokenBucket, Rate: 5, Shadow: true})
+		}},
 		{desc: "cluster limit added", mutate: func(rs *RuleSet) { rs.Limits[0].Scope = ScopeCluster }, want: []string{"cluster-limit-added limits[per-ip].scope"}},
 		{desc: "cluster limit kept", old: func(rs *RuleSet) { rs.Limits[0].Scope = ScopeCluster }, mutate: func(rs *RuleSet) { rs.Limits[0].Scope = ScopeCluster }},
 	}
