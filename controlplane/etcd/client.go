@@ -7,14 +7,44 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/api"
 )
 
-// NewClient connects to etcd at endpoints with settings fit for rule sets
-// of many thousand rules (16 MiB messages). It does not wait for a
-// connection: calls fail until etcd answers.
+// ClientConfig is how sluice-admin reaches etcd. Endpoints is required;
+// every other zero value means "not used".
+type ClientConfig struct {
+	Endpoints []string
+	// CAFile, CertFile and KeyFile are PEM files: the CA that signed the
+	// servers' certificates, and the client certificate and key (both or
+	// neither); see api.ClientTLS.
+	CAFile, CertFile, KeyFile string
+	// Username and Password authenticate to etcd's auth (both or neither).
+	Username, Password string
+}
+
+// NewClient connects to etcd at endpoints without TLS or auth; see
+// NewClientConfig.
 func NewClient(endpoints []string) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:            endpoints,
+	return NewClientConfig(ClientConfig{Endpoints: endpoints})
+}
+
+// NewClientConfig connects to etcd with settings fit for rule sets of many
+// thousand rules (16 MiB messages), over TLS and with a user when c says
+// so. It does not wait for a connection: calls fail until etcd answers.
+func NewClientConfig(c ClientConfig) (*clientv3.Client, error) {
+	tlsCfg, err := api.ClientTLS(c.CAFile, c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if (c.Username == "") != (c.Password == "") {
+		return nil, fmt.Errorf("etcd auth: give both a user name and a password")
+	}
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints:            c.Endpoints,
+		TLS:                  tlsCfg,
+		Username:             c.Username,
+		Password:             c.Password,
 		DialTimeout:          3 * time.Second,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
@@ -27,7 +57,7 @@ func NewClient(endpoints []string) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	return c, nil
+	return cl, nil
 }
 
 // Ping checks that etcd answers within a second.

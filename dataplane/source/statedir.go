@@ -48,6 +48,11 @@ type State struct {
 	Revision int64 `json:"revision,omitempty"`
 	// SavedAt is when the file was written.
 	SavedAt time.Time `json:"savedAt"`
+	// Envelope is the signed etcd value Published came from, exactly as read
+	// (the ruleset key's value, or the canary key's for a canary; see
+	// api.Signer); absent when the value was not signed. VerifyState checks
+	// it.
+	Envelope json.RawMessage `json:"envelope,omitempty"`
 
 	// Doc is Published decoded and checked; LoadState sets it.
 	Doc *api.Published `json:"-"`
@@ -108,6 +113,50 @@ func LoadState(dir, ns string) (*State, error) {
 	}
 	st.Doc = doc
 	return &st, nil
+}
+
+// ErrUnsignedState is wrapped by VerifyState's errors: the state file is not
+// signed by a trusted key, or its signature does not cover what it holds.
+// A node refuses such a file like an unsigned etcd value: it boots from etcd
+// as if there were none.
+var ErrUnsignedState = errors.New("state file not trusted")
+
+// VerifyState checks a state file that LoadState accepted against the
+// node's trusted keys: its Envelope must open with v under the key it was
+// read from (keys.RuleSet or keys.Canary of the namespace), Published must be
+// exactly the signed document, and PublishedVersion may not exceed the
+// document's version (a floor above it could only be forged: it would make
+// the node refuse every real version as older). Errors wrap
+// ErrUnsignedState and, for signature failures, api.ErrUnsigned,
+// api.ErrUnknownKey or api.ErrBadSignature.
+func VerifyState(st *State, v *api.Verifier, keys api.Keys) error {
+	key := keys.RuleSet(st.Namespace)
+	if st.Canary {
+		key = keys.Canary(st.Namespace)
+	}
+	bad := func(err error) error { return fmt.Errorf("%w: %w", ErrUnsignedState, err) }
+	if len(st.Envelope) == 0 {
+		return bad(fmt.Errorf("%w: the state file carries no signed envelope", api.ErrUnsigned))
+	}
+	payload, _, err := v.Open(key, st.Envelope)
+	if err != nil {
+		return bad(err)
+	}
+	signed := payload
+	if st.Canary {
+		c, _, err := DecodeCanary(payload)
+		if err != nil {
+			return bad(err)
+		}
+		signed = c.Published
+	}
+	if !bytes.Equal(signed, st.Published) {
+		return bad(fmt.Errorf("%w: the published document is not the one signed", api.ErrBadSignature))
+	}
+	if st.Doc != nil && st.PublishedVersion > st.Doc.Version {
+		return bad(fmt.Errorf("published version %d is above the signed document's version %d", st.PublishedVersion, st.Doc.Version))
+	}
+	return nil
 }
 
 // SaveState writes st atomically to StatePath(dir, st.Namespace): to a
