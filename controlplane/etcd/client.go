@@ -62,8 +62,15 @@ func NewClientConfig(c ClientConfig) (*clientv3.Client, error) {
 
 // Ping checks that etcd answers within a second.
 func Ping(ctx context.Context, c *clientv3.Client) error {
+	return PingKeys(ctx, c, api.Keys{})
+}
+
+// PingKeys checks that etcd answers within a second, reading a key under
+// the keys' prefix (so that, with etcd auth, the control plane's role needs
+// nothing outside it).
+func PingKeys(ctx context.Context, c *clientv3.Client, keys api.Keys) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err := c.Get(ctx, "/sluice-health", clientv3.WithCountOnly())
+	_, err := c.Get(ctx, keys.Namespace("")+"health", clientv3.WithCountOnly())
 	return err
 }

@@ -325,7 +325,7 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		Canaries: postgres.NewCanaryService(db),
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
-			"etcd":     func(ctx context.Context) error { return etcd.Ping(ctx, client) },
+			"etcd":     func(ctx context.Context) error { return etcd.PingKeys(ctx, client, keys) },
 		},
 		Logger:              logger,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
