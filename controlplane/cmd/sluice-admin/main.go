@@ -269,6 +269,10 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if len(endpoints) == 0 {
 		return errors.New("--etcd-endpoints is empty")
 	}
+	signer, err := loadSigner(cfg, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.EmbeddedEtcd != "" {
 		host := strings.TrimPrefix(strings.TrimPrefix(endpoints[0], "http://"), "https://")
 		e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: cfg.EmbeddedEtcd, ClientURL: "http://" + host, PeerURL: "http://" + cfg.EmbeddedEtcdPeer})
@@ -293,10 +297,6 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 
-	signer, err := loadSigner(cfg, logger)
-	if err != nil {
-		return err
-	}
 	client, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: endpoints, CAFile: cfg.EtcdCA, CertFile: cfg.EtcdCert, KeyFile: cfg.EtcdKey,
 		Username: cfg.EtcdUsername, Password: cfg.EtcdPassword})
 	if err != nil {
