@@ -4,7 +4,7 @@
 //
 //	sluice-admin [serve] [flags]   run the API and the publisher (migrates first)
 //	sluice-admin migrate [flags]   apply database migrations and exit
-//	sluice-admin keygen --private FILE --public FILE
+//	sluice-admin keygen [--if-missing] --private FILE --public FILE
 //	                               write a new Ed25519 signing key pair
 //
 // Every value the publisher writes to etcd is signed with --signing-key
@@ -419,11 +419,20 @@ func keygen(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("sluice-admin keygen", flag.ContinueOnError)
 	priv := fs.String("private", "", "file to create for the private key (--signing-key); required")
 	pub := fs.String("public", "", "file to write the public key to (the nodes' --trust-keys); required")
+	ifMissing := fs.Bool("if-missing", false, "do nothing when both files exist (for a start-up job)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *priv == "" || *pub == "" || fs.NArg() > 0 {
-		return errors.New("usage: sluice-admin keygen --private FILE --public FILE")
+		return errors.New("usage: sluice-admin keygen [--if-missing] --private FILE --public FILE")
+	}
+	if *ifMissing {
+		_, perr := os.Stat(*priv)
+		_, uerr := os.Stat(*pub)
+		if perr == nil && uerr == nil {
+			fmt.Fprintf(out, "%s and %s exist; nothing to do\n", *priv, *pub)
+			return nil
+		}
 	}
 	pk, sk, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
