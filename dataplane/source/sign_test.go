@@ -200,3 +200,21 @@ func TestEtcdRefusesUnsignedStateAtBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdWithoutVerifierWarns: a source without trusted keys says so in
+// its status.
+func TestEtcdWithoutVerifierWarns(t *testing.T) {
+	t.Parallel()
+	te := MustEtcd(t)
+	c := te.Client(t)
+	mustPut(t, c, api.Keys{}.RuleSet("shop"), mustPublished(t, "shop", 1, 0))
+	s := testSource(c, "shop")
+	rec := newRecorder(t, "shop")
+	if err := s.Start(context.Background(), rec.apply); err != nil {
+		t.Fatal(err)
+	}
+	rec.wantVersion(1)
+	if st := s.Status(); st.Warning == "" || len(st.TrustedKeys) != 0 {
+		t.Fatalf("status %+v, want a warning about unsigned values", st)
+	}
+}
