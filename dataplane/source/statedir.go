@@ -48,11 +48,12 @@ type State struct {
 	Revision int64 `json:"revision,omitempty"`
 	// SavedAt is when the file was written.
 	SavedAt time.Time `json:"savedAt"`
-	// Envelope is the signed etcd value Published came from, exactly as read
-	// (the ruleset key's value, or the canary key's for a canary; see
+	// Envelope is the signed etcd value Published came from, byte for byte
+	// as read (base64 in the file, so that no encoder can touch the signed
+	// bytes): the ruleset key's value, or the canary key's for a canary (see
 	// api.Signer); absent when the value was not signed. VerifyState checks
 	// it.
-	Envelope json.RawMessage `json:"envelope,omitempty"`
+	Envelope []byte `json:"envelope,omitempty"`
 
 	// Doc is Published decoded and checked; LoadState sets it.
 	Doc *api.Published `json:"-"`
@@ -123,10 +124,11 @@ var ErrUnsignedState = errors.New("state file not trusted")
 
 // VerifyState checks a state file that LoadState accepted against the
 // node's trusted keys: its Envelope must open with v under the key it was
-// read from (keys.RuleSet or keys.Canary of the namespace), Published must be
-// exactly the signed document, and PublishedVersion may not exceed the
-// document's version (a floor above it could only be forged: it would make
-// the node refuse every real version as older). Errors wrap
+// read from (keys.RuleSet or keys.Canary of the namespace), and
+// PublishedVersion may not exceed the signed document's version (a floor
+// above it could only be forged: it would make the node refuse every real
+// version as older). On success Published and Doc are replaced by the
+// signed document, so nothing unsigned in the file is used. Errors wrap
 // ErrUnsignedState and, for signature failures, api.ErrUnsigned,
 // api.ErrUnknownKey or api.ErrBadSignature.
 func VerifyState(st *State, v *api.Verifier, keys api.Keys) error {
@@ -150,12 +152,20 @@ func VerifyState(st *State, v *api.Verifier, keys api.Keys) error {
 		}
 		signed = c.Published
 	}
-	if !bytes.Equal(signed, st.Published) {
-		return bad(fmt.Errorf("%w: the published document is not the one signed", api.ErrBadSignature))
+	doc, err := api.DecodePublished(signed)
+	if err != nil {
+		return bad(err)
 	}
-	if st.Doc != nil && st.PublishedVersion > st.Doc.Version {
-		return bad(fmt.Errorf("published version %d is above the signed document's version %d", st.PublishedVersion, st.Doc.Version))
+	if doc.Rules.Namespace != st.Namespace {
+		return bad(fmt.Errorf("the signed rules are for namespace %q", doc.Rules.Namespace))
 	}
+	if st.Doc != nil && (st.Doc.Version != doc.Version || st.Doc.Checksum != doc.Checksum) {
+		return bad(fmt.Errorf("%w: the file's document (version %d) is not the one signed (version %d)", api.ErrBadSignature, st.Doc.Version, doc.Version))
+	}
+	if st.PublishedVersion > doc.Version {
+		return bad(fmt.Errorf("published version %d is above the signed document's version %d", st.PublishedVersion, doc.Version))
+	}
+	st.Published, st.Doc = bytes.Clone(signed), doc
 	return nil
 }
 
