@@ -245,6 +245,9 @@ func (p *Publisher) repairOne(ctx context.Context, ns string) {
 	if err != nil || v == nil {
 		p.s.Logger.Error("etcd holds a ruleset value not signed by this control plane, and there is no current version to rewrite it with",
 			"namespace", ns, "key", key, "revision", h.kv.ModRevision, "err", errors.Join(h.err, err))
+		if err == nil {
+			p.checked[ns] = h.kv.ModRevision // said once; the next publication writes over it
+		}
 		return
 	}
 	p.s.Logger.Error("etcd holds a ruleset value not signed by this control plane; rewriting the current version",
