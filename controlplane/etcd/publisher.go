@@ -87,7 +87,8 @@ type Settings struct {
 type Publisher struct {
 	s        Settings
 	verifier *api.Verifier    // the signer's keys; nil without a Signer
-	checked  map[string]int64 // namespace → mod revision of the ruleset value verified last (Repair)
+	checked  map[string]int64 // namespace → mod revision of the ruleset value verified (or written) last
+	repaired time.Time        // when the ruleset keys were last checked
 	wake     chan struct{}
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -194,12 +195,17 @@ func (p *Publisher) RunOnce(ctx context.Context) time.Duration {
 			wait = min(wait, d)
 		}
 	}
-	p.repair(ctx, names)
+	if now := p.s.Now(); now.Sub(p.repaired) >= p.s.PollInterval {
+		// At the poll interval, not at every wake-up: checking costs a
+		// database read and an etcd read per namespace.
+		p.repaired = now
+		p.repair(ctx, names)
+	}
 	return max(wait, 10*time.Millisecond)
 }
 
 // repair rewrites every ruleset key that holds a value not validly signed
-// with the namespace's current version (see Settings.Repair). Namespaces
+// with the namespace's current version (see Settings.Current). Namespaces
 // with pending publications are left to them. A key is read in full only
 // when its mod revision changed since it was last verified.
 func (p *Publisher) repair(ctx context.Context, pending []string) {
@@ -281,6 +287,9 @@ func (p *Publisher) drain(ctx context.Context, ns string) (time.Duration, bool) 
 			return time.Second, true
 		}
 		v := claim.Version()
+		if k := claim.Publication().Kind; out.Err == nil && out.Revision != 0 && k != sluice.PublishCanary && k != sluice.PublishAbort {
+			p.checked[ns] = out.Revision // our own write: no need to read it back
+		}
 		switch {
 		case out.Err == nil:
 			p.s.Logger.Info("published", "namespace", ns, "version", v.Number, "revision", out.Revision)

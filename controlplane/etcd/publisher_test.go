@@ -141,7 +141,7 @@ func TestPublisherSignsAndRepairs(t *testing.T) {
 	_, signer := newSigner(t, 1)
 	ob := &outbox{}
 	var current *sluice.Version
-	p := etcd.NewPublisher(etcd.Settings{Client: c, Outbox: ob, Keys: keys, Signer: signer,
+	p := etcd.NewPublisher(etcd.Settings{Client: c, Outbox: ob, Keys: keys, Signer: signer, PollInterval: time.Nanosecond,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Namespaces: func(context.Context) ([]string, error) { return []string{"shop"}, nil },
 		Current:    func(context.Context, string) (*sluice.Version, error) { return current, nil }})
