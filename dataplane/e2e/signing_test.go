@@ -285,3 +285,54 @@ func TestForgedVersionDoesNotBlock(t *testing.T) {
 	v4 := h.mustPublish(h.rules(tight), "tight again")
 	h.waitVersion(v4, 10*time.Second, a, b)
 }
+
+// TestKeyRotation rotates the control plane's signing key as README says:
+// the nodes trust the old and the new key, sluice-admin restarts with the new
+// key first and the old one kept; the next version is signed by the new key
+// and applied, while a node that still trusts only the old key refuses it and
+// keeps serving the version before.
+func TestKeyRotation(t *testing.T) {
+	h := newHarness(t)
+	oldPub := h.trustFile
+	next, nextKeyFile, nextPub := mustKeyPair(t, h.dir, "next")
+	h.createNamespace()
+	v1 := h.mustPublish(h.rules(generous), "generous limit")
+	h.waitPublished(v1, 10*time.Second)
+	h.trustFile = oldPub + "," + nextPub
+	a := h.startGateway("gw-a")
+	h.trustFile = oldPub
+	stale := h.startGateway("gw-stale")
+	h.waitVersion(v1, 10*time.Second, a, stale)
+
+	// sluice-admin restarts signing with the new key, the old one kept.
+	if !h.admin.stop(10 * time.Second) {
+		t.Fatal("sluice-admin did not stop")
+	}
+	for i, arg := range h.admin.args {
+		if arg == "--signing-key" {
+			h.admin.args[i+1] = nextKeyFile + "," + h.signingFile
+		}
+	}
+	h.admin.start(t)
+	h.waitHTTP(h.admin, h.adminURL+"/readyz", 30*time.Second)
+	h.author, h.approver = h.login("admin", h.password), h.login("approver", h.password)
+
+	v2 := h.mustPublish(h.rules(tight), "tight limit")
+	h.waitPublished(v2, 10*time.Second)
+	h.waitVersion(v2, 10*time.Second, a)
+	expectBurst(t, a, tight)
+	c := h.etcdClient()
+	res, err := c.Get(context.Background(), api.Keys{}.RuleSet(ns))
+	if err != nil || len(res.Kvs) != 1 {
+		t.Fatal(err)
+	}
+	rotated, _ := api.NewSigner(next, h.signingKey)
+	if _, kid, err := rotated.Verifier().Open(api.Keys{}.RuleSet(ns), res.Kvs[0].Value); err != nil || kid != rotated.KeyID() {
+		t.Fatalf("version %d signed by %q (%v), want the new key %s", v2, kid, err, rotated.KeyID())
+	}
+	waitRejections(t, stale, 0)
+	if st, err := stale.status(); err != nil || st.Version != v1 {
+		t.Fatalf("the node trusting only the old key runs version %d (%v), want %d", st.Version, err, v1)
+	}
+	expectBurst(t, stale, generous)
+}
