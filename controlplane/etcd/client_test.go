@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -16,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/controlplane/etcd"
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
 )
@@ -108,5 +113,60 @@ func TestClientTLS(t *testing.T) {
 	}
 	if _, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin"}); err == nil {
 		t.Fatal("a user without a password is accepted")
+	}
+}
+
+// TestClientAuth connects as the control plane's etcd user of README's role
+// setup (readwrite on the prefix only): publishing and the readiness ping
+// work, and nothing outside the prefix is reachable.
+func TestClientAuth(t *testing.T) {
+	t.Parallel()
+	srv := testenv.MustEtcd(t, testenv.EtcdConfig(t))
+	root, err := etcd.NewClient(srv.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := api.Keys{Prefix: "/sluice/v1"}
+	steps := []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "sluice-admin"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "sluice-admin", "/sluice/v1/", clientv3.GetPrefixRangeEnd("/sluice/v1/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "sluice-admin", "admin-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "sluice-admin", "sluice-admin"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "admin-pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctx, keys.RuleSet("shop"), "x"); err != nil {
+		t.Fatalf("publishing as sluice-admin: %v", err)
+	}
+	if err := etcd.PingKeys(ctx, c, keys); err != nil {
+		t.Fatalf("ping under the prefix: %v", err)
+	}
+	if _, err := c.Put(ctx, "/elsewhere", "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("writing outside the prefix: %v, want permission denied", err)
+	}
+	// The client authenticates as it connects: a wrong password fails there.
+	if bad, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "wrong"}); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		if bad != nil {
+			bad.Close()
+		}
+		t.Fatalf("a wrong password: %v, want authentication failed", err)
 	}
 }
