@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/gateway"
+	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/registry"
 	"github.com/sluicegw/sluice/dataplane/source"
@@ -24,8 +26,18 @@ import (
 // etcdDeps is what following etcd needs before the node is built: the client,
 // the live-node count (for the Redis limiter's local fallback), the trusted
 // keys and the signature-rejection counter.
+//
+// With --etcd-username the etcd client authenticates as it is made, which
+// needs etcd. When etcd cannot be reached then, client is a client without
+// credentials (its calls fail, so the node boots from its state dir) and
+// the authenticated one is made in the background: ready is closed when
+// authed is set (at once when the first attempt worked).
 type etcdDeps struct {
 	client   *clientv3.Client
+	authed   *clientv3.Client
+	ready    chan struct{}
+	stop     context.CancelFunc
+	done     chan struct{}
 	keys     api.Keys
 	nodes    *registry.Nodes
 	verifier *api.Verifier // nil: --insecure-accept-unsigned
@@ -63,9 +75,10 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 			eps = append(eps, e)
 		}
 	}
-	// New does not wait for a connection: an unreachable etcd is handled by
-	// the source (boot from the state dir) and the registrar (retry).
-	c, err := clientv3.New(clientv3.Config{
+	// New does not wait for a connection (unless it must authenticate): an
+	// unreachable etcd is handled by the source (boot from the state dir)
+	// and the registrar (retry).
+	cfg := clientv3.Config{
 		Endpoints:            eps,
 		TLS:                  tlsCfg,
 		Username:             o.etcdUser,
@@ -74,9 +87,28 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
-	})
-	if err != nil {
+	}
+	d := &etcdDeps{ready: make(chan struct{}), done: make(chan struct{}), stop: func() {}}
+	c, err := clientv3.New(cfg)
+	switch {
+	case err == nil:
+		d.client, d.authed = c, c
+		close(d.ready)
+		close(d.done)
+	case o.etcdUser == "":
 		return nil, fmt.Errorf("--etcd: %w", err)
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return nil, fmt.Errorf("--etcd-username %s: %w", o.etcdUser, err)
+	default:
+		log.Warn("etcd unreachable: authenticating in the background; until then the node runs its state dir's rules", "user", o.etcdUser, "err", err)
+		anon := cfg
+		anon.Username, anon.Password = "", ""
+		if d.client, err = clientv3.New(anon); err != nil {
+			return nil, fmt.Errorf("--etcd: %w", err)
+		}
+		var bg context.Context
+		bg, d.stop = context.WithCancel(context.Background())
+		go d.authenticate(bg, cfg, log)
 	}
 	keys := api.Keys{Prefix: o.etcdPrefix}
 	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,8 +118,56 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 	if err := m.Registry.Register(rejected); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	return &etcdDeps{client: c, keys: keys, verifier: verifier, rejected: rejected,
-		nodes: &registry.Nodes{Client: c, Keys: keys, Namespace: o.namespace, Logger: log}}, nil
+	d.keys, d.verifier, d.rejected = keys, verifier, rejected
+	d.nodes = &registry.Nodes{Client: d.client, Keys: keys, Namespace: o.namespace, Logger: log}
+	return d, nil
+}
+
+// authenticate makes the authenticated client, retrying with backoff until
+// it works or ctx ends.
+func (d *etcdDeps) authenticate(ctx context.Context, cfg clientv3.Config, log *slog.Logger) {
+	defer close(d.done)
+	cfg.Context = ctx
+	for failures := 1; ; failures++ {
+		c, err := clientv3.New(cfg)
+		if err == nil {
+			d.authed = c
+			close(d.ready)
+			log.Info("etcd authenticated", "user", cfg.Username)
+			return
+		}
+		if errors.Is(err, rpctypes.ErrAuthFailed) {
+			log.Error("etcd refuses the user name or password; retrying", "user", cfg.Username, "err", err)
+		}
+		t := time.NewTimer(etcdwatch.Backoff(failures, time.Second, 30*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// wait returns the authenticated client once there is one, nil if ctx ends
+// first.
+func (d *etcdDeps) wait(ctx context.Context) *clientv3.Client {
+	select {
+	case <-d.ready:
+		return d.authed
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// close stops authenticating and closes the clients.
+func (d *etcdDeps) close() {
+	d.stop()
+	<-d.done
+	d.client.Close()
+	if d.authed != nil && d.authed != d.client {
+		d.authed.Close()
+	}
 }
 
 // followEtcd applies the namespace's published rules (or the state dir's copy
@@ -137,11 +217,22 @@ func followEtcd(ctx context.Context, o *options, d *etcdDeps, node *gateway.Node
 		}
 		return s
 	}
+	// Each follower starts once the client is authenticated (at once
+	// without --etcd-username).
+	authed := func(run func(ctx context.Context, c *clientv3.Client) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			c := d.wait(ctx)
+			if c == nil {
+				return nil
+			}
+			return run(ctx, c)
+		}
+	}
 	return []func(context.Context) error{
-		func(ctx context.Context) error { return src.Run(ctx, node.Apply) },
-		reg.Run,
-		ovr.Run,
-		d.nodes.Run,
+		authed(func(ctx context.Context, c *clientv3.Client) error { src.Client = c; return src.Run(ctx, node.Apply) }),
+		authed(func(ctx context.Context, c *clientv3.Client) error { reg.Client = c; return reg.Run(ctx) }),
+		authed(func(ctx context.Context, c *clientv3.Client) error { ovr.Client = c; return ovr.Run(ctx) }),
+		authed(func(ctx context.Context, c *clientv3.Client) error { d.nodes.Client = c; return d.nodes.Run(ctx) }),
 	}, nil
 }
 

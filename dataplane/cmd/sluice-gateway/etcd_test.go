@@ -24,6 +24,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
@@ -128,7 +129,11 @@ func mustPKI(tb testing.TB, dir string) testPKI {
 // only and requires client certificates signed by the test CA.
 func startEtcd(tb testing.TB, pki *testPKI) string {
 	tb.Helper()
-	u := etcdtest.FreeLoopbackURL(tb)
+	return startEtcdAt(tb, etcdtest.FreeLoopbackURL(tb), pki)
+}
+
+func startEtcdAt(tb testing.TB, u url.URL, pki *testPKI) string {
+	tb.Helper()
 	peer := etcdtest.FreeLoopbackURL(tb)
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
@@ -163,7 +168,7 @@ func dialFor(tb testing.TB, args ...string) (*etcdDeps, error) {
 	}
 	d, err := dialEtcd(o, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New())
 	if err == nil {
-		tb.Cleanup(func() { d.client.Close() })
+		tb.Cleanup(d.close)
 	}
 	return d, err
 }
@@ -208,6 +213,68 @@ func TestEtcdTLS(t *testing.T) {
 // a node's user may do.
 func TestEtcdAuthRoles(t *testing.T) {
 	ep := startEtcd(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	setupAuth(t, ep)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("node-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1"); err == nil || !strings.Contains(err.Error(), "password") {
+		t.Fatalf("a user without a password: %v", err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("nope"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1", "--etcd-password-file", wrong); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		t.Fatalf("a wrong password: %v", err)
+	}
+	d, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1", "--etcd-password-file", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (Under -race the embedded etcd may take longer than the dial timeout
+	// to check a password: the client is then made in the background.)
+	c := d.wait(ctx)
+	if c == nil {
+		t.Fatal("not authenticated")
+	}
+	checkNodeUser(t, ctx, c, ep)
+}
+
+// TestEtcdAuthAtStart starts a node with a user while etcd is down: it
+// does not fail, and authenticates once etcd is there.
+func TestEtcdAuthAtStart(t *testing.T) {
+	u := etcdtest.FreeLoopbackURL(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("node-pw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dialFor(t, "--etcd", u.String(), "--etcd-username", "gw-1", "--etcd-password-file", pw)
+	if err != nil {
+		t.Fatalf("dial while etcd is down: %v", err)
+	}
+	select {
+	case <-d.ready:
+		t.Fatal("authenticated while etcd is down")
+	default:
+	}
+	ep := startEtcdAt(t, u, nil)
+	setupAuth(t, ep)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := d.wait(ctx)
+	if c == nil {
+		t.Fatal("not authenticated within a minute of etcd starting")
+	}
+	checkNodeUser(t, ctx, c, ep)
+}
+
+// setupAuth creates README's users and roles (root, sluice-admin, the node
+// gw-1 of namespace demo) and enables auth.
+func setupAuth(t *testing.T, ep string) {
+	t.Helper()
 	root := etcdtest.MustClient(t, []string{ep})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -233,19 +300,12 @@ func TestEtcdAuthRoles(t *testing.T) {
 	must(root.UserAdd(ctx, "gw-1", "node-pw"))
 	must(root.UserGrantRole(ctx, "gw-1", "sluice-node-gw-1"))
 	must(root.AuthEnable(ctx))
+}
 
-	pw := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pw, []byte("node-pw\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1"); err == nil || !strings.Contains(err.Error(), "password") {
-		t.Fatalf("a user without a password: %v", err)
-	}
-	d, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1", "--etcd-password-file", pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := d.client
+// checkNodeUser checks what gw-1's client may and may not do.
+func checkNodeUser(t *testing.T, ctx context.Context, c *clientv3.Client, ep string) {
+	t.Helper()
+	keys := api.Keys{}
 	denied := func(err error) bool { return errors.Is(err, rpctypes.ErrPermissionDenied) }
 	// What the node does: list the rule set and canary, watch, register on a lease.
 	if _, err := c.Txn(ctx).Then(clientv3.OpGet(keys.RuleSet("demo")), clientv3.OpGet(keys.Canary("demo"))).Commit(); err != nil {
@@ -280,7 +340,7 @@ func TestEtcdAuthRoles(t *testing.T) {
 		t.Errorf("node reads another namespace: %v, want permission denied", err)
 	}
 	// The control plane's user writes the rule set.
-	admin, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "sluice-admin", Password: "admin-pw", DialTimeout: 2 * time.Second})
+	admin, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "sluice-admin", Password: "admin-pw", DialTimeout: 20 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,7 +219,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if etcd, err = dialEtcd(o, log, m); err != nil {
 			return err
 		}
-		defer etcd.client.Close()
+		defer etcd.close()
 	}
 	if o.redisURL != "" || o.redisCluster != "" {
 		redislimit.RouteClientLogs(log)
