@@ -118,6 +118,11 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 	if err := m.Registry.Register(rejected); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	for _, what := range []string{"ruleset", "canary", "override", "state"} {
+		for _, reason := range []string{"unsigned", "unknown-key", "bad-signature"} {
+			rejected.WithLabelValues(what, reason) // exported at 0, so that increase() sees the first one
+		}
+	}
 	d.keys, d.verifier, d.rejected = keys, verifier, rejected
 	d.nodes = &registry.Nodes{Client: d.client, Keys: keys, Namespace: o.namespace, Logger: log}
 	return d, nil
