@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,6 +175,25 @@ func TestForgedPublicationsRefused(t *testing.T) {
 	counts[a.id] = waitRejections(t, a, counts[a.id])
 	if code, err := a.readyz(); err != nil || code != http.StatusOK {
 		t.Fatalf("gw-a /readyz %d, %v after a forged drain", code, err)
+	}
+
+	// The metric names what was refused and why.
+	res, err := statusClient.Get("http://" + a.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, series := range []string{
+		`sluice_signature_rejections_total{reason="unsigned",what="ruleset"} 1`,
+		`sluice_signature_rejections_total{reason="unknown-key",what="ruleset"} 1`,
+		`sluice_signature_rejections_total{reason="bad-signature",what="ruleset"} 1`,
+		`sluice_signature_rejections_total{reason="unsigned",what="override"} 1`,
+		`sluice_signature_rejections_total{reason="unsigned",what="state"} 0`,
+	} {
+		if !strings.Contains(string(metrics), series+"\n") {
+			t.Errorf("gw-a /metrics has no %s", series)
+		}
 	}
 
 	// The registrations carry the counts, for the control plane.
