@@ -21,6 +21,9 @@ type ClientConfig struct {
 	CAFile, CertFile, KeyFile string
 	// Username and Password authenticate to etcd's auth (both or neither).
 	Username, Password string
+	// DialTimeout bounds the authentication at connect time (with a user);
+	// zero means 3s.
+	DialTimeout time.Duration
 }
 
 // NewClient connects to etcd at endpoints without TLS or auth; see
@@ -40,12 +43,15 @@ func NewClientConfig(c ClientConfig) (*clientv3.Client, error) {
 	if (c.Username == "") != (c.Password == "") {
 		return nil, fmt.Errorf("etcd auth: give both a user name and a password")
 	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * time.Second
+	}
 	cl, err := clientv3.New(clientv3.Config{
 		Endpoints:            c.Endpoints,
 		TLS:                  tlsCfg,
 		Username:             c.Username,
 		Password:             c.Password,
-		DialTimeout:          3 * time.Second,
+		DialTimeout:          c.DialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		MaxCallSendMsgSize:   16 << 20,

@@ -127,7 +127,7 @@ func TestClientAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	keys := api.Keys{Prefix: "/sluice/v1"}
 	steps := []func() error{
@@ -148,7 +148,7 @@ func TestClientAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "admin-pw"})
+	c, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "admin-pw", DialTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestClientAuth(t *testing.T) {
 		t.Fatalf("writing outside the prefix: %v, want permission denied", err)
 	}
 	// The client authenticates as it connects: a wrong password fails there.
-	if bad, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "wrong"}); !errors.Is(err, rpctypes.ErrAuthFailed) {
+	if bad, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "wrong", DialTimeout: 30 * time.Second}); !errors.Is(err, rpctypes.ErrAuthFailed) {
 		if bad != nil {
 			bad.Close()
 		}

@@ -211,7 +211,16 @@ func TestEtcdTLS(t *testing.T) {
 // TestEtcdAuthRoles sets up etcd's auth as README shows (a role per node that
 // reads the namespace and writes only its own registration) and checks what
 // a node's user may do.
+// slowAuth lengthens the dial timeout: the embedded etcd checks passwords
+// (bcrypt) slowly under -race.
+func slowAuth(t *testing.T) {
+	old := etcdDialTimeout
+	etcdDialTimeout = 30 * time.Second
+	t.Cleanup(func() { etcdDialTimeout = old })
+}
+
 func TestEtcdAuthRoles(t *testing.T) {
+	slowAuth(t)
 	ep := startEtcd(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -247,6 +256,9 @@ func TestEtcdAuthRoles(t *testing.T) {
 // does not fail, and authenticates once etcd is there.
 func TestEtcdAuthAtStart(t *testing.T) {
 	u := etcdtest.FreeLoopbackURL(t)
+	old := etcdDialTimeout
+	etcdDialTimeout = time.Second // etcd is down: fail fast, then authenticate in the background
+	t.Cleanup(func() { etcdDialTimeout = old })
 	pw := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pw, []byte("node-pw"), 0o600); err != nil {
 		t.Fatal(err)
