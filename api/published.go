@@ -79,9 +79,17 @@ type NodeStatus struct {
 	AppliedAt      time.Time         `json:"appliedAt,omitzero"`
 	Source         string            `json:"source,omitempty"`
 	LastApplyError string            `json:"lastApplyError,omitempty"`
-	RPS            float64           `json:"rps"`
-	RejectRate     float64           `json:"rejectRate"`
-	P99Seconds     float64           `json:"p99Seconds"`
-	Draining       bool              `json:"draining,omitempty"`
-	UpdatedAt      time.Time         `json:"updatedAt"`
+	// SignatureRejections counts the etcd values (rule set, canary,
+	// override) the node refused since it started because they were
+	// unsigned, signed by a key it does not trust, or did not match their
+	// signature (see Verifier.Open).
+	SignatureRejections int64 `json:"signatureRejections,omitempty"`
+	// AcceptsUnsigned is true on a node started with
+	// --insecure-accept-unsigned: it checks no signature.
+	AcceptsUnsigned bool      `json:"acceptsUnsigned,omitempty"`
+	RPS             float64   `json:"rps"`
+	RejectRate      float64   `json:"rejectRate"`
+	P99Seconds      float64   `json:"p99Seconds"`
+	Draining        bool      `json:"draining,omitempty"`
+	UpdatedAt       time.Time `json:"updatedAt"`
 }

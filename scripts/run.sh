@@ -3,7 +3,9 @@
 #   Postgres (started or installed when needed), sluice-admin with an embedded
 #   etcd, a seeded admin and approver, the demo namespace published from
 #   deploy/rules/demo.yaml through the review workflow, a demo upstream and
-#   two gateway nodes following etcd. Ctrl-C stops everything.
+#   two gateway nodes following etcd. The control plane signs what it
+#   publishes with a key pair made once under .run/ (sluice-admin keygen);
+#   the gateways trust its public key. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -37,6 +39,13 @@ REVIEWER_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
 AUDIT_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 umask 077
 printf 'admin %s\nreviewer %s\n' "$ADMIN_PASSWORD" "$REVIEWER_PASSWORD" >"$RUN/credentials"
+SIGNING_KEY=$RUN/signing.key
+TRUST_KEYS=$RUN/signing.pub
+if [ ! -f "$SIGNING_KEY" ] || [ ! -f "$TRUST_KEYS" ]; then
+	rm -f "$SIGNING_KEY" "$TRUST_KEYS"
+	say "generating the publication signing key pair ($SIGNING_KEY, $TRUST_KEYS)"
+	bin/sluice-admin keygen --private "$SIGNING_KEY" --public "$TRUST_KEYS" >/dev/null
+fi
 
 pids=()
 cleanup() {
@@ -52,7 +61,7 @@ say "starting sluice-admin (embedded etcd at $ETCD)"
 SLUICE_AUDIT_KEY=$AUDIT_KEY SLUICE_BOOTSTRAP_ADMIN_PASSWORD=$ADMIN_PASSWORD bin/sluice-admin \
 	--database-url "postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable" \
 	--embedded-etcd "$RUN/etcd" --etcd-endpoints "$ETCD" --listen "$ADMIN_ADDR" \
-	--publish-poll-interval 500ms >"$RUN/admin.log" 2>&1 &
+	--signing-key "$SIGNING_KEY" --publish-poll-interval 500ms >"$RUN/admin.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
 curl -fsS "http://$ADMIN_ADDR/readyz" >/dev/null || die "sluice-admin did not become ready; see $RUN/admin.log"
@@ -100,7 +109,7 @@ bin/demo-upstream --listen "$UPSTREAM" --name demo >"$RUN/upstream.log" 2>&1 &
 pids+=($!)
 for g in "${GWS[@]}"; do
 	read -r id port admin <<<"$g"
-	bin/sluice-gateway --etcd "$ETCD" --namespace demo --node-id "$id" --labels "zone=local,name=$id" \
+	bin/sluice-gateway --etcd "$ETCD" --namespace demo --node-id "$id" --labels "zone=local,name=$id" --trust-keys "$TRUST_KEYS" \
 		--state-dir "$RUN/state/$id" --listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >"$RUN/$id.log" 2>&1 &
 	pids+=($!)
 done

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -20,6 +21,10 @@ type EmbeddedConfig struct {
 	MaxRequestBytes uint
 	// LogLevel is etcd's log level; "" means "error".
 	LogLevel string
+	// CertFile and KeyFile, when set, serve clients over TLS (ClientURL
+	// must then be https://); with TrustedCAFile, clients must present a
+	// certificate signed by that CA.
+	CertFile, KeyFile, TrustedCAFile string
 }
 
 // Embedded is a running embedded etcd server.
@@ -60,6 +65,10 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	ec.MaxRequestBytes = cfg.MaxRequestBytes
 	ec.LogLevel = cfg.LogLevel
 	ec.LogOutputs = []string{"stderr"}
+	if cfg.CertFile != "" {
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
+			TrustedCAFile: cfg.TrustedCAFile, ClientCertAuth: cfg.TrustedCAFile != ""}
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("starting embedded etcd: %w", err)
@@ -76,7 +85,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	return &Embedded{e: e, endpoint: cu.Host}, nil
+	ep := cu.Host
+	if cu.Scheme == "https" {
+		ep = cu.String()
+	}
+	return &Embedded{e: e, endpoint: ep}, nil
 }
 
 // Endpoints returns the client endpoints, for clientv3.Config.

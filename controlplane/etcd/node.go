@@ -21,6 +21,12 @@ import (
 // overrides, the published and canary rule sets) and the node history kept
 // in Postgres by the NodeWatcher. Set Client, History and Audit; other zero
 // values have the meaning documented on each field. Safe for concurrent use.
+//
+// Only what a node really holds is shown: a registration is live only when
+// it is bound to a lease (a node's registrar always binds it; a key written
+// without one is not a node), and an override is shown only on a listed
+// node, while it has not expired and, with a Signer, when it is validly
+// signed.
 type NodeService struct {
 	Client  *clientv3.Client
 	Keys    api.Keys
@@ -36,6 +42,10 @@ type NodeService struct {
 	Now func() time.Time
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Signer signs the overrides written, and its keys verify what is read
+	// back (overrides, and the rule sets whose degrade rules an override
+	// may name); nil writes and reads unsigned values.
+	Signer *api.Signer
 }
 
 var _ sluice.NodeService = (*NodeService)(nil)
@@ -79,22 +89,35 @@ func (n *NodeService) liveNodes(ctx context.Context, ns string) (map[string]api.
 	nodes := map[string]api.NodeStatus{}
 	prefix := n.Keys.Nodes(ns)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		var s api.NodeStatus
-		if json.Unmarshal(kv.Value, &s) == nil {
-			s.NodeID = strings.TrimPrefix(string(kv.Key), prefix) // the key names the node
+		if s, ok := decodeNode(prefix, kv); ok {
 			nodes[s.NodeID] = s
 		}
 	}
 	overrides := map[string]api.Override{}
 	prefix = n.Keys.Overrides(ns)
+	now := n.now()
+	v := n.verifier()
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		payload, _, err := v.Open(string(kv.Key), kv.Value)
+		if err != nil {
+			n.logger().Warn("etcd holds an override not signed by this control plane; not shown", "key", string(kv.Key), "err", err)
+			continue
+		}
 		var o api.Override
-		if json.Unmarshal(kv.Value, &o) == nil {
+		if json.Unmarshal(payload, &o) == nil && (o.Expires == nil || o.Expires.After(now)) {
 			o.Revision = kv.ModRevision
 			overrides[strings.TrimPrefix(string(kv.Key), prefix)] = o
 		}
 	}
 	return nodes, overrides, nil
+}
+
+// verifier checks values read back; nil (no Signer) accepts unsigned ones.
+func (n *NodeService) verifier() *api.Verifier {
+	if n.Signer == nil {
+		return nil
+	}
+	return n.Signer.Verifier()
 }
 
 // FindNodes lists the live nodes from etcd and the gone ones from the
@@ -217,9 +240,10 @@ func (n *NodeService) degradeRules(ctx context.Context, ns string) (ids map[stri
 			ids[r.ID] = true
 		}
 	}
+	v := n.verifier()
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		var d doc
-		if json.Unmarshal(kvs[0].Value, &d) == nil {
+		if payload, _, err := v.Open(string(kvs[0].Key), kvs[0].Value); err == nil && json.Unmarshal(payload, &d) == nil {
 			add(d)
 		}
 	}
@@ -227,7 +251,7 @@ func (n *NodeService) degradeRules(ctx context.Context, ns string) (ids map[stri
 		var c struct {
 			Published doc `json:"published"`
 		}
-		if json.Unmarshal(kvs[0].Value, &c) == nil {
+		if payload, _, err := v.Open(string(kvs[0].Key), kvs[0].Value); err == nil && json.Unmarshal(payload, &c) == nil {
 			add(c.Published)
 		}
 	}
@@ -302,16 +326,23 @@ func (n *NodeService) PutOverride(ctx context.Context, ns, nodeID string, upd sl
 	if err != nil {
 		return nil, fmt.Errorf("encoding override: %w", err)
 	}
+	key := n.Keys.Override(ns, nodeID)
+	value := b
+	if n.Signer != nil {
+		if value, err = n.Signer.Sign(key, b); err != nil {
+			return nil, fmt.Errorf("signing override: %w", err)
+		}
+	}
 	cctx, cancel := n.ctx(ctx)
 	defer cancel()
-	resp, err := n.Client.Put(cctx, n.Keys.Override(ns, nodeID), string(b), clientv3.WithPrevKV())
+	resp, err := n.Client.Put(cctx, key, string(value), clientv3.WithPrevKV())
 	if err != nil {
 		return nil, n.unavailable("writing override", err)
 	}
 	o.Revision = resp.Header.Revision
 	var before json.RawMessage
 	if resp.PrevKv != nil {
-		before = resp.PrevKv.Value
+		before = n.auditValue(resp.PrevKv.Key, resp.PrevKv.Value)
 	}
 	if err := n.audit(ctx, sluice.ActionNodeOverride, ns, nodeID, before, b); err != nil {
 		return nil, err
@@ -336,7 +367,21 @@ func (n *NodeService) DeleteOverride(ctx context.Context, ns, nodeID string) err
 	if resp.Deleted == 0 {
 		return sluice.Errorf(sluice.ENOTFOUND, "node %q of namespace %q has no override", nodeID, ns)
 	}
-	return n.audit(ctx, sluice.ActionNodeOverrideDel, ns, nodeID, resp.PrevKvs[0].Value, nil)
+	return n.audit(ctx, sluice.ActionNodeOverrideDel, ns, nodeID, n.auditValue(resp.PrevKvs[0].Key, resp.PrevKvs[0].Value), nil)
+}
+
+// auditValue is an override value as the audit log records it: the
+// override itself (the payload of a signed envelope), or the value as
+// found, verbatim, when it is not validly signed.
+func (n *NodeService) auditValue(key, value []byte) json.RawMessage {
+	if payload, _, err := n.verifier().Open(string(key), value); err == nil && json.Valid(payload) {
+		return payload
+	}
+	if json.Valid(value) {
+		return value
+	}
+	b, _ := json.Marshal(map[string]string{"invalid": string(value)})
+	return b
 }
 
 // audit records an override's write after it happened in etcd. When the

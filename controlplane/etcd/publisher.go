@@ -18,6 +18,15 @@
 // over a newer one. With several sluice-admin replicas, the outbox's
 // per-namespace advisory lock lets exactly one of them publish a namespace at
 // a time.
+//
+// With a Signer, every value is written as an api.Signer envelope bound to
+// its key, and what the publisher reads back is verified with the signer's
+// keys (all of them, so that values signed before a key rotation count as
+// its own): a ruleset value that is not validly signed was not written by the
+// control plane, so its version number means nothing. It is never a reason
+// to refuse a publication; it is overwritten (comparing its mod revision) by
+// the next one, and, with Repair set, by the namespace's current version as
+// soon as the publisher sees it.
 package etcd
 
 import (
@@ -60,17 +69,30 @@ type Settings struct {
 	// "published", "retry" or "failed"; lag is the time since the version was
 	// created (for "published").
 	Observe func(ns string, result string, lag time.Duration)
+	// Signer signs every value written; nil writes them unsigned (nodes
+	// then need --insecure-accept-unsigned).
+	Signer *api.Signer
+	// Namespaces and Current, when both set with Signer, repair forged
+	// writes: every poll the publisher checks the ruleset key of each
+	// namespace Namespaces lists and rewrites a value that is not validly
+	// signed with the version Current returns (the newest one published to
+	// the ruleset key, with its document; nil when none).
+	Namespaces func(ctx context.Context) ([]string, error)
+	Current    func(ctx context.Context, ns string) (*sluice.Version, error)
 }
 
 // Publisher is the outbox → etcd loop. Start it once; Close stops it. Wake is
 // safe to call from any goroutine at any time, before Start and after Close
 // too.
 type Publisher struct {
-	s      Settings
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	s        Settings
+	verifier *api.Verifier    // the signer's keys; nil without a Signer
+	checked  map[string]int64 // namespace → mod revision of the ruleset value verified (or written) last
+	repaired time.Time        // when the ruleset keys were last checked
+	wake     chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+	once     sync.Once
 }
 
 // NewPublisher returns a Publisher over s, not yet started.
@@ -93,7 +115,11 @@ func NewPublisher(s Settings) *Publisher {
 	if s.MaxBackoff == 0 {
 		s.MaxBackoff = 30 * time.Second
 	}
-	return &Publisher{s: s, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &Publisher{s: s, wake: make(chan struct{}, 1), done: make(chan struct{}), checked: map[string]int64{}}
+	if s.Signer != nil {
+		p.verifier = s.Signer.Verifier()
+	}
+	return p
 }
 
 // Wake makes the loop scan the outbox now.
@@ -169,7 +195,76 @@ func (p *Publisher) RunOnce(ctx context.Context) time.Duration {
 			wait = min(wait, d)
 		}
 	}
+	if now := p.s.Now(); now.Sub(p.repaired) >= p.s.PollInterval {
+		// At the poll interval, not at every wake-up: checking costs a
+		// database read and an etcd read per namespace.
+		p.repaired = now
+		p.repair(ctx, names)
+	}
 	return max(wait, 10*time.Millisecond)
+}
+
+// repair rewrites every ruleset key that holds a value not validly signed
+// with the namespace's current version (see Settings.Current). Namespaces
+// with pending publications are left to them. A key is read in full only
+// when its mod revision changed since it was last verified.
+func (p *Publisher) repair(ctx context.Context, pending []string) {
+	if p.s.Namespaces == nil || p.s.Current == nil || p.s.Signer == nil {
+		return
+	}
+	names, err := p.s.Namespaces(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.s.Logger.Warn("publisher: listing namespaces to check etcd", "err", err)
+		}
+		return
+	}
+	busy := map[string]bool{}
+	for _, ns := range pending {
+		busy[ns] = true
+	}
+	for _, ns := range names {
+		if busy[ns] || ctx.Err() != nil {
+			continue
+		}
+		p.repairOne(ctx, ns)
+	}
+}
+
+func (p *Publisher) repairOne(ctx context.Context, ns string) {
+	ctx, cancel := context.WithTimeout(ctx, p.s.OpTimeout)
+	defer cancel()
+	key := p.s.Keys.RuleSet(ns)
+	keys, err := p.s.Client.Get(ctx, key, clientv3.WithKeysOnly())
+	if err != nil || len(keys.Kvs) == 0 || keys.Kvs[0].ModRevision == p.checked[ns] {
+		return
+	}
+	h, err := p.rulesetHead(ctx, ns)
+	if err != nil || h.kv == nil {
+		return
+	}
+	if !h.forged {
+		p.checked[ns] = h.kv.ModRevision
+		return
+	}
+	v, err := p.s.Current(ctx, ns)
+	if err != nil || v == nil {
+		p.s.Logger.Error("etcd holds a ruleset value not signed by this control plane, and there is no current version to rewrite it with",
+			"namespace", ns, "key", key, "revision", h.kv.ModRevision, "err", errors.Join(h.err, err))
+		if err == nil {
+			p.checked[ns] = h.kv.ModRevision // said once; the next publication writes over it
+		}
+		return
+	}
+	p.s.Logger.Error("etcd holds a ruleset value not signed by this control plane; rewriting the current version",
+		"namespace", ns, "key", key, "revision", h.kv.ModRevision, "version", v.Number, "err", h.err)
+	out := p.publishRuleSet(ctx, v, false, func(err error) sluice.PublishOutcome { return sluice.PublishOutcome{Err: err} })
+	if out.Err != nil {
+		p.s.Logger.Warn("publisher: repairing the ruleset key", "namespace", ns, "err", out.Err)
+		return
+	}
+	p.checked[ns] = out.Revision
+	p.observe(ns, "repaired", 0)
 }
 
 // drain publishes a namespace's due publications in order and stops at the
@@ -192,6 +287,9 @@ func (p *Publisher) drain(ctx context.Context, ns string) (time.Duration, bool) 
 			return time.Second, true
 		}
 		v := claim.Version()
+		if k := claim.Publication().Kind; out.Err == nil && out.Revision != 0 && k != sluice.PublishCanary && k != sluice.PublishAbort {
+			p.checked[ns] = out.Revision // our own write: no need to read it back
+		}
 		switch {
 		case out.Err == nil:
 			p.s.Logger.Info("published", "namespace", ns, "version", v.Number, "revision", out.Revision)
@@ -264,22 +362,50 @@ func (p *Publisher) publish(ctx context.Context, v *sluice.Version, pub *sluice.
 	return sluice.PublishOutcome{Err: fmt.Errorf("unknown outbox operation %q", pub.Kind), Final: true}
 }
 
-// rulesetHead reads the version and checksum held by the ruleset key.
-func (p *Publisher) rulesetHead(ctx context.Context, ns string) (version int64, checksum string, kv *mvccpb.KeyValue, err error) {
+// head is what the ruleset key holds: its version and checksum, or forged
+// (with the reason in err) when it is not validly signed, so that its
+// claims mean nothing. kv is nil when the key is absent.
+type head struct {
+	version  int64
+	checksum string
+	kv       *mvccpb.KeyValue
+	forged   bool
+	err      error
+}
+
+// rulesetHead reads the version and checksum held by the ruleset key,
+// verifying its signature when the publisher signs.
+func (p *Publisher) rulesetHead(ctx context.Context, ns string) (head, error) {
 	key := p.s.Keys.RuleSet(ns)
 	get, err := p.s.Client.Get(ctx, key)
 	if err != nil {
-		return 0, "", nil, fmt.Errorf("reading %s: %w", key, err)
+		return head{}, fmt.Errorf("reading %s: %w", key, err)
 	}
 	if len(get.Kvs) == 0 {
-		return 0, "", nil, nil
+		return head{}, nil
+	}
+	h := head{kv: get.Kvs[0]}
+	payload, _, err := p.verifier.Open(key, h.kv.Value)
+	if err != nil {
+		h.forged, h.err = true, err
+		return h, nil
 	}
 	var cur struct {
 		Version  int64  `json:"version"`
 		Checksum string `json:"checksum"`
 	}
-	_ = json.Unmarshal(get.Kvs[0].Value, &cur) // an unreadable value is overwritten
-	return cur.Version, cur.Checksum, get.Kvs[0], nil
+	_ = json.Unmarshal(payload, &cur) // an unreadable value is overwritten
+	h.version, h.checksum = cur.Version, cur.Checksum
+	return h, nil
+}
+
+// encode is the value written under key: v signed when the publisher signs.
+func (p *Publisher) encode(key string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || p.s.Signer == nil {
+		return b, err
+	}
+	return p.s.Signer.Sign(key, b)
 }
 
 func (p *Publisher) value(v *sluice.Version, at time.Time) publishedValue {
@@ -291,9 +417,14 @@ func (p *Publisher) value(v *sluice.Version, at time.Time) publishedValue {
 // promotion deletes the canary key in the same transaction.
 func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promote bool, retry func(error) sluice.PublishOutcome) sluice.PublishOutcome {
 	key := p.s.Keys.RuleSet(v.Namespace)
-	cur, sum, kv, err := p.rulesetHead(ctx, v.Namespace)
+	h, err := p.rulesetHead(ctx, v.Namespace)
 	if err != nil {
 		return retry(err)
+	}
+	cur, sum, kv := h.version, h.checksum, h.kv
+	if h.forged {
+		p.s.Logger.Error("etcd holds a ruleset value not signed by this control plane; writing over it",
+			"namespace", v.Namespace, "revision", kv.ModRevision, "version", v.Number, "err", h.err)
 	}
 	var ops []clientv3.Op
 	if promote {
@@ -318,7 +449,7 @@ func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promo
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	}
 	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
-	value, err := json.Marshal(p.value(v, at))
+	value, err := p.encode(key, p.value(v, at))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding version %d: %w", v.Number, err), Final: true}
 	}
@@ -339,10 +470,11 @@ func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promo
 // check holds at the write.
 func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *sluice.Publication, retry func(error) sluice.PublishOutcome) sluice.PublishOutcome {
 	rkey, ckey := p.s.Keys.RuleSet(v.Namespace), p.s.Keys.Canary(v.Namespace)
-	cur, sum, kv, err := p.rulesetHead(ctx, v.Namespace)
+	h, err := p.rulesetHead(ctx, v.Namespace)
 	if err != nil {
 		return retry(err)
 	}
+	cur, sum, kv := h.version, h.checksum, h.kv
 	cmp := clientv3.Compare(clientv3.CreateRevision(rkey), "=", 0)
 	if kv != nil {
 		if cur >= v.Number {
@@ -351,7 +483,7 @@ func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *s
 		cmp = clientv3.Compare(clientv3.ModRevision(rkey), "=", kv.ModRevision)
 	}
 	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
-	value, err := json.Marshal(canaryValue{Version: v.Number, Selector: pub.Selector, Published: p.value(v, at)})
+	value, err := p.encode(ckey, canaryValue{Version: v.Number, Selector: pub.Selector, Published: p.value(v, at)})
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding canary version %d: %w", v.Number, err), Final: true}
 	}
@@ -363,4 +495,29 @@ func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *s
 		return retry(errMoved)
 	}
 	return sluice.PublishOutcome{Revision: resp.Header.Revision, At: at}
+}
+
+// CurrentVersion returns the Settings.Current of versions: the newest
+// version of a namespace whose latest operation wrote it to the ruleset key
+// (a publication or a promotion, landed), with its document; nil when none
+// of the newest 500 is.
+func CurrentVersion(versions sluice.VersionService) func(ctx context.Context, ns string) (*sluice.Version, error) {
+	return func(ctx context.Context, ns string) (*sluice.Version, error) {
+		var before int64
+		for range 10 {
+			vs, err := versions.FindVersions(ctx, sluice.VersionFilter{Namespace: ns, Before: before, Limit: 50})
+			if err != nil || len(vs) == 0 {
+				return nil, err
+			}
+			for _, v := range vs {
+				p := v.Publication
+				if p != nil && p.State == sluice.PublicationPublished &&
+					(p.Kind == sluice.PublishRuleSet || p.Kind == sluice.PublishPromote || p.Kind == "") {
+					return versions.FindVersion(ctx, ns, v.Number)
+				}
+			}
+			before = vs[len(vs)-1].Number
+		}
+		return nil, nil
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
@@ -173,7 +174,7 @@ func (w *NodeWatcher) followOnce(ctx context.Context, ns string, listed func()) 
 	recorded := map[string]string{} // node id → fingerprint recorded
 	var live []api.NodeStatus
 	for _, kv := range resp.Kvs {
-		if s, ok := decodeNode(prefix, kv.Key, kv.Value); ok {
+		if s, ok := decodeNode(prefix, kv); ok {
 			live = append(live, s)
 			recorded[s.NodeID] = fingerprint(s)
 		}
@@ -216,8 +217,15 @@ func (w *NodeWatcher) followOnce(ctx context.Context, ns string, listed func()) 
 					}
 					continue
 				}
-				s, ok := decodeNode(prefix, ev.Kv.Key, ev.Kv.Value)
+				s, ok := decodeNode(prefix, ev.Kv)
 				if !ok {
+					if _, was := recorded[id]; was {
+						// Rewritten without a lease: no longer a node's registration.
+						delete(recorded, id)
+						if err := w.s.History.RecordNodeGone(ctx, ns, id, now); err != nil {
+							return err
+						}
+					}
 					continue
 				}
 				fp := fingerprint(s)
@@ -233,12 +241,17 @@ func (w *NodeWatcher) followOnce(ctx context.Context, ns string, listed func()) 
 	}
 }
 
-// decodeNode reads one registration; the key names the node.
-func decodeNode(prefix string, key, value []byte) (api.NodeStatus, bool) {
+// decodeNode reads one registration; the key names the node. A value not
+// bound to a lease is not a registration (a node's registrar always binds
+// it, so that it disappears with the node): ok is false.
+func decodeNode(prefix string, kv *mvccpb.KeyValue) (api.NodeStatus, bool) {
 	var s api.NodeStatus
-	if err := json.Unmarshal(value, &s); err != nil {
+	if kv.Lease == 0 {
 		return s, false
 	}
-	s.NodeID = strings.TrimPrefix(string(key), prefix)
+	if err := json.Unmarshal(kv.Value, &s); err != nil {
+		return s, false
+	}
+	s.NodeID = strings.TrimPrefix(string(kv.Key), prefix)
 	return s, NodeIDValid(s.NodeID)
 }

@@ -142,7 +142,7 @@ func BenchmarkSwapsUnderLoad(b *testing.B) {
 		// The same swaps written straight to etcd, as the publisher would:
 		// the node's share of the cost without the control plane's CPU.
 		// (After these, the control plane cannot publish to this namespace.)
-		c := h.etcdClient()
+		c, signer := h.etcdClient(), h.signer()
 		ver := last
 		directN := 0
 		for range rounds {
@@ -150,7 +150,7 @@ func BenchmarkSwapsUnderLoad(b *testing.B) {
 			res, _, n := loadWhile(b, g, rps, block, func() (int64, error) {
 				next++
 				ver++
-				return ver, putPublished(c, h.unlimitedRules(next), ver)
+				return ver, putPublished(c, signer, h.unlimitedRules(next), ver)
 			})
 			direct.merge(res)
 			directN += n
@@ -217,8 +217,8 @@ func loadWhile(b *testing.B, g *gateway, rps int, d time.Duration, publish func(
 }
 
 // putPublished writes rules as version v of the namespace's ruleset key,
-// the way the control plane's publisher does.
-func putPublished(c *clientv3.Client, rules string, v int64) error {
+// signed with s, the way the control plane's publisher does.
+func putPublished(c *clientv3.Client, s *api.Signer, rules string, v int64) error {
 	rs, err := api.Decode([]byte(rules))
 	if err != nil {
 		return err
@@ -227,9 +227,13 @@ func putPublished(c *clientv3.Client, rules string, v int64) error {
 	if err != nil {
 		return err
 	}
+	key := api.Keys{}.RuleSet(ns)
+	if val, err = s.Sign(key, val); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = c.Put(ctx, api.Keys{}.RuleSet(ns), string(val))
+	_, err = c.Put(ctx, key, string(val))
 	return err
 }
 

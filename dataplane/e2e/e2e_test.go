@@ -241,7 +241,7 @@ func TestGatewayStartsBeforeFirstPublish(t *testing.T) {
 	g := &gateway{id: "gw-early", listen: freeAddr(t), admin: freeAddr(t), stateDir: t.TempDir()}
 	g.p = &proc{name: "sluice-gateway gw-early", bin: filepath.Join(h.bins, "sluice-gateway"), log: filepath.Join(h.dir, "gateway-gw-early.log"),
 		args: []string{"--etcd", h.etcd.Addr(), "--namespace", ns, "--node-id", g.id, "--state-dir", g.stateDir,
-			"--listen", g.listen, "--admin", g.admin, "--shutdown-timeout", "5s"}}
+			"--trust-keys", h.trustFile, "--listen", g.listen, "--admin", g.admin, "--shutdown-timeout", "5s"}}
 	h.procs = append(h.procs, g.p)
 	g.p.start(t)
 	h.waitHTTP(g.p, "http://"+g.admin+"/healthz", 10*time.Second)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +28,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/api"
 )
 
 // ns is the namespace every gateway of the harness follows.
@@ -279,20 +282,25 @@ func (p *proc) tail(n int) string {
 
 // ---- the harness ----
 
-// harness is a control plane, an etcd, an upstream and gateways.
+// harness is a control plane, an etcd, an upstream and gateways. The
+// control plane signs with signingKey (file signingFile); gateways trust
+// trustFile, its public key.
 type harness struct {
-	tb       testing.TB
-	dir      string
-	bins     string
-	etcd     *testEtcd
-	upstream *httptest.Server
-	admin    *proc
-	adminURL string
-	password string
-	author   *apiClient // the bootstrap admin
-	approver *apiClient
-	gateways map[string]*gateway
-	procs    []*proc
+	tb          testing.TB
+	dir         string
+	bins        string
+	signingKey  ed25519.PrivateKey
+	signingFile string
+	trustFile   string
+	etcd        *testEtcd
+	upstream    *httptest.Server
+	admin       *proc
+	adminURL    string
+	password    string
+	author      *apiClient // the bootstrap admin
+	approver    *apiClient
+	gateways    map[string]*gateway
+	procs       []*proc
 }
 
 func newHarness(tb testing.TB) *harness {
@@ -319,11 +327,13 @@ func newHarness(tb testing.TB) *harness {
 	})
 
 	h.password = randomHex(12)
+	h.signingKey, h.signingFile, h.trustFile = mustKeyPair(tb, h.dir, "signing")
 	listen := freeAddr(tb)
 	h.adminURL = "http://" + listen
 	h.admin = &proc{name: "sluice-admin", bin: filepath.Join(h.bins, "sluice-admin"), log: filepath.Join(h.dir, "sluice-admin.log"),
 		args: []string{"--database-url", dbURL, "--database-wait", "10s", "--etcd-endpoints", h.etcd.Addr(),
-			"--listen", listen, "--log-level", "info", "--web-dir", filepath.Join(h.dir, "no-web")},
+			"--listen", listen, "--log-level", "info", "--web-dir", filepath.Join(h.dir, "no-web"),
+			"--signing-key", h.signingFile},
 		env: []string{"SLUICE_BOOTSTRAP_ADMIN_PASSWORD=" + h.password}}
 	h.procs = append(h.procs, h.admin)
 	h.admin.env = append(h.admin.env, "SLUICE_AUDIT_KEY="+randomHex(32))
@@ -333,6 +343,42 @@ func newHarness(tb testing.TB) *harness {
 	h.author.must(http.StatusCreated, "POST", "/api/v1/users", map[string]string{"username": "approver", "password": h.password, "role": "approver"})
 	h.approver = h.login("approver", h.password)
 	return h
+}
+
+// mustKeyPair writes a fresh Ed25519 key pair to dir/name.key (PKCS#8) and
+// dir/name.pub (PKIX), as sluice-admin keygen does.
+func mustKeyPair(tb testing.TB, dir, name string) (key ed25519.PrivateKey, private, public string) {
+	tb.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kp, err := api.MarshalPrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pp, err := api.MarshalPublicKey(pub)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	private, public = filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
+	if err := os.WriteFile(private, kp, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(public, pp, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return key, private, public
+}
+
+// signer signs as the harness's control plane does.
+func (h *harness) signer() *api.Signer {
+	h.tb.Helper()
+	s, err := api.NewSigner(h.signingKey)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	return s
 }
 
 // waitHTTP waits until url answers 200, failing early when p exits.
@@ -617,7 +663,7 @@ func (h *harness) startGateway(id string) *gateway {
 		g = &gateway{id: id, listen: freeAddr(h.tb), admin: freeAddr(h.tb), stateDir: filepath.Join(h.dir, "state-"+id)}
 		g.p = &proc{name: "sluice-gateway " + id, bin: filepath.Join(h.bins, "sluice-gateway"), log: filepath.Join(h.dir, "gateway-"+id+".log"),
 			args: []string{"--etcd", h.etcd.Addr(), "--namespace", ns, "--node-id", id, "--labels", "node=" + id,
-				"--state-dir", g.stateDir, "--listen", g.listen, "--admin", g.admin,
+				"--state-dir", g.stateDir, "--listen", g.listen, "--admin", g.admin, "--trust-keys", h.trustFile,
 				"--shutdown-timeout", "5s", "--log-level", "info"}}
 		h.gateways[id] = g
 		h.procs = append(h.procs, g.p)

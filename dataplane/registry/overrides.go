@@ -22,7 +22,9 @@ import (
 // to OnChange: the new api.Override, or the zero Override when the key is
 // deleted or the override's Expires passes. A value that is not a valid
 // override is logged, shown in Status, and ignored: the previous override
-// stays. Set the exported fields and call Run once; Current and Status are
+// stays. With Verifier set, a value must be signed by a trusted key for the
+// override key (api.Verifier.Open); one that is not is refused the same
+// way, and counted. Set the exported fields and call Run once; Current and Status are
 // safe for concurrent use.
 type Overrides struct {
 	// Client is the etcd client; required.
@@ -47,6 +49,12 @@ type Overrides struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Verifier checks the signature of every value; nil accepts unsigned
+	// values (--insecure-accept-unsigned).
+	Verifier *api.Verifier
+	// OnSignatureRejection, when set, is called (o.mu held) for every value
+	// refused for its signature, with the reason (api.SignatureReason).
+	OnSignatureRejection func(reason string)
 
 	mu        sync.Mutex // guards everything below; held while calling OnChange
 	cur       api.Override
@@ -55,6 +63,8 @@ type Overrides struct {
 	stopped   bool
 	connected bool
 	lastErr   string
+	rejected  int64
+	refused   int64 // mod revision of the value refused last
 }
 
 // OverridesStatus is the state of an override watch.
@@ -62,6 +72,8 @@ type OverridesStatus struct {
 	Connected bool         `json:"connected"`
 	Current   api.Override `json:"current"`
 	LastError string       `json:"lastError,omitempty"`
+	// SignatureRejections counts the values refused for their signature.
+	SignatureRejections int64 `json:"signatureRejections"`
 }
 
 // Current returns the override in force (the zero Override when none).
@@ -75,7 +87,7 @@ func (o *Overrides) Current() api.Override {
 func (o *Overrides) Status() OverridesStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return OverridesStatus{Connected: o.connected, Current: o.cur, LastError: o.lastErr}
+	return OverridesStatus{Connected: o.connected, Current: o.cur, LastError: o.lastErr, SignatureRejections: o.rejected}
 }
 
 // Run follows the override key until ctx ends, then returns nil. It returns
@@ -153,9 +165,23 @@ func (o *Overrides) take(kv *mvccpb.KeyValue) {
 	if kv != nil && o.raw != nil && bytes.Equal(raw, o.raw) {
 		return
 	}
+	if kv != nil && kv.ModRevision == o.refused {
+		return // a list finding the refused value again
+	}
 	var ov api.Override
 	if kv != nil {
-		dec := json.NewDecoder(bytes.NewReader(raw))
+		payload, _, err := o.Verifier.Open(string(kv.Key), raw)
+		if err != nil {
+			o.rejected++
+			o.refused = kv.ModRevision
+			if o.OnSignatureRejection != nil {
+				o.OnSignatureRejection(api.SignatureReason(err))
+			}
+			o.lastErr = fmt.Sprintf("override at revision %d refused: %v", kv.ModRevision, err)
+			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(payload))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ov); err != nil {
 			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)

@@ -9,7 +9,8 @@
 //     and revokes the lease on a clean stop so the node disappears at once.
 //   - Overrides follows /sluice/v1/ns/<ns>/overrides/<nodeID> and hands each
 //     new api.Override to a callback (the zero Override when the key is
-//     deleted or the override expires).
+//     deleted or the override expires), refusing values not signed by a
+//     trusted key (api.Verifier) when it has one.
 //   - Nodes counts the namespace's live registrations, for limits that fall
 //     back to limit ÷ live nodes when Redis is unreachable.
 //

@@ -128,6 +128,13 @@ type EtcdStatus struct {
 	Canary   bool   `json:"canary,omitempty"`
 	// PublishedVersion is the highest version of the ruleset key accepted.
 	PublishedVersion int64 `json:"publishedVersion"`
+	// TrustedKeys are the ids of the keys values must be signed by; empty
+	// when the node accepts unsigned values, which Warning then says.
+	TrustedKeys []string `json:"trustedKeys,omitempty"`
+	Warning     string   `json:"warning,omitempty"`
+	// SignatureRejections counts the values refused for their signature
+	// (unsigned, unknown key, bad signature), the state file's included.
+	SignatureRejections int64 `json:"signatureRejections"`
 	// Lists counts the lists done (the first one, and one per re-list).
 	Lists       int64     `json:"lists"`
 	LastError   string    `json:"lastError,omitempty"`
@@ -156,6 +163,16 @@ var ErrNoState = errors.New("no rule set from etcd and none in the state dir")
 // changed, or the published version caught up) returns to the published
 // version even though it is older than the canary. A canary replaced by an
 // older canary is refused; delete it first.
+//
+// Signatures: with Verifier set, every value must be an envelope signed by
+// a trusted key for the key it is read from (api.Verifier.Open) before
+// anything else is read from it; a value that is not is refused, counted in
+// Status and passed to OnSignatureRejection. Only verified values move the
+// ordering floor, so a forged value, whatever version it claims, never
+// blocks a correctly signed one that follows. The state file must be signed
+// too (VerifyState): one that is not is refused and the node starts from
+// etcd as if there were none. Without Verifier the source accepts unsigned
+// values and envelopes alike, unchecked.
 //
 // Refusals — a value that is not JSON, fails strict decoding or validation,
 // has a wrong checksum, belongs to another namespace, or is older — reach
@@ -198,6 +215,13 @@ type Etcd struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Verifier checks the signature of every value; nil accepts unsigned
+	// values (--insecure-accept-unsigned).
+	Verifier *api.Verifier
+	// OnSignatureRejection, when set, is called for every value refused for
+	// its signature: what ("ruleset", "canary" or "state") and the reason
+	// (api.SignatureReason).
+	OnSignatureRejection func(what, reason string)
 
 	mu     sync.Mutex
 	status EtcdStatus
@@ -219,10 +243,11 @@ type Etcd struct {
 
 // doc is one checked published document.
 type doc struct {
-	raw   []byte // the api.Published JSON as read
-	rules []byte // its rules member, passed to apply
-	pub   *api.Published
-	rev   int64
+	raw    []byte // the api.Published JSON as read
+	signed []byte // the etcd value it came from when signed (nil: unsigned)
+	rules  []byte // its rules member, passed to apply
+	pub    *api.Published
+	rev    int64
 }
 
 func (d *doc) key() string { return fmt.Sprintf("%d/%s", d.pub.Version, d.pub.Checksum) }
@@ -232,14 +257,44 @@ type canaryDoc struct {
 	selector Selector
 }
 
-func newDoc(raw []byte, pub *api.Published, rev int64) (*doc, error) {
+func newDoc(raw []byte, pub *api.Published, rev int64, signed []byte) (*doc, error) {
 	var r struct {
 		Rules json.RawMessage `json:"rules"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("reading rules: %w", err)
 	}
-	return &doc{raw: slices.Clone(raw), rules: r.Rules, pub: pub, rev: rev}, nil
+	return &doc{raw: slices.Clone(raw), rules: r.Rules, pub: pub, rev: rev, signed: slices.Clone(signed)}, nil
+}
+
+// open checks the signature of a value read from key (see Verifier) and
+// returns its payload, and the envelope when it is signed.
+func (e *Etcd) open(what, key string, value []byte) (payload, signed []byte, err error) {
+	payload, kid, err := e.Verifier.Open(key, value)
+	if err != nil {
+		e.rejectedSignature(what, err)
+		return nil, nil, err
+	}
+	if kid != "" || len(payload) != len(value) {
+		signed = value // an envelope (checked, or unwrapped without a verifier)
+	}
+	return payload, signed, nil
+}
+
+func (e *Etcd) rejectedSignature(what string, err error) {
+	e.mu.Lock()
+	e.status.SignatureRejections++
+	e.mu.Unlock()
+	if e.OnSignatureRejection != nil {
+		e.OnSignatureRejection(what, api.SignatureReason(err))
+	}
+}
+
+// SignatureRejections is Status().SignatureRejections, cheaper.
+func (e *Etcd) SignatureRejections() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status.SignatureRejections
 }
 
 func (e *Etcd) init() error {
@@ -280,6 +335,11 @@ func (e *Etcd) init() error {
 	e.status.State = StateStarting
 	e.status.Endpoints = e.endpoints()
 	e.status.Since = e.Now()
+	if e.Verifier != nil {
+		e.status.TrustedKeys = e.Verifier.KeyIDs()
+	} else {
+		e.status.Warning = "accepting unsigned values: no trusted keys (--insecure-accept-unsigned)"
+	}
 	e.mu.Unlock()
 	e.inited = true
 	return nil
@@ -374,8 +434,17 @@ func (e *Etcd) Start(ctx context.Context, apply Apply) error {
 			return err
 		}
 	}
+	if cached != nil && e.Verifier != nil && e.applied == nil {
+		if err := VerifyState(cached, e.Verifier, e.Keys); err != nil {
+			err = fmt.Errorf("state %s refused: %w", StatePath(e.StateDir, e.Namespace), err)
+			e.rejectedSignature("state", err)
+			e.setError(err)
+			e.Logger.Error("state file refused; starting from etcd as if there were none", "namespace", e.Namespace, "err", err)
+			cached = nil
+		}
+	}
 	if cached != nil && e.applied == nil {
-		d, err := newDoc(cached.Published, cached.Doc, cached.Revision)
+		d, err := newDoc(cached.Published, cached.Doc, cached.Revision, cached.Envelope)
 		if err != nil {
 			return fmt.Errorf("%w %s: %v", ErrCorruptState, StatePath(e.StateDir, e.Namespace), err)
 		}
@@ -552,7 +621,12 @@ func (e *Etcd) takeRuleset(ctx context.Context, apply Apply, kv *mvccpb.KeyValue
 		}
 		return
 	}
-	pub, err := api.DecodePublished(kv.Value)
+	payload, signed, err := e.open("ruleset", string(kv.Key), kv.Value)
+	if err != nil {
+		e.refuse(ctx, apply, fmt.Errorf("ruleset at revision %d refused: %w", kv.ModRevision, err))
+		return
+	}
+	pub, err := api.DecodePublished(payload)
 	if err == nil && pub.Rules.Namespace != e.Namespace {
 		err = fmt.Errorf("published version %d is for namespace %q", pub.Version, pub.Rules.Namespace)
 	}
@@ -564,7 +638,7 @@ func (e *Etcd) takeRuleset(ctx context.Context, apply Apply, kv *mvccpb.KeyValue
 	}
 	var d *doc
 	if err == nil {
-		d, err = newDoc(kv.Value, pub, kv.ModRevision)
+		d, err = newDoc(payload, pub, kv.ModRevision, signed)
 	}
 	if err != nil {
 		e.refuse(ctx, apply, fmt.Errorf("ruleset at revision %d: %w", kv.ModRevision, err))
@@ -587,13 +661,18 @@ func (e *Etcd) takeCanary(ctx context.Context, apply Apply, kv *mvccpb.KeyValue)
 		e.canary = nil
 		return
 	}
-	c, pub, err := DecodeCanary(kv.Value)
+	payload, signed, err := e.open("canary", string(kv.Key), kv.Value)
+	if err != nil {
+		e.refuse(ctx, apply, fmt.Errorf("canary at revision %d refused: %w", kv.ModRevision, err))
+		return
+	}
+	c, pub, err := DecodeCanary(payload)
 	if err == nil && pub.Rules.Namespace != e.Namespace {
 		err = fmt.Errorf("canary version %d is for namespace %q", pub.Version, pub.Rules.Namespace)
 	}
 	var d *doc
 	if err == nil {
-		d, err = newDoc(c.Published, pub, kv.ModRevision)
+		d, err = newDoc(c.Published, pub, kv.ModRevision, signed)
 	}
 	if err != nil {
 		e.refuse(ctx, apply, fmt.Errorf("canary at revision %d: %w", kv.ModRevision, err))
@@ -669,7 +748,7 @@ func (e *Etcd) save(d *doc, canary bool) {
 	if e.StateDir == "" {
 		return
 	}
-	st := &State{Namespace: e.Namespace, Published: d.raw, Canary: canary, PublishedVersion: e.pubFloor, Revision: d.rev, SavedAt: e.Now().UTC()}
+	st := &State{Namespace: e.Namespace, Published: d.raw, Canary: canary, PublishedVersion: e.pubFloor, Revision: d.rev, SavedAt: e.Now().UTC(), Envelope: d.signed}
 	if err := SaveState(e.StateDir, st); err != nil {
 		err = fmt.Errorf("saving applied version %d: %w", d.pub.Version, err)
 		e.setError(err)

@@ -48,6 +48,12 @@ type State struct {
 	Revision int64 `json:"revision,omitempty"`
 	// SavedAt is when the file was written.
 	SavedAt time.Time `json:"savedAt"`
+	// Envelope is the signed etcd value Published came from, byte for byte
+	// as read (base64 in the file, so that no encoder can touch the signed
+	// bytes): the ruleset key's value, or the canary key's for a canary (see
+	// api.Signer); absent when the value was not signed. VerifyState checks
+	// it.
+	Envelope []byte `json:"envelope,omitempty"`
 
 	// Doc is Published decoded and checked; LoadState sets it.
 	Doc *api.Published `json:"-"`
@@ -108,6 +114,59 @@ func LoadState(dir, ns string) (*State, error) {
 	}
 	st.Doc = doc
 	return &st, nil
+}
+
+// ErrUnsignedState is wrapped by VerifyState's errors: the state file is not
+// signed by a trusted key, or its signature does not cover what it holds.
+// A node refuses such a file like an unsigned etcd value: it boots from etcd
+// as if there were none.
+var ErrUnsignedState = errors.New("state file not trusted")
+
+// VerifyState checks a state file that LoadState accepted against the
+// node's trusted keys: its Envelope must open with v under the key it was
+// read from (keys.RuleSet or keys.Canary of the namespace), and
+// PublishedVersion may not exceed the signed document's version (a floor
+// above it could only be forged: it would make the node refuse every real
+// version as older). On success Published and Doc are replaced by the
+// signed document, so nothing unsigned in the file is used. Errors wrap
+// ErrUnsignedState and, for signature failures, api.ErrUnsigned,
+// api.ErrUnknownKey or api.ErrBadSignature.
+func VerifyState(st *State, v *api.Verifier, keys api.Keys) error {
+	key := keys.RuleSet(st.Namespace)
+	if st.Canary {
+		key = keys.Canary(st.Namespace)
+	}
+	bad := func(err error) error { return fmt.Errorf("%w: %w", ErrUnsignedState, err) }
+	if len(st.Envelope) == 0 {
+		return bad(fmt.Errorf("%w: the state file carries no signed envelope", api.ErrUnsigned))
+	}
+	payload, _, err := v.Open(key, st.Envelope)
+	if err != nil {
+		return bad(err)
+	}
+	signed := payload
+	if st.Canary {
+		c, _, err := DecodeCanary(payload)
+		if err != nil {
+			return bad(err)
+		}
+		signed = c.Published
+	}
+	doc, err := api.DecodePublished(signed)
+	if err != nil {
+		return bad(err)
+	}
+	if doc.Rules.Namespace != st.Namespace {
+		return bad(fmt.Errorf("the signed rules are for namespace %q", doc.Rules.Namespace))
+	}
+	if st.Doc != nil && (st.Doc.Version != doc.Version || st.Doc.Checksum != doc.Checksum) {
+		return bad(fmt.Errorf("%w: the file's document (version %d) is not the one signed (version %d)", api.ErrBadSignature, st.Doc.Version, doc.Version))
+	}
+	if st.PublishedVersion > doc.Version {
+		return bad(fmt.Errorf("published version %d is above the signed document's version %d", st.PublishedVersion, doc.Version))
+	}
+	st.Published, st.Doc = bytes.Clone(signed), doc
+	return nil
 }
 
 // SaveState writes st atomically to StatePath(dir, st.Namespace): to a

@@ -4,6 +4,13 @@
 //
 //	sluice-admin [serve] [flags]   run the API and the publisher (migrates first)
 //	sluice-admin migrate [flags]   apply database migrations and exit
+//	sluice-admin keygen [--if-missing] --private FILE --public FILE
+//	                               write a new Ed25519 signing key pair
+//
+// Every value the publisher writes to etcd is signed with --signing-key
+// (see api.Signer); gateway nodes verify it with the public key (their
+// --trust-keys). serve refuses to start without a signing key unless
+// --insecure-publish-unsigned is given.
 //
 // Every flag can also be set by an environment variable, shown in -help;
 // a flag given on the command line wins. The bootstrap admin's password is
@@ -17,9 +24,12 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -59,6 +69,30 @@ type Config struct {
 	PollInterval        time.Duration
 	NodeRetention       time.Duration
 	LogLevel            string
+	// SigningKeys are PKCS#8 PEM files; the first key of the first file
+	// signs, the others are recognised (key rotation).
+	SigningKeys      []string
+	InsecureUnsigned bool
+	// Etcd TLS and auth.
+	EtcdCA, EtcdCert, EtcdKey string
+	EtcdUsername              string
+	EtcdPassword              string
+	EtcdPasswordFile          string
+}
+
+// listFlag is a flag that may be repeated, each value a comma list.
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.v = append(*l.v, splitList(s)...)
+	return nil
 }
 
 func env(name, def string) string {
@@ -117,8 +151,26 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.StringVar(&c.AuditKeyFile, "audit-key-file", env("SLUICE_AUDIT_KEY_FILE", ""), "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
 	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", envBool("SLUICE_INSECURE_NO_AUDIT_KEY", false), "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
+	fs.Var(listFlag{&c.SigningKeys}, "signing-key", "Ed25519 signing key, PKCS#8 PEM file; repeat it (or give a comma list) to keep older keys recognised during a rotation: the first key signs ($SLUICE_SIGNING_KEY_FILE)")
+	fs.BoolVar(&c.InsecureUnsigned, "insecure-publish-unsigned", envBool("SLUICE_INSECURE_PUBLISH_UNSIGNED", false), "publish unsigned values when no --signing-key is given; nodes must then run --insecure-accept-unsigned ($SLUICE_INSECURE_PUBLISH_UNSIGNED)")
+	fs.StringVar(&c.EtcdCA, "etcd-ca", env("SLUICE_ETCD_CA", ""), "PEM file of the CA of etcd's server certificates ($SLUICE_ETCD_CA)")
+	fs.StringVar(&c.EtcdCert, "etcd-cert", env("SLUICE_ETCD_CERT", ""), "PEM client certificate for etcd ($SLUICE_ETCD_CERT)")
+	fs.StringVar(&c.EtcdKey, "etcd-key", env("SLUICE_ETCD_KEY", ""), "PEM key of --etcd-cert ($SLUICE_ETCD_KEY)")
+	fs.StringVar(&c.EtcdUsername, "etcd-username", env("SLUICE_ETCD_USERNAME", ""), "etcd user, with etcd auth enabled ($SLUICE_ETCD_USERNAME; password from --etcd-password-file or $SLUICE_ETCD_PASSWORD)")
+	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", env("SLUICE_ETCD_PASSWORD_FILE", ""), "file holding the etcd user's password ($SLUICE_ETCD_PASSWORD_FILE)")
+	c.EtcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if len(c.SigningKeys) == 0 {
+		c.SigningKeys = splitList(os.Getenv("SLUICE_SIGNING_KEY_FILE"))
+	}
+	if c.EtcdPasswordFile != "" {
+		b, err := os.ReadFile(c.EtcdPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --etcd-password-file: %w", err)
+		}
+		c.EtcdPassword = strings.TrimRight(string(b), "\r\n")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -132,8 +184,18 @@ func main() {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd == "keygen" {
+		if err := keygen(args, os.Stdout); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				os.Exit(0)
+			}
+			fmt.Fprintln(os.Stderr, "sluice-admin keygen:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if cmd != "serve" && cmd != "migrate" {
-		fmt.Fprintf(os.Stderr, "sluice-admin: unknown command %q (serve, migrate)\n", cmd)
+		fmt.Fprintf(os.Stderr, "sluice-admin: unknown command %q (serve, migrate, keygen)\n", cmd)
 		os.Exit(2)
 	}
 	cfg, err := parseFlags(cmd, args)
@@ -215,6 +277,10 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if len(endpoints) == 0 {
 		return errors.New("--etcd-endpoints is empty")
 	}
+	signer, err := loadSigner(cfg, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.EmbeddedEtcd != "" {
 		host := strings.TrimPrefix(strings.TrimPrefix(endpoints[0], "http://"), "https://")
 		e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: cfg.EmbeddedEtcd, ClientURL: "http://" + host, PeerURL: "http://" + cfg.EmbeddedEtcdPeer})
@@ -239,7 +305,8 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 
-	client, err := etcd.NewClient(endpoints)
+	client, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: endpoints, CAFile: cfg.EtcdCA, CertFile: cfg.EtcdCert, KeyFile: cfg.EtcdKey,
+		Username: cfg.EtcdUsername, Password: cfg.EtcdPassword})
 	if err != nil {
 		return err
 	}
@@ -265,11 +332,11 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		Audit:      audit,
 		Outbox:     outbox,
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
-			Retention: cfg.NodeRetention, Logger: logger},
+			Retention: cfg.NodeRetention, Logger: logger, Signer: signer},
 		Canaries: postgres.NewCanaryService(db),
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
-			"etcd":     func(ctx context.Context) error { return etcd.Ping(ctx, client) },
+			"etcd":     func(ctx context.Context) error { return etcd.PingKeys(ctx, client, keys) },
 		},
 		Logger:              logger,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
@@ -281,17 +348,19 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	namespaceNames := func(ctx context.Context) ([]string, error) {
+		nss, err := namespaces.FindNamespaces(ctx)
+		names := make([]string, len(nss))
+		for i, ns := range nss {
+			names[i] = ns.Name
+		}
+		return names, err
+	}
 	publisher = etcd.NewPublisher(etcd.Settings{Client: client, Outbox: outbox, Keys: keys, Logger: logger,
-		PollInterval: cfg.PollInterval, Observe: srv.ObservePublish})
+		PollInterval: cfg.PollInterval, Observe: srv.ObservePublish,
+		Signer: signer, Namespaces: namespaceNames, Current: etcd.CurrentVersion(versions)})
 	watcher := etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
-		Namespaces: func(ctx context.Context) ([]string, error) {
-			nss, err := namespaces.FindNamespaces(ctx)
-			names := make([]string, len(nss))
-			for i, ns := range nss {
-				names[i] = ns.Name
-			}
-			return names, err
-		}})
+		Namespaces: namespaceNames})
 	return run(ctx, cfg, logger, db, client, publisher, watcher, srv)
 }
 
@@ -334,6 +403,76 @@ func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB,
 		err = nil
 	}
 	return err
+}
+
+// loadSigner reads --signing-key; without one it fails unless
+// --insecure-publish-unsigned is given (nil signer, a warning logged).
+func loadSigner(cfg *Config, logger *slog.Logger) (*api.Signer, error) {
+	if len(cfg.SigningKeys) == 0 {
+		if !cfg.InsecureUnsigned {
+			return nil, errors.New("no --signing-key: every value published to etcd is signed (create a key pair with 'sluice-admin keygen'), or give --insecure-publish-unsigned")
+		}
+		logger.Warn("publishing UNSIGNED values (--insecure-publish-unsigned): anyone who can write to etcd can change the nodes' rules")
+		return nil, nil
+	}
+	s, err := api.ReadSigner(cfg.SigningKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("--signing-key: %w", err)
+	}
+	logger.Info("signing published values", "key", s.KeyID(), "recognised", s.KeyIDs())
+	return s, nil
+}
+
+// keygen writes a new Ed25519 key pair: the private key (PKCS#8 PEM, mode
+// 0600, never overwritten) for --signing-key and the public key (PKIX PEM)
+// for the nodes' --trust-keys, and prints the key id.
+func keygen(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("sluice-admin keygen", flag.ContinueOnError)
+	priv := fs.String("private", "", "file to create for the private key (--signing-key); required")
+	pub := fs.String("public", "", "file to write the public key to (the nodes' --trust-keys); required")
+	ifMissing := fs.Bool("if-missing", false, "do nothing when both files exist (for a start-up job)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *priv == "" || *pub == "" || fs.NArg() > 0 {
+		return errors.New("usage: sluice-admin keygen [--if-missing] --private FILE --public FILE")
+	}
+	if *ifMissing {
+		_, perr := os.Stat(*priv)
+		_, uerr := os.Stat(*pub)
+		if perr == nil && uerr == nil {
+			fmt.Fprintf(out, "%s and %s exist; nothing to do\n", *priv, *pub)
+			return nil
+		}
+	}
+	pk, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating key: %w", err)
+	}
+	skPEM, err := api.MarshalPrivateKey(sk)
+	if err != nil {
+		return err
+	}
+	pkPEM, err := api.MarshalPublicKey(pk)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*priv, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the private key file: %w", err)
+	}
+	if _, err := f.Write(skPEM); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", *priv, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", *priv, err)
+	}
+	if err := os.WriteFile(*pub, pkPEM, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", *pub, err)
+	}
+	fmt.Fprintf(out, "key %s: private %s, public %s\n", api.KeyID(pk), *priv, *pub)
+	return nil
 }
 
 // bootstrapAdmin creates the first admin when there are no users. A

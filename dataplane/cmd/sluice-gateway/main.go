@@ -11,6 +11,14 @@
 // --admin-token); a flag on the command line wins. Secrets (the admin token)
 // are best passed by environment or file, never on the command line.
 //
+// Following etcd, the node verifies the signature of every value the control
+// plane wrote (rule set, canary, override) against --trust-keys, one or more
+// PKIX PEM "PUBLIC KEY" blocks, and refuses values that are unsigned, signed
+// by another key, or altered. Without --trust-keys it refuses to start
+// unless --insecure-accept-unsigned is given. --etcd-ca, --etcd-cert,
+// --etcd-key, --etcd-username and --etcd-password-file (or
+// SLUICE_ETCD_PASSWORD) reach an etcd with TLS and auth.
+//
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
 // last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
@@ -69,6 +77,11 @@ type options struct {
 	redisPrefix                string
 	redisTimeout               time.Duration
 	clusterSize                int
+	trustKeys                  string
+	insecureUnsigned           bool
+	etcdCA, etcdCert, etcdKey  string
+	etcdUser, etcdPassword     string
+	etcdPasswordFile           string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -97,6 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis call; past it the limit's onStoreError policy decides")
 	fs.IntVar(&o.clusterSize, "cluster-size", 1, "number of gateway nodes, for onStoreError: local (limit ÷ nodes) when the node does not follow etcd")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin endpoint")
+	fs.StringVar(&o.trustKeys, "trust-keys", "", "PEM file(s), comma-separated, of the Ed25519 public keys whose signatures the node accepts on etcd values (with --etcd)")
+	fs.BoolVar(&o.insecureUnsigned, "insecure-accept-unsigned", false, "follow etcd without --trust-keys, accepting unsigned values: anyone who can write to etcd controls this node")
+	fs.StringVar(&o.etcdCA, "etcd-ca", "", "PEM file of the CA of etcd's server certificates")
+	fs.StringVar(&o.etcdCert, "etcd-cert", "", "PEM client certificate for etcd")
+	fs.StringVar(&o.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
+	fs.StringVar(&o.etcdUser, "etcd-username", "", "etcd user, with etcd auth enabled (password from --etcd-password-file or SLUICE_ETCD_PASSWORD)")
+	fs.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the etcd user's password")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -129,6 +149,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--etcd needs --namespace NS")
 	case o.etcd != "" && !api.ValidID(o.namespace):
 		return nil, fmt.Errorf("--namespace %q is not a valid namespace id", o.namespace)
+	case o.etcd != "" && o.trustKeys == "" && !o.insecureUnsigned:
+		return nil, errors.New("--etcd needs --trust-keys FILE (the control plane's public signing keys), or --insecure-accept-unsigned to accept unsigned values")
+	case o.trustKeys != "" && o.insecureUnsigned:
+		return nil, errors.New("--trust-keys and --insecure-accept-unsigned are exclusive")
+	}
+	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
+	if o.etcdPasswordFile != "" {
+		b, err := os.ReadFile(o.etcdPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --etcd-password-file: %w", err)
+		}
+		o.etcdPassword = strings.TrimRight(string(b), "\r\n")
 	}
 	if o.nodeID == "" {
 		h, err := os.Hostname()
@@ -184,10 +216,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	stores := map[string]func() any{}
 	var etcd *etcdDeps
 	if o.etcd != "" {
-		if etcd, err = dialEtcd(o, log); err != nil {
+		if etcd, err = dialEtcd(o, log, m); err != nil {
 			return err
 		}
-		defer etcd.client.Close()
+		defer etcd.close()
 	}
 	if o.redisURL != "" || o.redisCluster != "" {
 		redislimit.RouteClientLogs(log)
