@@ -79,7 +79,9 @@ func (ks keySpec) String() string {
 }
 
 // part returns the value of one dimension for a request and whether it is
-// present. It allocates only for a percent-encoded query parameter.
+// present (an empty value is not). It reads the first occurrence: requests
+// where that is ambiguous (see KeyCheck) are refused before any limit
+// decides. It allocates only for a percent-encoded query parameter.
 func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string, bool) {
 	switch d.kind {
 	case dimIP:
@@ -91,17 +93,23 @@ func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string,
 	case dimRoute:
 		return info.RouteID, true
 	case dimHeader:
-		if vs := r.Header[d.name]; len(vs) > 0 {
+		if vs := r.Header[d.name]; len(vs) > 0 && vs[0] != "" {
 			return vs[0], true
 		}
 		return "", false
 	case dimQuery:
-		return queryValue(r.URL.RawQuery, d.name)
+		return nonEmpty(queryValue(r.URL.RawQuery, d.name))
 	case dimCookie:
-		return cookieValue(r.Header["Cookie"], d.name)
+		return nonEmpty(cookieValue(r.Header["Cookie"], d.name))
 	}
 	return "", true
 }
+
+// nonEmpty makes an empty value a missing one: stacks disagree on whether
+// "?user=" carries a parameter (Python's parse_qs drops it), and an empty
+// header or cookie is absent to most applications, so empty and missing are
+// one key and alternating them gains nothing.
+func nonEmpty(v string, ok bool) (string, bool) { return v, ok && v != "" }
 
 // Markers written before each part so that the encoding is injective: a
 // missing part differs from an empty one, and lengths delimit values.

@@ -12,9 +12,9 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// ServeHTTP serves one request: match → degrade → limits → breaker → proxy →
-// record. It writes every answer itself (404, 429, 503, 502/504 or the
-// upstream's response).
+// ServeHTTP serves one request: match → key check → degrade → limits →
+// breaker → proxy → record. It writes every answer itself (404, 400, 429,
+// 503, 502/504 or the upstream's response).
 func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	reqID := proxy.EnsureRequestID(w, r)
@@ -25,6 +25,13 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := s.routes[m.Route.ID]
+	// A request whose key parts could be read two ways is refused before
+	// anything decides on them, so nothing is consumed for it.
+	if err := rt.keys.Check(r); err != nil {
+		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
+		rt.finish(start, s.now(), http.StatusBadRequest)
+		return
+	}
 	client := s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a

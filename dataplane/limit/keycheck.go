@@ -1,0 +1,442 @@
+package limit
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds above which the standard library's parsers read nothing at all: a
+// query of more than MaxQueryParams parameters is dropped whole by net/url
+// (and so by httputil.ReverseProxy), a request of more than MaxCookies
+// cookies has none for net/http. A request keyed on a query parameter or a
+// cookie that exceeds them is refused rather than keyed on a value the
+// upstream will never see.
+const (
+	MaxQueryParams = 10000
+	MaxCookies     = 3000
+)
+
+// AmbiguousError is a request refused by KeyCheck: Part names what a limit
+// (or degrade plan) keys on, as `query parameter "user"`, `header
+// "X-Api-Key"`, `cookie "sid"` or `header "Cookie"`, and Reason says what is
+// wrong with it ("is repeated"). Its Error is Part and Reason joined by a
+// space, fit for the detail of a 400 problem+json answer.
+type AmbiguousError struct {
+	Part   string
+	Reason string
+}
+
+func (e *AmbiguousError) Error() string { return e.Part + " " + e.Reason }
+
+// KeyCheck refuses requests whose key parts are ambiguous: where the gateway
+// and the upstream (or two upstream stacks) could read different values, so
+// that a client could key its requests on one value while the upstream acts
+// on another. Build one per route with NewKeyCheck over every key that applies
+// to the route (limits and degrade plans), and call Check before any limit
+// decides. A nil *KeyCheck checks nothing. It is immutable and safe for
+// concurrent use.
+//
+// The rule, for each query:NAME, header:NAME and cookie:NAME part (see the
+// package doc, "Keys"): the part must appear at most once, spelled exactly
+// as NAME, with a value every common parser decodes the same way.
+type KeyCheck struct {
+	queries []queryName
+	headers []string // canonical names
+	cookies []string
+}
+
+type queryName struct {
+	name  string
+	plain bool // name has no byte that must be percent-encoded in a query
+}
+
+// NewKeyCheck returns the check of the query, header and cookie parts of
+// keys (each a limit's or degrade plan's key, as in the rule document), or
+// nil when none has such a part. Invalid parts are ignored (rule sets are
+// validated before they are compiled).
+func NewKeyCheck(keys ...[]string) *KeyCheck {
+	kc := &KeyCheck{}
+	for _, key := range keys {
+		for _, k := range key {
+			kind, name, ok := strings.Cut(k, ":")
+			if !ok || name == "" {
+				continue
+			}
+			switch kind {
+			case "query":
+				if !slices.ContainsFunc(kc.queries, func(q queryName) bool { return q.name == name }) {
+					kc.queries = append(kc.queries, queryName{name: name, plain: plainQueryName(name)})
+				}
+			case "header":
+				if c := http.CanonicalHeaderKey(name); !slices.Contains(kc.headers, c) {
+					kc.headers = append(kc.headers, c)
+				}
+			case "cookie":
+				if !slices.Contains(kc.cookies, name) {
+					kc.cookies = append(kc.cookies, name)
+				}
+			}
+		}
+	}
+	if len(kc.queries)+len(kc.headers)+len(kc.cookies) == 0 {
+		return nil
+	}
+	return kc
+}
+
+// Check returns an *AmbiguousError when one of r's key parts is ambiguous,
+// nil otherwise. It does not allocate for a request that passes, except when
+// a query parameter's name is percent-encoded.
+func (kc *KeyCheck) Check(r *http.Request) error {
+	if kc == nil {
+		return nil
+	}
+	if len(kc.queries) > 0 {
+		if err := checkQuery(r.URL.RawQuery, kc.queries); err != nil {
+			return err
+		}
+	}
+	if len(kc.headers) > 0 {
+		if err := checkHeaders(r.Header, kc.headers); err != nil {
+			return err
+		}
+	}
+	if len(kc.cookies) > 0 {
+		if err := checkCookies(r.Header["Cookie"], kc.cookies); err != nil {
+			return err
+		}
+	}
+	if conn := r.Header["Connection"]; len(conn) > 0 {
+		return kc.checkConnection(conn)
+	}
+	return nil
+}
+
+// checkConnection refuses a keyed header (or Cookie, when cookies are keyed)
+// that the client names in Connection: a proxy removes such headers before
+// forwarding, so the upstream would never see what the gateway keyed on.
+func (kc *KeyCheck) checkConnection(lines []string) error {
+	for _, line := range lines {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			tok = textproto.TrimString(tok)
+			if tok == "" {
+				continue
+			}
+			for _, name := range kc.headers {
+				if strings.EqualFold(tok, name) {
+					return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: "is named in Connection, so it would not be forwarded"}
+				}
+			}
+			if len(kc.cookies) > 0 && strings.EqualFold(tok, "Cookie") {
+				return &AmbiguousError{Part: `header "Cookie"`, Reason: "is named in Connection, so it would not be forwarded"}
+			}
+		}
+	}
+	return nil
+}
+
+func queryPart(name string) string { return fmt.Sprintf("query parameter %q", name) }
+
+// checkQuery applies the rule to a raw query. A pair concerns NAME when its
+// name, decoded leniently (invalid escapes left as they are, as Python's
+// parse_qs does) and trimmed of spaces, equals NAME ignoring case, or when its
+// raw name does (nginx's $arg_NAME compares undecoded names ignoring case).
+// Pairs are split at "&" and, to find the pairs other stacks split there, at
+// ";". A pair that concerns NAME is refused when it appears twice, sits next
+// to a ";" (net/url drops the whole "&"-separated pair; other parsers split
+// it), is not spelled exactly NAME (a different case, spaces, or
+// percent-encoding a name that needs none), or has a value that is not
+// well-formed percent-encoding of valid UTF-8 without control characters.
+func checkQuery(raw string, names []queryName) error {
+	if raw == "" {
+		return nil
+	}
+	if strings.Count(raw, "&") >= MaxQueryParams {
+		return &AmbiguousError{Part: queryPart(names[0].name), Reason: fmt.Sprintf("is in a query of more than %d parameters, which the upstream would not read", MaxQueryParams)}
+	}
+	var seenBuf [8]bool
+	seen := seenBuf[:0]
+	if len(names) <= len(seenBuf) {
+		seen = seenBuf[:len(names)]
+	} else {
+		seen = make([]bool, len(names))
+	}
+	for raw != "" {
+		var seg string
+		seg, raw, _ = strings.Cut(raw, "&")
+		semi := strings.IndexByte(seg, ';') >= 0
+		for seg != "" {
+			var kv string
+			if semi {
+				kv, seg, _ = strings.Cut(seg, ";")
+			} else {
+				kv, seg = seg, ""
+			}
+			if kv == "" {
+				continue
+			}
+			rawName, rawVal, _ := strings.Cut(kv, "=")
+			for i := range names {
+				q := &names[i]
+				if !queryConcerns(rawName, q.name) {
+					continue
+				}
+				part := func(reason string) error { return &AmbiguousError{Part: queryPart(q.name), Reason: reason} }
+				if seen[i] {
+					return part("is repeated")
+				}
+				seen[i] = true
+				if semi {
+					return part(`is in a pair with a ";", which parsers split differently`)
+				}
+				if rawName != q.name {
+					dn, err := url.QueryUnescape(rawName)
+					if err != nil || dn != q.name || q.plain {
+						return part(fmt.Sprintf("is written as %q", clip(rawName)))
+					}
+				}
+				if err := checkQueryValue(rawVal); err != "" {
+					return part(err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func queryConcerns(rawName, name string) bool {
+	if rawName == name || strings.EqualFold(rawName, name) {
+		return true
+	}
+	if !strings.ContainsAny(rawName, "%+ ") {
+		return false
+	}
+	return strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
+}
+
+// checkQueryValue returns why a raw query value is malformed, or "".
+func checkQueryValue(raw string) string {
+	v := raw
+	if strings.ContainsAny(raw, "%+") {
+		dv, err := url.QueryUnescape(raw)
+		if err != nil {
+			return "has a malformed percent-encoding"
+		}
+		v = dv
+	}
+	return checkText(v)
+}
+
+// checkText returns why a decoded value cannot be keyed on unambiguously,
+// or "": invalid UTF-8 (Python decodes it to U+FFFD, so distinct byte strings
+// would be one value upstream) and control characters (NUL ends a C string).
+func checkText(v string) string {
+	ascii := true
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 || c == 0x7f {
+			return "contains a control character"
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.ValidString(v) {
+		return "is not valid UTF-8"
+	}
+	return ""
+}
+
+// lenientUnescape decodes "+" and valid %XX escapes, leaving invalid escapes
+// as they are.
+func lenientUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '+':
+			b.WriteByte(' ')
+		case c == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// plainQueryName reports whether name can only be written one way in a
+// query: it has no byte that needs percent-encoding (or "+" for space).
+func plainQueryName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$'()*,:@/?", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeaders applies the rule to the request's header: a keyed header
+// must come in one field line (repeated lines are read first-wins by some
+// stacks, last-wins or joined by others; a comma inside one line is part of
+// the value, as every common stack reads it), with no control character (a
+// tab inside) in its value, and no other field may map to the same name
+// once "_" is read as "-" (CGI, WSGI and PHP turn both into HTTP_X_API_KEY).
+func checkHeaders(h http.Header, names []string) error {
+	for _, name := range names {
+		vs := h[name]
+		if len(vs) > 1 {
+			return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: "is repeated"}
+		}
+		if len(vs) == 1 {
+			if why := checkText(vs[0]); why != "" {
+				return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: why}
+			}
+		}
+	}
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		for _, name := range names {
+			if sameCGIName(k, name) {
+				return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: fmt.Sprintf("is also sent as %q", clip(k))}
+			}
+		}
+	}
+	return nil
+}
+
+// sameCGIName reports whether header names a and b map to one CGI variable:
+// equal ignoring case, with "_" and "-" alike.
+func sameCGIName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if lower(x) != lower(y) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// checkCookies applies the rule to the Cookie field lines. The cookies must
+// come in one line (HTTP/2's split cookie fields are joined by the server
+// before this runs); a cookie concerns NAME when its name, trimmed of
+// white space, equals NAME ignoring case. Such a cookie is refused when it
+// appears twice (Go reads the first, Python's http.cookies the last), is not
+// spelled exactly NAME (white space around the name, which Go trims and
+// others keep; a different case), has no "=", or has a value that is not
+// made of cookie-octets (RFC 6265) other than "[" and "]" (which Python's
+// parser stops at), optionally in double quotes.
+func checkCookies(lines []string, names []string) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	if len(lines) > 1 {
+		return &AmbiguousError{Part: `header "Cookie"`, Reason: "is repeated"}
+	}
+	line := lines[0]
+	if strings.Count(line, ";") >= MaxCookies {
+		return &AmbiguousError{Part: `header "Cookie"`, Reason: fmt.Sprintf("has more than %d cookies, which the upstream would not read", MaxCookies)}
+	}
+	var seenBuf [8]bool
+	seen := seenBuf[:0]
+	if len(names) <= len(seenBuf) {
+		seen = seenBuf[:len(names)]
+	} else {
+		seen = make([]bool, len(names))
+	}
+	for line != "" {
+		var part string
+		part, line, _ = strings.Cut(line, ";")
+		part = textproto.TrimString(part)
+		if part == "" {
+			continue
+		}
+		rawName, val, hasEq := strings.Cut(part, "=")
+		for i, name := range names {
+			if !strings.EqualFold(textproto.TrimString(rawName), name) {
+				continue
+			}
+			fail := func(reason string) error {
+				return &AmbiguousError{Part: fmt.Sprintf("cookie %q", name), Reason: reason}
+			}
+			if seen[i] {
+				return fail("is repeated")
+			}
+			seen[i] = true
+			switch {
+			case rawName != name && textproto.TrimString(rawName) == name:
+				return fail("has white space around its name")
+			case rawName != name:
+				return fail(fmt.Sprintf("is written as %q", clip(rawName)))
+			case !hasEq:
+				return fail(`has no "="`)
+			}
+			if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+				val = val[1 : len(val)-1]
+			}
+			for j := 0; j < len(val); j++ {
+				if !portableCookieByte(val[j]) {
+					return fail("has a malformed value")
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// portableCookieByte reports whether c is an RFC 6265 cookie-octet that
+// Python's http.cookies also accepts: 0x21-0x7E less DQUOTE, comma,
+// semicolon, backslash, "[" and "]".
+func portableCookieByte(c byte) bool {
+	return 0x21 <= c && c <= 0x7e && c != '"' && c != ',' && c != ';' && c != '\\' && c != '[' && c != ']'
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
