@@ -30,13 +30,22 @@
 //
 // So "/api/orders/../orders", "//api//orders" and "/api/orders/%2e%2e/x"
 // are matched, limited and forwarded as "/api/orders", "/api/orders" and
-// "/api/x". An encoded slash stays encoded by default: "/api%2Forders" is one
-// segment, does not match pathPrefix "/api/orders", and is forwarded as
-// "/api%2Forders", byte for byte what was matched. Upstreams that decode %2F
-// into a separator should be run with Settings.DecodeSlashes, which turns
-// %2F into "/" before cleaning, so that both sides see "/api/orders". Rule
-// paths are put in the same form when compiled, and matching is case
-// sensitive. The query string is not matched, and is forwarded as sent, except
+// "/api/x". An encoded slash (%2F, either case) follows the Router's
+// SlashPolicy (RouterSettings.EncodedSlashes, the gateway's
+// --encoded-slashes), because upstreams disagree on it and the gateway must
+// not match one path while the upstream routes another:
+//
+//   - SlashReject (the default of NewRouterWith and of the gateway): the
+//     request is refused with 400 (Match.Invalid);
+//   - SlashDecode: %2F becomes "/" before cleaning, so "/api%2Forders" is
+//     matched, limited and forwarded as "/api/orders";
+//   - SlashKeep: "/api%2Forders" is one segment, does not match pathPrefix
+//     "/api/orders", and is forwarded as "/api%2Forders", byte for byte what
+//     was matched (for upstreams that never decode it).
+//
+// NewRouter keeps the older Settings.DecodeSlashes switch: decode when set,
+// keep otherwise. Rule paths are put in the same form when compiled, and
+// matching is case sensitive. The query string is not matched, and is forwarded as sent, except
 // that parameters net/url cannot parse (a bad escape, a ";" separator) are
 // dropped, as httputil.ReverseProxy does, so that the upstream cannot read a
 // parameter the gateway (limit keys on query:NAME) did not see.
@@ -55,7 +64,13 @@
 //     ".example.com" with at least one label before it (not "example.com"
 //     itself); the request's port is ignored unless the rule names one, and
 //     then it must be the same;
-//   - methods (any of them): exact, case-sensitive; GET does not imply HEAD;
+//   - methods (any of them): exact, case-sensitive; a route that lists GET
+//     also matches HEAD (a HEAD is a GET without the body, and counts
+//     against the same limits). A request whose method is neither an
+//     upper-case method of the IANA HTTP Method Registry nor listed by some
+//     route ("get", "Get", "FOO") is refused with 400 (Match.Invalid), as
+//     nginx refuses lower-case methods, instead of falling through to a
+//     catch-all route that skips the limits of the route it meant;
 //   - headers: each named header must have a value exactly equal to the
 //     rule's (any one of its values, if repeated).
 //

@@ -19,6 +19,11 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	reqID := proxy.EnsureRequestID(w, r)
 	m := s.router.Match(r)
+	if m.Invalid != "" {
+		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", m.Invalid)
+		s.metrics.Requests.WithLabelValues("", "400").Inc()
+		return
+	}
 	if m.Route == nil {
 		proxy.WriteNoRoute(w, r)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()

@@ -50,6 +50,9 @@ type Options struct {
 	// Transport is the upstream transport shared by all snapshots; nil
 	// means proxy.SharedTransport().
 	Transport *proxy.Transport
+	// EncodedSlashes is what to do with %2F in request paths (the
+	// gateway's --encoded-slashes); the zero value refuses them.
+	EncodedSlashes proxy.SlashPolicy
 	// Now is the request-path clock in nanoseconds; nil means limit.Now.
 	Now func() int64
 }
@@ -108,7 +111,7 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
 		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics}
 	var err error
-	if s.router, err = proxy.NewRouter(norm.Routes, opts.Transport); err != nil {
+	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	var prevLimits *limit.Set
