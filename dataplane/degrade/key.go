@@ -74,7 +74,8 @@ func fnvSep(h uint64) uint64 { return (h ^ 0xff) * fnvPrime }
 func HashKey(key string) uint64 { return fnvString(fnvOffset, key) }
 
 // KeyHash returns the hash of the request's client key over the rule's key
-// dimensions (default [ip]): clientIP (as api.ClientIP resolved it), routeID,
+// dimensions (default [ip]): clientIP (as api.ClientIP resolved it; an IPv6
+// client by its /64, see api.KeyAddr), routeID,
 // header values, raw query parameter values and cookie values (not
 // unescaped), each dimension separated so that values cannot run into one
 // another. An absent header, parameter or cookie hashes as empty. It does not
@@ -87,7 +88,7 @@ func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID strin
 	for _, p := range c.key {
 		switch p.kind {
 		case keyIP:
-			b := clientIP.Unmap().As16()
+			b := api.KeyAddr(clientIP, api.DefaultIPv6Prefix).As16() // an IPv6 client by its /64
 			for _, x := range b {
 				h = (h ^ uint64(x)) * fnvPrime
 			}

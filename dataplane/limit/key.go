@@ -33,6 +33,7 @@ type dim struct {
 	kind dimKind
 	name string // header (canonical), query or cookie name
 	spec string // as written: "ip", "header:X-User", ...
+	bits int    // ip: the prefix length IPv6 clients are keyed by (1-128)
 }
 
 // keySpec is a limit's key: its dimensions in rule order. "global" parts
@@ -41,8 +42,13 @@ type keySpec struct {
 	dims []dim
 }
 
-func parseKey(key []string) (keySpec, error) {
+// parseKey compiles a limit's key; ipv6Prefix is the limit's (0 means
+// api.DefaultIPv6Prefix).
+func parseKey(key []string, ipv6Prefix int) (keySpec, error) {
 	var ks keySpec
+	if ipv6Prefix <= 0 || ipv6Prefix > 128 {
+		ipv6Prefix = api.DefaultIPv6Prefix
+	}
 	for _, k := range key {
 		if err := api.ValidateKey(k); err != nil {
 			return ks, err
@@ -53,7 +59,7 @@ func parseKey(key []string) (keySpec, error) {
 		case "global":
 			continue
 		case "ip":
-			d.kind = dimIP
+			d.kind, d.bits = dimIP, ipv6Prefix
 		case "route":
 			d.kind = dimRoute
 		case "header":
@@ -74,6 +80,9 @@ func (ks keySpec) String() string {
 	parts := make([]string, len(ks.dims))
 	for i, d := range ks.dims {
 		parts[i] = d.spec
+		if d.kind == dimIP {
+			parts[i] += "/" + strconv.Itoa(d.bits) // keys over other prefixes hash apart
+		}
 	}
 	return strings.Join(parts, ",")
 }
@@ -88,7 +97,7 @@ func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string,
 		if !info.ClientIP.IsValid() {
 			return "", false
 		}
-		*ipBuf = info.ClientIP.Unmap().As16()
+		*ipBuf = api.KeyAddr(info.ClientIP, d.bits).As16()
 		return unsafeString(ipBuf[:]), true
 	case dimRoute:
 		return info.RouteID, true
@@ -110,6 +119,20 @@ func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string,
 // header or cookie is absent to most applications, so empty and missing are
 // one key and alternating them gains nothing.
 func nonEmpty(v string, ok bool) (string, bool) { return v, ok && v != "" }
+
+// ipText is the ip part of a key as text: an IPv4 client's address, an
+// IPv6 client's prefix ("2001:db8:1:2::/64"; the address itself for /128),
+// or "<missing>".
+func ipText(a netip.Addr, bits int) string {
+	if !a.IsValid() {
+		return "<missing>"
+	}
+	k := api.KeyAddr(a, bits)
+	if k.Is4() || bits >= 128 {
+		return k.String()
+	}
+	return netip.PrefixFrom(k, bits).String()
+}
 
 // Markers written before each part so that the encoding is injective: a
 // missing part differs from an empty one, and lengths delimit values.
@@ -170,11 +193,7 @@ func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
 		b.WriteString(d.spec)
 		b.WriteByte('=')
 		if d.kind == dimIP {
-			if info.ClientIP.IsValid() {
-				b.WriteString(info.ClientIP.Unmap().String())
-			} else {
-				b.WriteString("<missing>")
-			}
+			b.WriteString(ipText(info.ClientIP, d.bits))
 			continue
 		}
 		v, ok := d.part(r, info, &ipBuf)

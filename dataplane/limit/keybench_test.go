@@ -10,7 +10,7 @@ import (
 // a composite key of every kind of part (ip, route, header, query, cookie),
 // on a request of typical size (several query parameters and cookies).
 func BenchmarkKeyHash(b *testing.B) {
-	ks, err := parseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"})
+	ks, err := parseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func newKeyRig(tb testing.TB) *keyRig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.CloseIdle(); tr.CloseIdle() })
-	ks, err := parseKey(fuzzKey)
+	ks, err := parseKey(fuzzKey, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}

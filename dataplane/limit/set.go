@@ -210,7 +210,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 		return prev, false, nil
 	}
 	ru = &rule{l: l, canon: canon}
-	if ru.key, err = parseKey(l.Key); err != nil {
+	if ru.key, err = parseKey(l.Key, l.IPv6Prefix); err != nil {
 		return nil, false, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
@@ -236,7 +236,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 		}
 	} else {
 		global := len(ru.key.dims) == 0
-		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) {
+		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) && prev.l.IPv6Prefix == l.IPv6Prefix {
 			ru.local = carried(prev.local, p, global, opts.MaxKeys, now)
 		} else {
 			ru.local = newLocal(p, global, opts.MaxKeys)
