@@ -5,8 +5,10 @@
 //
 //	proxy.EnsureRequestID(w, r)        // first, so that every answer carries it
 //	m := router.Match(r)               // cleaned path and the matched route (or nil)
+//	if m.Invalid != "" { proxy.WriteProblem(w, r, 400, "Bad request", m.Invalid); return }
 //	if m.Route == nil { proxy.WriteNoRoute(w, r); return }
-//	... degrade, limits, breaker ...
+//	proxy.FilterUpgrade(r)             // only WebSocket may switch protocols
+//	... key check, degrade, limits, breaker ...
 //	o := m.Route.Upstream.Forward(w, r, m)
 //	... record o: Status, Err (upstream failure), Timeout, ClientGone, Upgraded, Duration ...
 //	if o.Aborted { panic(http.ErrAbortHandler) }
@@ -101,8 +103,11 @@
 // It sets X-Forwarded-For (the peer appended to the client's list),
 // X-Forwarded-Host and X-Forwarded-Proto, sends the target's host as Host,
 // passes a sane X-Request-Id through or generates one and returns it on the
-// response. Hop-by-hop headers are removed by ReverseProxy; WebSocket and
-// other upgrades pass through (the timeout then bounds the handshake only).
+// response. Hop-by-hop headers are removed by ReverseProxy. Only WebSocket
+// upgrades pass (the timeout then bounds the handshake only): FilterUpgrade,
+// called by the integrator before Forward, removes every other Upgrade token,
+// so that an upstream answering 101 to anything cannot open a tunnel that
+// carries further requests past every limit.
 // Targets are picked by smooth weighted round-robin. h2c:// targets are
 // spoken to with HTTP/2 over cleartext (prior knowledge); H2CHandler lets
 // the gateway's own server accept h2c.

@@ -37,6 +37,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.finish(start, s.now(), http.StatusBadRequest)
 		return
 	}
+	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
 	client := s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
