@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
 )
 
 type keyKind uint8
@@ -75,11 +76,14 @@ func HashKey(key string) uint64 { return fnvString(fnvOffset, key) }
 
 // KeyHash returns the hash of the request's client key over the rule's key
 // dimensions (default [ip]): clientIP (as api.ClientIP resolved it; an IPv6
-// client by its /64, see api.KeyAddr), routeID,
-// header values, raw query parameter values and cookie values (not
-// unescaped), each dimension separated so that values cannot run into one
-// another. An absent header, parameter or cookie hashes as empty. It does not
-// allocate.
+// client by its /64, see api.KeyAddr), routeID, and header, query parameter
+// and cookie values read exactly as limits read them (limit.HeaderPart,
+// QueryPart, CookiePart: a query value percent-decoded, so that respelling
+// it does not draw another shed decision), each dimension separated so that
+// values cannot run into one another. An absent or empty header, parameter
+// or cookie hashes as empty. Requests whose parts are ambiguous are refused
+// before (limit.KeyCheck covers degrade keys too). It does not allocate,
+// except to decode a percent-encoded query value.
 func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID string) uint64 {
 	h := uint64(fnvOffset)
 	if c == nil {
@@ -96,41 +100,19 @@ func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID strin
 			h = fnvString(h, routeID)
 		case keyGlobal:
 		case keyHeader:
-			for _, v := range r.Header[p.name] {
+			if v, ok := limit.HeaderPart(r.Header, p.name); ok {
 				h = fnvSep(fnvString(h, v))
 			}
 		case keyQuery:
-			h = hashQuery(h, r.URL.RawQuery, p.name)
+			if v, ok := limit.QueryPart(r.URL.RawQuery, p.name); ok {
+				h = fnvSep(fnvString(h, v))
+			}
 		case keyCookie:
-			for _, line := range r.Header["Cookie"] {
-				h = hashCookie(h, line, p.name)
+			if v, ok := limit.CookiePart(r.Header["Cookie"], p.name); ok {
+				h = fnvSep(fnvString(h, v))
 			}
 		}
 		h = fnvSep(h)
-	}
-	return h
-}
-
-func hashQuery(h uint64, q, name string) uint64 {
-	for q != "" {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k == name {
-			h = fnvSep(fnvString(h, v))
-		}
-	}
-	return h
-}
-
-func hashCookie(h uint64, line, name string) uint64 {
-	for line != "" {
-		var kv string
-		kv, line, _ = strings.Cut(line, ";")
-		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-		if k == name {
-			h = fnvSep(fnvString(h, strings.Trim(v, `"`)))
-		}
 	}
 	return h
 }

@@ -102,16 +102,39 @@ func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string,
 	case dimRoute:
 		return info.RouteID, true
 	case dimHeader:
-		if vs := r.Header[d.name]; len(vs) > 0 && vs[0] != "" {
-			return vs[0], true
-		}
-		return "", false
+		return HeaderPart(r.Header, d.name)
 	case dimQuery:
-		return nonEmpty(queryValue(r.URL.RawQuery, d.name))
+		return QueryPart(r.URL.RawQuery, d.name)
 	case dimCookie:
-		return nonEmpty(cookieValue(r.Header["Cookie"], d.name))
+		return CookiePart(r.Header["Cookie"], d.name)
 	}
 	return "", true
+}
+
+// HeaderPart returns the value a header:NAME key part reads (name in
+// canonical form): the header's first value, and false when it is absent or
+// empty. Limits and degrade plans key on it alike; requests where it is
+// ambiguous are refused first (KeyCheck).
+func HeaderPart(h http.Header, name string) (string, bool) {
+	if vs := h[name]; len(vs) > 0 && vs[0] != "" {
+		return vs[0], true
+	}
+	return "", false
+}
+
+// QueryPart returns the value a query:NAME key part reads from a raw query:
+// the first parameter whose decoded name is name, percent-decoded (as
+// url.ParseQuery decodes it), and false when it is absent or empty. It
+// allocates only for a percent-encoded value.
+func QueryPart(rawQuery, name string) (string, bool) {
+	return nonEmpty(queryValue(rawQuery, name))
+}
+
+// CookiePart returns the value a cookie:NAME key part reads from the Cookie
+// header lines: the first cookie named name, without its double quotes, and
+// false when it is absent or empty.
+func CookiePart(lines []string, name string) (string, bool) {
+	return nonEmpty(cookieValue(lines, name))
 }
 
 // nonEmpty makes an empty value a missing one: stacks disagree on whether
