@@ -144,9 +144,9 @@
 //     ("%zz", dropped by net/url and httputil.ReverseProxy), a decoded value
 //     with a control character (NUL) or invalid UTF-8 (Python reads every
 //     invalid sequence as U+FFFD), a header value with a control character
-//     (a tab inside), a cookie without "=" or with a byte that is not an
-//     RFC 6265 cookie-octet or is "[" or "]" (Python's parser stops there),
-//     double quotes around it excepted;
+//     (a tab inside) or invalid UTF-8, a cookie without "=" or with a byte
+//     that is not an RFC 6265 cookie-octet or is "[" or "]" (Python's parser
+//     stops there), double quotes around it excepted;
 //   - not forwarded: a keyed header, or Cookie, named in Connection (the
 //     proxy removes such headers);
 //   - beyond what the upstream reads: more than MaxQueryParams parameters,

@@ -23,3 +23,41 @@ func BenchmarkKeyHash(b *testing.B) {
 		ks.hash(r, &info)
 	}
 }
+
+// BenchmarkKeyCheckAndHash is BenchmarkKeyHash plus the ambiguity check the
+// request path runs first (KeyCheck over the same key): the whole cost of
+// key extraction per request. Peer: BenchmarkKeyHash.
+func BenchmarkKeyCheckAndHash(b *testing.B) {
+	key := []string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}
+	ks, err := parseKey(key, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kc := NewKeyCheck(key)
+	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
+	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
+	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
+	info := RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("2001:db8::1")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := kc.Check(r); err != nil {
+			b.Fatal(err)
+		}
+		ks.hash(r, &info)
+	}
+}
+
+// BenchmarkKeyCheck is the ambiguity check alone on BenchmarkKeyHash's
+// request.
+func BenchmarkKeyCheck(b *testing.B) {
+	kc := NewKeyCheck([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"})
+	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
+	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
+	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := kc.Check(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

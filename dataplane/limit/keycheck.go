@@ -47,6 +47,9 @@ func (e *AmbiguousError) Error() string { return e.Part + " " + e.Reason }
 type KeyCheck struct {
 	queries []queryName
 	headers []string // canonical names
+	aliases []string // canonical spellings mapping to a header's CGI name, by index
+	aliasOf []int    // header index of each alias
+	scanAll bool     // too many aliases to list: scan the header names
 	cookies []string
 }
 
@@ -86,7 +89,48 @@ func NewKeyCheck(keys ...[]string) *KeyCheck {
 	if len(kc.queries)+len(kc.headers)+len(kc.cookies) == 0 {
 		return nil
 	}
+	for i, name := range kc.headers {
+		for _, a := range cgiAliases(name) {
+			if a != name && !slices.Contains(kc.aliases, a) {
+				kc.aliases, kc.aliasOf = append(kc.aliases, a), append(kc.aliasOf, i)
+			}
+		}
+		if strings.Count(name, "-")+strings.Count(name, "_") > maxAliasSeparators {
+			kc.scanAll = true
+		}
+	}
 	return kc
+}
+
+// maxAliasSeparators bounds the "-"/"_" spellings of a header name listed
+// ahead (2^n); names with more are found by scanning the request's header.
+const maxAliasSeparators = 4
+
+// cgiAliases returns the canonical spellings (as net/http stores them) of
+// name with each "-" or "_" written either way: the header names a CGI-style
+// upstream reads as one variable. Empty when name has too many separators.
+func cgiAliases(name string) []string {
+	var seps []int
+	for i := 0; i < len(name); i++ {
+		if name[i] == '-' || name[i] == '_' {
+			seps = append(seps, i)
+		}
+	}
+	if len(seps) > maxAliasSeparators {
+		return nil
+	}
+	out := make([]string, 0, 1<<len(seps))
+	b := []byte(name)
+	for mask := 0; mask < 1<<len(seps); mask++ {
+		for j, at := range seps {
+			b[at] = '-'
+			if mask&(1<<j) != 0 {
+				b[at] = '_'
+			}
+		}
+		out = append(out, http.CanonicalHeaderKey(string(b)))
+	}
+	return out
 }
 
 // Check returns an *AmbiguousError when one of r's key parts is ambiguous,
@@ -102,7 +146,7 @@ func (kc *KeyCheck) Check(r *http.Request) error {
 		}
 	}
 	if len(kc.headers) > 0 {
-		if err := checkHeaders(r.Header, kc.headers); err != nil {
+		if err := kc.checkHeaders(r.Header); err != nil {
 			return err
 		}
 	}
@@ -158,9 +202,6 @@ func checkQuery(raw string, names []queryName) error {
 	if raw == "" {
 		return nil
 	}
-	if strings.Count(raw, "&") >= MaxQueryParams {
-		return &AmbiguousError{Part: queryPart(names[0].name), Reason: fmt.Sprintf("is in a query of more than %d parameters, which the upstream would not read", MaxQueryParams)}
-	}
 	var seenBuf [8]bool
 	seen := seenBuf[:0]
 	if len(names) <= len(seenBuf) {
@@ -168,70 +209,122 @@ func checkQuery(raw string, names []queryName) error {
 	} else {
 		seen = make([]bool, len(names))
 	}
-	for raw != "" {
-		var seg string
-		seg, raw, _ = strings.Cut(raw, "&")
-		semi := strings.IndexByte(seg, ';') >= 0
-		for seg != "" {
-			var kv string
-			if semi {
+	// One pass over the bytes (this runs on every request of a route keyed
+	// on a query parameter): segment ends, its first "=" and any ";".
+	nseg := 0
+	for i := 0; i <= len(raw); i++ {
+		start, eq, semi := i, -1, false
+		for ; i < len(raw) && raw[i] != '&'; i++ {
+			switch raw[i] {
+			case '=':
+				if eq < 0 {
+					eq = i
+				}
+			case ';':
+				semi = true
+			}
+		}
+		nseg++
+		seg := raw[start:i]
+		switch {
+		case seg == "":
+		case semi:
+			for seg != "" {
+				var kv string
 				kv, seg, _ = strings.Cut(seg, ";")
-			} else {
-				kv, seg = seg, ""
-			}
-			if kv == "" {
-				continue
-			}
-			rawName, rawVal, _ := strings.Cut(kv, "=")
-			for i := range names {
-				q := &names[i]
-				if !queryConcerns(rawName, q.name) {
-					continue
-				}
-				part := func(reason string) error { return &AmbiguousError{Part: queryPart(q.name), Reason: reason} }
-				if seen[i] {
-					return part("is repeated")
-				}
-				seen[i] = true
-				if semi {
-					return part(`is in a pair with a ";", which parsers split differently`)
-				}
-				if rawName != q.name {
-					dn, err := url.QueryUnescape(rawName)
-					if err != nil || dn != q.name || q.plain {
-						return part(fmt.Sprintf("is written as %q", clip(rawName)))
+				if kv != "" {
+					name, val, _ := strings.Cut(kv, "=")
+					if err := checkPair(name, val, names, seen, true); err != nil {
+						return err
 					}
 				}
-				if err := checkQueryValue(rawVal); err != "" {
-					return part(err)
-				}
 			}
+		case eq < 0:
+			if err := checkPair(seg, "", names, seen, false); err != nil {
+				return err
+			}
+		default:
+			if err := checkPair(raw[start:eq], raw[eq+1:i], names, seen, false); err != nil {
+				return err
+			}
+		}
+	}
+	if nseg > MaxQueryParams {
+		return &AmbiguousError{Part: queryPart(names[0].name), Reason: fmt.Sprintf("is in a query of more than %d parameters, which the upstream would not read", MaxQueryParams)}
+	}
+	return nil
+}
+
+// checkPair applies the rule to one query pair; semi says the pair shares
+// its "&"-separated segment with a ";".
+func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool) error {
+	for i := range names {
+		q := &names[i]
+		if !queryConcerns(rawName, q.name) {
+			continue
+		}
+		part := func(reason string) error { return &AmbiguousError{Part: queryPart(q.name), Reason: reason} }
+		if seen[i] {
+			return part("is repeated")
+		}
+		seen[i] = true
+		if semi {
+			return part(`is in a pair with a ";", which parsers split differently`)
+		}
+		if rawName != q.name {
+			dn, err := url.QueryUnescape(rawName)
+			if err != nil || dn != q.name || q.plain {
+				return part(fmt.Sprintf("is written as %q", clip(rawName)))
+			}
+		}
+		if err := checkQueryValue(rawVal); err != "" {
+			return part(err)
 		}
 	}
 	return nil
 }
 
 func queryConcerns(rawName, name string) bool {
-	if rawName == name || strings.EqualFold(rawName, name) {
+	switch {
+	case len(rawName) < len(name):
+		return false // decoding and trimming never lengthen a name
+	case len(rawName) == len(name) && (rawName == name || strings.EqualFold(rawName, name)):
 		return true
-	}
-	if !strings.ContainsAny(rawName, "%+ ") {
+	case strings.IndexByte(rawName, '%') < 0 && strings.IndexByte(rawName, '+') < 0 && strings.IndexByte(rawName, ' ') < 0:
 		return false
 	}
 	return strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
 }
 
-// checkQueryValue returns why a raw query value is malformed, or "".
+// checkQueryValue returns why a raw query value is malformed, or "": a bad
+// escape, or a decoded value checkText refuses. It does not allocate.
 func checkQueryValue(raw string) string {
-	v := raw
-	if strings.ContainsAny(raw, "%+") {
-		dv, err := url.QueryUnescape(raw)
-		if err != nil {
-			return "has a malformed percent-encoding"
+	ascii := true
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch c {
+		case '%':
+			if i+2 >= len(raw) || !ishex(raw[i+1]) || !ishex(raw[i+2]) {
+				return "has a malformed percent-encoding"
+			}
+			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			i += 2
+		case '+':
+			c = ' '
 		}
-		v = dv
+		if c < 0x20 || c == 0x7f {
+			return "contains a control character"
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
 	}
-	return checkText(v)
+	if !ascii {
+		if dv, err := url.QueryUnescape(raw); err != nil || !utf8.ValidString(dv) {
+			return "is not valid UTF-8"
+		}
+	}
+	return ""
 }
 
 // checkText returns why a decoded value cannot be keyed on unambiguously,
@@ -291,8 +384,8 @@ func plainQueryName(name string) bool {
 // the value, as every common stack reads it), with no control character (a
 // tab inside) in its value, and no other field may map to the same name
 // once "_" is read as "-" (CGI, WSGI and PHP turn both into HTTP_X_API_KEY).
-func checkHeaders(h http.Header, names []string) error {
-	for _, name := range names {
+func (kc *KeyCheck) checkHeaders(h http.Header) error {
+	for _, name := range kc.headers {
 		vs := h[name]
 		if len(vs) > 1 {
 			return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: "is repeated"}
@@ -303,14 +396,22 @@ func checkHeaders(h http.Header, names []string) error {
 			}
 		}
 	}
-	for k := range h {
-		if strings.IndexByte(k, '_') < 0 {
-			continue
-		}
-		for _, name := range names {
-			if sameCGIName(k, name) {
-				return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: fmt.Sprintf("is also sent as %q", clip(k))}
+	alias := func(k, name string) error {
+		return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: fmt.Sprintf("is also sent as %q", clip(k))}
+	}
+	if kc.scanAll {
+		for k := range h {
+			for _, name := range kc.headers {
+				if k != name && sameCGIName(k, name) {
+					return alias(k, name)
+				}
 			}
+		}
+		return nil
+	}
+	for i, a := range kc.aliases {
+		if _, ok := h[a]; ok {
+			return alias(a, kc.headers[kc.aliasOf[i]])
 		}
 	}
 	return nil
@@ -361,9 +462,6 @@ func checkCookies(lines []string, names []string) error {
 		return &AmbiguousError{Part: `header "Cookie"`, Reason: "is repeated"}
 	}
 	line := lines[0]
-	if strings.Count(line, ";") >= MaxCookies {
-		return &AmbiguousError{Part: `header "Cookie"`, Reason: fmt.Sprintf("has more than %d cookies, which the upstream would not read", MaxCookies)}
-	}
 	var seenBuf [8]bool
 	seen := seenBuf[:0]
 	if len(names) <= len(seenBuf) {
@@ -371,25 +469,44 @@ func checkCookies(lines []string, names []string) error {
 	} else {
 		seen = make([]bool, len(names))
 	}
-	for line != "" {
-		var part string
-		part, line, _ = strings.Cut(line, ";")
-		part = textproto.TrimString(part)
-		if part == "" {
+	nparts := 0
+	for i := 0; i <= len(line); i++ {
+		start, eq := i, -1
+		for ; i < len(line) && line[i] != ';'; i++ {
+			if line[i] == '=' && eq < 0 {
+				eq = i
+			}
+		}
+		nparts++
+		lo, hi := start, i // the part less white space around it (textproto.TrimString)
+		for lo < hi && (line[lo] == ' ' || line[lo] == '\t') {
+			lo++
+		}
+		for hi > lo && (line[hi-1] == ' ' || line[hi-1] == '\t') {
+			hi--
+		}
+		if lo == hi {
 			continue
 		}
-		rawName, val, hasEq := strings.Cut(part, "=")
-		for i, name := range names {
-			if !strings.EqualFold(textproto.TrimString(rawName), name) {
+		rawName, val, hasEq := line[lo:hi], "", eq >= 0
+		if hasEq {
+			rawName, val = line[lo:eq], line[eq+1:hi]
+		}
+		tn := rawName
+		if len(tn) > 0 && (tn[len(tn)-1] == ' ' || tn[len(tn)-1] == '\t') {
+			tn = textproto.TrimString(tn)
+		}
+		for k, name := range names {
+			if len(tn) != len(name) || !strings.EqualFold(tn, name) {
 				continue
 			}
 			fail := func(reason string) error {
 				return &AmbiguousError{Part: fmt.Sprintf("cookie %q", name), Reason: reason}
 			}
-			if seen[i] {
+			if seen[k] {
 				return fail("is repeated")
 			}
-			seen[i] = true
+			seen[k] = true
 			switch {
 			case rawName != name && textproto.TrimString(rawName) == name:
 				return fail("has white space around its name")
@@ -407,6 +524,9 @@ func checkCookies(lines []string, names []string) error {
 				}
 			}
 		}
+	}
+	if nparts > MaxCookies {
+		return &AmbiguousError{Part: `header "Cookie"`, Reason: fmt.Sprintf("has more than %d cookies, which the upstream would not read", MaxCookies)}
 	}
 	return nil
 }
