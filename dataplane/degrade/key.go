@@ -85,6 +85,12 @@ func HashKey(key string) uint64 { return fnvString(fnvOffset, key) }
 // before (limit.KeyCheck covers degrade keys too). It does not allocate,
 // except to decode a percent-encoded query value.
 func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID string) uint64 {
+	return c.KeyHashValues(r, nil, clientIP, routeID)
+}
+
+// KeyHashValues is KeyHash reading the parts kv holds (from the route's
+// limit.KeyCheck.Read) from kv instead of parsing them again; kv may be nil.
+func (c *Controller) KeyHashValues(r *http.Request, kv *limit.KeyValues, clientIP netip.Addr, routeID string) uint64 {
 	h := uint64(fnvOffset)
 	if c == nil {
 		return h
@@ -100,15 +106,15 @@ func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID strin
 			h = fnvString(h, routeID)
 		case keyGlobal:
 		case keyHeader:
-			if v, ok := limit.HeaderPart(r.Header, p.name); ok {
+			if v, ok := kv.Header(r, p.name); ok {
 				h = fnvSep(fnvString(h, v))
 			}
 		case keyQuery:
-			if v, ok := limit.QueryPart(r.URL.RawQuery, p.name); ok {
+			if v, ok := kv.Query(r, p.name); ok {
 				h = fnvSep(fnvString(h, v))
 			}
 		case keyCookie:
-			if v, ok := limit.CookiePart(r.Header["Cookie"], p.name); ok {
+			if v, ok := kv.Cookie(r, p.name); ok {
 				h = fnvSep(fnvString(h, v))
 			}
 		}

@@ -91,7 +91,7 @@ func (ks keySpec) String() string {
 // present (an empty value is not). It reads the first occurrence: requests
 // where that is ambiguous (see KeyCheck) are refused before any limit
 // decides. It allocates only for a percent-encoded query parameter.
-func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string, bool) {
+func (d *dim) part(r *http.Request, info *RequestInfo, kv *KeyValues, ipBuf *[16]byte) (string, bool) {
 	switch d.kind {
 	case dimIP:
 		if !info.ClientIP.IsValid() {
@@ -102,11 +102,11 @@ func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string,
 	case dimRoute:
 		return info.RouteID, true
 	case dimHeader:
-		return HeaderPart(r.Header, d.name)
+		return kv.Header(r, d.name)
 	case dimQuery:
-		return QueryPart(r.URL.RawQuery, d.name)
+		return kv.Query(r, d.name)
 	case dimCookie:
-		return CookiePart(r.Header["Cookie"], d.name)
+		return kv.Cookie(r, d.name)
 	}
 	return "", true
 }
@@ -171,7 +171,10 @@ const (
 // including the empty one: all requests that omit it share one key (with the
 // other parts), so omitting a header never escapes the limit; it lands in
 // one shared bucket.
-func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
+func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 { return ks.hashKV(r, info, nil) }
+
+// hashKV is hash reading the parts kv holds from kv (see KeyValues).
+func (ks *keySpec) hashKV(r *http.Request, info *RequestInfo, kv *KeyValues) uint64 {
 	if len(ks.dims) == 0 {
 		return 0
 	}
@@ -180,7 +183,7 @@ func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
 	var ipBuf [16]byte
 	var lenBuf [9]byte
 	for i := range ks.dims {
-		v, ok := ks.dims[i].part(r, info, &ipBuf)
+		v, ok := ks.dims[i].part(r, info, kv, &ipBuf)
 		if !ok {
 			h.WriteByte(partMissing)
 			continue
@@ -202,7 +205,10 @@ func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
 // must reach neither the logs nor Redis — the same value always gives the
 // same digest, so a client can still be followed across lines and nodes. A
 // missing part reads "<missing>".
-func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
+func (ks *keySpec) text(r *http.Request, info *RequestInfo) string { return ks.textKV(r, info, nil) }
+
+// textKV is text reading the parts kv holds from kv (see KeyValues).
+func (ks *keySpec) textKV(r *http.Request, info *RequestInfo, kv *KeyValues) string {
 	if len(ks.dims) == 0 {
 		return "global"
 	}
@@ -219,7 +225,7 @@ func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
 			b.WriteString(ipText(info.ClientIP, d.bits))
 			continue
 		}
-		v, ok := d.part(r, info, &ipBuf)
+		v, ok := d.part(r, info, kv, &ipBuf)
 		switch {
 		case !ok:
 			b.WriteString("<missing>")

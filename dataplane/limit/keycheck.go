@@ -58,6 +58,74 @@ type queryName struct {
 	plain bool // name has no byte that must be percent-encoded in a query
 }
 
+// KeyValues holds the key parts KeyCheck.Read checked in one request, one
+// value per query, header and cookie name of the check ("" for missing or
+// empty). Its methods answer for the parts it holds and read any other from
+// the request, as limits do without a check. The zero value holds nothing.
+// It lives for one request; keep it on the stack (it is small).
+type KeyValues struct {
+	kc   *KeyCheck // nil until Read succeeds
+	buf  [8]string
+	more []string
+}
+
+func (kv *KeyValues) set(i int, v string) {
+	if i < len(kv.buf) {
+		kv.buf[i] = v
+	} else {
+		kv.more[i-len(kv.buf)] = v
+	}
+}
+
+func (kv *KeyValues) get(i int) (string, bool) {
+	v := ""
+	if i < len(kv.buf) {
+		v = kv.buf[i]
+	} else {
+		v = kv.more[i-len(kv.buf)]
+	}
+	return v, v != ""
+}
+
+// Query returns the value of the query:NAME part: the checked one when kv
+// holds it, else QueryPart of r.
+func (kv *KeyValues) Query(r *http.Request, name string) (string, bool) {
+	if kv != nil && kv.kc != nil {
+		for i := range kv.kc.queries {
+			if kv.kc.queries[i].name == name {
+				return kv.get(i)
+			}
+		}
+	}
+	return QueryPart(r.URL.RawQuery, name)
+}
+
+// Header returns the value of the header:NAME part (name canonical): the
+// checked one when kv holds it, else HeaderPart of r.
+func (kv *KeyValues) Header(r *http.Request, name string) (string, bool) {
+	if kv != nil && kv.kc != nil {
+		for i, h := range kv.kc.headers {
+			if h == name {
+				return kv.get(len(kv.kc.queries) + i)
+			}
+		}
+	}
+	return HeaderPart(r.Header, name)
+}
+
+// Cookie returns the value of the cookie:NAME part: the checked one when kv
+// holds it, else CookiePart of r.
+func (kv *KeyValues) Cookie(r *http.Request, name string) (string, bool) {
+	if kv != nil && kv.kc != nil {
+		for i, c := range kv.kc.cookies {
+			if c == name {
+				return kv.get(len(kv.kc.queries) + len(kv.kc.headers) + i)
+			}
+		}
+	}
+	return CookiePart(r.Header["Cookie"], name)
+}
+
 // NewKeyCheck returns the check of the query, header and cookie parts of
 // keys (each a limit's or degrade plan's key, as in the rule document), or
 // nil when none has such a part. Invalid parts are ignored (rule sets are
@@ -134,27 +202,46 @@ func cgiAliases(name string) []string {
 }
 
 // Check returns an *AmbiguousError when one of r's key parts is ambiguous,
-// nil otherwise. It does not allocate for a request that passes, except when
-// a query parameter's name is percent-encoded.
+// nil otherwise. It is Read without keeping the values.
 func (kc *KeyCheck) Check(r *http.Request) error {
+	var kv KeyValues
+	return kc.Read(r, &kv)
+}
+
+// Read is Check that also keeps, in kv, the value of every part it checked,
+// so that limits and degrade plans key on what was checked without parsing
+// the request again (pass kv to Chain.AdmitValues and the degrade
+// controller's KeyHashValues). kv is reset first; on error it holds nothing.
+// Read does not allocate for a request that passes, except to decode a
+// percent-encoded query value (as keying on it would) and for a check of
+// more than eight parts.
+func (kc *KeyCheck) Read(r *http.Request, kv *KeyValues) error {
+	*kv = KeyValues{}
 	if kc == nil {
 		return nil
 	}
+	if n := len(kc.queries) + len(kc.headers) + len(kc.cookies); n > len(kv.buf) {
+		kv.more = make([]string, n-len(kv.buf))
+	}
 	if len(kc.queries) > 0 {
-		if err := checkQuery(r.URL.RawQuery, kc.queries); err != nil {
+		if err := checkQuery(r.URL.RawQuery, kc.queries, kv); err != nil {
+			*kv = KeyValues{}
 			return err
 		}
 	}
 	if len(kc.headers) > 0 {
-		if err := kc.checkHeaders(r.Header); err != nil {
+		if err := kc.checkHeaders(r.Header, kv); err != nil {
+			*kv = KeyValues{}
 			return err
 		}
 	}
 	if len(kc.cookies) > 0 {
-		if err := checkCookies(r.Header["Cookie"], kc.cookies); err != nil {
+		if err := checkCookies(r.Header["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), kv); err != nil {
+			*kv = KeyValues{}
 			return err
 		}
 	}
+	kv.kc = kc
 	if conn := r.Header["Connection"]; len(conn) > 0 {
 		return kc.checkConnection(conn)
 	}
@@ -198,7 +285,7 @@ func queryPart(name string) string { return fmt.Sprintf("query parameter %q", na
 // it), is not spelled exactly NAME (a different case, spaces, or
 // percent-encoding a name that needs none), or has a value that is not
 // well-formed percent-encoding of valid UTF-8 without control characters.
-func checkQuery(raw string, names []queryName) error {
+func checkQuery(raw string, names []queryName, kv *KeyValues) error {
 	if raw == "" {
 		return nil
 	}
@@ -230,21 +317,21 @@ func checkQuery(raw string, names []queryName) error {
 		case seg == "":
 		case semi:
 			for seg != "" {
-				var kv string
-				kv, seg, _ = strings.Cut(seg, ";")
-				if kv != "" {
-					name, val, _ := strings.Cut(kv, "=")
-					if err := checkPair(name, val, names, seen, true); err != nil {
+				var pair string
+				pair, seg, _ = strings.Cut(seg, ";")
+				if pair != "" {
+					name, val, _ := strings.Cut(pair, "=")
+					if err := checkPair(name, val, names, seen, true, kv); err != nil {
 						return err
 					}
 				}
 			}
 		case eq < 0:
-			if err := checkPair(seg, "", names, seen, false); err != nil {
+			if err := checkPair(seg, "", names, seen, false, kv); err != nil {
 				return err
 			}
 		default:
-			if err := checkPair(raw[start:eq], raw[eq+1:i], names, seen, false); err != nil {
+			if err := checkPair(raw[start:eq], raw[eq+1:i], names, seen, false, kv); err != nil {
 				return err
 			}
 		}
@@ -255,9 +342,10 @@ func checkQuery(raw string, names []queryName) error {
 	return nil
 }
 
-// checkPair applies the rule to one query pair; semi says the pair shares
-// its "&"-separated segment with a ";".
-func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool) error {
+// checkPair applies the rule to one query pair, keeping the value of a
+// pair that passes in kv; semi says the pair shares its "&"-separated
+// segment with a ";".
+func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool, kv *KeyValues) error {
 	for i := range names {
 		q := &names[i]
 		if !queryConcerns(rawName, q.name) {
@@ -277,9 +365,11 @@ func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool
 				return part(fmt.Sprintf("is written as %q", clip(rawName)))
 			}
 		}
-		if err := checkQueryValue(rawVal); err != "" {
-			return part(err)
+		v, why := decodeQueryValue(rawVal)
+		if why != "" {
+			return part(why)
 		}
+		kv.set(i, v)
 	}
 	return nil
 }
@@ -296,35 +386,58 @@ func queryConcerns(rawName, name string) bool {
 	return strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
 }
 
-// checkQueryValue returns why a raw query value is malformed, or "": a bad
-// escape, or a decoded value checkText refuses. It does not allocate.
-func checkQueryValue(raw string) string {
+// decodeQueryValue returns a raw query value decoded as url.QueryUnescape
+// decodes it, or why it is malformed: a bad escape, or a decoded value
+// checkText refuses. It allocates only when the value has escapes or "+".
+func decodeQueryValue(raw string) (string, string) {
+	first := -1
 	ascii := true
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch c {
 		case '%':
 			if i+2 >= len(raw) || !ishex(raw[i+1]) || !ishex(raw[i+2]) {
-				return "has a malformed percent-encoding"
+				return "", "has a malformed percent-encoding"
 			}
 			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			if first < 0 {
+				first = i
+			}
 			i += 2
 		case '+':
 			c = ' '
+			if first < 0 {
+				first = i
+			}
 		}
 		if c < 0x20 || c == 0x7f {
-			return "contains a control character"
+			return "", "contains a control character"
 		}
 		if c >= utf8.RuneSelf {
 			ascii = false
 		}
 	}
-	if !ascii {
-		if dv, err := url.QueryUnescape(raw); err != nil || !utf8.ValidString(dv) {
-			return "is not valid UTF-8"
+	v := raw
+	if first >= 0 {
+		b := make([]byte, first, len(raw))
+		copy(b, raw[:first])
+		for i := first; i < len(raw); i++ {
+			switch c := raw[i]; c {
+			case '%':
+				b = append(b, unhex(raw[i+1])<<4|unhex(raw[i+2]))
+				i += 2
+			case '+':
+				b = append(b, ' ')
+			default:
+				b = append(b, c)
+			}
 		}
+		v = unsafeString(b)
 	}
-	return ""
+	if !ascii && !utf8.ValidString(v) {
+		return "", "is not valid UTF-8"
+	}
+	return v, ""
 }
 
 // checkText returns why a decoded value cannot be keyed on unambiguously,
@@ -384,8 +497,8 @@ func plainQueryName(name string) bool {
 // the value, as every common stack reads it), with no control character (a
 // tab inside) in its value, and no other field may map to the same name
 // once "_" is read as "-" (CGI, WSGI and PHP turn both into HTTP_X_API_KEY).
-func (kc *KeyCheck) checkHeaders(h http.Header) error {
-	for _, name := range kc.headers {
+func (kc *KeyCheck) checkHeaders(h http.Header, kv *KeyValues) error {
+	for i, name := range kc.headers {
 		vs := h[name]
 		if len(vs) > 1 {
 			return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: "is repeated"}
@@ -394,6 +507,7 @@ func (kc *KeyCheck) checkHeaders(h http.Header) error {
 			if why := checkText(vs[0]); why != "" {
 				return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: why}
 			}
+			kv.set(len(kc.queries)+i, vs[0])
 		}
 	}
 	alias := func(k, name string) error {
@@ -454,7 +568,7 @@ func lower(c byte) byte {
 // others keep; a different case), has no "=", or has a value that is not
 // made of cookie-octets (RFC 6265) other than "[" and "]" (which Python's
 // parser stops at), optionally in double quotes.
-func checkCookies(lines []string, names []string) error {
+func checkCookies(lines []string, names []string, off int, kv *KeyValues) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -523,6 +637,7 @@ func checkCookies(lines []string, names []string) error {
 					return fail("has a malformed value")
 				}
 			}
+			kv.set(off+k, val)
 		}
 	}
 	if nparts > MaxCookies {

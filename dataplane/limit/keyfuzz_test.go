@@ -26,7 +26,8 @@ var fuzzKey = []string{"query:user", "header:X-Api-Key", "cookie:sid"}
 
 // keyView is what one side read of the three parts of fuzzKey; "" is a
 // missing part (the gateway keys an empty value as missing). several is
-// set when the upstream read a part more than once.
+// set when the upstream read a part more than once, or when the gateway's
+// checked value (KeyValues) differs from parsing the request again.
 type keyView struct {
 	parts   [3]string
 	several string
@@ -83,7 +84,8 @@ func newKeyRig(tb testing.TB) *keyRig {
 	}
 	kc := NewKeyCheck(fuzzKey)
 	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := kc.Check(r); err != nil {
+		var kvs KeyValues
+		if err := kc.Read(r, &kvs); err != nil {
 			proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
 			return
 		}
@@ -92,7 +94,10 @@ func newKeyRig(tb testing.TB) *keyRig {
 		var ipBuf [16]byte
 		info := RequestInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
 		for i := range ks.dims {
-			v.parts[i], _ = ks.dims[i].part(r, &info, &ipBuf)
+			v.parts[i], _ = ks.dims[i].part(r, &info, &kvs, &ipBuf)
+			if plain, _ := ks.dims[i].part(r, &info, nil, &ipBuf); plain != v.parts[i] {
+				v.several = fmt.Sprintf("%s: the check kept %q, parsing again reads %q", ks.dims[i].spec, v.parts[i], plain)
+			}
 		}
 		rig.mu.Lock()
 		rig.keyed[m.Path] = v
@@ -166,6 +171,8 @@ func (rig *keyRig) check(tb testing.TB, path string, status int) {
 		tb.Fatalf("%s reached the upstream without being keyed", path)
 	case !keyed:
 		return // refused by the server or by KeyCheck
+	case k.several != "":
+		tb.Fatalf("%s: %s", path, k.several)
 	case !got:
 		tb.Fatalf("%s was keyed on %q but did not reach the upstream (status %d)", path, k.parts, status)
 	case u.several != "":

@@ -432,6 +432,13 @@ func noop() {}
 // (remaining ÷ limit), ties going to the fewer remaining units, then to the
 // earlier limit in evaluation order.
 func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) (done func(), ok bool) {
+	return c.AdmitValues(w, r, info, nil)
+}
+
+// AdmitValues is Admit keying on the parts kv holds (from the route's
+// KeyCheck.Read, which must have passed) instead of parsing them again; kv
+// may be nil.
+func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info RequestInfo, kv *KeyValues) (done func(), ok bool) {
 	if c == nil {
 		return noop, true
 	}
@@ -456,16 +463,16 @@ func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) 
 			k := c.keyIdx[i]
 			switch {
 			case k >= len(hashBuf):
-				t.h = c.specs[k].hash(r, &info)
+				t.h = c.specs[k].hashKV(r, &info, kv)
 			case haveBuf[k]:
 				t.h = hashBuf[k]
 			default:
-				t.h = c.specs[k].hash(r, &info)
+				t.h = c.specs[k].hashKV(r, &info, kv)
 				hashBuf[k], haveBuf[k] = t.h, true
 			}
 			d = ru.local.TakeHash(t.h, t.cost, now)
 		} else {
-			t.key = ru.key.text(r, &info)
+			t.key = ru.key.textKV(r, &info, kv)
 			var err error
 			if d, err = ru.lim.Take(r.Context(), t.key, t.cost, now); err != nil {
 				inc(ru.mStoreErr)

@@ -32,7 +32,8 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := s.routes[m.Route.ID]
 	// A request whose key parts could be read two ways is refused before
 	// anything decides on them, so nothing is consumed for it.
-	if err := rt.keys.Check(r); err != nil {
+	var kv limit.KeyValues // the checked key parts, read once for degrade and limits
+	if err := rt.keys.Read(r, &kv); err != nil {
 		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
 		rt.finish(start, s.now(), http.StatusBadRequest)
 		return
@@ -43,7 +44,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.
 	if d := rt.degrade; d != nil {
-		if shed, _ := d.Admit(d.KeyHash(r, client, rt.id), start); shed {
+		if shed, _ := d.Admit(d.KeyHashValues(r, &kv, client, rt.id), start); shed {
 			sw := &statusWriter{ResponseWriter: w}
 			d.WriteFallback(sw, r, start)
 			rt.finish(start, s.now(), sw.status)
@@ -52,7 +53,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := rt.limits; c != nil {
 		sw := &statusWriter{ResponseWriter: w}
-		done, ok := c.Admit(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID})
+		done, ok := c.AdmitValues(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID}, &kv)
 		if !ok {
 			if sw.status == 0 {
 				sw.status = statusClientClosed // gone while waiting in a leaky bucket
