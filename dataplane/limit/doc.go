@@ -123,8 +123,10 @@
 // A key must read exactly what the upstream acts on, or a client could send
 // a value the gateway keys on beside another that the upstream reads. So a
 // request is refused with 400 application/problem+json naming the part
-// (KeyCheck, run by the integrator after routing and before degrade and
-// limits, so that it consumes nothing) when a query, header or cookie part
+// (KeyCheck.Read, run by the integrator after routing and before degrade
+// and limits, so that it consumes nothing; the values it checked are then
+// what degrade and limits key on, through KeyValues, so the request is
+// parsed once) when a query, header or cookie part
 // that one of its route's limits or degrade plans keys on is:
 //
 //   - repeated: query:NAME in two pairs (names compared after

@@ -37,13 +37,14 @@ func (e *AmbiguousError) Error() string { return e.Part + " " + e.Reason }
 // and the upstream (or two upstream stacks) could read different values, so
 // that a client could key its requests on one value while the upstream acts
 // on another. Build one per route with NewKeyCheck over every key that applies
-// to the route (limits and degrade plans), and call Check before any limit
-// decides. A nil *KeyCheck checks nothing. It is immutable and safe for
-// concurrent use.
+// to the route (limits and degrade plans), and call Read (or Check) before
+// degrade and limits decide. A nil *KeyCheck checks nothing. It is
+// immutable and safe for concurrent use.
 //
 // The rule, for each query:NAME, header:NAME and cookie:NAME part (see the
-// package doc, "Keys"): the part must appear at most once, spelled exactly
-// as NAME, with a value every common parser decodes the same way.
+// package doc, "Ambiguous key parts"): the part must appear at most once,
+// spelled exactly as NAME, with a value every common parser decodes the same
+// way, and must be forwarded.
 type KeyCheck struct {
 	queries []queryName
 	headers []string // canonical names
