@@ -349,7 +349,7 @@ func checkQuery(raw string, names []queryName, kv *KeyValues) error {
 func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool, kv *KeyValues) error {
 	for i := range names {
 		q := &names[i]
-		if !queryConcerns(rawName, q.name) {
+		if !queryConcerns(rawName, q) {
 			continue
 		}
 		part := func(reason string) error { return &AmbiguousError{Part: queryPart(q.name), Reason: reason} }
@@ -375,16 +375,24 @@ func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool
 	return nil
 }
 
-func queryConcerns(rawName, name string) bool {
+func queryConcerns(rawName string, q *queryName) bool {
+	name := q.name
 	switch {
 	case len(rawName) < len(name):
 		return false // decoding and trimming never lengthen a name
 	case len(rawName) == len(name) && (rawName == name || strings.EqualFold(rawName, name)):
 		return true
-	case strings.IndexByte(rawName, '%') < 0 && strings.IndexByte(rawName, '+') < 0 && strings.IndexByte(rawName, ' ') < 0:
-		return false
+	case len(rawName) == len(name) && q.plain:
+		return false // "+" would decode to a space, which a plain name lacks
 	}
-	return strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
+	special := false
+	for i := 0; i < len(rawName); i++ {
+		if c := rawName[i]; c == '%' || c == '+' || c == ' ' {
+			special = true
+			break
+		}
+	}
+	return special && strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
 }
 
 // decodeQueryValue returns a raw query value decoded as url.QueryUnescape
