@@ -253,6 +253,7 @@ func TestKeysReadWhatUpstreamReads(t *testing.T) {
 		{desc: "query other case alone", kind: "query", query: "User=T", refuse: `is written as \"User\"`},
 		{desc: "query encoded name", kind: "query", query: "us%65r=T", refuse: "is written as"},
 		{desc: "query plus in name", kind: "query", query: "+user=T", refuse: "is written as"},
+		{desc: "query NUL-terminated name", kind: "query", query: "user%00x=r1&user=T", refuse: "is written as"},
 		{desc: "query escaped value", kind: "query", query: "user=al%69ce-T"},
 		{desc: "query plus is space", kind: "query", query: "user=a+b-T"},
 		{desc: "query encoded plus", kind: "query", query: "user=a%2bb-T"},

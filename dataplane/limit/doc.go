@@ -137,7 +137,8 @@
 //     take the first, PHP and Python's http.cookies the last, Node joins
 //     headers;
 //   - not spelled exactly NAME: another case ("User"), percent-encoding or
-//     "+" in a name that needs none ("us%65r"), white space around a cookie
+//     "+" in a name that needs none ("us%65r"), a NUL after it ("user%00x",
+//     which C strings end at), white space around a cookie
 //     name ("sid =x", which Go trims and others keep), or a header sent under
 //     an alias that CGI/WSGI/PHP upstreams map to the same variable
 //     ("X_Api_Key" beside "X-Api-Key");

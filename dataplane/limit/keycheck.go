@@ -278,7 +278,8 @@ func queryPart(name string) string { return fmt.Sprintf("query parameter %q", na
 
 // checkQuery applies the rule to a raw query. A pair concerns NAME when its
 // name, decoded leniently (invalid escapes left as they are, as Python's
-// parse_qs does) and trimmed of spaces, equals NAME ignoring case, or when its
+// parse_qs does), cut at a NUL and trimmed of spaces, equals NAME ignoring
+// case, or when its
 // raw name does (nginx's $arg_NAME compares undecoded names ignoring case).
 // Pairs are split at "&" and, to find the pairs other stacks split there, at
 // ";". A pair that concerns NAME is refused when it appears twice, sits next
@@ -392,7 +393,14 @@ func queryConcerns(rawName string, q *queryName) bool {
 			break
 		}
 	}
-	return special && strings.EqualFold(strings.TrimSpace(lenientUnescape(rawName)), name)
+	if !special {
+		return false
+	}
+	dn := lenientUnescape(rawName)
+	if i := strings.IndexByte(dn, 0); i >= 0 {
+		dn = dn[:i] // a C string ends at NUL: "user%00x" is "user" to some stacks
+	}
+	return strings.EqualFold(strings.TrimSpace(dn), name)
 }
 
 // decodeQueryValue returns a raw query value decoded as url.QueryUnescape

@@ -25,6 +25,7 @@ func TestKeyCheck(t *testing.T) {
 		{"semicolon", "/?user=a;b=1", nil, `query parameter "user" is in a pair with a ";"`},
 		{"encoded name", "/?%75ser=a", nil, `query parameter "user" is written as "%75ser"`},
 		{"space in name", "/?user%20=a", nil, `is written as "user%20"`},
+		{"NUL-terminated name", "/?user=a&user%00x=b", nil, `query parameter "user" is repeated`},
 		{"control character", "/?user=a%0Ab", nil, "contains a control character"},
 		{"invalid UTF-8", "/?user=%C3%28", nil, "is not valid UTF-8"},
 		{"too many parameters", "/?user=a" + strings.Repeat("&", MaxQueryParams), nil, "more than 10000 parameters"},
