@@ -15,7 +15,9 @@ import (
 
 // Normalize returns a deep copy of rs with every default written out: periods,
 // bursts, keys, scopes, cluster modes, timeouts, weights, reject responses,
-// breaker and degrade settings; upper-case methods, lower-case hosts,
+// breaker and degrade settings (except limits' ipv6Prefix, whose default 64
+// is written as absent: it came after versions were published, and writing
+// it out would change their checksums); upper-case methods, lower-case hosts,
 // canonical header names (X-Canary), and JSON fallback bodies with sorted
 // keys. The same rules written with and without their defaults normalize to
 // the same value, and Normalize of a normalized rule set changes nothing. rs
@@ -53,6 +55,11 @@ func (rs *RuleSet) Normalize() *RuleSet {
 			l.Key = []string{"global"}
 		}
 		normalizeKey(l.Key)
+		if l.IPv6Prefix == DefaultIPv6Prefix {
+			// Added after versions were published: its default is written
+			// as absent, so that their checksums stay what they were.
+			l.IPv6Prefix = 0
+		}
 		if l.Cost != nil && l.Cost.Header != "" {
 			l.Cost.Header = textproto.CanonicalMIMEHeaderKey(l.Cost.Header)
 		}

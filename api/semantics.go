@@ -75,6 +75,27 @@ func ClientIP(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr 
 	return client
 }
 
+// KeyAddr returns the address a client is keyed by in an ip key part: an
+// IPv4 client (IPv4-mapped IPv6 included) is itself; an IPv6 client is the
+// first address of its /ipv6Prefix (0, or outside 1-128, means
+// DefaultIPv6Prefix), because one host commonly holds a whole /64 and
+// could otherwise take a fresh identity per request. Zones are dropped.
+// Exempt lists still match the whole address, not this one.
+func KeyAddr(a netip.Addr, ipv6Prefix int) netip.Addr {
+	a = a.Unmap().WithZone("")
+	if !a.Is6() {
+		return a
+	}
+	if ipv6Prefix <= 0 || ipv6Prefix > 128 {
+		ipv6Prefix = DefaultIPv6Prefix
+	}
+	p, err := a.Prefix(ipv6Prefix)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
 // parseForwarded reads one X-Forwarded-For entry: an address, optionally with
 // a port.
 func parseForwarded(s string) (netip.Addr, bool) {

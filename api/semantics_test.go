@@ -122,3 +122,29 @@ func TestKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyAddr(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc string
+		in   string
+		bits int
+		want string
+	}{
+		{"ipv4 is itself", "192.0.2.7", 64, "192.0.2.7"},
+		{"ipv4-mapped is the ipv4 client", "::ffff:192.0.2.7", 64, "192.0.2.7"},
+		{"ipv6 by its /64", "2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::"},
+		{"0 means the default /64", "2001:db8:1:2:3:4:5:6", 0, "2001:db8:1:2::"},
+		{"a /56", "2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::"},
+		{"/128 is the address", "2001:db8::1", 128, "2001:db8::1"},
+		{"zone dropped", "fe80::1:2:3:4%eth0", 64, "fe80::"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := KeyAddr(netip.MustParseAddr(tt.in), tt.bits).String(); got != tt.want {
+				t.Fatalf("KeyAddr(%s, %d) = %s, want %s", tt.in, tt.bits, got, tt.want)
+			}
+		})
+	}
+}

@@ -140,8 +140,14 @@ type Limit struct {
 	Routes []string `json:"routes,omitempty"`
 	// Key is the list of dimensions whose values form the limited key: ip, route,
 	// global, header:NAME, query:NAME, cookie:NAME. Empty means [global].
-	Key       []string  `json:"key,omitempty"`
-	Algorithm Algorithm `json:"algorithm"`
+	Key []string `json:"key,omitempty"`
+	// IPv6Prefix is the length of the prefix an IPv6 client is keyed by in
+	// an ip key part: one host commonly holds a whole /64, so keying per
+	// address would give it 2^64 identities. 0 means DefaultIPv6Prefix;
+	// IPv4 clients are keyed per address; exempt CIDRs still match the
+	// whole address.
+	IPv6Prefix int       `json:"ipv6Prefix,omitempty"`
+	Algorithm  Algorithm `json:"algorithm"`
 	// Rate is the number of requests (or cost units) per Period; for the
 	// concurrency algorithm, the number in flight at once.
 	Rate   int64    `json:"rate"`
@@ -168,6 +174,10 @@ type Limit struct {
 	// problem+json body.
 	Response *LimitResponse `json:"response,omitempty"`
 }
+
+// DefaultIPv6Prefix is the prefix length IPv6 clients are keyed by in ip
+// key parts when a limit sets no ipv6Prefix.
+const DefaultIPv6Prefix = 64
 
 // Cost says how much one request consumes. The zero value, like a nil *Cost,
 // means 1 per request.

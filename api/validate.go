@@ -376,6 +376,9 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 			v.add(p+".burst", "does not apply to %s (the window's rate is its capacity)", l.Algorithm)
 		}
 	}
+	if l.IPv6Prefix < 0 || l.IPv6Prefix > 128 {
+		v.add(p+".ipv6Prefix", "must be between 1 and 128 (0 means %d)", DefaultIPv6Prefix)
+	}
 	if l.MaxDelay != 0 && l.Algorithm != LeakyBucket {
 		v.add(p+".maxDelay", "applies only to leaky_bucket")
 	}

@@ -126,6 +126,8 @@ func TestValidate(t *testing.T) {
 		{"burst on a window", func(rs *RuleSet) { rs.Limits[2].Burst = 10 }, "does not apply to sliding_window", []string{"limits[2].burst"}},
 		{"maxDelay off leaky bucket", func(rs *RuleSet) { rs.Limits[0].MaxDelay = d("1s") }, "only to leaky_bucket", []string{"limits[0].maxDelay"}},
 		{"maxDelay above 1m", func(rs *RuleSet) { rs.Limits[1].MaxDelay = d("2m") }, "between 0 and 1m", []string{"limits[1].maxDelay"}},
+		{"ipv6Prefix above 128", func(rs *RuleSet) { rs.Limits[0].IPv6Prefix = 129 }, "between 1 and 128 (0 means 64)", []string{"limits[0].ipv6Prefix"}},
+		{"ipv6Prefix negative", func(rs *RuleSet) { rs.Limits[0].IPv6Prefix = -1 }, "between 1 and 128", []string{"limits[0].ipv6Prefix"}},
 		{"cost both", func(rs *RuleSet) { rs.Limits[0].Cost.BodyBytesPerUnit = 5 }, "not both", []string{"limits[0].cost"}},
 		{"cost empty", func(rs *RuleSet) { rs.Limits[0].Cost = &Cost{} }, "set header or bodyBytesPerUnit", []string{"limits[0].cost"}},
 		{"cost header invalid", func(rs *RuleSet) { rs.Limits[0].Cost.Header = "X:Cost" }, "not a valid header name", []string{"limits[0].cost.header"}},

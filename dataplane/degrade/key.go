@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
 )
 
 type keyKind uint8
@@ -74,12 +75,22 @@ func fnvSep(h uint64) uint64 { return (h ^ 0xff) * fnvPrime }
 func HashKey(key string) uint64 { return fnvString(fnvOffset, key) }
 
 // KeyHash returns the hash of the request's client key over the rule's key
-// dimensions (default [ip]): clientIP (as api.ClientIP resolved it), routeID,
-// header values, raw query parameter values and cookie values (not
-// unescaped), each dimension separated so that values cannot run into one
-// another. An absent header, parameter or cookie hashes as empty. It does not
-// allocate.
+// dimensions (default [ip]): clientIP (as api.ClientIP resolved it; an IPv6
+// client by its /64, see api.KeyAddr), routeID, and header, query parameter
+// and cookie values read exactly as limits read them (limit.HeaderPart,
+// QueryPart, CookiePart: a query value percent-decoded, so that respelling
+// it does not draw another shed decision), each dimension separated so that
+// values cannot run into one another. An absent or empty header, parameter
+// or cookie hashes as empty. Requests whose parts are ambiguous are refused
+// before (limit.KeyCheck covers degrade keys too). It does not allocate,
+// except to decode a percent-encoded query value.
 func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID string) uint64 {
+	return c.KeyHashValues(r, nil, clientIP, routeID)
+}
+
+// KeyHashValues is KeyHash reading the parts kv holds (from the route's
+// limit.KeyCheck.Read) from kv instead of parsing them again; kv may be nil.
+func (c *Controller) KeyHashValues(r *http.Request, kv *limit.KeyValues, clientIP netip.Addr, routeID string) uint64 {
 	h := uint64(fnvOffset)
 	if c == nil {
 		return h
@@ -87,7 +98,7 @@ func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID strin
 	for _, p := range c.key {
 		switch p.kind {
 		case keyIP:
-			b := clientIP.Unmap().As16()
+			b := api.KeyAddr(clientIP, api.DefaultIPv6Prefix).As16() // an IPv6 client by its /64
 			for _, x := range b {
 				h = (h ^ uint64(x)) * fnvPrime
 			}
@@ -95,41 +106,19 @@ func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID strin
 			h = fnvString(h, routeID)
 		case keyGlobal:
 		case keyHeader:
-			for _, v := range r.Header[p.name] {
+			if v, ok := kv.Header(r, p.name); ok {
 				h = fnvSep(fnvString(h, v))
 			}
 		case keyQuery:
-			h = hashQuery(h, r.URL.RawQuery, p.name)
+			if v, ok := kv.Query(r, p.name); ok {
+				h = fnvSep(fnvString(h, v))
+			}
 		case keyCookie:
-			for _, line := range r.Header["Cookie"] {
-				h = hashCookie(h, line, p.name)
+			if v, ok := kv.Cookie(r, p.name); ok {
+				h = fnvSep(fnvString(h, v))
 			}
 		}
 		h = fnvSep(h)
-	}
-	return h
-}
-
-func hashQuery(h uint64, q, name string) uint64 {
-	for q != "" {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k == name {
-			h = fnvSep(fnvString(h, v))
-		}
-	}
-	return h
-}
-
-func hashCookie(h uint64, line, name string) uint64 {
-	for line != "" {
-		var kv string
-		kv, line, _ = strings.Cut(line, ";")
-		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-		if k == name {
-			h = fnvSep(fnvString(h, strings.Trim(v, `"`)))
-		}
 	}
 	return h
 }

@@ -103,17 +103,65 @@
 //
 // Key dimensions: ip (RequestInfo.ClientIP, computed by the caller with
 // api.ClientIP; X-Forwarded-For is never read here; IPv4-mapped IPv6 is the
-// IPv4 client), route, global, header:NAME (first value), query:NAME (first
-// value, percent-decoded), cookie:NAME; several form a composite key, hashed
-// with length prefixes so that parts cannot run together. A missing part
-// (absent header, parameter or cookie, or no client address) hashes as a
-// "missing" marker distinct from every value, the empty one included: every
-// request that omits it shares one key (with its other parts). Omitting a
-// header therefore never escapes a limit; it lands in one shared, and so
-// quickly exhausted, bucket. Building the key does not allocate (except to
-// decode a percent-encoded query value). Cluster
-// limiters receive the key as text: "ip=192.0.2.1|header:X-User=alice", a
-// missing part as "<missing>", odd values quoted.
+// IPv4 client; an IPv6 client is keyed by its /ipv6Prefix, default /64, see
+// api.KeyAddr, while exempt matches its whole address), route, global,
+// header:NAME, query:NAME (percent-decoded), cookie:NAME (without double
+// quotes); several form a composite key, hashed with length prefixes so that
+// parts cannot run together. A missing part (absent header, parameter or
+// cookie, or no client address) hashes as a "missing" marker distinct from
+// every value; an empty value is missing too (Python's parse_qs drops
+// "?user=", most applications treat an empty header as none): every request
+// that omits it shares one key (with its other parts). Omitting a header
+// therefore never escapes a limit; it lands in one shared, and so quickly
+// exhausted, bucket. Building the key does not allocate (except to decode a
+// percent-encoded query value). Cluster limiters receive the key as text:
+// "ip=192.0.2.1|header:X-User=#…", an IPv6 client as its prefix
+// ("ip=2001:db8:1:2::/64"), a missing part as "<missing>".
+//
+// # Ambiguous key parts
+//
+// A key must read exactly what the upstream acts on, or a client could send
+// a value the gateway keys on beside another that the upstream reads. So a
+// request is refused with 400 application/problem+json naming the part
+// (KeyCheck.Read, run by the integrator after routing and before degrade
+// and limits, so that it consumes nothing; the values it checked are then
+// what degrade and limits key on, through KeyValues, so the request is
+// parsed once) when a query, header or cookie part
+// that one of its route's limits or degrade plans keys on is:
+//
+//   - repeated: query:NAME in two pairs (names compared after
+//     percent-decoding and ignoring case, as some stacks compare them), a
+//     header in two field lines (any case), a cookie twice (any case), or
+//     the Cookie header in two lines (HTTP/1.1; HTTP/2's split cookie fields
+//     are joined first). Parsers disagree on which one wins: Go and Flask
+//     take the first, PHP and Python's http.cookies the last, Node joins
+//     headers;
+//   - not spelled exactly NAME: another case ("User"), percent-encoding or
+//     "+" in a name that needs none ("us%65r"), a NUL after it ("user%00x",
+//     which C strings end at), white space around a cookie
+//     name ("sid =x", which Go trims and others keep), or a header sent under
+//     an alias that CGI/WSGI/PHP upstreams map to the same variable
+//     ("X_Api_Key" beside "X-Api-Key");
+//   - malformed where the limit reads it: a query pair with ";" (net/url
+//     drops the whole pair, other parsers split it), a bad percent-escape
+//     ("%zz", dropped by net/url and httputil.ReverseProxy), a decoded value
+//     with a control character (NUL) or invalid UTF-8 (Python reads every
+//     invalid sequence as U+FFFD), a header value with a control character
+//     (a tab inside) or invalid UTF-8, a cookie without "=" or with a byte
+//     that is not an RFC 6265 cookie-octet or is "[" or "]" (Python's parser
+//     stops there), double quotes around it excepted;
+//   - not forwarded: a keyed header, or Cookie, named in Connection (the
+//     proxy removes such headers);
+//   - beyond what the upstream reads: more than MaxQueryParams parameters,
+//     more than MaxCookies cookies.
+//
+// A comma inside one header line is part of the value, as every common
+// stack reads a single line; only repeated lines are refused. Parameters,
+// headers and cookies no limit keys on are never checked, and repeated
+// ones (?tag=a&tag=b) pass. What passes the check is forwarded such that
+// net/url, net/http and Python's urllib.parse and http.cookies each read
+// the one value the gateway keyed on (FuzzKeyExtraction and the gateway's
+// TestKeysReadWhatUpstreamReads check it).
 //
 // Cost (see costSpec.cost): from a header, a decimal integer; missing,
 // malformed or < 1 costs 1 (the least, so garbling gains nothing); too large

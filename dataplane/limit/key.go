@@ -33,6 +33,7 @@ type dim struct {
 	kind dimKind
 	name string // header (canonical), query or cookie name
 	spec string // as written: "ip", "header:X-User", ...
+	bits int    // ip: the prefix length IPv6 clients are keyed by (1-128)
 }
 
 // keySpec is a limit's key: its dimensions in rule order. "global" parts
@@ -41,8 +42,13 @@ type keySpec struct {
 	dims []dim
 }
 
-func parseKey(key []string) (keySpec, error) {
+// parseKey compiles a limit's key; ipv6Prefix is the limit's (0 means
+// api.DefaultIPv6Prefix).
+func parseKey(key []string, ipv6Prefix int) (keySpec, error) {
 	var ks keySpec
+	if ipv6Prefix <= 0 || ipv6Prefix > 128 {
+		ipv6Prefix = api.DefaultIPv6Prefix
+	}
 	for _, k := range key {
 		if err := api.ValidateKey(k); err != nil {
 			return ks, err
@@ -53,7 +59,7 @@ func parseKey(key []string) (keySpec, error) {
 		case "global":
 			continue
 		case "ip":
-			d.kind = dimIP
+			d.kind, d.bits = dimIP, ipv6Prefix
 		case "route":
 			d.kind = dimRoute
 		case "header":
@@ -74,33 +80,81 @@ func (ks keySpec) String() string {
 	parts := make([]string, len(ks.dims))
 	for i, d := range ks.dims {
 		parts[i] = d.spec
+		if d.kind == dimIP {
+			parts[i] += "/" + strconv.Itoa(d.bits) // keys over other prefixes hash apart
+		}
 	}
 	return strings.Join(parts, ",")
 }
 
 // part returns the value of one dimension for a request and whether it is
-// present. It allocates only for a percent-encoded query parameter.
-func (d *dim) part(r *http.Request, info *RequestInfo, ipBuf *[16]byte) (string, bool) {
+// present (an empty value is not). It reads the first occurrence: requests
+// where that is ambiguous (see KeyCheck) are refused before any limit
+// decides. It allocates only for a percent-encoded query parameter.
+func (d *dim) part(r *http.Request, info *RequestInfo, kv *KeyValues, ipBuf *[16]byte) (string, bool) {
 	switch d.kind {
 	case dimIP:
 		if !info.ClientIP.IsValid() {
 			return "", false
 		}
-		*ipBuf = info.ClientIP.Unmap().As16()
+		*ipBuf = api.KeyAddr(info.ClientIP, d.bits).As16()
 		return unsafeString(ipBuf[:]), true
 	case dimRoute:
 		return info.RouteID, true
 	case dimHeader:
-		if vs := r.Header[d.name]; len(vs) > 0 {
-			return vs[0], true
-		}
-		return "", false
+		return kv.Header(r, d.name)
 	case dimQuery:
-		return queryValue(r.URL.RawQuery, d.name)
+		return kv.Query(r, d.name)
 	case dimCookie:
-		return cookieValue(r.Header["Cookie"], d.name)
+		return kv.Cookie(r, d.name)
 	}
 	return "", true
+}
+
+// HeaderPart returns the value a header:NAME key part reads (name in
+// canonical form): the header's first value, and false when it is absent or
+// empty. Limits and degrade plans key on it alike; requests where it is
+// ambiguous are refused first (KeyCheck).
+func HeaderPart(h http.Header, name string) (string, bool) {
+	if vs := h[name]; len(vs) > 0 && vs[0] != "" {
+		return vs[0], true
+	}
+	return "", false
+}
+
+// QueryPart returns the value a query:NAME key part reads from a raw query:
+// the first parameter whose decoded name is name, percent-decoded (as
+// url.ParseQuery decodes it), and false when it is absent or empty. It
+// allocates only for a percent-encoded value.
+func QueryPart(rawQuery, name string) (string, bool) {
+	return nonEmpty(queryValue(rawQuery, name))
+}
+
+// CookiePart returns the value a cookie:NAME key part reads from the Cookie
+// header lines: the first cookie named name, without its double quotes, and
+// false when it is absent or empty.
+func CookiePart(lines []string, name string) (string, bool) {
+	return nonEmpty(cookieValue(lines, name))
+}
+
+// nonEmpty makes an empty value a missing one: stacks disagree on whether
+// "?user=" carries a parameter (Python's parse_qs drops it), and an empty
+// header or cookie is absent to most applications, so empty and missing are
+// one key and alternating them gains nothing.
+func nonEmpty(v string, ok bool) (string, bool) { return v, ok && v != "" }
+
+// ipText is the ip part of a key as text: an IPv4 client's address, an
+// IPv6 client's prefix ("2001:db8:1:2::/64"; the address itself for /128),
+// or "<missing>".
+func ipText(a netip.Addr, bits int) string {
+	if !a.IsValid() {
+		return "<missing>"
+	}
+	k := api.KeyAddr(a, bits)
+	if k.Is4() || bits >= 128 {
+		return k.String()
+	}
+	return netip.PrefixFrom(k, bits).String()
 }
 
 // Markers written before each part so that the encoding is injective: a
@@ -117,7 +171,10 @@ const (
 // including the empty one: all requests that omit it share one key (with the
 // other parts), so omitting a header never escapes the limit; it lands in
 // one shared bucket.
-func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
+func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 { return ks.hashKV(r, info, nil) }
+
+// hashKV is hash reading the parts kv holds from kv (see KeyValues).
+func (ks *keySpec) hashKV(r *http.Request, info *RequestInfo, kv *KeyValues) uint64 {
 	if len(ks.dims) == 0 {
 		return 0
 	}
@@ -126,7 +183,7 @@ func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
 	var ipBuf [16]byte
 	var lenBuf [9]byte
 	for i := range ks.dims {
-		v, ok := ks.dims[i].part(r, info, &ipBuf)
+		v, ok := ks.dims[i].part(r, info, kv, &ipBuf)
 		if !ok {
 			h.WriteByte(partMissing)
 			continue
@@ -148,7 +205,10 @@ func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 {
 // must reach neither the logs nor Redis — the same value always gives the
 // same digest, so a client can still be followed across lines and nodes. A
 // missing part reads "<missing>".
-func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
+func (ks *keySpec) text(r *http.Request, info *RequestInfo) string { return ks.textKV(r, info, nil) }
+
+// textKV is text reading the parts kv holds from kv (see KeyValues).
+func (ks *keySpec) textKV(r *http.Request, info *RequestInfo, kv *KeyValues) string {
 	if len(ks.dims) == 0 {
 		return "global"
 	}
@@ -162,14 +222,10 @@ func (ks *keySpec) text(r *http.Request, info *RequestInfo) string {
 		b.WriteString(d.spec)
 		b.WriteByte('=')
 		if d.kind == dimIP {
-			if info.ClientIP.IsValid() {
-				b.WriteString(info.ClientIP.Unmap().String())
-			} else {
-				b.WriteString("<missing>")
-			}
+			b.WriteString(ipText(info.ClientIP, d.bits))
 			continue
 		}
-		v, ok := d.part(r, info, &ipBuf)
+		v, ok := d.part(r, info, kv, &ipBuf)
 		switch {
 		case !ok:
 			b.WriteString("<missing>")

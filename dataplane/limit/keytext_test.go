@@ -12,7 +12,7 @@ import (
 // often credentials; equal values give equal text.
 func TestKeyTextHidesValues(t *testing.T) {
 	t.Parallel()
-	ks, err := parseKey([]string{"ip", "route", "header:Authorization", "query:api_key", "cookie:session", "header:X-Absent"})
+	ks, err := parseKey([]string{"ip", "route", "header:Authorization", "query:api_key", "cookie:session", "header:X-Absent"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,5 +34,29 @@ func TestKeyTextHidesValues(t *testing.T) {
 	}
 	if a != a2 || a == b {
 		t.Fatalf("digests: same value %q vs %q, other value %q", a, a2, b)
+	}
+}
+
+// TestKeyTextIPv6Prefix: an IPv6 client's key text (what cluster limits
+// share through Redis) is its prefix, so every node keys the /64 alike.
+func TestKeyTextIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest("GET", "/", nil)
+	for _, tt := range []struct {
+		bits       int
+		addr, want string
+	}{
+		{0, "2001:db8:1:2::9", "ip=2001:db8:1:2::/64"},
+		{48, "2001:db8:1:2::9", "ip=2001:db8:1::/48"},
+		{128, "2001:db8:1:2::9", "ip=2001:db8:1:2::9"},
+		{64, "192.0.2.7", "ip=192.0.2.7"},
+	} {
+		ks, err := parseKey([]string{"ip"}, tt.bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ks.text(r, &RequestInfo{ClientIP: netip.MustParseAddr(tt.addr)}); got != tt.want {
+			t.Errorf("/%d %s: key text %q, want %q", tt.bits, tt.addr, got, tt.want)
+		}
 	}
 }

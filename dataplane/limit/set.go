@@ -210,7 +210,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 		return prev, false, nil
 	}
 	ru = &rule{l: l, canon: canon}
-	if ru.key, err = parseKey(l.Key); err != nil {
+	if ru.key, err = parseKey(l.Key, l.IPv6Prefix); err != nil {
 		return nil, false, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
@@ -236,7 +236,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 		}
 	} else {
 		global := len(ru.key.dims) == 0
-		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) {
+		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) && prev.l.IPv6Prefix == l.IPv6Prefix {
 			ru.local = carried(prev.local, p, global, opts.MaxKeys, now)
 		} else {
 			ru.local = newLocal(p, global, opts.MaxKeys)
@@ -432,6 +432,13 @@ func noop() {}
 // (remaining ÷ limit), ties going to the fewer remaining units, then to the
 // earlier limit in evaluation order.
 func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) (done func(), ok bool) {
+	return c.AdmitValues(w, r, info, nil)
+}
+
+// AdmitValues is Admit keying on the parts kv holds (from the route's
+// KeyCheck.Read, which must have passed) instead of parsing them again; kv
+// may be nil.
+func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info RequestInfo, kv *KeyValues) (done func(), ok bool) {
 	if c == nil {
 		return noop, true
 	}
@@ -456,16 +463,16 @@ func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) 
 			k := c.keyIdx[i]
 			switch {
 			case k >= len(hashBuf):
-				t.h = c.specs[k].hash(r, &info)
+				t.h = c.specs[k].hashKV(r, &info, kv)
 			case haveBuf[k]:
 				t.h = hashBuf[k]
 			default:
-				t.h = c.specs[k].hash(r, &info)
+				t.h = c.specs[k].hashKV(r, &info, kv)
 				hashBuf[k], haveBuf[k] = t.h, true
 			}
 			d = ru.local.TakeHash(t.h, t.cost, now)
 		} else {
-			t.key = ru.key.text(r, &info)
+			t.key = ru.key.textKV(r, &info, kv)
 			var err error
 			if d, err = ru.lim.Take(r.Context(), t.key, t.cost, now); err != nil {
 				inc(ru.mStoreErr)

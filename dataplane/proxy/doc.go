@@ -5,8 +5,10 @@
 //
 //	proxy.EnsureRequestID(w, r)        // first, so that every answer carries it
 //	m := router.Match(r)               // cleaned path and the matched route (or nil)
+//	if m.Invalid != "" { proxy.WriteProblem(w, r, 400, "Bad request", m.Invalid); return }
 //	if m.Route == nil { proxy.WriteNoRoute(w, r); return }
-//	... degrade, limits, breaker ...
+//	proxy.FilterUpgrade(r)             // only WebSocket may switch protocols
+//	... key check, degrade, limits, breaker ...
 //	o := m.Route.Upstream.Forward(w, r, m)
 //	... record o: Status, Err (upstream failure), Timeout, ClientGone, Upgraded, Duration ...
 //	if o.Aborted { panic(http.ErrAbortHandler) }
@@ -30,13 +32,22 @@
 //
 // So "/api/orders/../orders", "//api//orders" and "/api/orders/%2e%2e/x"
 // are matched, limited and forwarded as "/api/orders", "/api/orders" and
-// "/api/x". An encoded slash stays encoded by default: "/api%2Forders" is one
-// segment, does not match pathPrefix "/api/orders", and is forwarded as
-// "/api%2Forders", byte for byte what was matched. Upstreams that decode %2F
-// into a separator should be run with Settings.DecodeSlashes, which turns
-// %2F into "/" before cleaning, so that both sides see "/api/orders". Rule
-// paths are put in the same form when compiled, and matching is case
-// sensitive. The query string is not matched, and is forwarded as sent, except
+// "/api/x". An encoded slash (%2F, either case) follows the Router's
+// SlashPolicy (RouterSettings.EncodedSlashes, the gateway's
+// --encoded-slashes), because upstreams disagree on it and the gateway must
+// not match one path while the upstream routes another:
+//
+//   - SlashReject (the default of NewRouterWith and of the gateway): the
+//     request is refused with 400 (Match.Invalid);
+//   - SlashDecode: %2F becomes "/" before cleaning, so "/api%2Forders" is
+//     matched, limited and forwarded as "/api/orders";
+//   - SlashKeep: "/api%2Forders" is one segment, does not match pathPrefix
+//     "/api/orders", and is forwarded as "/api%2Forders", byte for byte what
+//     was matched (for upstreams that never decode it).
+//
+// NewRouter keeps the older Settings.DecodeSlashes switch: decode when set,
+// keep otherwise. Rule paths are put in the same form when compiled, and
+// matching is case sensitive. The query string is not matched, and is forwarded as sent, except
 // that parameters net/url cannot parse (a bad escape, a ";" separator) are
 // dropped, as httputil.ReverseProxy does, so that the upstream cannot read a
 // parameter the gateway (limit keys on query:NAME) did not see.
@@ -55,7 +66,13 @@
 //     ".example.com" with at least one label before it (not "example.com"
 //     itself); the request's port is ignored unless the rule names one, and
 //     then it must be the same;
-//   - methods (any of them): exact, case-sensitive; GET does not imply HEAD;
+//   - methods (any of them): exact, case-sensitive; a route that lists GET
+//     also matches HEAD (a HEAD is a GET without the body, and counts
+//     against the same limits). A request whose method is neither an
+//     upper-case method of the IANA HTTP Method Registry nor listed by some
+//     route ("get", "Get", "FOO") is refused with 400 (Match.Invalid), as
+//     nginx refuses lower-case methods, instead of falling through to a
+//     catch-all route that skips the limits of the route it meant;
 //   - headers: each named header must have a value exactly equal to the
 //     rule's (any one of its values, if repeated).
 //
@@ -86,8 +103,11 @@
 // It sets X-Forwarded-For (the peer appended to the client's list),
 // X-Forwarded-Host and X-Forwarded-Proto, sends the target's host as Host,
 // passes a sane X-Request-Id through or generates one and returns it on the
-// response. Hop-by-hop headers are removed by ReverseProxy; WebSocket and
-// other upgrades pass through (the timeout then bounds the handshake only).
+// response. Hop-by-hop headers are removed by ReverseProxy. Only WebSocket
+// upgrades pass (the timeout then bounds the handshake only): FilterUpgrade,
+// called by the integrator before Forward, removes every other Upgrade token,
+// so that an upstream answering 101 to anything cannot open a tunnel that
+// carries further requests past every limit.
 // Targets are picked by smooth weighted round-robin. h2c:// targets are
 // spoken to with HTTP/2 over cleartext (prior knowledge); H2CHandler lets
 // the gateway's own server accept h2c.

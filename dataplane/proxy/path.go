@@ -1,11 +1,66 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/sluicegw/sluice/api"
 )
+
+// SlashPolicy is what the gateway does with an encoded slash (%2F) in a
+// request path, so that it and the upstream never disagree about the path:
+// upstreams differ (some decode %2F into a separator before routing, some
+// keep it inside its segment), and a gateway that matched "/api%2Forders" as
+// one segment while the upstream routed it as "/api/orders" would let the
+// request dodge the limits of /api/orders. The zero value is SlashReject.
+type SlashPolicy uint8
+
+const (
+	// SlashReject refuses a path with an encoded slash: 400 problem+json.
+	// The default: no upstream can read such a path differently.
+	SlashReject SlashPolicy = iota
+	// SlashDecode turns %2F into "/" before cleaning and matching, and
+	// forwards the decoded path: for upstreams that decode %2F.
+	SlashDecode
+	// SlashKeep keeps %2F inside its segment, matched and forwarded
+	// encoded: for upstreams that never decode it.
+	SlashKeep
+)
+
+// String returns "reject", "decode" or "keep".
+func (p SlashPolicy) String() string {
+	switch p {
+	case SlashDecode:
+		return "decode"
+	case SlashKeep:
+		return "keep"
+	}
+	return "reject"
+}
+
+// MarshalText returns String's text.
+func (p SlashPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads "reject", "decode" or "keep" (the --encoded-slashes
+// flag), and refuses anything else with an error naming the choices.
+func (p *SlashPolicy) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "reject":
+		*p = SlashReject
+	case "decode":
+		*p = SlashDecode
+	case "keep":
+		*p = SlashKeep
+	default:
+		return fmt.Errorf("encoded-slash policy %q is not reject, decode or keep", b)
+	}
+	return nil
+}
+
+// hasEncodedSlash reports whether a canonical escaped path (see
+// canonicalEscaped: hex in upper case) has an encoded slash.
+func hasEncodedSlash(p string) bool { return strings.Contains(p, "%2F") }
 
 // RequestPath returns the path r is matched on and forwarded with: the
 // request's escaped path (r.URL.EscapedPath, so an encoded slash stays

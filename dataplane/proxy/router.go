@@ -30,15 +30,23 @@ type Route struct {
 // and safe for concurrent use. See the package documentation for the order in
 // which routes are tried.
 type Router struct {
-	routes        []*Route
-	exact         map[string][]entry // by exact path
-	prefix        map[string][]entry // by path prefix (not "/")
-	maxPrefix     int                // length of the longest key in prefix
-	regex         []entry
-	catchAll      []entry // pathPrefix "/" or no path constraint
-	byID          map[string]*Route
-	decodeSlashes bool
-	closeOnce     sync.Once
+	routes    []*Route
+	exact     map[string][]entry // by exact path
+	prefix    map[string][]entry // by path prefix (not "/")
+	maxPrefix int                // length of the longest key in prefix
+	regex     []entry
+	catchAll  []entry // pathPrefix "/" or no path constraint
+	byID      map[string]*Route
+	slashes   SlashPolicy
+	listed    map[string]bool // methods some route lists that are not registered
+	closeOnce sync.Once
+}
+
+// RouterSettings configure a Router. The zero value refuses encoded slashes.
+type RouterSettings struct {
+	// EncodedSlashes is what to do with %2F in request paths (see
+	// SlashPolicy); the zero value is SlashReject.
+	EncodedSlashes SlashPolicy
 }
 
 // entry is one (route, host pattern) pair: a route with several host
@@ -47,6 +55,7 @@ type entry struct {
 	route   *Route
 	host    hostPattern
 	methods []string
+	getHead bool // methods lists GET and not HEAD: HEAD matches too
 	headers []headerMatch
 	re      *regexp.Regexp
 	rePfx   string // literal every match of an anchored re starts with; "" if unknown
@@ -90,24 +99,36 @@ func (e *entry) less(o *entry) int {
 	return cmp.Compare(e.order, o.order)
 }
 
-// NewRouter builds a Router and an Upstream per route from routes, which are
-// expected to have passed (*api.RuleSet).Validate and Normalize (NewRouter
-// does not check them again, but applies the defaults Normalize would when
-// they are missing). Upstream connections come from tr, which outlives the
-// Router, and tr's Settings.DecodeSlashes applies. It returns an error naming
-// the route when a route cannot be built (a bad regular expression or target
-// URL). Call CloseIdle on the Router once it is retired, or at once if it is
-// never used.
+// NewRouter is NewRouterWith with the encoded-slash policy of tr's Settings:
+// SlashDecode when DecodeSlashes is set, else SlashKeep.
 func NewRouter(routes []api.Route, tr *Transport) (*Router, error) {
-	rt := &Router{
-		exact:         map[string][]entry{},
-		prefix:        map[string][]entry{},
-		byID:          make(map[string]*Route, len(routes)),
-		decodeSlashes: tr.settings.DecodeSlashes,
+	p := SlashKeep
+	if tr.settings.DecodeSlashes {
+		p = SlashDecode
 	}
+	return NewRouterWith(routes, tr, RouterSettings{EncodedSlashes: p})
+}
+
+// NewRouterWith builds a Router and an Upstream per route from routes, which
+// are expected to have passed (*api.RuleSet).Validate and Normalize
+// (NewRouterWith does not check them again, but applies the defaults
+// Normalize would when they are missing), with settings s. Upstream
+// connections come from tr, which outlives the Router. It returns an error
+// naming the route when a route cannot be built (a bad regular expression or
+// target URL). Call CloseIdle on the Router once it is retired, or at once if
+// it is never used.
+func NewRouterWith(routes []api.Route, tr *Transport, s RouterSettings) (*Router, error) {
+	rt := &Router{
+		exact:   map[string][]entry{},
+		prefix:  map[string][]entry{},
+		byID:    make(map[string]*Route, len(routes)),
+		slashes: s.EncodedSlashes,
+		listed:  map[string]bool{},
+	}
+	decode := rt.slashes == SlashDecode
 	for i := range routes {
 		r := &routes[i]
-		up, err := newUpstream(r, tr)
+		up, err := newUpstream(r, tr, decode)
 		if err != nil {
 			rt.CloseIdle()
 			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
@@ -137,7 +158,11 @@ func (rt *Router) add(route *Route, m *api.Match, order int) error {
 		base.methods = make([]string, len(m.Methods))
 		for i, meth := range m.Methods {
 			base.methods[i] = strings.ToUpper(meth)
+			if !registeredMethod(base.methods[i]) {
+				rt.listed[base.methods[i]] = true
+			}
 		}
+		base.getHead = slices.Contains(base.methods, http.MethodGet) && !slices.Contains(base.methods, http.MethodHead)
 		base.nconstr++
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
@@ -164,10 +189,10 @@ func (rt *Router) add(route *Route, m *api.Match, order int) error {
 		e.host = hp
 		switch {
 		case m.Path != "":
-			k := normalizeRulePath(m.Path, rt.decodeSlashes)
+			k := normalizeRulePath(m.Path, rt.slashes == SlashDecode)
 			rt.exact[k] = append(rt.exact[k], e)
 		case m.PathPrefix != "" && m.PathPrefix != "/":
-			k := normalizeRulePath(m.PathPrefix, rt.decodeSlashes)
+			k := normalizeRulePath(m.PathPrefix, rt.slashes == SlashDecode)
 			rt.prefix[k] = append(rt.prefix[k], e)
 			rt.maxPrefix = max(rt.maxPrefix, len(k))
 		case m.PathRegex != "":
@@ -211,15 +236,59 @@ type Match struct {
 	// Path is the cleaned path the request was matched on (see
 	// RequestPath); Forward sends it upstream.
 	Path string
+	// Invalid, when not empty, says why the request is refused before any
+	// route is looked up (Route is then nil): its method is not an
+	// upper-case registered HTTP method that no route lists, or its path
+	// has an encoded slash under SlashReject. Answer it with
+	// WriteProblem(w, r, 400, "Bad request", Invalid).
+	Invalid string
 }
 
 // Match cleans r's path (see RequestPath) and returns it with the most
-// specific route for r. Call it once per request and pass the result on to
-// Upstream.Forward. It does not allocate when the request path is already
-// clean.
+// specific route for r, or with Invalid set (see Match). Call it once per
+// request and pass the result on to Upstream.Forward. It does not allocate
+// when the request path is already clean and the request is valid.
 func (rt *Router) Match(r *http.Request) Match {
-	path := RequestPath(r, rt.decodeSlashes)
+	if !rt.knownMethod(r.Method) {
+		return Match{Invalid: fmt.Sprintf("method %q is not a registered HTTP method (methods are case-sensitive) and no route lists it", clipMethod(r.Method))}
+	}
+	path := RequestPath(r, rt.slashes == SlashDecode)
+	if rt.slashes == SlashReject && hasEncodedSlash(path) {
+		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
+	}
 	return Match{Route: rt.Lookup(r.Host, r.Method, path, r.Header), Path: path}
+}
+
+// knownMethod reports whether method is matched at all: a registered HTTP
+// method in upper case, or one that a route lists.
+func (rt *Router) knownMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodHead, http.MethodPut, http.MethodDelete,
+		http.MethodPatch, http.MethodOptions:
+		return true
+	}
+	return registeredMethod(method) || rt.listed[method]
+}
+
+// registeredMethods are the methods of the IANA HTTP Method Registry.
+var registeredMethods = map[string]bool{
+	"ACL": true, "BASELINE-CONTROL": true, "BIND": true, "CHECKIN": true, "CHECKOUT": true,
+	"CONNECT": true, "COPY": true, "DELETE": true, "GET": true, "HEAD": true, "LABEL": true,
+	"LINK": true, "LOCK": true, "MERGE": true, "MKACTIVITY": true, "MKCALENDAR": true,
+	"MKCOL": true, "MKREDIRECTREF": true, "MKWORKSPACE": true, "MOVE": true, "OPTIONS": true,
+	"ORDERPATCH": true, "PATCH": true, "POST": true, "PRI": true, "PROPFIND": true,
+	"PROPPATCH": true, "PUT": true, "QUERY": true, "REBIND": true, "REPORT": true,
+	"SEARCH": true, "TRACE": true, "UNBIND": true, "UNCHECKOUT": true, "UNLINK": true,
+	"UNLOCK": true, "UPDATE": true, "UPDATEREDIRECTREF": true, "VERSION-CONTROL": true,
+}
+
+func registeredMethod(m string) bool { return registeredMethods[m] }
+
+func clipMethod(m string) string {
+	if len(m) > 32 {
+		return m[:32] + "..."
+	}
+	return m
 }
 
 // Upstream returns the upstream of the route with id routeID, or nil.
@@ -285,7 +354,7 @@ func (e *entry) matches(hostname, port, method, path string, header http.Header)
 	if e.host.port != "" && port != e.host.port {
 		return false
 	}
-	if len(e.methods) > 0 && !slices.Contains(e.methods, method) {
+	if len(e.methods) > 0 && !slices.Contains(e.methods, method) && !(e.getHead && method == http.MethodHead) {
 		return false
 	}
 	for _, h := range e.headers {

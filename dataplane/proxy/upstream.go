@@ -87,7 +87,7 @@ type target struct {
 	proxy  *httputil.ReverseProxy
 }
 
-func newUpstream(r *api.Route, tr *Transport) (_ *Upstream, err error) {
+func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, err error) {
 	u := &Upstream{routeID: r.ID, timeout: r.Upstream.Timeout.D(), log: tr.log}
 	if u.timeout <= 0 {
 		u.timeout = api.DefaultUpstreamTimeout
@@ -98,7 +98,7 @@ func newUpstream(r *api.Route, tr *Transport) (_ *Upstream, err error) {
 			return nil, errors.New("stripPrefix needs match.pathPrefix")
 		}
 		if r.Match.PathPrefix != "/" {
-			u.strip = normalizePath(r.Match.PathPrefix, tr.settings.DecodeSlashes)
+			u.strip = normalizePath(r.Match.PathPrefix, decodeSlashes)
 		}
 	}
 	if len(r.Upstream.Targets) == 0 {

@@ -12,25 +12,39 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// ServeHTTP serves one request: match → degrade → limits → breaker → proxy →
-// record. It writes every answer itself (404, 429, 503, 502/504 or the
-// upstream's response).
+// ServeHTTP serves one request: match → key check → degrade → limits →
+// breaker → proxy → record. It writes every answer itself (404, 400, 429,
+// 503, 502/504 or the upstream's response).
 func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	reqID := proxy.EnsureRequestID(w, r)
 	m := s.router.Match(r)
+	if m.Invalid != "" {
+		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", m.Invalid)
+		s.metrics.Requests.WithLabelValues("", "400").Inc()
+		return
+	}
 	if m.Route == nil {
 		proxy.WriteNoRoute(w, r)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
 		return
 	}
 	rt := s.routes[m.Route.ID]
+	// A request whose key parts could be read two ways is refused before
+	// anything decides on them, so nothing is consumed for it.
+	var kv limit.KeyValues // the checked key parts, read once for degrade and limits
+	if err := rt.keys.Read(r, &kv); err != nil {
+		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
+		rt.finish(start, s.now(), http.StatusBadRequest)
+		return
+	}
+	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
 	client := s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.
 	if d := rt.degrade; d != nil {
-		if shed, _ := d.Admit(d.KeyHash(r, client, rt.id), start); shed {
+		if shed, _ := d.Admit(d.KeyHashValues(r, &kv, client, rt.id), start); shed {
 			sw := &statusWriter{ResponseWriter: w}
 			d.WriteFallback(sw, r, start)
 			rt.finish(start, s.now(), sw.status)
@@ -39,7 +53,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := rt.limits; c != nil {
 		sw := &statusWriter{ResponseWriter: w}
-		done, ok := c.Admit(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID})
+		done, ok := c.AdmitValues(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID}, &kv)
 		if !ok {
 			if sw.status == 0 {
 				sw.status = statusClientClosed // gone while waiting in a leaky bucket

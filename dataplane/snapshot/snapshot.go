@@ -11,8 +11,9 @@
 // pooled in one transport shared by every snapshot, so keep-alive connections
 // survive swaps.
 //
-// The request path is: clean the path and match a route → degrade → limits →
-// breaker → proxy → record the outcome (see package degrade for why).
+// The request path is: clean the path and match a route → refuse ambiguous
+// key parts (limit.KeyCheck, 400) → degrade → limits → breaker → proxy →
+// record the outcome (see package degrade for why).
 package snapshot
 
 import (
@@ -49,6 +50,9 @@ type Options struct {
 	// Transport is the upstream transport shared by all snapshots; nil
 	// means proxy.SharedTransport().
 	Transport *proxy.Transport
+	// EncodedSlashes is what to do with %2F in request paths (the
+	// gateway's --encoded-slashes); the zero value refuses them.
+	EncodedSlashes proxy.SlashPolicy
 	// Now is the request-path clock in nanoseconds; nil means limit.Now.
 	Now func() int64
 }
@@ -85,6 +89,7 @@ type route struct {
 	id       string
 	upstream *proxy.Upstream
 	limits   *limit.Chain
+	keys     *limit.KeyCheck // refuses requests whose key parts are ambiguous
 	breaker  *breaker.Breaker
 	degrade  *degrade.Controller
 	duration prometheus.Observer
@@ -106,7 +111,7 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
 		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics}
 	var err error
-	if s.router, err = proxy.NewRouter(norm.Routes, opts.Transport); err != nil {
+	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	var prevLimits *limit.Set
@@ -146,6 +151,7 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 			id:       r.ID,
 			upstream: s.router.Upstream(r.ID),
 			limits:   s.limits.Chain(r.ID),
+			keys:     routeKeyCheck(norm, r.ID),
 			breaker:  s.breakers.ForRoute(r.ID),
 			degrade:  s.degrades.ForRoute(r.ID),
 			duration: opts.Metrics.RequestDuration.WithLabelValues(r.ID),
@@ -153,6 +159,23 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 		}
 	}
 	return s, nil
+}
+
+// routeKeyCheck returns the check of every key that applies to the route:
+// its limits' and its degrade plans'.
+func routeKeyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
+	var keys [][]string
+	for _, l := range rs.Limits {
+		if api.Applies(l.Routes, routeID) {
+			keys = append(keys, l.Key)
+		}
+	}
+	for _, d := range rs.Degrades {
+		if api.Applies(d.Routes, routeID) {
+			keys = append(keys, d.Key)
+		}
+	}
+	return limit.NewKeyCheck(keys...)
 }
 
 // Retire releases what next did not carry over: limiters' sweepers, cluster

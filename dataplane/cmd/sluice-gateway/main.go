@@ -43,6 +43,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/gateway"
 	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
 )
@@ -82,6 +83,7 @@ type options struct {
 	etcdCA, etcdCert, etcdKey  string
 	etcdUser, etcdPassword     string
 	etcdPasswordFile           string
+	encodedSlashes             proxy.SlashPolicy
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -109,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "sluice:", "prefix of every Redis key this node writes")
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis call; past it the limit's onStoreError policy decides")
 	fs.IntVar(&o.clusterSize, "cluster-size", 1, "number of gateway nodes, for onStoreError: local (limit ÷ nodes) when the node does not follow etcd")
+	fs.TextVar(&o.encodedSlashes, "encoded-slashes", proxy.SlashReject, "what to do with %2F in request paths: reject (400), decode (to /, for upstreams that decode it) or keep (one segment, for upstreams that never decode it)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin endpoint")
 	fs.StringVar(&o.trustKeys, "trust-keys", "", "PEM file(s), comma-separated, of the Ed25519 public keys whose signatures the node accepts on etcd values (with --etcd)")
 	fs.BoolVar(&o.insecureUnsigned, "insecure-accept-unsigned", false, "follow etcd without --trust-keys, accepting unsigned values: anyone who can write to etcd controls this node")
@@ -212,7 +215,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	m := metrics.New()
-	var snapOpts snapshot.Options
+	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
 	stores := map[string]func() any{}
 	var etcd *etcdDeps
 	if o.etcd != "" {

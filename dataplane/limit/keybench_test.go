@@ -1,0 +1,63 @@
+package limit
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+)
+
+// BenchmarkKeyHash measures key extraction and hashing for one request over
+// a composite key of every kind of part (ip, route, header, query, cookie),
+// on a request of typical size (several query parameters and cookies).
+func BenchmarkKeyHash(b *testing.B) {
+	ks, err := parseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
+	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
+	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
+	info := RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("2001:db8::1")}
+	b.ReportAllocs()
+	cpuLoop(b, func() { ks.hash(r, &info) })
+}
+
+// BenchmarkKeyCheckAndHash is what the request path does: the ambiguity
+// check (KeyCheck.Read over the same key), then the hash over the values it
+// kept. The whole cost of key extraction per request. Peer:
+// BenchmarkKeyHash (extraction and hash, no check).
+func BenchmarkKeyCheckAndHash(b *testing.B) {
+	key := []string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}
+	ks, err := parseKey(key, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kc := NewKeyCheck(key)
+	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
+	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
+	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
+	info := RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("2001:db8::1")}
+	b.ReportAllocs()
+	cpuLoop(b, func() {
+		var kv KeyValues
+		if err := kc.Read(r, &kv); err != nil {
+			b.Fatal(err)
+		}
+		ks.hashKV(r, &info, &kv)
+	})
+}
+
+// BenchmarkKeyCheck is the ambiguity check alone on BenchmarkKeyHash's
+// request.
+func BenchmarkKeyCheck(b *testing.B) {
+	kc := NewKeyCheck([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"})
+	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
+	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
+	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
+	b.ReportAllocs()
+	cpuLoop(b, func() {
+		if err := kc.Check(r); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
