@@ -149,7 +149,10 @@ type Limit struct {
 	// Burst is the token bucket's capacity or the leaky bucket's queue length;
 	// zero means Rate.
 	Burst int64 `json:"burst,omitempty"`
-	// MaxDelay is how long a leaky-bucket request may wait for its turn.
+	// MaxDelay is how long a leaky-bucket request may wait for its turn. Zero
+	// (nginx limit_req's nodelay) admits up to Burst units above the rate at
+	// once, without waiting; a positive MaxDelay delays admitted requests
+	// until the units ahead of them have drained, refusing longer waits.
 	MaxDelay Duration `json:"maxDelay,omitempty"`
 	// Cost is what one request consumes; nil means 1. Not for concurrency.
 	Cost *Cost `json:"cost,omitempty"`
