@@ -178,6 +178,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnBroadProxies(log, trusted)
 
 	m := metrics.New()
 	var snapOpts snapshot.Options
