@@ -35,6 +35,10 @@ type Config struct {
 	Admin string
 	// AdminToken is required from non-loopback admin clients.
 	AdminToken string
+	// AdminAllowedHosts are names the admin endpoint's Host header may carry
+	// besides localhost, loopback addresses and Admin's host (see package
+	// admin: other Hosts are refused, against DNS rebinding).
+	AdminAllowedHosts []string
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// MaxKeysPerLimit caps the keys one limit tracks; 0 means the limit

@@ -53,11 +53,13 @@ func (n *Node) Listen() (*Listeners, error) {
 // AdminHandler returns the node admin endpoint's handler.
 func (n *Node) AdminHandler() http.Handler {
 	return admin.New(admin.Config{
-		Token:    n.cfg.AdminToken,
-		Status:   func() any { return n.Status() },
-		Ready:    n.Ready,
-		Gatherer: n.metrics.Registry,
-		Extra:    n.adminExtras(),
+		Token:        n.cfg.AdminToken,
+		Status:       func() any { return n.Status() },
+		Ready:        n.Ready,
+		Gatherer:     n.metrics.Registry,
+		Extra:        n.adminExtras(),
+		Addr:         n.cfg.Admin,
+		AllowedHosts: n.cfg.AdminAllowedHosts,
 	})
 }
 

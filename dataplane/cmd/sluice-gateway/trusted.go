@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"net/netip"
+	"strings"
 )
 
 // ula is IPv6's private range (fc00::/7), broad but not public.
@@ -28,4 +29,15 @@ func warnBroadProxies(log *slog.Logger, trusted []netip.Prefix) {
 				"cidr", p.String())
 		}
 	}
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
