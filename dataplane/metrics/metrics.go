@@ -26,6 +26,7 @@ type Metrics struct {
 	RulesetApplyErrors prometheus.Counter       // sluice_ruleset_apply_errors_total
 	RulesetApplies     prometheus.Counter       // sluice_ruleset_applies_total
 	StoreErrors        *prometheus.CounterVec   // sluice_store_errors_total{store}
+	StoreRepairs       *prometheus.CounterVec   // sluice_store_repairs_total{store}
 	LogsDropped        prometheus.Counter       // sluice_log_dropped_total
 }
 
@@ -80,13 +81,16 @@ func New() *Metrics {
 		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total", Help: "Errors from shared stores, by store.",
 		}, []string{"store"}),
+		StoreRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_repairs_total", Help: "Keys of a shared store found in an impossible state and rewritten from scratch, by store.",
+		}, []string{"store"}),
 		LogsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_dropped_total", Help: "Log lines dropped by the log rate limiter.",
 		}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.RulesetVersion, m.RulesetApplyErrors,
-		m.RulesetApplies, m.StoreErrors, m.LogsDropped,
+		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
