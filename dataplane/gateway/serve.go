@@ -19,8 +19,15 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// ServeHTTP serves one request through the current snapshot, read once.
+// ServeHTTP serves one request through the current snapshot, read once. A
+// request that already went through this node (its Via names it) or through
+// too many proxies is refused first, with 508, before it costs any limit.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if n.cfg.Snapshot.Transport.Looping(r) {
+		proxy.WriteLoopDetected(w, r)
+		n.metrics.Requests.WithLabelValues("", "508").Inc()
+		return
+	}
 	s := n.current.Load()
 	if s == nil {
 		proxy.WriteProblem(w, r, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
@@ -47,6 +54,9 @@ func (n *Node) Listen() (*Listeners, error) {
 		tl.Close()
 		return nil, fmt.Errorf("listening on admin address %s: %w", n.cfg.Admin, err)
 	}
+	// Rule sets compiled from now on refuse targets that are these sockets,
+	// whatever port 0 became.
+	n.cfg.Snapshot.Transport.SetListeners(tl.Addr().String(), al.Addr().String())
 	return &Listeners{Traffic: tl, Admin: al}, nil
 }
 

@@ -85,6 +85,7 @@ type target struct {
 	weight int
 	origin *origin
 	proxy  *httputil.ReverseProxy
+	tr     *Transport // for the Via entry
 }
 
 func newUpstream(r *api.Route, tr *Transport) (_ *Upstream, err error) {
@@ -116,6 +117,10 @@ func newUpstream(r *api.Route, tr *Transport) (_ *Upstream, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("target %d: %w", i, err)
 		}
+		if err := tr.checkSelf(t.scheme, t.host); err != nil {
+			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
+		}
+		t.tr = tr
 		t.weight = max(tg.Weight, 1)
 		t.origin = tr.acquire(t.originKey(tg.URL), strings.HasPrefix(tg.URL, "h2c:"))
 		t.proxy = &httputil.ReverseProxy{
@@ -297,6 +302,13 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 		out.Header["X-Forwarded-For"] = prior
 	}
 	pr.SetXForwarded()
+	// Via (RFC 9110 §7.6.3), appended to any the request came with: it
+	// lets this node, and others, recognise a request that loops.
+	if prior := out.Header["Via"]; len(prior) > 0 {
+		out.Header["Via"] = append(prior, t.tr.viaValue(pr.In.ProtoMajor, pr.In.ProtoMinor))
+	} else {
+		out.Header["Via"] = t.tr.viaHeader(pr.In.ProtoMajor, pr.In.ProtoMinor)
+	}
 }
 
 // dropUpstreamID removes an upstream's own X-Request-Id: the client gets

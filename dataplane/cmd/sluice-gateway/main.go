@@ -224,6 +224,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Pprof:           o.pprof,
 
 		AdminAllowedHosts: splitList(o.adminAllowedHosts),
+		NodeID:            o.nodeID,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
