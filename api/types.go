@@ -71,6 +71,16 @@ type Upstream struct {
 	Targets []Target `json:"targets"`
 	// Timeout bounds the whole upstream exchange; zero means DefaultUpstreamTimeout.
 	Timeout Duration `json:"timeout,omitempty"`
+	// BodyTimeout bounds the wait for each part of the client's request
+	// body: a client that sends nothing of a body it announced for this
+	// long is answered 408 and its connection closed (nginx's
+	// client_body_timeout); zero means DefaultBodyTimeout.
+	BodyTimeout Duration `json:"bodyTimeout,omitempty"`
+	// WriteTimeout bounds each write of the response to the client: a
+	// client that takes nothing of the response for this long has its
+	// connection closed (nginx's send_timeout), which frees its limit
+	// slots; zero means DefaultWriteTimeout.
+	WriteTimeout Duration `json:"writeTimeout,omitempty"`
 	// StripPrefix removes the route's pathPrefix before forwarding.
 	StripPrefix bool `json:"stripPrefix,omitempty"`
 }
@@ -294,6 +304,8 @@ type DegradeFallback struct {
 // Defaults applied by Normalize.
 const (
 	DefaultUpstreamTimeout    = 30 * time.Second
+	DefaultBodyTimeout        = 10 * time.Second
+	DefaultWriteTimeout       = 10 * time.Second
 	DefaultPeriod             = time.Second
 	DefaultBreakerMinRequests = 20
 	DefaultHalfOpenProbes     = 1

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 
+	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
@@ -28,6 +29,13 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.metrics.Requests.WithLabelValues("", "508").Inc()
 		return
 	}
+	if r.ProtoMajor == 1 {
+		// HTTP/1 write deadlines are the connection's: clear the one the
+		// previous request on it may have left (see proxy.Upstream.Forward).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// Bound a body until the route's own bound applies (snapshot).
+		proxy.GuardBody(w, r, api.DefaultBodyTimeout)
+	}
 	s := n.current.Load()
 	if s == nil {
 		proxy.WriteProblem(w, r, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
@@ -35,6 +43,16 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ServeHTTP(w, r)
 }
+
+// Server timeouts of the traffic listener.
+const (
+	// ReadHeaderTimeout bounds the reading of a request's header (a
+	// slowloris client is cut off after it).
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes a keep-alive connection (HTTP/1 or h2c) idle for
+	// this long, as nginx's keepalive_timeout 75s does.
+	IdleTimeout = 75 * time.Second
+)
 
 // Listeners are the node's bound sockets, for callers that listen on port 0.
 type Listeners struct {
@@ -79,15 +97,20 @@ func (n *Node) AdminHandler() http.Handler {
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	traffic := &http.Server{
 		// h2c lets clients speak HTTP/2 without TLS; HTTP/1.1 is served as usual.
-		Handler:           h2c.NewHandler(n, &http2.Server{}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h2c.NewHandler(n, &http2.Server{IdleTimeout: IdleTimeout}),
+		// Bodies and responses are bounded per route (bodyTimeout,
+		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
+		// request header and the idle time between requests.
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    proxy.MaxHeaderBytes,
 		ErrorLog:          nil,
 	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
 	traffic.ConnState = fresh.track
-	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
+		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
 	for _, s := range []struct {

@@ -25,6 +25,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := s.routes[m.Route.ID]
+	rt.upstream.GuardBody(w, r) // the route's bodyTimeout, before any 429 or 503
 	client := s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
