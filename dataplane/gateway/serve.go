@@ -32,7 +32,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		// HTTP/1 write deadlines are the connection's: clear the one the
 		// previous request on it may have left (see proxy.Upstream.Forward).
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		_ = proxy.SetWriteDeadline(w, time.Time{})
 		// Bound a body until the route's own bound applies (snapshot).
 		proxy.GuardBody(w, r, api.DefaultBodyTimeout)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // DefaultMaxHops is the most Via entries a request may carry into the
@@ -222,4 +223,42 @@ func (t *Transport) checkSelf(scheme, hostport string) error {
 		}
 	}
 	return nil
+}
+
+// Deadlines the client's writer may set directly: net/http's HTTP/1 and
+// HTTP/2 writers do, so the common case needs no http.ResponseController
+// (which costs an allocation per call).
+type (
+	readDeadliner  interface{ SetReadDeadline(time.Time) error }
+	writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+)
+
+// SetReadDeadline sets the read deadline of w's connection (or stream), as
+// http.ResponseController does (following Unwrap), without allocating. It
+// returns http.ErrNotSupported when w cannot.
+func SetReadDeadline(w http.ResponseWriter, t time.Time) error {
+	for {
+		switch d := w.(type) {
+		case readDeadliner:
+			return d.SetReadDeadline(t)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = d.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
+}
+
+// SetWriteDeadline is SetReadDeadline for writes.
+func SetWriteDeadline(w http.ResponseWriter, t time.Time) error {
+	for {
+		switch d := w.(type) {
+		case writeDeadliner:
+			return d.SetWriteDeadline(t)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = d.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }

@@ -233,7 +233,7 @@ func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody || timeout <= 0 {
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	_ = SetReadDeadline(w, time.Now().Add(timeout))
 }
 
 // ClientTimeouts returns the route's bounds on the client side: the longest
@@ -283,7 +283,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	u.setPath(&ou, t, m.Path)
 	out.URL = &ou
 	if r.Body != nil && r.Body != http.NoBody {
-		rec.body = &bodyReader{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: u.bodyTimeout}
+		rec.body = &bodyReader{ReadCloser: r.Body, w: w, timeout: u.bodyTimeout}
 		out.Body = rec.body
 	}
 	aborted := serve(t.proxy, rec, out)
@@ -296,7 +296,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	if rec.deadline && !aborted && r.ProtoMajor == 1 {
 		// Bound the server's final flush of what is still buffered; the
 		// node clears it before the connection's next request.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(u.writeTimeout))
+		_ = SetWriteDeadline(w, time.Now().Add(u.writeTimeout))
 	}
 	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
 	if o.Status == 0 {
@@ -519,7 +519,7 @@ func (rec *recorder) extendWrite() {
 	if rec.deadline && now.Sub(rec.lastDeadline) < rec.writeTimeout/4 {
 		return
 	}
-	if http.NewResponseController(rec.w).SetWriteDeadline(now.Add(rec.writeTimeout)) != nil {
+	if SetWriteDeadline(rec.w, now.Add(rec.writeTimeout)) != nil {
 		rec.writeTimeout = 0 // not supported by this writer: stop trying
 		return
 	}
@@ -557,7 +557,7 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // then, as a finished handler's writer must not be touched.
 type bodyReader struct {
 	io.ReadCloser
-	rc       *http.ResponseController
+	w        http.ResponseWriter // the client's, for its read deadline
 	timeout  time.Duration
 	timedOut atomic.Bool
 
@@ -570,7 +570,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	if !b.done && b.timeout > 0 {
 		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
-			if b.rc.SetReadDeadline(now.Add(b.timeout)) != nil {
+			if SetReadDeadline(b.w, now.Add(b.timeout)) != nil {
 				b.timeout = 0 // not supported by this writer
 			} else {
 				b.last = now
