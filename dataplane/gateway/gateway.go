@@ -36,7 +36,8 @@ type Config struct {
 	Admin string
 	// NodeID names the node in the Via header of forwarded requests, by
 	// which it refuses requests that loop back to it (508); empty means the
-	// host name.
+	// host name. With Snapshot.Transport set, that Transport's own
+	// Settings.NodeID applies instead.
 	NodeID string
 	// AdminToken is required from non-loopback admin clients.
 	AdminToken string

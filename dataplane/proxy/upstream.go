@@ -236,11 +236,6 @@ func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 	_ = SetReadDeadline(w, time.Now().Add(timeout))
 }
 
-// ClientTimeouts returns the route's bounds on the client side: the longest
-// wait for the next part of the request body, and for one write of the
-// response.
-func (u *Upstream) ClientTimeouts() (body, write time.Duration) { return u.bodyTimeout, u.writeTimeout }
-
 // Forward sends r to the next target and relays the answer to w. m is what
 // Router.Match returned for r: its Path is what the upstream receives, after
 // stripPrefix and behind the target URL's own path. The query string is
@@ -254,7 +249,8 @@ func (u *Upstream) ClientTimeouts() (body, write time.Duration) { return u.bodyT
 // (WebSocket) it bounds the handshake only.
 //
 // The client side is bounded too, with read and write deadlines on the
-// client's connection (http.ResponseController): a request body of which
+// client's connection (or HTTP/2 stream), as http.ResponseController sets
+// them: a request body of which
 // nothing arrives for the route's bodyTimeout is answered 408 (connection
 // closed), and a response write the client takes nothing of for the route's
 // writeTimeout aborts the response, so that a slow or non-reading client
@@ -293,7 +289,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	if rec.body != nil {
 		rec.body.finish()
 	}
-	if rec.deadline && !aborted && r.ProtoMajor == 1 {
+	if rec.deadline && !aborted && !rec.upgraded && r.ProtoMajor == 1 {
 		// Bound the server's final flush of what is still buffered; the
 		// node clears it before the connection's next request.
 		_ = SetWriteDeadline(w, time.Now().Add(u.writeTimeout))
@@ -539,7 +535,7 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		// A tunnel lives as long as its peers want: no deadlines left
 		// over from the request.
 		_ = c.SetDeadline(time.Time{})
-		rec.writeTimeout = 0
+		rec.writeTimeout, rec.deadline = 0, false
 		if rec.body != nil {
 			rec.body.finish()
 		}
