@@ -79,7 +79,9 @@ limits:
 	if statuses["408"] == 0 {
 		t.Errorf("no 408 among %v", statuses)
 	}
-	if slowest > 3*bodyTimeout+2*time.Second {
+	// Generous for a loaded machine (200 connections on 2 shared cores);
+	// without bodyTimeout the answer came from the 30s upstream timeout.
+	if slowest > 10*bodyTimeout {
 		t.Errorf("the last slow client was answered after %v; bodyTimeout is %v", slowest, bodyTimeout)
 	}
 	// Every slot is free again: 50 whole uploads at once are all admitted.
@@ -188,7 +190,9 @@ limits:
 	}
 	freed := time.Since(start)
 	t.Logf("the ten non-reading clients held concurrency slots for at most %v (writeTimeout %v)", freed, writeTimeout)
-	if freed > 3*writeTimeout+2*time.Second {
+	// Generous for a loaded machine; without writeTimeout the slots were
+	// held until the 30s upstream timeout.
+	if freed > 10*writeTimeout {
 		t.Errorf("slots freed after %v; writeTimeout is %v", freed, writeTimeout)
 	}
 }
