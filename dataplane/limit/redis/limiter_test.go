@@ -3,6 +3,8 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +155,7 @@ func TestScriptReloadAfterFlush(t *testing.T) {
 
 // TestCorruptStateRepaired: a cluster limit key holding state no script
 // writes (another type, junk, NaN, t=1e17, a future window, a count above the
-// rate, no TTL after PERSIST) is rewritten from scratch, for every algorithm
+// rate; each made permanent with PERSIST) is rewritten from scratch, for every algorithm
 // and mode: the request is decided as for a fresh key (allowed, no store
 // error, breaker closed), the repair is counted in sluice_store_repairs_total
 // and the key is left valid with a TTL, so the next request needs no repair.
@@ -162,7 +164,10 @@ func TestCorruptStateRepaired(t *testing.T) {
 	url := mustSharedRedis(t)
 	m := metrics.New()
 	prefix := freshPrefix(t)
-	st := mustStore(t, Settings{URL: url, Prefix: prefix, Metrics: m, FailuresToOpen: 1})
+	// One failure would open the breaker (a repair must not count as one);
+	// a deadline a loaded machine keeps.
+	st := mustStore(t, Settings{URL: url, Prefix: prefix, Metrics: m, FailuresToOpen: 1, Timeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	raw := st.client
 	ctx := context.Background()
 	hset := func(fields ...any) func(string) error {
@@ -186,16 +191,17 @@ func TestCorruptStateRepaired(t *testing.T) {
 			// a window in the year 5138, a count over the rate, and no TTL.
 			return hset("t", future, "c", "1000000", "w", future, "n", "1000", "l", "1000", "c2", "0", "p", "0")(k)
 		}},
-		{"count above rate", func(k string) error {
+		{"count above capacity", func(k string) error {
 			now, err := raw.Time(ctx).Result()
 			if err != nil {
 				return err
 			}
+			// Windows: this window's count at 5× the rate. Token bucket: a
+			// TAT 100 s ahead under a 1 s tolerance (what it holds is more
+			// than a bucket can).
 			win := fmt.Sprint(now.UnixMicro() / 1e6)
-			return hset("t", "1", "c", "1000000", "w", win, "n", "5000", "l", "1000", "p", "5000")(k)
-		}},
-		{"valid but PERSIST", func(k string) error {
-			return hset("t", "1", "c", "1000000", "w", "1", "n", "1", "l", "1000", "p", "1")(k)
+			tat := fmt.Sprint(now.UnixMicro() + 100e6)
+			return hset("t", tat, "c", "1000000", "w", win, "n", "5000", "l", "1000", "p", "5000")(k)
 		}},
 	}
 	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
@@ -227,11 +233,15 @@ func TestCorruptStateRepaired(t *testing.T) {
 					if st.open.Load() {
 						t.Errorf("corrupt data opened the breaker")
 					}
-					if ttl, err := raw.PTTL(ctx, rk).Result(); err != nil || ttl <= 0 {
-						t.Errorf("repaired key has PTTL %v, %v; want a TTL", ttl, err)
-					}
-					if typ, _ := raw.Type(ctx, rk).Result(); typ != "hash" {
-						t.Errorf("repaired key has type %q", typ)
+					// The rewritten key is a hash with a TTL, or already gone
+					// (a token bucket's expires when it is full again: 2 ms).
+					if typ, _ := raw.Type(ctx, rk).Result(); typ != "none" {
+						if typ != "hash" {
+							t.Errorf("repaired key has type %q", typ)
+						}
+						if ttl, err := raw.PTTL(ctx, rk).Result(); err != nil || ttl == -1*time.Nanosecond { // -1: no TTL
+							t.Errorf("repaired key has PTTL %v, %v; want a TTL", ttl, err)
+						}
 					}
 					for range 3 {
 						if d, err := lim.Take(ctx, key, 1, limit.Now()); err != nil || !d.Allowed {
@@ -244,6 +254,37 @@ func TestCorruptStateRepaired(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestPersistedValidKeyHeals: a key that lost its TTL (PERSIST) but holds
+// possible values is no repair: the request is decided on it, and the write
+// of the grant sets a TTL again.
+func TestPersistedValidKeyHeals(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	st := mustStore(t, Settings{URL: mustSharedRedis(t), Prefix: freshPrefix(t), Metrics: m})
+	ctx := context.Background()
+	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			lim := mustLimiter(t, st, api.Limit{ID: "p" + strings.ReplaceAll(string(alg), "_", ""), Algorithm: alg, Rate: 1000, Period: api.Duration(time.Second)})
+			if d, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil || !d.Allowed {
+				t.Fatalf("first Take = %+v, %v", d, err)
+			}
+			rk := lim.(interface{ key(string) string }).key("k")
+			if err := st.client.Persist(ctx, rk).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil || !d.Allowed {
+				t.Fatalf("Take on the persisted key = %+v, %v", d, err)
+			}
+			if ttl, _ := st.client.PTTL(ctx, rk).Result(); ttl <= 0 {
+				t.Errorf("PTTL after a grant = %v, want a TTL again", ttl)
+			}
+			if n := testutil.ToFloat64(m.StoreRepairs.WithLabelValues("redis")); n != 0 {
+				t.Errorf("counted %v repairs", n)
+			}
+		})
 	}
 }
 

@@ -29,13 +29,15 @@ import "github.com/redis/go-redis/v9"
 //
 // Scripts never trust what they read. A key of another type (WRONGTYPE), a
 // missing or non-numeric field, NaN, an infinity, a negative count, a count
-// above its rate, a window or theoretical arrival time beyond what the clock
-// allows (t=1e17), or a key without a TTL (PERSIST: every write sets one) is
-// impossible state: left alone it would deny that client forever or fail
-// every call, so the script deletes the key, decides as for a fresh key,
-// writes the fresh state with a TTL, and answers repaired = 1, which the
-// Store counts (sluice_store_repairs_total) and logs. A repair admits at most
-// what a fresh key would.
+// above its rate, or a window or theoretical arrival time beyond what the
+// clock allows (t=1e17) is impossible state: left alone, and made permanent
+// by a PERSIST, it would deny that client forever or fail every call, so the
+// script deletes the key, decides as for a fresh key, writes the fresh state
+// with a TTL, and answers repaired = 1, which the Store counts
+// (sluice_store_repairs_total) and logs. A repair admits at most what a fresh
+// key would. A key that only lost its TTL but holds possible values needs no
+// repair: its values decay with the clock like any key's, and the next write
+// sets a TTL again (no TTL check costs a call per decision).
 //
 // Lua numbers are doubles: microseconds since the epoch (~1.7e15) are exact
 // below 2^53. Values are written with %.17g so that none loses precision.
@@ -81,8 +83,6 @@ local function fetch(...)
   end
   return nil
 end
--- persisted reports a key without a TTL, which no script writes.
-local function persisted() return redis.call('PTTL', KEYS[1]) == -1 end
 `
 
 // tokenBucketLua is GCRA: the hash holds t, the theoretical arrival time (the
@@ -96,7 +96,7 @@ local st = fetch('t', 'c')
 local tat = now
 if st then
   local x, c = tonumber(st[1]), tonumber(st[2])
-  if bad(x) or bad(c) or c <= 0 or x - now > c + 1 or persisted() then
+  if bad(x) or bad(c) or c <= 0 or x - now > c + 1 then
     repair()
   else
     if c ~= tau and x > now then x = now + (x - now) * tau / c end
@@ -130,7 +130,7 @@ local st = fetch('w', 'n', 'l')
 local n = 0
 if st then
   local w, c, l = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
-  if bad(w) or bad(c) or bad(l) or c < 0 or l <= 0 or c > l or w > win or persisted() then
+  if bad(w) or bad(c) or bad(l) or c < 0 or l <= 0 or c > l or w > win then
     repair()
   elseif w == win then
     n = c
@@ -170,7 +170,7 @@ local cur, prev = 0, 0
 if st then
   local w, c, p, l = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
   if bad(w) or bad(c) or bad(p) or bad(l) or c < 0 or p < 0 or l <= 0 or
-      c > l * (1 + 1e-9) + 1e-6 or p > l * (1 + 1e-9) + 1e-6 or w > win or persisted() then
+      c > l * (1 + 1e-9) + 1e-6 or p > l * (1 + 1e-9) + 1e-6 or w > win then
     repair()
   else
     local s = rate / l

@@ -285,7 +285,7 @@ func (s *Store) repaired(key string) {
 	if s.repairs != nil {
 		s.repairs.Inc()
 	}
-	s.set.Logger.Warn("redis limit key held impossible state (wrong type, NaN, out of range or without a TTL); rewritten from scratch",
+	s.set.Logger.Warn("redis limit key held impossible state (wrong type, NaN or out of range); rewritten from scratch",
 		"key", key)
 }
 
