@@ -49,7 +49,7 @@
 // A key holding state no script writes (another type, a missing or
 // non-numeric field, NaN, infinity, a negative count or one above the rate, a
 // window or theoretical arrival time past what the clock allows, such as
-// t=1e17, or no TTL at all after a PERSIST) is repaired inside the script: it
+// t=1e17, whether or not a PERSIST took its TTL) is repaired inside the script: it
 // is deleted, the request is decided as for a fresh key, the fresh state is
 // written with a TTL, and the Store counts the repair in
 // sluice_store_repairs_total{store="redis"} and logs the key. Such a key
