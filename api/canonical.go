@@ -14,10 +14,11 @@ import (
 )
 
 // Normalize returns a deep copy of rs with every default written out: periods,
-// bursts, keys, scopes, cluster modes, timeouts, weights, reject responses,
-// breaker and degrade settings (except limits' ipv6Prefix, whose default 64
-// is written as absent: it came after versions were published, and writing
-// it out would change their checksums); upper-case methods, lower-case hosts,
+// bursts, keys, scopes, cluster modes, upstream timeouts, weights, reject
+// responses, breaker and degrade settings (except three fields that came after
+// versions were published and are written as absent when they hold their
+// default, so that older documents keep their checksums: limits' ipv6Prefix
+// (64) and upstreams' bodyTimeout and writeTimeout); upper-case methods, lower-case hosts,
 // canonical header names (X-Canary), and JSON fallback bodies with sorted
 // keys. The same rules written with and without their defaults normalize to
 // the same value, and Normalize of a normalized rule set changes nothing. rs
@@ -42,6 +43,17 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		}
 		if r.Upstream.Timeout == 0 {
 			r.Upstream.Timeout = Duration(DefaultUpstreamTimeout)
+		}
+		// The client-side timeouts came after checksums were stored: their
+		// defaults are normalized away rather than written out, so that the
+		// canonical form (and checksum) of every earlier document stays as
+		// it was, and a document that spells the default out has the same
+		// checksum as one that omits it.
+		if r.Upstream.BodyTimeout == Duration(DefaultBodyTimeout) {
+			r.Upstream.BodyTimeout = 0
+		}
+		if r.Upstream.WriteTimeout == Duration(DefaultWriteTimeout) {
+			r.Upstream.WriteTimeout = 0
 		}
 		for j := range r.Upstream.Targets {
 			if r.Upstream.Targets[j].Weight == 0 {

@@ -71,6 +71,16 @@ type Upstream struct {
 	Targets []Target `json:"targets"`
 	// Timeout bounds the whole upstream exchange; zero means DefaultUpstreamTimeout.
 	Timeout Duration `json:"timeout,omitempty"`
+	// BodyTimeout bounds the wait for each part of the client's request
+	// body: a client that sends nothing of a body it announced for this
+	// long is answered 408 and its connection closed (nginx's
+	// client_body_timeout); zero means DefaultBodyTimeout.
+	BodyTimeout Duration `json:"bodyTimeout,omitempty"`
+	// WriteTimeout bounds each write of the response to the client: a
+	// client that takes nothing of the response for this long has its
+	// connection closed (nginx's send_timeout), which frees its limit
+	// slots; zero means DefaultWriteTimeout.
+	WriteTimeout Duration `json:"writeTimeout,omitempty"`
 	// StripPrefix removes the route's pathPrefix before forwarding.
 	StripPrefix bool `json:"stripPrefix,omitempty"`
 }
@@ -155,7 +165,10 @@ type Limit struct {
 	// Burst is the token bucket's capacity or the leaky bucket's queue length;
 	// zero means Rate.
 	Burst int64 `json:"burst,omitempty"`
-	// MaxDelay is how long a leaky-bucket request may wait for its turn.
+	// MaxDelay is how long a leaky-bucket request may wait for its turn. Zero
+	// (nginx limit_req's nodelay) admits up to Burst units above the rate at
+	// once, without waiting; a positive MaxDelay delays admitted requests
+	// until the units ahead of them have drained, refusing longer waits.
 	MaxDelay Duration `json:"maxDelay,omitempty"`
 	// Cost is what one request consumes; nil means 1. Not for concurrency.
 	Cost *Cost `json:"cost,omitempty"`
@@ -301,6 +314,8 @@ type DegradeFallback struct {
 // Defaults applied by Normalize.
 const (
 	DefaultUpstreamTimeout    = 30 * time.Second
+	DefaultBodyTimeout        = 10 * time.Second
+	DefaultWriteTimeout       = 10 * time.Second
 	DefaultPeriod             = time.Second
 	DefaultBreakerMinRequests = 20
 	DefaultHalfOpenProbes     = 1

@@ -240,6 +240,12 @@ func (v validator) route(p string, r *Route) {
 	if up.Timeout < 0 || up.Timeout.D() > time.Hour {
 		v.add(upp+".timeout", "must be between 0 and 1h (0 means %s)", DefaultUpstreamTimeout)
 	}
+	if up.BodyTimeout < 0 || up.BodyTimeout.D() > time.Hour {
+		v.add(upp+".bodyTimeout", "must be between 0 and 1h (0 means %s)", DefaultBodyTimeout)
+	}
+	if up.WriteTimeout < 0 || up.WriteTimeout.D() > time.Hour {
+		v.add(upp+".writeTimeout", "must be between 0 and 1h (0 means %s)", DefaultWriteTimeout)
+	}
 	if up.StripPrefix && m.PathPrefix == "" {
 		v.add(upp+".stripPrefix", "needs match.pathPrefix")
 	}

@@ -8,14 +8,37 @@
 // (which load balancers probe). With no token configured, non-loopback peers
 // are refused outright, so binding the endpoint to a public address without a
 // token exposes nothing.
+//
+// Because loopback is trusted, a web page the operator's browser opens must
+// not be able to reach the endpoint through the browser (DNS rebinding: a
+// name the attacker controls resolving to 127.0.0.1; or a plain cross-site
+// form post). So on every path but /healthz and /readyz, before the token
+// check:
+//
+//   - the Host header must name the endpoint: localhost, a loopback address,
+//     the host of the admin listen address (with a wildcard listen address,
+//     any address of this machine's interfaces), or one of
+//     Config.AllowedHosts; any port. Otherwise 421 Misdirected Request.
+//   - a request from another origin is refused with 403: an Origin header
+//     that is not http://<Host>, a Sec-Fetch-Site other than same-origin or
+//     none, and on POST, PUT, PATCH and DELETE a Content-Type other than
+//     application/json (which a cross-site page cannot send without a CORS
+//     preflight the endpoint never grants).
+//
+// curl from the node itself passes all of these (curl sends Host:
+// 127.0.0.1:9901 and no Origin); give mutations their type:
+// curl --json '{"rule":"checkout","level":1,"ttl":"10m"}' http://127.0.0.1:9901/degrade.
 package admin
 
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,6 +58,14 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Extra handlers mounted as they are, keyed by pattern ("GET /breakers").
 	Extra map[string]http.Handler
+	// Addr is the admin listen address (host:port); its host is an allowed
+	// Host. A wildcard or empty host allows this machine's interface
+	// addresses instead.
+	Addr string
+	// AllowedHosts are further names (or addresses) the Host header may
+	// carry, without port, compared case-insensitively: the names operators
+	// and scrapers reach the endpoint by.
+	AllowedHosts []string
 }
 
 // New returns the admin handler. It is safe for concurrent use.
@@ -65,16 +96,113 @@ func New(cfg Config) http.Handler {
 	for pattern, h := range cfg.Extra {
 		mux.Handle(pattern, h)
 	}
-	return &guard{token: []byte(cfg.Token), next: mux}
+	return &guard{token: []byte(cfg.Token), next: mux, hosts: allowedHosts(cfg)}
 }
 
 type guard struct {
 	token []byte
 	next  http.Handler
+	hosts hostSet
+}
+
+// hostSet is what a Host header may name.
+type hostSet struct {
+	names map[string]bool     // lower case, no port, no brackets
+	addrs map[netip.Addr]bool // besides loopback
+}
+
+func allowedHosts(cfg Config) hostSet {
+	hs := hostSet{names: map[string]bool{"localhost": true}, addrs: map[netip.Addr]bool{}}
+	add := func(h string) {
+		h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+		if h == "" {
+			return
+		}
+		if a, err := netip.ParseAddr(h); err == nil {
+			hs.addrs[a.Unmap()] = true
+			return
+		}
+		hs.names[h] = true
+	}
+	for _, h := range cfg.AllowedHosts {
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
+		}
+		add(h)
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		host = cfg.Addr
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); host == "" || (err == nil && a.IsUnspecified()) {
+		// Listening on every interface: any of this machine's addresses.
+		if ifas, err := net.InterfaceAddrs(); err == nil {
+			for _, ifa := range ifas {
+				if p, err := netip.ParsePrefix(ifa.String()); err == nil {
+					hs.addrs[p.Addr().Unmap()] = true
+				}
+			}
+		}
+	} else {
+		add(host)
+	}
+	return hs
+}
+
+// allows reports whether a Host header value names the endpoint.
+func (hs hostSet) allows(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap()
+		return a.IsLoopback() || hs.addrs[a]
+	}
+	return hs.names[host]
+}
+
+// crossOrigin returns why r comes from another origin than the endpoint's,
+// or "" when it does not.
+func crossOrigin(r *http.Request) string {
+	if o, ok := r.Header["Origin"]; ok {
+		u, err := url.Parse(strings.Join(o, ","))
+		if len(o) != 1 || err != nil || u.Scheme != "http" || !strings.EqualFold(u.Host, r.Host) || u.Path != "" {
+			return "the request's Origin is not this endpoint's"
+		}
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return "the request comes from another site (Sec-Fetch-Site)"
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			return "a change must be sent as Content-Type: application/json"
+		}
+	}
+	return ""
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || Loopback(r.RemoteAddr) {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	if !g.hosts.allows(r.Host) {
+		WriteProblem(w, http.StatusMisdirectedRequest, "unknown host",
+			"the Host header does not name this admin endpoint; add the name to --admin-allowed-hosts")
+		return
+	}
+	if why := crossOrigin(r); why != "" {
+		WriteProblem(w, http.StatusForbidden, "cross-origin request refused", why)
+		return
+	}
+	if Loopback(r.RemoteAddr) {
 		g.next.ServeHTTP(w, r)
 		return
 	}

@@ -40,7 +40,7 @@ func TestGuard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			r := httptest.NewRequest("GET", tc.path, nil)
-			r.RemoteAddr = tc.remote
+			r.RemoteAddr, r.Host = tc.remote, "127.0.0.1:9901"
 			if tc.auth != "" {
 				r.Header.Set("Authorization", tc.auth)
 			}
@@ -57,7 +57,7 @@ func TestNoTokenRefusesRemote(t *testing.T) {
 	t.Parallel()
 	h := New(Config{})
 	r := httptest.NewRequest("GET", "/status", nil)
-	r.RemoteAddr = "192.0.2.1:1"
+	r.RemoteAddr, r.Host = "192.0.2.1:1", "127.0.0.1:9901"
 	r.Header.Set("Authorization", "Bearer ")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)

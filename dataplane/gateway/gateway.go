@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
 )
@@ -33,8 +34,17 @@ type Config struct {
 	Listen string
 	// Admin is the node admin address; default "127.0.0.1:9901".
 	Admin string
+	// NodeID names the node in the Via header of forwarded requests, by
+	// which it refuses requests that loop back to it (508); empty means the
+	// host name. With Snapshot.Transport set, that Transport's own
+	// Settings.NodeID applies instead.
+	NodeID string
 	// AdminToken is required from non-loopback admin clients.
 	AdminToken string
+	// AdminAllowedHosts are names the admin endpoint's Host header may carry
+	// besides localhost, loopback addresses and Admin's host (see package
+	// admin: other Hosts are refused, against DNS rebinding).
+	AdminAllowedHosts []string
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// MaxKeysPerLimit caps the keys one limit tracks; 0 means the limit
@@ -97,6 +107,12 @@ func New(cfg Config) *Node {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
+	if cfg.Snapshot.Transport == nil {
+		// The node's own upstream pools: its Via name and listeners are
+		// what loop detection compares with.
+		cfg.Snapshot.Transport = proxy.NewTransport(proxy.Settings{NodeID: cfg.NodeID, Logger: cfg.Logger})
+	}
+	cfg.Snapshot.Transport.SetListeners(cfg.Listen, cfg.Admin)
 	cfg.Snapshot.Metrics = cfg.Metrics
 	cfg.Snapshot.Logger = cfg.Logger
 	cfg.Snapshot.TrustedProxies = cfg.TrustedProxies
@@ -194,7 +210,7 @@ type Status struct {
 
 // Status reports the applied version and the last apply error.
 func (n *Node) Status() Status {
-	st := Status{Build: Build, StartedAt: n.started}
+	st := Status{NodeID: n.cfg.NodeID, Build: Build, StartedAt: n.started}
 	if s := n.current.Load(); s != nil {
 		st.Version, st.Checksum, st.Source, st.AppliedAt = s.Version, s.Checksum, s.Source, s.AppliedAt
 		st.Routes, st.Limits, st.Breakers, st.Degrades = len(s.Rules.Routes), len(s.Rules.Limits), len(s.Rules.Breakers), len(s.Rules.Degrades)

@@ -13,14 +13,29 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 
+	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// ServeHTTP serves one request through the current snapshot, read once.
+// ServeHTTP serves one request through the current snapshot, read once. A
+// request that already went through this node (its Via names it) or through
+// too many proxies is refused first, with 508, before it costs any limit.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if n.cfg.Snapshot.Transport.Looping(r) {
+		proxy.WriteLoopDetected(w, r)
+		n.metrics.Requests.WithLabelValues("", "508").Inc()
+		return
+	}
+	if r.ProtoMajor == 1 {
+		// HTTP/1 write deadlines are the connection's: clear the one the
+		// previous request on it may have left (see proxy.Upstream.Forward).
+		_ = proxy.SetWriteDeadline(w, time.Time{})
+		// Bound a body until the route's own bound applies (snapshot).
+		proxy.GuardBody(w, r, api.DefaultBodyTimeout)
+	}
 	s := n.current.Load()
 	if s == nil {
 		proxy.WriteProblem(w, r, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
@@ -28,6 +43,16 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ServeHTTP(w, r)
 }
+
+// Server timeouts of the traffic listener.
+const (
+	// ReadHeaderTimeout bounds the reading of a request's header (a
+	// slowloris client is cut off after it).
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes a keep-alive connection (HTTP/1 or h2c) idle for
+	// this long, as nginx's keepalive_timeout 75s does.
+	IdleTimeout = 75 * time.Second
+)
 
 // Listeners are the node's bound sockets, for callers that listen on port 0.
 type Listeners struct {
@@ -47,17 +72,22 @@ func (n *Node) Listen() (*Listeners, error) {
 		tl.Close()
 		return nil, fmt.Errorf("listening on admin address %s: %w", n.cfg.Admin, err)
 	}
+	// Rule sets compiled from now on refuse targets that are these sockets,
+	// whatever port 0 became.
+	n.cfg.Snapshot.Transport.SetListeners(tl.Addr().String(), al.Addr().String())
 	return &Listeners{Traffic: tl, Admin: al}, nil
 }
 
 // AdminHandler returns the node admin endpoint's handler.
 func (n *Node) AdminHandler() http.Handler {
 	return admin.New(admin.Config{
-		Token:    n.cfg.AdminToken,
-		Status:   func() any { return n.Status() },
-		Ready:    n.Ready,
-		Gatherer: n.metrics.Registry,
-		Extra:    n.adminExtras(),
+		Token:        n.cfg.AdminToken,
+		Status:       func() any { return n.Status() },
+		Ready:        n.Ready,
+		Gatherer:     n.metrics.Registry,
+		Extra:        n.adminExtras(),
+		Addr:         n.cfg.Admin,
+		AllowedHosts: n.cfg.AdminAllowedHosts,
 	})
 }
 
@@ -67,15 +97,20 @@ func (n *Node) AdminHandler() http.Handler {
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	traffic := &http.Server{
 		// h2c lets clients speak HTTP/2 without TLS; HTTP/1.1 is served as usual.
-		Handler:           h2c.NewHandler(n, &http2.Server{}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h2c.NewHandler(n, &http2.Server{IdleTimeout: IdleTimeout}),
+		// Bodies and responses are bounded per route (bodyTimeout,
+		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
+		// request header and the idle time between requests.
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    proxy.MaxHeaderBytes,
 		ErrorLog:          nil,
 	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
 	traffic.ConnState = fresh.track
-	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
+		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
 	for _, s := range []struct {

@@ -207,11 +207,17 @@ func (p *params) tbTake(tat, now, cost int64) (int64, Decision) {
 	return next, d
 }
 
-// lbTake is the leaky bucket as a queue (a meter with delay, like nginx
-// limit_req without nodelay): requests leave the bucket one every t ns; a
-// request waits until the units ahead of it have left (Delay), is admitted
-// only if that wait is at most maxDelay and the bucket, counting its own
-// units, holds at most burst units.
+// lbTake is the leaky bucket as a queue of burst units draining one every t
+// ns, nginx limit_req burst= semantics. A request joins the queue iff the
+// queue with its own units holds at most burst units (next−now ≤ tau).
+//
+// With maxDelay 0 (nginx's nodelay) an admitted request goes at once: the
+// queue absorbs a burst of up to burst units above the rate and then drains at
+// the rate, so under any load the limit admits burst + rate·elapsed units,
+// exactly what a token bucket of capacity burst does. With maxDelay > 0 (nginx
+// without nodelay) an admitted request waits until the units ahead of it have
+// left (Delay = TAT−now), and a request whose wait would exceed maxDelay is
+// refused: the queue is then at most min(burst, maxDelay/t + 1) deep.
 func (p *params) lbTake(tat, now, cost int64) (int64, Decision) {
 	d := Decision{Limit: p.rate}
 	if tat < now {
@@ -219,14 +225,20 @@ func (p *params) lbTake(tat, now, cost int64) (int64, Decision) {
 	}
 	wait := tat - now
 	next := tat + cost*p.t
-	if wait > p.maxDelay || next-now > p.tau {
+	if next-now > p.tau || (p.maxDelay > 0 && wait > p.maxDelay) {
 		d.Remaining = max(0, (p.tau-wait)/p.t)
 		d.Reset = time.Duration(wait)
-		d.RetryAfter = time.Duration(max(wait-p.maxDelay, next-p.tau-now, 1))
+		retry := next - p.tau - now
+		if p.maxDelay > 0 {
+			retry = max(retry, wait-p.maxDelay)
+		}
+		d.RetryAfter = time.Duration(max(retry, 1))
 		return tat, d
 	}
 	d.Allowed = true
-	d.Delay = time.Duration(wait)
+	if p.maxDelay > 0 {
+		d.Delay = time.Duration(wait)
+	}
 	d.Remaining = (p.tau - (next - now)) / p.t
 	d.Reset = time.Duration(next - now)
 	return next, d

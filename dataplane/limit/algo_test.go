@@ -141,8 +141,9 @@ func TestAlgorithms(t *testing.T) {
 		{"leaky bucket queue length is burst", api.Limit{Algorithm: api.LeakyBucket, Rate: 10, Burst: 2, MaxDelay: api.Duration(time.Second)}, []step{
 			{at: 0, allowed: true, remaining: 1}, {at: 0, allowed: true, remaining: 0, delay: 100 * ms}, {at: 0, remaining: -1, retry: 100 * ms},
 		}},
-		{"leaky bucket without maxDelay paces", api.Limit{Algorithm: api.LeakyBucket, Rate: 10}, []step{
-			{at: 0, allowed: true, remaining: 9}, {at: 50 * ms, remaining: -1, retry: 50 * ms}, {at: 100 * ms, allowed: true, remaining: 9},
+		{"leaky bucket without maxDelay absorbs burst at once (nodelay)", api.Limit{Algorithm: api.LeakyBucket, Rate: 10, Burst: 2}, []step{
+			{at: 0, allowed: true, remaining: 1}, {at: 0, allowed: true, remaining: 0}, {at: 0, remaining: -1, retry: 100 * ms},
+			{at: 50 * ms, remaining: -1, retry: 50 * ms}, {at: 100 * ms, allowed: true, remaining: 0},
 		}},
 		{"leaky bucket fractional 1 per 10s", api.Limit{Algorithm: api.LeakyBucket, Rate: 1, Period: api.Duration(10 * time.Second)}, []step{
 			{at: 0, allowed: true, remaining: 0}, {at: 5 * time.Second, remaining: -1, retry: 5 * time.Second}, {at: 10 * time.Second, allowed: true, remaining: 0},

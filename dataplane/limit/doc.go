@@ -45,13 +45,17 @@
 //     again; the bucket holds burst − (TAT−now)/t tokens, n tokens are taken
 //     iff max(TAT,now) + n·t − now ≤ burst·t, and TAT moves by n·t. One int64
 //     per key: a global bucket is updated with one compare-and-swap, no lock.
-//   - leaky_bucket: a queue of burst units draining one unit every t ns
-//     (nginx limit_req without nodelay). A request is scheduled after the
-//     units ahead of it; it is admitted iff its wait is at most maxDelay and
-//     the queue with it holds at most burst units. Decision.Delay is the
-//     wait; Admit waits it out (Wait) only after every other limit passed. A
-//     client that goes away while waiting gets its units refunded: the next
-//     request takes its place.
+//   - leaky_bucket: a queue of burst units draining one unit every t ns,
+//     nginx limit_req burst=. A request joins the queue iff the queue with
+//     its units holds at most burst units. With maxDelay 0 (the default,
+//     nginx's nodelay) it is admitted at once: the queue absorbs bursts of up
+//     to burst units above the rate and drains at the rate, so under overload
+//     it admits burst + rate·elapsed units, as a token bucket of capacity
+//     burst does. With maxDelay > 0 (nginx without nodelay) it is scheduled
+//     after the units ahead of it and admitted iff that wait is at most
+//     maxDelay too. Decision.Delay is the wait; Admit waits it out (Wait)
+//     only after every other limit passed. A client that goes away while
+//     waiting gets its units refunded: the next request takes its place.
 //   - fixed_window: at most rate units per window; windows are aligned on
 //     multiples of period on the Now scale.
 //   - sliding_window: the sliding-window counter over two fixed windows. At

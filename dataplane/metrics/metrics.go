@@ -6,6 +6,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics holds every metric the gateway exports. The zero value is not
@@ -25,6 +26,7 @@ type Metrics struct {
 	RulesetApplyErrors prometheus.Counter       // sluice_ruleset_apply_errors_total
 	RulesetApplies     prometheus.Counter       // sluice_ruleset_applies_total
 	StoreErrors        *prometheus.CounterVec   // sluice_store_errors_total{store}
+	StoreRepairs       *prometheus.CounterVec   // sluice_store_repairs_total{store}
 	LogsDropped        prometheus.Counter       // sluice_log_dropped_total
 }
 
@@ -79,13 +81,96 @@ func New() *Metrics {
 		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total", Help: "Errors from shared stores, by store.",
 		}, []string{"store"}),
+		StoreRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_repairs_total", Help: "Keys of a shared store found in an impossible state and rewritten from scratch, by store.",
+		}, []string{"store"}),
 		LogsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_dropped_total", Help: "Log lines dropped by the log rate limiter.",
 		}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.RulesetVersion, m.RulesetApplyErrors,
-		m.RulesetApplies, m.StoreErrors, m.LogsDropped,
+		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Live names the routes and rules of the rule set a node serves, for Prune.
+type Live struct {
+	Routes, Limits, Breakers, Degrades []string
+}
+
+// Prune deletes every per-route and per-rule series whose route or rule is
+// not in live: sluice_requests_total and sluice_request_duration_seconds by
+// route, sluice_limit_decisions_total by limit, sluice_breaker_state and
+// sluice_breaker_transitions_total by breaker, sluice_degrade_level,
+// sluice_degrade_transitions_total and sluice_degrade_shed_total by degrade
+// rule. The gateway calls it after each swap, so that a node does not keep
+// exporting the series of rules that are gone. It returns the number of
+// series deleted. It reads every series of those metrics once (off the hot
+// path); safe for concurrent use with updates, which may re-create a series
+// of a rule an in-flight request of the retired rule set still reports on.
+func (m *Metrics) Prune(live Live) int {
+	set := func(ids []string) map[string]bool {
+		s := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			s[id] = true
+		}
+		return s
+	}
+	routes := set(live.Routes)
+	routes[""] = true // requests no route matched (404)
+	limits, breakers, degrades := set(live.Limits), set(live.Breakers), set(live.Degrades)
+	n := 0
+	n += prune(m.Requests, "route", routes)
+	n += prune(m.RequestDuration, "route", routes)
+	n += prune(m.LimitDecisions, "rule", limits)
+	n += prune(m.BreakerState, "rule", breakers)
+	n += prune(m.BreakerTransitions, "rule", breakers)
+	n += prune(m.DegradeLevel, "rule", degrades)
+	n += prune(m.DegradeTransitions, "rule", degrades)
+	n += prune(m.DegradeShed, "rule", degrades)
+	return n
+}
+
+// vec is what prune needs of a *prometheus.MetricVec wrapper.
+type vec interface {
+	prometheus.Collector
+	Delete(prometheus.Labels) bool
+}
+
+// prune deletes v's series whose label value is not in keep, each by its
+// whole label set (a hash lookup; DeletePartialMatch would scan every series
+// for every value, quadratic in the number of rules).
+func prune(v vec, label string, keep map[string]bool) int {
+	ch := make(chan prometheus.Metric, 256)
+	go func() {
+		v.Collect(ch)
+		close(ch)
+	}()
+	var gone []prometheus.Labels
+	var pb dto.Metric
+	for mt := range ch {
+		pb.Reset()
+		if mt.Write(&pb) != nil {
+			continue
+		}
+		for _, lp := range pb.GetLabel() {
+			if lp.GetName() == label && !keep[lp.GetValue()] {
+				ls := make(prometheus.Labels, len(pb.GetLabel()))
+				for _, l := range pb.GetLabel() {
+					ls[l.GetName()] = l.GetValue()
+				}
+				gone = append(gone, ls)
+				break
+			}
+		}
+	}
+	n := 0
+	for _, ls := range gone {
+		if v.Delete(ls) {
+			n++
+		}
+	}
+	return n
 }

@@ -40,6 +40,13 @@ type Settings struct {
 	// Logger receives debug logs (clients gone, upstream copy errors); nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// NodeID names this gateway in the Via header it adds to every
+	// forwarded request ("1.1 sluice-<NodeID>", RFC 9110), by which Looping
+	// recognises a request that came back; empty means the host name.
+	NodeID string
+	// MaxHops is the most Via entries a request may arrive with before
+	// Looping refuses it; zero means DefaultMaxHops.
+	MaxHops int
 }
 
 func (s Settings) withDefaults() Settings {
@@ -63,6 +70,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
+	}
+	if s.MaxHops <= 0 {
+		s.MaxHops = DefaultMaxHops
 	}
 	return s
 }
@@ -88,6 +98,10 @@ type Transport struct {
 
 	mu      sync.Mutex
 	origins map[string]*origin
+
+	via, via11, via2 string   // Via pseudonym; "1.1 " and "2 " entries
+	via11s, via2s    []string // the entries as header values, shared read-only
+	self             selfSet
 }
 
 // origin is one target origin's transport, counted by the upstream targets
@@ -102,12 +116,18 @@ type origin struct {
 // NewTransport returns an empty set of connection pools with s's settings.
 func NewTransport(s Settings) *Transport {
 	s = s.withDefaults()
+	via := viaName(s.NodeID)
 	return &Transport{
 		settings: s,
 		dialer:   &net.Dialer{Timeout: s.DialTimeout, KeepAlive: s.KeepAlive},
 		buffers:  &bufferPool{},
 		log:      s.Logger,
 		origins:  map[string]*origin{},
+		via:      via,
+		via11:    "1.1 " + via,
+		via2:     "2 " + via,
+		via11s:   []string{"1.1 " + via},
+		via2s:    []string{"2 " + via},
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,8 +49,11 @@ type Outcome struct {
 	Err error
 	// Timeout is set when the route's upstream timeout fired.
 	Timeout bool
-	// ClientGone is set when the client went away (Status is then 499).
-	// Such a request says nothing about the upstream's health.
+	// ClientGone is set when the client went away, or stalled: Status is
+	// then 499, or 408 when the client's request body stalled past the
+	// route's bodyTimeout; a client that took nothing of the response for the
+	// route's writeTimeout is 499 too. Such a request says nothing about the
+	// upstream's health.
 	ClientGone bool
 	// Upgraded is set when the connection was switched to another protocol
 	// (WebSocket): Duration is then the connection's whole life, and should
@@ -71,6 +76,9 @@ type Upstream struct {
 	targets       []*target
 	timeout       time.Duration
 	timeoutDetail string
+	bodyTimeout   time.Duration // client body: longest wait for the next part
+	writeTimeout  time.Duration // client response: longest wait for one write
+	bodyDetail    string
 	strip         string // canonical escaped prefix removed before forwarding; "" for none
 	balance       *balancer
 	log           *slog.Logger
@@ -85,6 +93,7 @@ type target struct {
 	weight int
 	origin *origin
 	proxy  *httputil.ReverseProxy
+	tr     *Transport // for the Via entry
 }
 
 func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, err error) {
@@ -93,6 +102,14 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		u.timeout = api.DefaultUpstreamTimeout
 	}
 	u.timeoutDetail = fmt.Sprintf("the upstream did not answer within %s", u.timeout)
+	u.bodyTimeout, u.writeTimeout = r.Upstream.BodyTimeout.D(), r.Upstream.WriteTimeout.D()
+	if u.bodyTimeout <= 0 {
+		u.bodyTimeout = api.DefaultBodyTimeout
+	}
+	if u.writeTimeout <= 0 {
+		u.writeTimeout = api.DefaultWriteTimeout
+	}
+	u.bodyDetail = fmt.Sprintf("the request body stalled: nothing arrived for %s", u.bodyTimeout)
 	if r.Upstream.StripPrefix {
 		if r.Match.PathPrefix == "" {
 			return nil, errors.New("stripPrefix needs match.pathPrefix")
@@ -116,6 +133,10 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		if err != nil {
 			return nil, fmt.Errorf("target %d: %w", i, err)
 		}
+		if err := tr.checkSelf(t.scheme, t.host); err != nil {
+			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
+		}
+		t.tr = tr
 		t.weight = max(tg.Weight, 1)
 		t.origin = tr.acquire(t.originKey(tg.URL), strings.HasPrefix(tg.URL, "h2c:"))
 		t.proxy = &httputil.ReverseProxy{
@@ -194,6 +215,27 @@ func (u *Upstream) Targets() []string {
 // Timeout returns the bound on one whole exchange with the upstream.
 func (u *Upstream) Timeout() time.Duration { return u.timeout }
 
+// GuardBody bounds the wait for r's body before the gateway reads any of it,
+// for answers the gateway writes itself (429, 503): net/http reads an unread
+// HTTP/1 body of up to 256 KiB before it sends such an answer, and without a
+// deadline a client that promised a body and stalls would hold the answer,
+// and whatever limit slot the request holds, forever. Call it once the route
+// is known; Forward then renews the deadline as the body arrives. It does
+// nothing for requests without a body and for HTTP/2, whose streams need no
+// such read.
+func (u *Upstream) GuardBody(w http.ResponseWriter, r *http.Request) {
+	GuardBody(w, r, u.bodyTimeout)
+}
+
+// GuardBody is Upstream.GuardBody with an explicit timeout, for requests no
+// route matched.
+func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
+	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody || timeout <= 0 {
+		return
+	}
+	_ = SetReadDeadline(w, time.Now().Add(timeout))
+}
+
 // Forward sends r to the next target and relays the answer to w. m is what
 // Router.Match returned for r: its Path is what the upstream receives, after
 // stripPrefix and behind the target URL's own path. The query string is
@@ -206,6 +248,16 @@ func (u *Upstream) Timeout() time.Duration { return u.timeout }
 // timeout bounds the whole exchange, body included; for an upgrade
 // (WebSocket) it bounds the handshake only.
 //
+// The client side is bounded too, with read and write deadlines on the
+// client's connection (or HTTP/2 stream), as http.ResponseController sets
+// them: a request body of which
+// nothing arrives for the route's bodyTimeout is answered 408 (connection
+// closed), and a response write the client takes nothing of for the route's
+// writeTimeout aborts the response, so that a slow or non-reading client
+// holds no limit slot longer than that. Both are progress timeouts, renewed
+// as data moves. A writer without deadlines (a test recorder) is served
+// without them.
+//
 // A target that cannot be reached is answered 502, a timeout 504, both as
 // application/problem+json; a client that went away gets nothing. Forward
 // never panics because of the exchange, but see Outcome.Aborted.
@@ -216,6 +268,8 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 
 	rec := getRecorder(w, r.Context())
 	rec.id = id
+	rec.writeTimeout = u.writeTimeout
+	rec.bodyDetail = u.bodyDetail
 	ctx, cancel := context.WithCancel(r.Context())
 	rec.cancel = cancel
 	rec.timer = time.AfterFunc(u.timeout, rec.expire)
@@ -224,10 +278,22 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	ou := *r.URL
 	u.setPath(&ou, t, m.Path)
 	out.URL = &ou
+	if r.Body != nil && r.Body != http.NoBody {
+		rec.body = &bodyReader{ReadCloser: r.Body, w: w, timeout: u.bodyTimeout}
+		out.Body = rec.body
+	}
 	aborted := serve(t.proxy, rec, out)
 
 	rec.disarm()
 	cancel()
+	if rec.body != nil {
+		rec.body.finish()
+	}
+	if rec.deadline && !aborted && !rec.upgraded && r.ProtoMajor == 1 {
+		// Bound the server's final flush of what is still buffered; the
+		// node clears it before the connection's next request.
+		_ = SetWriteDeadline(w, time.Now().Add(u.writeTimeout))
+	}
 	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
 	if o.Status == 0 {
 		o.Status = http.StatusOK // nothing written: net/http sends 200
@@ -235,7 +301,14 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	if aborted && o.Err == nil {
 		o.Err = ErrAborted
 	}
-	if rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted) {
+	switch {
+	case rec.bodyStalled:
+		// The client's body stalled (answered 408 by errorHandler).
+		o.ClientGone, o.Status, o.Err, o.Timeout = true, http.StatusRequestTimeout, nil, false
+	case rec.writeFailed && (o.Err != nil || aborted):
+		// The client did not take the response (writeTimeout, or gone).
+		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
+	case rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted):
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
 	}
 	o.Duration = time.Since(start)
@@ -297,6 +370,13 @@ func (t *target) rewrite(pr *httputil.ProxyRequest) {
 		out.Header["X-Forwarded-For"] = prior
 	}
 	pr.SetXForwarded()
+	// Via (RFC 9110 §7.6.3), appended to any the request came with: it
+	// lets this node, and others, recognise a request that loops.
+	if prior := out.Header["Via"]; len(prior) > 0 {
+		out.Header["Via"] = append(prior, t.tr.viaValue(pr.In.ProtoMajor, pr.In.ProtoMinor))
+	} else {
+		out.Header["Via"] = t.tr.viaHeader(pr.In.ProtoMajor, pr.In.ProtoMinor)
+	}
 }
 
 // dropUpstreamID removes an upstream's own X-Request-Id: the client gets
@@ -320,6 +400,12 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 	case rec.wrote:
 		// A header is out already (an upgrade that failed after the
 		// switch); there is nothing more to say.
+	case rec.body != nil && rec.body.timedOut.Load():
+		// The client's body stalled: not the upstream's fault. The
+		// connection cannot be read on; close it after the answer.
+		rec.w.Header().Set("Connection", "close")
+		WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
+		rec.bodyStalled = true
 	case rec.timedOut.Load():
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
@@ -344,6 +430,15 @@ type recorder struct {
 	stopped  bool // timer stopped before it fired
 	timedOut atomic.Bool
 	expire   func() // rec.onTimeout, bound once
+
+	// Client-side deadlines (see Forward).
+	writeTimeout time.Duration
+	lastDeadline time.Time   // when the write deadline was last set
+	deadline     bool        // a write deadline was set on the client's connection
+	writeFailed  bool        // a write to the client failed
+	bodyStalled  bool        // errorHandler answered 408: the client's body stalled
+	body         *bodyReader // the client's body, when it has one
+	bodyDetail   string
 }
 
 var recorders = sync.Pool{New: func() any {
@@ -390,6 +485,7 @@ func (rec *recorder) WriteHeader(code int) {
 		// Set here, not earlier: a 1xx from the upstream clears the
 		// header map, and copying the upstream's header may have added one.
 		rec.w.Header()[api.HeaderRequestID] = []string{rec.id}
+		rec.extendWrite()
 	}
 	rec.w.WriteHeader(code)
 }
@@ -397,8 +493,33 @@ func (rec *recorder) WriteHeader(code int) {
 func (rec *recorder) Write(b []byte) (int, error) {
 	if !rec.wrote {
 		rec.WriteHeader(http.StatusOK)
+	} else {
+		rec.extendWrite()
 	}
-	return rec.w.Write(b)
+	n, err := rec.w.Write(b)
+	if err != nil {
+		rec.writeFailed = true
+	}
+	return n, err
+}
+
+// extendWrite moves the client connection's write deadline to now +
+// writeTimeout, at most every quarter of it (so that a steady stream of
+// writes costs few deadline updates): a write that makes no progress for
+// between 3/4 and all of writeTimeout fails.
+func (rec *recorder) extendWrite() {
+	if rec.writeTimeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if rec.deadline && now.Sub(rec.lastDeadline) < rec.writeTimeout/4 {
+		return
+	}
+	if SetWriteDeadline(rec.w, now.Add(rec.writeTimeout)) != nil {
+		rec.writeTimeout = 0 // not supported by this writer: stop trying
+		return
+	}
+	rec.deadline, rec.lastDeadline = true, now
 }
 
 // Unwrap lets http.ResponseController reach the server's writer (Flush,
@@ -411,10 +532,60 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	rec.w.Header()[api.HeaderRequestID] = []string{rec.id} // written with the 101
 	c, brw, err := http.NewResponseController(rec.w).Hijack()
 	if err == nil {
+		// A tunnel lives as long as its peers want: no deadlines left
+		// over from the request.
+		_ = c.SetDeadline(time.Time{})
+		rec.writeTimeout, rec.deadline = 0, false
+		if rec.body != nil {
+			rec.body.finish()
+		}
 		rec.disarm()
 		rec.wrote, rec.status, rec.upgraded = true, http.StatusSwitchingProtocols, true
 	}
 	return c, brw, err
+}
+
+// bodyReader is the client's request body as the upstream transport reads
+// it: each read first renews the client connection's read deadline (at most
+// every quarter of the timeout), so a body that stops arriving fails after
+// timeout without progress. The transport may read or close it from its own
+// goroutine, even after Forward returned; finish stops the deadline updates
+// then, as a finished handler's writer must not be touched.
+type bodyReader struct {
+	io.ReadCloser
+	w        http.ResponseWriter // the client's, for its read deadline
+	timeout  time.Duration
+	timedOut atomic.Bool
+
+	mu   sync.Mutex
+	last time.Time // deadline last set at
+	done bool
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if !b.done && b.timeout > 0 {
+		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
+			if SetReadDeadline(b.w, now.Add(b.timeout)) != nil {
+				b.timeout = 0 // not supported by this writer
+			} else {
+				b.last = now
+			}
+		}
+	}
+	b.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		b.timedOut.Store(true)
+	}
+	return n, err
+}
+
+// finish ends the deadline updates: the handler is done with the writer.
+func (b *bodyReader) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
 }
 
 // slogWriter adapts ReverseProxy's log.Logger to slog at debug level.

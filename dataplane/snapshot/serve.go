@@ -30,6 +30,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := s.routes[m.Route.ID]
+	rt.upstream.GuardBody(w, r) // the route's bodyTimeout, before any 429 or 503
 	// A request whose key parts could be read two ways is refused before
 	// anything decides on them, so nothing is consumed for it.
 	var kv limit.KeyValues // the checked key parts, read once for degrade and limits

@@ -192,6 +192,29 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	s.breakers.Retire(nb)
 	s.degrades.Retire(nd)
 	s.router.CloseIdle()
+	if next != nil && s.metrics != nil {
+		// Series of routes and rules next does not have would otherwise be
+		// exported forever.
+		s.metrics.Prune(next.live())
+	}
+}
+
+// live names the snapshot's routes and rules, for metrics.Prune.
+func (s *Snapshot) live() metrics.Live {
+	var l metrics.Live
+	for _, r := range s.Rules.Routes {
+		l.Routes = append(l.Routes, r.ID)
+	}
+	for _, x := range s.Rules.Limits {
+		l.Limits = append(l.Limits, x.ID)
+	}
+	for _, x := range s.Rules.Breakers {
+		l.Breakers = append(l.Breakers, x.ID)
+	}
+	for _, x := range s.Rules.Degrades {
+		l.Degrades = append(l.Degrades, x.ID)
+	}
+	return l
 }
 
 // Breakers returns the snapshot's breakers, for the admin endpoint.

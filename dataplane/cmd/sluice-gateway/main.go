@@ -66,6 +66,7 @@ func main() {
 type options struct {
 	listen, admin, rules       string
 	adminToken, adminTokenFile string
+	adminAllowedHosts          string
 	trustedProxies             string
 	maxKeys                    int
 	shutdownTimeout            time.Duration
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.rules, "rules", "", "rules file (YAML or JSON), watched and reloaded on change and on SIGHUP")
 	fs.StringVar(&o.adminToken, "admin-token", "", "token non-loopback admin clients must send as 'Authorization: Bearer'; prefer SLUICE_ADMIN_TOKEN or --admin-token-file")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the admin token")
+	fs.StringVar(&o.adminAllowedHosts, "admin-allowed-hosts", "", "comma-separated names the admin endpoint answers to besides localhost, loopback addresses and --admin's host (other Host headers are refused, against DNS rebinding)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed for the client IP")
 	fs.IntVar(&o.maxKeys, "max-keys", 0, "most keys one limit tracks before evicting the least recently used (0: the default, 1048576)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to drain in-flight requests on SIGTERM")
@@ -213,6 +215,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnBroadProxies(log, trusted)
 
 	m := metrics.New()
 	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
@@ -254,6 +257,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ShutdownTimeout: o.shutdownTimeout,
 		Logger:          log,
 		Pprof:           o.pprof,
+
+		AdminAllowedHosts: splitList(o.adminAllowedHosts),
+		NodeID:            o.nodeID,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -46,11 +46,16 @@
 // end, a sliding window after two periods. A changed rule reuses the key and
 // rescales the stored fill to the new capacity.
 //
-// A key holding something the script cannot use (another type, a missing or
-// non-numeric field, NaN, infinity) makes the call fail with ErrCorrupt: a
-// store error, and the decision is the onStoreError policy's; it never trips
-// the breaker (Redis is healthy), and the key stays failing until it expires
-// or an operator deletes it.
+// A key holding state no script writes (another type, a missing or
+// non-numeric field, NaN, infinity, a negative count or one above the rate, a
+// window or theoretical arrival time past what the clock allows, such as
+// t=1e17, whether or not a PERSIST took its TTL) is repaired inside the script: it
+// is deleted, the request is decided as for a fresh key, the fresh state is
+// written with a TTL, and the Store counts the repair in
+// sluice_store_repairs_total{store="redis"} and logs the key. Such a key
+// would otherwise deny its client forever or fail every call. A repair admits
+// at most what a fresh key would. ErrCorrupt remains for a reply the Store
+// cannot read (a script of another version).
 //
 // # Exact and batched modes
 //

@@ -2,7 +2,9 @@ package redislimit
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -151,33 +153,56 @@ func TestScriptReloadAfterFlush(t *testing.T) {
 	}
 }
 
-func TestBadDataIsStoreError(t *testing.T) {
+// TestCorruptStateRepaired: a cluster limit key holding state no script
+// writes (another type, junk, NaN, t=1e17, a future window, a count above the
+// rate; each made permanent with PERSIST) is rewritten from scratch, for every algorithm
+// and mode: the request is decided as for a fresh key (allowed, no store
+// error, breaker closed), the repair is counted in sluice_store_repairs_total
+// and the key is left valid with a TTL, so the next request needs no repair.
+func TestCorruptStateRepaired(t *testing.T) {
 	t.Parallel()
 	url := mustSharedRedis(t)
 	m := metrics.New()
 	prefix := freshPrefix(t)
-	st := mustStore(t, Settings{URL: url, Prefix: prefix, Metrics: m, FailuresToOpen: 1})
+	// One failure would open the breaker (a repair must not count as one);
+	// a deadline a loaded machine keeps.
+	st := mustStore(t, Settings{URL: url, Prefix: prefix, Metrics: m, FailuresToOpen: 1, Timeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	raw := st.client
 	ctx := context.Background()
+	hset := func(fields ...any) func(string) error {
+		return func(k string) error { return raw.HSet(ctx, k, fields...).Err() }
+	}
+	future := fmt.Sprint(1e17) // µs: year 5138
 	junk := []struct {
 		desc  string
 		write func(key string) error
 	}{
 		{"string", func(k string) error { return raw.Set(ctx, k, "hello", time.Minute).Err() }},
 		{"list", func(k string) error { return raw.RPush(ctx, k, "a", "b").Err() }},
-		{"non-numeric fields", func(k string) error {
-			return raw.HSet(ctx, k, "t", "abc", "c", "x", "w", "abc", "n", "x", "l", "y", "p", "z").Err()
+		{"non-numeric fields", hset("t", "abc", "c", "x", "w", "abc", "n", "x", "l", "y", "p", "z")},
+		{"nan", hset("t", "nan", "c", "nan", "w", "nan", "n", "nan", "l", "nan", "p", "nan")},
+		{"t=1e17 c=nan", hset("t", future, "c", "nan", "w", "1", "n", "nan", "l", "1000", "p", "0")},
+		{"inf", hset("t", "inf", "c", "inf", "w", "inf", "n", "inf", "l", "inf", "p", "inf")},
+		{"negative", hset("t", "1", "c", "-5", "w", "1", "n", "-3", "l", "-1", "p", "-1")},
+		{"missing field", hset("t", "1", "w", "1")},
+		{"far future, persisted", func(k string) error {
+			// Well-formed numbers an attacker or a bug could leave: a TAT and
+			// a window in the year 5138, a count over the rate, and no TTL.
+			return hset("t", future, "c", "1000000", "w", future, "n", "1000", "l", "1000", "c2", "0", "p", "0")(k)
 		}},
-		{"nan", func(k string) error {
-			return raw.HSet(ctx, k, "t", "nan", "c", "nan", "w", "nan", "n", "nan", "l", "nan", "p", "nan").Err()
+		{"count above capacity", func(k string) error {
+			now, err := raw.Time(ctx).Result()
+			if err != nil {
+				return err
+			}
+			// Windows: this window's count at 5× the rate. Token bucket: a
+			// TAT 100 s ahead under a 1 s tolerance (what it holds is more
+			// than a bucket can).
+			win := fmt.Sprint(now.UnixMicro() / 1e6)
+			tat := fmt.Sprint(now.UnixMicro() + 100e6)
+			return hset("t", tat, "c", "1000000", "w", win, "n", "5000", "l", "1000", "p", "5000")(k)
 		}},
-		{"inf", func(k string) error {
-			return raw.HSet(ctx, k, "t", "inf", "c", "inf", "w", "inf", "n", "inf", "l", "inf", "p", "inf").Err()
-		}},
-		{"negative", func(k string) error {
-			return raw.HSet(ctx, k, "t", "1", "c", "-5", "w", "1", "n", "-3", "l", "-1", "p", "-1").Err()
-		}},
-		{"missing field", func(k string) error { return raw.HSet(ctx, k, "t", "1", "w", "1").Err() }},
 	}
 	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
 		for _, mode := range []api.ClusterMode{api.ModeExact, api.ModeBatched} {
@@ -190,26 +215,76 @@ func TestBadDataIsStoreError(t *testing.T) {
 					if err := j.write(rk); err != nil {
 						t.Fatal(err)
 					}
-					before := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis"))
+					if err := raw.Persist(ctx, rk).Err(); err != nil {
+						t.Fatal(err)
+					}
+					errsBefore := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis"))
+					before := testutil.ToFloat64(m.StoreRepairs.WithLabelValues("redis"))
 					d, err := lim.Take(ctx, key, 1, limit.Now())
-					if err == nil || !errors.Is(err, ErrCorrupt) {
-						t.Fatalf("Take on junk = %+v, %v; want an ErrCorrupt store error", d, err)
+					if err != nil || !d.Allowed {
+						t.Fatalf("Take on corrupt state = %+v, %v; want allowed as a fresh key", d, err)
 					}
-					if d.Allowed {
-						t.Errorf("junk allowed a request under onStoreError: deny: %+v", d)
+					if after := testutil.ToFloat64(m.StoreRepairs.WithLabelValues("redis")); after != before+1 {
+						t.Errorf("sluice_store_repairs_total went %v → %v, want +1", before, after)
 					}
-					if after := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis")); after != before+1 {
-						t.Errorf("sluice_store_errors_total went %v → %v, want +1", before, after)
+					if after := testutil.ToFloat64(m.StoreErrors.WithLabelValues("redis")); after != errsBefore {
+						t.Errorf("a repair counted as a store error: %v → %v", errsBefore, after)
 					}
 					if st.open.Load() {
-						t.Errorf("bad data opened the breaker")
+						t.Errorf("corrupt data opened the breaker")
+					}
+					// The rewritten key is a hash with a TTL, or already gone
+					// (a token bucket's expires when it is full again: 2 ms).
+					if typ, _ := raw.Type(ctx, rk).Result(); typ != "none" {
+						if typ != "hash" {
+							t.Errorf("repaired key has type %q", typ)
+						}
+						if ttl, err := raw.PTTL(ctx, rk).Result(); err != nil || ttl == -1*time.Nanosecond { // -1: no TTL
+							t.Errorf("repaired key has PTTL %v, %v; want a TTL", ttl, err)
+						}
+					}
+					for range 3 {
+						if d, err := lim.Take(ctx, key, 1, limit.Now()); err != nil || !d.Allowed {
+							t.Fatalf("Take after repair = %+v, %v", d, err)
+						}
+					}
+					if after := testutil.ToFloat64(m.StoreRepairs.WithLabelValues("redis")); after != before+1 {
+						t.Errorf("repaired again: sluice_store_repairs_total %v → %v", before, after)
 					}
 				})
 			}
 		}
 	}
-	if s := st.Status(); s.State != StateDegraded || !strings.Contains(s.LastError, "corrupt") {
-		t.Errorf("Status after bad data = %+v, want degraded with the error", s)
+}
+
+// TestPersistedValidKeyHeals: a key that lost its TTL (PERSIST) but holds
+// possible values is no repair: the request is decided on it, and the write
+// of the grant sets a TTL again.
+func TestPersistedValidKeyHeals(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	st := mustStore(t, Settings{URL: mustSharedRedis(t), Prefix: freshPrefix(t), Metrics: m})
+	ctx := context.Background()
+	for _, alg := range []api.Algorithm{api.TokenBucket, api.FixedWindow, api.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			lim := mustLimiter(t, st, api.Limit{ID: "p" + strings.ReplaceAll(string(alg), "_", ""), Algorithm: alg, Rate: 1000, Period: api.Duration(time.Second)})
+			if d, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil || !d.Allowed {
+				t.Fatalf("first Take = %+v, %v", d, err)
+			}
+			rk := lim.(interface{ key(string) string }).key("k")
+			if err := st.client.Persist(ctx, rk).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := lim.Take(ctx, "k", 1, limit.Now()); err != nil || !d.Allowed {
+				t.Fatalf("Take on the persisted key = %+v, %v", d, err)
+			}
+			if ttl, _ := st.client.PTTL(ctx, rk).Result(); ttl <= 0 {
+				t.Errorf("PTTL after a grant = %v, want a TTL again", ttl)
+			}
+			if n := testutil.ToFloat64(m.StoreRepairs.WithLabelValues("redis")); n != 0 {
+				t.Errorf("counted %v repairs", n)
+			}
+		})
 	}
 }
 

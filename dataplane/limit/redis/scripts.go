@@ -13,11 +13,12 @@ import "github.com/redis/go-redis/v9"
 //	ARGV[7] low: budget to leave untouched before granting more than demand
 //	ARGV[8] ret: units to give back first (refunds, unused leases)
 //
-// and answer {granted, remaining, reset µs, retry µs}: granted is 0 or in
-// [need, want]; remaining is the budget left after the grant; reset is how
-// long until the key's quota is whole again (or its window ends); retry is,
-// when nothing was granted, how long until need units could be, or -1 when
-// need can never be granted (need > capacity).
+// and answer {granted, remaining, reset µs, retry µs, repaired}: granted is 0
+// or in [need, want]; remaining is the budget left after the grant; reset is
+// how long until the key's quota is whole again (or its window ends); retry
+// is, when nothing was granted, how long until need units could be, or -1
+// when need can never be granted (need > capacity); repaired is 1 when the
+// key held state no script could have written and was rewritten from scratch.
 //
 // Time comes from Redis TIME, so every gateway node that shares a key reads
 // one clock: the clock of the Redis primary that owns the key. Node clocks
@@ -26,10 +27,17 @@ import "github.com/redis/go-redis/v9"
 // replicates scripts by their effects (the default since Redis 5), so a
 // script may read TIME and then write.
 //
-// Scripts never trust what they read: a key of another type makes HMGET
-// fail with WRONGTYPE; a missing or non-numeric field, NaN or an infinity
-// makes the script answer an error. Either way the caller sees a store error,
-// never a decision made on bad data.
+// Scripts never trust what they read. A key of another type (WRONGTYPE), a
+// missing or non-numeric field, NaN, an infinity, a negative count, a count
+// above its rate, or a window or theoretical arrival time beyond what the
+// clock allows (t=1e17) is impossible state: left alone, and made permanent
+// by a PERSIST, it would deny that client forever or fail every call, so the
+// script deletes the key, decides as for a fresh key, writes the fresh state
+// with a TTL, and answers repaired = 1, which the Store counts
+// (sluice_store_repairs_total) and logs. A repair admits at most what a fresh
+// key would. A key that only lost its TTL but holds possible values needs no
+// repair: its values decay with the clock like any key's, and the next write
+// sets a TTL again (no TTL check costs a call per decision).
 //
 // Lua numbers are doubles: microseconds since the epoch (~1.7e15) are exact
 // below 2^53. Values are written with %.17g so that none loses precision.
@@ -57,6 +65,24 @@ local function bad(x)
   return x == nil or x ~= x or x == math.huge or x == -math.huge
 end
 local function fmt(x) return string.format('%.17g', x) end
+local repaired = 0
+local function repair()
+  redis.call('DEL', KEYS[1])
+  repaired = 1
+end
+-- fetch reads the key's fields; nil when it is absent, of another type
+-- (repaired) or holds none of them.
+local function fetch(...)
+  local st = redis.pcall('HMGET', KEYS[1], ...)
+  if type(st) == 'table' and st.err then
+    repair()
+    return nil
+  end
+  for i = 1, select('#', ...) do
+    if st[i] then return st end
+  end
+  return nil
+end
 `
 
 // tokenBucketLua is GCRA: the hash holds t, the theoretical arrival time (the
@@ -66,16 +92,17 @@ local function fmt(x) return string.format('%.17g', x) end
 const tokenBucketLua = headLua + `
 local T = period / rate
 local tau = burst * T
-local st = redis.call('HMGET', KEYS[1], 't', 'c')
+local st = fetch('t', 'c')
 local tat = now
-if st[1] or st[2] then
+if st then
   local x, c = tonumber(st[1]), tonumber(st[2])
-  if bad(x) or bad(c) or c <= 0 then
-    return redis.error_reply('ERR sluice: corrupt token bucket state')
+  if bad(x) or bad(c) or c <= 0 or x - now > c + 1 then
+    repair()
+  else
+    if c ~= tau and x > now then x = now + (x - now) * tau / c end
+    if x > tat then tat = x end
+    if tat > now + tau then tat = now + tau end
   end
-  if c ~= tau and x > now then x = now + (x - now) * tau / c end
-  if x > tat then tat = x end
-  if tat > now + tau then tat = now + tau end
 end
 if ret > 0 then
   tat = tat - ret * T
@@ -84,7 +111,7 @@ end
 local avail = math.floor((now + tau - tat) / T + 1e-6)
 ` + grantLua + `
 tat = tat + granted * T
-if granted > 0 or ret > 0 then
+if granted > 0 or ret > 0 or repaired == 1 then
   redis.call('HSET', KEYS[1], 't', fmt(tat), 'c', fmt(tau))
   redis.call('PEXPIRE', KEYS[1], math.ceil((tat - now) / 1000) + 1)
 end
@@ -92,21 +119,20 @@ local retry = 0
 if granted == 0 and need > 0 then
   if need > burst then retry = -1 else retry = math.ceil(tat + need * T - tau - now) end
 end
-return {granted, avail - granted, math.ceil(tat - now), retry}
+return {granted, avail - granted, math.ceil(tat - now), retry, repaired}
 `
 
 // fixedWindowLua counts units per window of the Redis clock: w is the window
 // index, n the units counted in it, l the rate n was counted under.
 const fixedWindowLua = headLua + `
 local win = math.floor(now / period)
-local st = redis.call('HMGET', KEYS[1], 'w', 'n', 'l')
+local st = fetch('w', 'n', 'l')
 local n = 0
-if st[1] or st[2] or st[3] then
+if st then
   local w, c, l = tonumber(st[1]), tonumber(st[2]), tonumber(st[3])
-  if bad(w) or bad(c) or bad(l) or c < 0 or l <= 0 then
-    return redis.error_reply('ERR sluice: corrupt fixed window state')
-  end
-  if w == win then
+  if bad(w) or bad(c) or bad(l) or c < 0 or l <= 0 or c > l or w > win then
+    repair()
+  elseif w == win then
     n = c
     if l ~= rate then n = math.ceil(c * rate / l) end
   end
@@ -119,7 +145,7 @@ local avail = rate - n
 ` + grantLua + `
 n = n + granted
 local reset = (win + 1) * period - now
-if granted > 0 or ret > 0 then
+if granted > 0 or ret > 0 or repaired == 1 then
   redis.call('HSET', KEYS[1], 'w', fmt(win), 'n', fmt(n), 'l', fmt(rate))
   redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000) + 1)
 end
@@ -129,7 +155,7 @@ if granted == 0 and need > 0 then
 end
 local left = rate - n
 if left < 0 then left = 0 end
-return {granted, left, math.ceil(reset), retry}
+return {granted, left, math.ceil(reset), retry, repaired}
 `
 
 // slidingWindowLua estimates the units of the last period from two fixed
@@ -139,15 +165,17 @@ return {granted, left, math.ceil(reset), retry}
 const slidingWindowLua = headLua + `
 local win = math.floor(now / period)
 local el = now - win * period
-local st = redis.call('HMGET', KEYS[1], 'w', 'c', 'p', 'l')
+local st = fetch('w', 'c', 'p', 'l')
 local cur, prev = 0, 0
-if st[1] or st[2] or st[3] or st[4] then
+if st then
   local w, c, p, l = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
-  if bad(w) or bad(c) or bad(p) or bad(l) or c < 0 or p < 0 or l <= 0 then
-    return redis.error_reply('ERR sluice: corrupt sliding window state')
+  if bad(w) or bad(c) or bad(p) or bad(l) or c < 0 or p < 0 or l <= 0 or
+      c > l * (1 + 1e-9) + 1e-6 or p > l * (1 + 1e-9) + 1e-6 or w > win then
+    repair()
+  else
+    local s = rate / l
+    if w == win then cur, prev = c * s, p * s elseif w == win - 1 then prev = c * s end
   end
-  local s = rate / l
-  if w == win then cur, prev = c * s, p * s elseif w == win - 1 then prev = c * s end
 end
 if ret > 0 then
   cur = cur - ret
@@ -158,7 +186,7 @@ local avail = math.floor(rate - est + 1e-6)
 if avail < 0 then avail = 0 end
 ` + grantLua + `
 cur = cur + granted
-if granted > 0 or ret > 0 then
+if granted > 0 or ret > 0 or repaired == 1 then
   redis.call('HSET', KEYS[1], 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev), 'l', fmt(rate))
   redis.call('PEXPIRE', KEYS[1], math.ceil((2 * period - el) / 1000) + 1)
 end
@@ -181,7 +209,7 @@ if granted == 0 and need > 0 then
 end
 local left = avail - granted
 if left < 0 then left = 0 end
-return {granted, left, math.ceil(reset), math.ceil(retry)}
+return {granted, left, math.ceil(reset), math.ceil(retry), repaired}
 `
 
 // The scripts, run with EVALSHA and reloaded with EVAL on NOSCRIPT

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,8 @@ import (
 // probe since).
 var ErrUnavailable = errors.New("redis unavailable: breaker open")
 
-// ErrCorrupt wraps the error of a script that found data it cannot use in a
-// key (a value of another type, a missing or non-numeric field).
+// ErrCorrupt wraps the error of a script reply the Store cannot use (state
+// the scripts cannot use is repaired by them instead: see the package doc).
 var ErrCorrupt = errors.New("corrupt limiter state in redis")
 
 // Settings configures a Store. The zero value of every field but the
@@ -49,9 +50,12 @@ type Settings struct {
 	// node registry); values below 1 count as 1. It is called on the failure
 	// path and must be cheap and safe for concurrent use.
 	Nodes func() int
-	// Metrics receives sluice_store_errors_total{store="redis"}; nil means
-	// no metrics.
+	// Metrics receives sluice_store_errors_total{store="redis"} and
+	// sluice_store_repairs_total{store="redis"}; nil means no metrics.
 	Metrics *metrics.Metrics
+	// Logger receives a warning for every key repaired (see the scripts);
+	// nil means slog.Default().
+	Logger *slog.Logger
 	// FailuresToOpen is the number of consecutive failed calls that open the
 	// breaker; zero means DefaultFailuresToOpen.
 	FailuresToOpen int
@@ -86,6 +90,7 @@ type Store struct {
 	ownsCli bool
 	set     Settings
 	errs    prometheus.Counter
+	repairs prometheus.Counter
 
 	open      atomic.Bool
 	fails     atomic.Int32
@@ -163,6 +168,9 @@ func (s Settings) withDefaults() Settings {
 	if s.Clock == nil {
 		s.Clock = limit.Now
 	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
 	return s
 }
 
@@ -178,6 +186,7 @@ func newStore(c redis.UniversalClient, owns bool, s Settings) *Store {
 	}
 	if s.Metrics != nil {
 		st.errs = s.Metrics.StoreErrors.WithLabelValues("redis")
+		st.repairs = s.Metrics.StoreRepairs.WithLabelValues("redis")
 	}
 	return st
 }
@@ -270,6 +279,16 @@ func (s *Store) recordError(err error) {
 	s.mu.Unlock()
 }
 
+// repaired counts and logs a key a script found in an impossible state and
+// rewrote from scratch (see scripts.go).
+func (s *Store) repaired(key string) {
+	if s.repairs != nil {
+		s.repairs.Inc()
+	}
+	s.set.Logger.Warn("redis limit key held impossible state (wrong type, NaN or out of range); rewritten from scratch",
+		"key", key)
+}
+
 // trip opens the breaker.
 func (s *Store) trip() {
 	if s.open.Swap(true) {
@@ -345,10 +364,13 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, key string, args ...a
 	if s.fails.Load() != 0 {
 		s.fails.Store(0)
 	}
-	if len(v) != 4 {
-		err := fmt.Errorf("%w: script answered %d values, want 4", ErrCorrupt, len(v))
+	if len(v) != 5 {
+		err := fmt.Errorf("%w: script answered %d values, want 5", ErrCorrupt, len(v))
 		s.recordError(err)
 		return reply{}, err
+	}
+	if v[4] == 1 {
+		s.repaired(key)
 	}
 	r := reply{granted: v[0], remaining: v[1], reset: time.Duration(v[2]) * time.Microsecond, retry: time.Duration(v[3]) * time.Microsecond}
 	if v[3] < 0 {

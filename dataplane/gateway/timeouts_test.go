@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSlowBodyClients: 200 connections that each promise a 1000-byte body
+// and send 10 bytes are all answered (408, or 429 from the concurrency
+// limit they crowd, or closed) within the route's bodyTimeout, not the
+// upstream timeout; the concurrency slots they held are free afterwards.
+func TestSlowBodyClients(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	const bodyTimeout = time.Second
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: slow
+routes:
+  - id: upload
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: %q}], timeout: 30s, bodyTimeout: 1s}
+limits:
+  - {id: uploads, algorithm: concurrency, rate: 50}
+`, up.URL))
+	addr := strings.TrimPrefix(base, "http://")
+	const conns = 200
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[string]int{}
+		slowest  time.Duration
+	)
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(15 * time.Second)) // bounds the test, far above the timeout
+			if _, err := io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789"); err != nil {
+				t.Error(err)
+				return
+			}
+			got := "closed"
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				got = fmt.Sprint(resp.StatusCode)
+				resp.Body.Close()
+			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				got = "no answer"
+			}
+			mu.Lock()
+			statuses[got]++
+			slowest = max(slowest, time.Since(start))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d slow-body connections: %v; all answered within %v", conns, statuses, slowest)
+	if statuses["no answer"] > 0 || statuses["504"] > 0 || statuses["200"] > 0 {
+		t.Errorf("answers %v: want only 408, 429 or closed", statuses)
+	}
+	if statuses["408"] == 0 {
+		t.Errorf("no 408 among %v", statuses)
+	}
+	// Generous for a loaded machine (200 connections on 2 shared cores);
+	// without bodyTimeout the answer came from the 30s upstream timeout.
+	if slowest > 10*bodyTimeout {
+		t.Errorf("the last slow client was answered after %v; bodyTimeout is %v", slowest, bodyTimeout)
+	}
+	// Every slot is free again: 50 whole uploads at once are all admitted.
+	var ok sync.WaitGroup
+	codes := make(chan int, 50)
+	for range 50 {
+		ok.Add(1)
+		go func() {
+			defer ok.Done()
+			resp, err := http.Post(base+"/up", "application/octet-stream", strings.NewReader(strings.Repeat("x", 1000)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	ok.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Errorf("whole upload after the slow clients: %d", c)
+		}
+	}
+}
+
+// TestNonReadingClients: ten clients that request a 16 MB response and never
+// read it fill a concurrency limit of ten; within the route's writeTimeout
+// (not the 30s upstream timeout) their connections are closed and their
+// slots are free for others.
+func TestNonReadingClients(t *testing.T) {
+	big := strings.Repeat("x", 16<<20)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, _ = io.WriteString(w, big)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	const writeTimeout = time.Second
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: slow
+routes:
+  - id: download
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: %q}], timeout: 30s, writeTimeout: 1s}
+limits:
+  - {id: downloads, algorithm: concurrency, rate: 10}
+`, up.URL))
+	addr := strings.TrimPrefix(base, "http://")
+	// A client that does not read: a fixed 64 KiB receive buffer (set
+	// before connecting, as a real client's would be) instead of Linux's
+	// autotuning up to tcp_rmem's 32 MB, which would swallow the response.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+	}}
+	for range 10 {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The slots are taken: a newcomer is refused while the ten hang...
+	start := time.Now()
+	status := func() int {
+		resp, err := http.Get(base + "/small")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for status() != http.StatusTooManyRequests {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the ten non-reading clients never filled the limit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// ...until their writes time out: then all ten slots are free (ten
+	// requests at once are all admitted).
+	allFree := func() bool {
+		var wg sync.WaitGroup
+		var refused atomic.Int32
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if status() != http.StatusOK {
+					refused.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return refused.Load() == 0
+	}
+	for !allFree() {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("slots still held after %v", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	freed := time.Since(start)
+	t.Logf("the ten non-reading clients held concurrency slots for at most %v (writeTimeout %v)", freed, writeTimeout)
+	// Generous for a loaded machine; without writeTimeout the slots were
+	// held until the 30s upstream timeout.
+	if freed > 10*writeTimeout {
+		t.Errorf("slots freed after %v; writeTimeout is %v", freed, writeTimeout)
+	}
+}
