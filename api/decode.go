@@ -60,7 +60,7 @@ func Unmarshal(data []byte, v any) error {
 	// succeeded: a failed Unmarshal leaves v untouched.
 	fresh := reflect.New(rv.Elem().Type())
 	var errs Errors
-	assign(&errs, "", root, fresh.Elem())
+	assign(&errs, nil, root, fresh.Elem())
 	if len(errs) > 0 {
 		return errs
 	}
@@ -134,10 +134,26 @@ type jsonParser struct {
 	dec   *json.Decoder
 	data  []byte
 	nodes int
+	// The decoder only moves forward, so line counts newlines from the
+	// last offset it was asked about: linear in the document, not in the
+	// number of values times its size.
+	lineOff int
+	lineNo  int
 }
 
 func parseJSON(data []byte) (*tree, error) {
-	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
+	if json.Valid(data) {
+		if t, ok := fastJSON(data); ok {
+			return t, nil
+		}
+	}
+	return parseJSONTokens(data)
+}
+
+// parseJSONTokens is the token-based parser: slower than fastJSON, but it
+// names the path and line of every problem it finds.
+func parseJSONTokens(data []byte) (*tree, error) {
+	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data, lineNo: 1}
 	p.dec.UseNumber()
 	t, err := p.value("", 0)
 	if err != nil {
@@ -151,10 +167,13 @@ func parseJSON(data []byte) (*tree, error) {
 
 func (p *jsonParser) line() int {
 	off := int(p.dec.InputOffset())
-	if off > len(p.data) {
-		off = len(p.data)
+	off = min(off, len(p.data))
+	if off < p.lineOff { // not expected; recount from the start
+		p.lineOff, p.lineNo = 0, 1
 	}
-	return bytes.Count(p.data[:off], []byte("\n")) + 1
+	p.lineNo += bytes.Count(p.data[p.lineOff:off], []byte("\n"))
+	p.lineOff = off
+	return p.lineNo
 }
 
 func (p *jsonParser) syntax(path string, err error) error {
@@ -461,9 +480,29 @@ func jsonFields(t reflect.Type) map[string]int {
 	return m
 }
 
-func assign(errs *Errors, path string, t *tree, v reflect.Value) {
+// fieldPath is the path of a value being assigned, kept as a chain of
+// steps and written out only for an error: formatting every value's path
+// would cost more than decoding it.
+type fieldPath struct {
+	parent *fieldPath
+	key    string // object key, unless item
+	index  int    // list index, when item
+	item   bool
+}
+
+func (p *fieldPath) String() string {
+	if p == nil {
+		return ""
+	}
+	if p.item {
+		return p.parent.String() + "[" + strconv.Itoa(p.index) + "]"
+	}
+	return joinKey(p.parent.String(), p.key)
+}
+
+func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 	fail := func(format string, args ...any) {
-		*errs = append(*errs, FieldError{Path: path, Message: sprintf(format, args...), Line: t.line})
+		*errs = append(*errs, FieldError{Path: path.String(), Message: sprintf(format, args...), Line: t.line})
 	}
 	if v.Type() == rawJSONType {
 		if t.kind == kNull {
@@ -506,10 +545,10 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		for i, k := range t.keys {
 			idx, ok := fields[k]
 			if !ok {
-				*errs = append(*errs, FieldError{Path: joinKey(path, k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
+				*errs = append(*errs, FieldError{Path: joinKey(path.String(), k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
 				continue
 			}
-			assign(errs, joinKey(path, k), t.vals[i], v.Field(idx))
+			assign(errs, &fieldPath{parent: path, key: k}, t.vals[i], v.Field(idx))
 		}
 	case reflect.Slice:
 		if t.kind != kArray {
@@ -518,7 +557,7 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(t.vals), len(t.vals))
 		for i, item := range t.vals {
-			assign(errs, fmt.Sprintf("%s[%d]", path, i), item, s.Index(i))
+			assign(errs, &fieldPath{parent: path, index: i, item: true}, item, s.Index(i))
 		}
 		v.Set(s)
 	case reflect.Map:
@@ -529,7 +568,7 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		m := reflect.MakeMapWithSize(v.Type(), len(t.keys))
 		for i, k := range t.keys {
 			ev := reflect.New(v.Type().Elem()).Elem()
-			assign(errs, joinKey(path, k), t.vals[i], ev)
+			assign(errs, &fieldPath{parent: path, key: k}, t.vals[i], ev)
 			m.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), ev)
 		}
 		v.Set(m)

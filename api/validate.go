@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,34 +94,42 @@ func (v validator) ruleSet(rs *RuleSet) {
 		dupID(p, "limits", rs.Limits[i].ID, i)
 	}
 	clear(ids)
+	allRoutes := slices.Sorted(maps.Keys(routes))
 	covered := map[string]string{}
+	every := ""
 	for i := range rs.Breakers {
 		p := fmt.Sprintf("breakers[%d]", i)
 		b := &rs.Breakers[i]
 		v.breaker(p, b, routes)
 		dupID(p, "breakers", b.ID, i)
-		v.exclusive(p, b.Routes, routes, covered, "breakers")
+		v.exclusive(p, b.Routes, allRoutes, covered, &every, "breakers")
 	}
 	clear(ids)
 	clear(covered)
+	every = ""
 	for i := range rs.Degrades {
 		p := fmt.Sprintf("degrades[%d]", i)
 		d := &rs.Degrades[i]
 		v.degrade(p, d, routes)
 		dupID(p, "degrades", d.ID, i)
-		v.exclusive(p, d.Routes, routes, covered, "degrades")
+		v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
 	}
 }
 
 // exclusive checks that no route is covered by two rules of one kind (breakers,
-// degrades): their state would otherwise be ambiguous.
-func (v validator) exclusive(p string, ruleRoutes []string, routes map[string]int, covered map[string]string, kind string) {
+// degrades): their state would otherwise be ambiguous. allRoutes is the
+// sorted route ids, what a rule without routes covers; every is the first
+// such rule of the kind, so that a second one is refused at once rather than
+// after another walk over every route (n rules × n routes).
+func (v validator) exclusive(p string, ruleRoutes, allRoutes []string, covered map[string]string, every *string, kind string) {
 	names := ruleRoutes
 	if len(names) == 0 {
-		for r := range routes {
-			names = append(names, r)
+		if *every != "" && len(allRoutes) > 0 {
+			v.add(p+".routes", "route %q is already covered by %s; a route may have only one of %s", allRoutes[0], *every, kind)
+			return
 		}
-		slices.Sort(names)
+		*every = p
+		names = allRoutes
 	}
 	for _, r := range names {
 		if other, ok := covered[r]; ok {
@@ -131,6 +140,23 @@ func (v validator) exclusive(p string, ruleRoutes []string, routes map[string]in
 	for _, r := range names {
 		covered[r] = p
 	}
+}
+
+// listedBefore reports whether list[i] occurs in list[:i]. Called for each i
+// in order, it builds seen for a long list, so that checking a list of n
+// items costs O(n) and not O(n²).
+func listedBefore[T comparable](list []T, i int, seen *map[T]bool) bool {
+	if len(list) <= 16 {
+		return slices.Contains(list[:i], list[i])
+	}
+	if *seen == nil {
+		*seen = make(map[T]bool, len(list))
+	}
+	if (*seen)[list[i]] {
+		return true
+	}
+	(*seen)[list[i]] = true
+	return false
 }
 
 func (v validator) routeRefs(p string, refs []string, routes map[string]int) {
@@ -178,10 +204,11 @@ func (v validator) route(p string, r *Route) {
 	if m.PathRegex != "" {
 		if len(m.PathRegex) > MaxRegexLength {
 			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", len(m.PathRegex), MaxRegexLength)
-		} else if _, err := regexp.Compile(m.PathRegex); err != nil {
-			v.add(mp+".pathRegex", "invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		} else if err := CheckRegex(m.PathRegex); err != nil {
+			v.add(mp+".pathRegex", "%v", err)
 		}
 	}
+	var seenHosts, seenMethods map[string]bool
 	for i, h := range m.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", mp, i)
 		if !hostPattern.MatchString(h) || len(h) > 253+6 {
@@ -191,7 +218,7 @@ func (v validator) route(p string, r *Route) {
 				v.add(hp, "%q has a port outside 1-65535", h)
 			}
 		}
-		if slices.Contains(m.Hosts[:i], h) {
+		if listedBefore(m.Hosts, i, &seenHosts) {
 			v.add(hp, "%q is listed twice", h)
 		}
 	}
@@ -200,7 +227,7 @@ func (v validator) route(p string, r *Route) {
 		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
 			v.add(mp, "%q is not an upper-case HTTP method", meth)
 		}
-		if slices.Contains(m.Methods[:i], meth) {
+		if listedBefore(m.Methods, i, &seenMethods) {
 			v.add(mp, "%q is listed twice", meth)
 		}
 	}
@@ -242,6 +269,33 @@ func (v validator) route(p string, r *Route) {
 	if up.StripPrefix && m.PathPrefix == "" {
 		v.add(upp+".stripPrefix", "needs match.pathPrefix")
 	}
+}
+
+// MaxRegexInstructions bounds the compiled program of a pathRegex (RE2
+// instructions after simplification). Matching costs up to the program's
+// size per byte of path, so an expression such as (.*a){1000} — 5,002
+// instructions — would make every request spend milliseconds in the router.
+// Route expressions in practice compile to well under 100 instructions;
+// .{1000} compiles to 1,002.
+const MaxRegexInstructions = 2000
+
+// CheckRegex reports whether expr is an RE2 expression (Go regexp syntax)
+// that a route may use: it parses (RE2's caps apply: repeat counts up to
+// 1000, nesting depth) and its compiled program has at most
+// MaxRegexInstructions instructions.
+func CheckRegex(expr string) error {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return fmt.Errorf("invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return fmt.Errorf("invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	if n := len(prog.Inst); n > MaxRegexInstructions {
+		return fmt.Errorf("compiles to %d RE2 instructions; the limit is %d (use fewer or smaller repeats)", n, MaxRegexInstructions)
+	}
+	return nil
 }
 
 func checkTargetURL(s string) error {
@@ -489,10 +543,11 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	if b.HalfOpenProbes < 0 || b.HalfOpenProbes > 1000 {
 		v.add(p+".halfOpenProbes", "must be between 1 and 1000 (0 means %d)", DefaultHalfOpenProbes)
 	}
+	var seenStatus map[int]bool
 	for i, s := range b.FailureStatuses {
 		if s < 100 || s > 599 {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an HTTP status", s)
-		} else if slices.Contains(b.FailureStatuses[:i], s) {
+		} else if listedBefore(b.FailureStatuses, i, &seenStatus) {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is listed twice", s)
 		}
 	}
