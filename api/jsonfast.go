@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // fastJSON builds the tree of a document that json.Valid has accepted, in
 // one pass over its bytes. It applies the same limits as the token-based
@@ -173,22 +176,25 @@ func (p *fastParser) value(depth int) (*tree, bool) {
 }
 
 // str reads the string at p.pos (its opening quote). Strings without escapes
-// are copied as they are; the rare one with escapes is decoded by
-// encoding/json, so that escapes mean exactly what they mean there.
+// are copied as they are; the rare one with escapes (or bytes that are not
+// UTF-8, which encoding/json replaces) is decoded by encoding/json, so that
+// it means exactly what it means there.
 func (p *fastParser) str() (string, bool) {
 	if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 		return "", false
 	}
 	start := p.pos + 1
-	escaped := false
+	escaped, high := false, false
 	for i := start; i < len(p.data); i++ {
-		switch p.data[i] {
-		case '\\':
+		switch c := p.data[i]; {
+		case c == '\\':
 			escaped = true
 			i++ // skip the escaped byte (a quote or a backslash among them)
-		case '"':
+		case c >= utf8.RuneSelf:
+			high = true
+		case c == '"':
 			p.pos = i + 1
-			if !escaped {
+			if !escaped && (!high || utf8.Valid(p.data[start:i])) {
 				return string(p.data[start:i]), true
 			}
 			var s string
