@@ -41,6 +41,9 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		if r.Upstream.Timeout == 0 {
 			r.Upstream.Timeout = Duration(DefaultUpstreamTimeout)
 		}
+		if r.Upstream.Targets == nil {
+			r.Upstream.Targets = []Target{} // written as [], which decodes again (null does not)
+		}
 		for j := range r.Upstream.Targets {
 			if r.Upstream.Targets[j].Weight == 0 {
 				r.Upstream.Targets[j].Weight = 1

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,8 +44,16 @@ func Decode(data []byte) (*RuleSet, error) {
 
 // Unmarshal decodes a YAML or JSON document into v, a pointer to one of this
 // package's types (or any struct using the same `json` tags), with the strict
-// rules of Decode.
+// rules of Decode. As in every rule document, an optional field is either
+// given a value or left out: null (except for a raw JSON value, such as a
+// fallback body, where it means absent) and an empty string for an optional
+// (omitempty) text field are errors, so that a document means one thing to
+// Validate and to the JSON Schema.
 func Unmarshal(data []byte, v any) error {
+	return unmarshal(data, v, true)
+}
+
+func unmarshal(data []byte, v any, strict bool) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return errors.New("api.Unmarshal needs a non-nil pointer")
@@ -59,22 +68,24 @@ func Unmarshal(data []byte, v any) error {
 	// Decode into a fresh value and copy it out only when everything
 	// succeeded: a failed Unmarshal leaves v untouched.
 	fresh := reflect.New(rv.Elem().Type())
-	var errs Errors
-	assign(&errs, nil, root, fresh.Elem())
-	if len(errs) > 0 {
-		return errs
+	a := &assigner{strict: strict}
+	a.assign(nil, root, fresh.Elem())
+	if len(a.errs) > 0 {
+		return a.errs
 	}
 	rv.Elem().Set(fresh.Elem())
 	return nil
 }
 
-// UnmarshalJSON is Unmarshal for a body that must be JSON.
+// UnmarshalJSON is Unmarshal for a body that must be JSON, such as an API
+// request body. Unlike a rule document, it reads null and an empty optional
+// string as absent.
 func UnmarshalJSON(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return Errors{{Message: "body must be a JSON object"}}
 	}
-	return Unmarshal(data, v)
+	return unmarshal(data, v, false)
 }
 
 type nodeKind uint8
@@ -454,30 +465,43 @@ func joinKey(path, key string) string {
 var (
 	durationType = reflect.TypeFor[Duration]()
 	rawJSONType  = reflect.TypeFor[RawJSON]()
-	fieldCache   sync.Map // reflect.Type → map[string]int
+	fieldCache   sync.Map // reflect.Type → map[string]jsonField
 )
 
-func jsonFields(t reflect.Type) map[string]int {
+// jsonField is a struct field as its json tag names it.
+type jsonField struct {
+	index     int
+	omitempty bool
+}
+
+func jsonFields(t reflect.Type) map[string]jsonField {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]int)
+		return m.(map[string]jsonField)
 	}
-	m := map[string]int{}
+	m := map[string]jsonField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		m[name] = i
+		m[name] = jsonField{index: i, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")}
 	}
 	fieldCache.Store(t, m)
 	return m
+}
+
+// assigner assigns a tree to Go values, collecting errors. strict refuses
+// null and empty optional strings (see Unmarshal).
+type assigner struct {
+	errs   Errors
+	strict bool
 }
 
 // fieldPath is the path of a value being assigned, kept as a chain of
@@ -500,7 +524,8 @@ func (p *fieldPath) String() string {
 	return joinKey(p.parent.String(), p.key)
 }
 
-func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
+func (a *assigner) assign(path *fieldPath, t *tree, v reflect.Value) {
+	errs := &a.errs
 	fail := func(format string, args ...any) {
 		*errs = append(*errs, FieldError{Path: path.String(), Message: sprintf(format, args...), Line: t.line})
 	}
@@ -515,6 +540,10 @@ func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 		return
 	}
 	if t.kind == kNull {
+		if a.strict {
+			fail("null is not a value here; leave the field out or give it a value")
+			return
+		}
 		v.SetZero()
 		return
 	}
@@ -534,7 +563,7 @@ func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())
-		assign(errs, path, t, nv.Elem())
+		a.assign(path, t, nv.Elem())
 		v.Set(nv)
 	case reflect.Struct:
 		if t.kind != kObject {
@@ -543,12 +572,17 @@ func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 		}
 		fields := jsonFields(v.Type())
 		for i, k := range t.keys {
-			idx, ok := fields[k]
+			f, ok := fields[k]
 			if !ok {
 				*errs = append(*errs, FieldError{Path: joinKey(path.String(), k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
 				continue
 			}
-			assign(errs, &fieldPath{parent: path, key: k}, t.vals[i], v.Field(idx))
+			fv := v.Field(f.index)
+			if a.strict && f.omitempty && fv.Kind() == reflect.String && t.vals[i].kind == kString && t.vals[i].str == "" {
+				*errs = append(*errs, FieldError{Path: joinKey(path.String(), k), Message: "is empty; leave the field out or give it a value", Line: t.vals[i].line})
+				continue
+			}
+			a.assign(&fieldPath{parent: path, key: k}, t.vals[i], fv)
 		}
 	case reflect.Slice:
 		if t.kind != kArray {
@@ -557,7 +591,7 @@ func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(t.vals), len(t.vals))
 		for i, item := range t.vals {
-			assign(errs, &fieldPath{parent: path, index: i, item: true}, item, s.Index(i))
+			a.assign(&fieldPath{parent: path, index: i, item: true}, item, s.Index(i))
 		}
 		v.Set(s)
 	case reflect.Map:
@@ -568,7 +602,7 @@ func assign(errs *Errors, path *fieldPath, t *tree, v reflect.Value) {
 		m := reflect.MakeMapWithSize(v.Type(), len(t.keys))
 		for i, k := range t.keys {
 			ev := reflect.New(v.Type().Elem()).Elem()
-			assign(errs, &fieldPath{parent: path, key: k}, t.vals[i], ev)
+			a.assign(&fieldPath{parent: path, key: k}, t.vals[i], ev)
 			m.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), ev)
 		}
 		v.Set(m)
@@ -641,7 +675,7 @@ func describe(t *tree) string {
 
 // suggest names the known field closest to an unknown one, to catch typos
 // such as "pathprefix" or "burts".
-func suggest(k string, fields map[string]int) string {
+func suggest(k string, fields map[string]jsonField) string {
 	best, bestD := "", 3
 	for name := range fields {
 		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d < bestD || (d == bestD && name < best) {

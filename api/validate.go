@@ -11,17 +11,47 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+)
+
+// Patterns that schema.json repeats character for character (a test checks
+// that they are the same strings), so that Go and the schema agree by
+// construction. They use only syntax that RE2 and ECMA-262 read alike.
+const (
+	// portSource is a port 1-65535 without leading zeros.
+	portSource = `(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})`
+	// HostPatternSource is a match host: a lower-case DNS name, optionally
+	// *. in front and a :port behind.
+	HostPatternSource = `^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*(:` + portSource + `)?$`
+	// TargetURLPatternSource is an upstream target: http, https or h2c (any
+	// case), a host name (letters, digits, - and _ in labels of up to 63) or
+	// a bracketed IPv6 address (hexadecimal forms), an optional port
+	// 1-65535 and an optional path of URL characters and %XX escapes; no
+	// credentials, query or fragment.
+	TargetURLPatternSource = `^([hH][tT][tT][pP][sS]?|[hH]2[cC])://` +
+		`([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*|\[` + ipv6Source + `\])` +
+		`(:` + portSource + `)?` +
+		`(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?$`
+	ipv6Source = `(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|` +
+		`([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|` +
+		`([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|` +
+		`[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))`
 )
 
 var (
-	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	tokenPattern  = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
-	hostPattern   = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*(:[0-9]{1,5})?$`)
-	cookiePattern = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	idPattern        = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tokenPattern     = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	hostPattern      = regexp.MustCompile(HostPatternSource)
+	targetURLPattern = regexp.MustCompile(TargetURLPatternSource)
+	portPattern      = regexp.MustCompile(`^` + portSource + `$`)
+	cookiePattern    = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 )
+
+// MaxFallbackBodyChars bounds a fallback or rejection body (body, html), in
+// characters, as JSON Schema's maxLength counts: at most 256 KiB of UTF-8.
+const MaxFallbackBodyChars = 64 << 10
 
 // ValidID reports whether s is a valid namespace or rule id:
 // [a-z0-9][a-z0-9-]{0,62}.
@@ -202,8 +232,8 @@ func (v validator) route(p string, r *Route) {
 		}
 	}
 	if m.PathRegex != "" {
-		if len(m.PathRegex) > MaxRegexLength {
-			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", len(m.PathRegex), MaxRegexLength)
+		if n := utf8.RuneCountInString(m.PathRegex); n > MaxRegexLength {
+			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", n, MaxRegexLength)
 		} else if err := CheckRegex(m.PathRegex); err != nil {
 			v.add(mp+".pathRegex", "%v", err)
 		}
@@ -211,12 +241,11 @@ func (v validator) route(p string, r *Route) {
 	var seenHosts, seenMethods map[string]bool
 	for i, h := range m.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", mp, i)
-		if !hostPattern.MatchString(h) || len(h) > 253+6 {
+		switch _, port, ok := strings.Cut(h, ":"); {
+		case ok && !portPattern.MatchString(port):
+			v.add(hp, "%q has a port outside 1-65535 (or written with leading zeros, which never match)", h)
+		case !hostPattern.MatchString(h) || len(h) > 253+6:
 			v.add(hp, "%q is not a lower-case host name (a leading *. and a :port are allowed)", h)
-		} else if _, port, ok := strings.Cut(h, ":"); ok {
-			if n, _ := strconv.Atoi(port); n < 1 || n > 65535 {
-				v.add(hp, "%q has a port outside 1-65535", h)
-			}
 		}
 		if listedBefore(m.Hosts, i, &seenHosts) {
 			v.add(hp, "%q is listed twice", h)
@@ -315,8 +344,11 @@ func checkTargetURL(s string) error {
 	if u.User != nil {
 		return fmt.Errorf("%q must not carry credentials", RedactURL(s))
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Contains(s, "#") {
 		return fmt.Errorf("%q must not have a query or fragment", s)
+	}
+	if !targetURLPattern.MatchString(s) {
+		return fmt.Errorf("%q is not a valid target URL: scheme://host[:port][/path], with a DNS name or [IPv6 address], a port 1-65535 and a path of URL characters", s)
 	}
 	return nil
 }
@@ -346,8 +378,8 @@ func ValidateKey(part string) error {
 			return fmt.Errorf("%q: %q is not a valid header name", part, name)
 		}
 	case "query":
-		if name == "" || len(name) > 256 {
-			return fmt.Errorf("%q: a query parameter name is required", part)
+		if name == "" || len(name) > 256 || strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return fmt.Errorf("%q: a query parameter name is 1 to 256 printable ASCII characters, without spaces", part)
 		}
 	case "cookie":
 		if !cookiePattern.MatchString(name) {
@@ -485,8 +517,8 @@ func (v validator) status(p string, s int) {
 }
 
 func (v validator) body(p, s string) {
-	if len(s) > MaxFallbackBodyBytes {
-		v.add(p, "is %d bytes; the limit is %d", len(s), MaxFallbackBodyBytes)
+	if n := utf8.RuneCountInString(s); n > MaxFallbackBodyChars {
+		v.add(p, "is %d characters long; the limit is %d", n, MaxFallbackBodyChars)
 	}
 }
 
@@ -621,7 +653,9 @@ func (v validator) degrade(p string, d *Degrade, routes map[string]int) {
 			v.add(p+".fallback.retryAfter", "must be >= 0")
 		}
 		v.body(p+".fallback.html", f.HTML)
-		v.body(p+".fallback.json", string(f.JSON))
+		if len(f.JSON) > MaxFallbackBodyBytes {
+			v.add(p+".fallback.json", "is %d bytes (compact JSON); the limit is %d", len(f.JSON), MaxFallbackBodyBytes)
+		}
 		if len(f.JSON) > 0 && !json.Valid(f.JSON) {
 			v.add(p+".fallback.json", "is not valid JSON")
 		}
