@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -184,4 +185,36 @@ func TestSchemaPatternsAreGos(t *testing.T) {
 			}
 		})
 	}
+}
+
+var targetURLSeeds = []string{
+	"http://h", "HTTP://H:1/", "h2c://a_b.c-d:65535/x/%20/~", "https://[::1]:8443/p", "http://[1:2:3:4:5:6:7:8]",
+	"http://[::1::2]", "http://[::1", "http://h:0", "http://h:080", "http://h:65536", "http://h/a b", "http://h/%zz",
+	"http://-h", "http://h-/", "ftp://h", "http:/h", "http//h", "http://", "http://h?x", "http://u@h", "http://a..b",
+	"http://" + strings.Repeat("a", 64), "http://h/@:;=,", "://h", "http://[v1.x]", "http://[::ffff:1.2.3.4]",
+}
+
+// TestMatchTargetURL checks that the split matcher Validate uses agrees with
+// TargetURLPatternSource, the pattern the schema holds.
+func TestMatchTargetURL(t *testing.T) {
+	t.Parallel()
+	whole := regexp.MustCompile(TargetURLPatternSource)
+	for _, s := range targetURLSeeds {
+		if got, want := matchTargetURL(s), whole.MatchString(s); got != want {
+			t.Errorf("matchTargetURL(%q) = %v; the whole pattern says %v", s, got, want)
+		}
+	}
+}
+
+// FuzzMatchTargetURL explores TestMatchTargetURL's property.
+func FuzzMatchTargetURL(f *testing.F) {
+	for _, s := range targetURLSeeds {
+		f.Add(s)
+	}
+	whole := regexp.MustCompile(TargetURLPatternSource)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := matchTargetURL(s), whole.MatchString(s); got != want {
+			t.Errorf("matchTargetURL(%q) = %v; the whole pattern says %v", s, got, want)
+		}
+	})
 }

@@ -30,23 +30,29 @@ const (
 	// a bracketed IPv6 address (hexadecimal forms), an optional port
 	// 1-65535 and an optional path of URL characters and %XX escapes; no
 	// credentials, query or fragment.
-	TargetURLPatternSource = `^([hH][tT][tT][pP][sS]?|[hH]2[cC])://` +
-		`([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*|\[` + ipv6Source + `\])` +
-		`(:` + portSource + `)?` +
-		`(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?$`
-	ipv6Source = `(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|` +
+	TargetURLPatternSource = `^` + schemeSource + `://(` + dnsNameSource + `|\[` + ipv6Source + `\])(:` + portSource + `)?` + urlPathSource + `$`
+	schemeSource           = `([hH][tT][tT][pP][sS]?|[hH]2[cC])`
+	dnsNameSource          = `[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*`
+	urlPathSource          = `(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?`
+	ipv6Source             = `(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|` +
 		`([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|` +
 		`([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|` +
 		`[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))`
 )
 
 var (
-	idPattern        = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	tokenPattern     = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
-	hostPattern      = regexp.MustCompile(HostPatternSource)
-	targetURLPattern = regexp.MustCompile(TargetURLPatternSource)
-	portPattern      = regexp.MustCompile(`^` + portSource + `$`)
-	cookiePattern    = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tokenPattern  = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	hostPattern   = regexp.MustCompile(HostPatternSource)
+	cookiePattern = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+)
+
+// TargetURLPatternSource in parts that each match fast, and a port alone.
+var (
+	targetNamePattern = regexp.MustCompile(`^` + dnsNameSource + `(:` + portSource + `)?$`)
+	targetIPv6Pattern = regexp.MustCompile(`^\[` + ipv6Source + `\](:` + portSource + `)?$`)
+	targetPathPattern = regexp.MustCompile(`^` + urlPathSource + `$`)
+	portPattern       = regexp.MustCompile(`^` + portSource + `$`)
 )
 
 // MaxFallbackBodyChars bounds a fallback or rejection body (body, html), in
@@ -347,10 +353,31 @@ func checkTargetURL(s string) error {
 	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Contains(s, "#") {
 		return fmt.Errorf("%q must not have a query or fragment", s)
 	}
-	if !targetURLPattern.MatchString(s) {
+	if !matchTargetURL(s) {
 		return fmt.Errorf("%q is not a valid target URL: scheme://host[:port][/path], with a DNS name or [IPv6 address], a port 1-65535 and a path of URL characters", s)
 	}
 	return nil
+}
+
+// matchTargetURL reports whether s matches TargetURLPatternSource, testing
+// its scheme, authority and path apart: the whole pattern, with the IPv6
+// alternative, is too large for the regexp package's fast matchers.
+func matchTargetURL(s string) bool {
+	scheme, rest, ok := strings.Cut(s, "://")
+	switch strings.ToLower(scheme) {
+	case "http", "https", "h2c":
+	default:
+		return false
+	}
+	auth, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		auth, path = rest[:i], rest[i:]
+	}
+	hostOK := targetNamePattern.MatchString(auth)
+	if strings.HasPrefix(auth, "[") {
+		hostOK = targetIPv6Pattern.MatchString(auth)
+	}
+	return ok && hostOK && targetPathPattern.MatchString(path)
 }
 
 // RedactURL returns s with any password replaced, for logs and errors.
