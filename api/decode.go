@@ -31,9 +31,13 @@ func sprintf(format string, args ...any) string {
 // type, documents over MaxDocumentBytes, not UTF-8, nested deeper than
 // MaxDocumentDepth or holding more than MaxDocumentNodes values, several YAML
 // documents, YAML merge keys, aliases expanding past a fixed budget, NaN,
-// infinities and out-of-range numbers are errors. The error is Errors, naming
-// each problem's path and line; on error the rule set is nil. Decode does not
-// validate: call Validate on the result.
+// infinities and out-of-range numbers are errors, and so are null (except
+// for a JSON fallback body) and an empty string for an optional text field:
+// a field is given a value or left out. The error is Errors, naming each
+// problem's path and line; on error the rule set is nil. Decode does not
+// validate: call Validate on the result. Its cost is linear in the
+// document's size: a JSON document that encoding/json finds valid is read in
+// one pass (see fastJSON).
 func Decode(data []byte) (*RuleSet, error) {
 	var rs RuleSet
 	if err := Unmarshal(data, &rs); err != nil {
