@@ -321,19 +321,19 @@ func parseYAML(data []byte) (t *tree, err error) {
 		return nil, Errors{{Message: "a rule document must hold exactly one YAML document", Line: extra.Line}}
 	}
 	c := &yamlConv{}
-	return c.conv("", &doc, 0)
+	return c.conv(nil, &doc, 0)
 }
 
-func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
+func (c *yamlConv) conv(path *fieldPath, n *yaml.Node, depth int) (*tree, error) {
 	if depth > MaxDocumentDepth {
-		return nil, Errors{{Path: path, Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
+		return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
 	}
 	if c.nodes++; c.nodes > MaxDocumentNodes {
-		return nil, Errors{{Path: path, Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes), Line: n.Line}}
+		return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes), Line: n.Line}}
 	}
 	if c.inAlias > 0 {
 		if c.aliased++; c.aliased > maxAliasValues {
-			return nil, Errors{{Path: path, Message: fmt.Sprintf("YAML aliases expand to more than %d values (alias bomb?)", maxAliasValues), Line: n.Line}}
+			return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("YAML aliases expand to more than %d values (alias bomb?)", maxAliasValues), Line: n.Line}}
 		}
 	}
 	switch n.Kind {
@@ -344,7 +344,7 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		return c.conv(path, n.Content[0], depth)
 	case yaml.AliasNode:
 		if n.Alias == nil {
-			return nil, Errors{{Path: path, Message: "unknown YAML alias", Line: n.Line}}
+			return nil, Errors{{Path: path.String(), Message: "unknown YAML alias", Line: n.Line}}
 		}
 		c.inAlias++
 		t, err := c.conv(path, n.Alias, depth+1)
@@ -352,22 +352,29 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		return t, err
 	case yaml.MappingNode:
 		t := &tree{kind: kObject, line: n.Line}
-		seen := map[string]bool{}
+		var seen map[string]bool
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			kn, vn := n.Content[i], n.Content[i+1]
 			if kn.Tag == "!!merge" {
-				return nil, Errors{{Path: path, Message: "YAML merge keys (<<) are not supported", Line: kn.Line}}
+				return nil, Errors{{Path: path.String(), Message: "YAML merge keys (<<) are not supported", Line: kn.Line}}
 			}
 			if kn.Kind != yaml.ScalarNode {
-				return nil, Errors{{Path: path, Message: "object keys must be plain strings", Line: kn.Line}}
+				return nil, Errors{{Path: path.String(), Message: "object keys must be plain strings", Line: kn.Line}}
 			}
 			k := kn.Value
-			kp := joinKey(path, k)
-			if seen[k] {
-				return nil, Errors{{Path: kp, Message: "duplicate key", Line: kn.Line}}
+			if dupKey(t.keys, seen, k) {
+				return nil, Errors{{Path: joinKey(path.String(), k), Message: "duplicate key", Line: kn.Line}}
 			}
-			seen[k] = true
-			val, err := c.conv(kp, vn, depth+1)
+			if len(t.keys) == smallObject {
+				seen = make(map[string]bool, 2*smallObject)
+				for _, o := range t.keys {
+					seen[o] = true
+				}
+			}
+			if seen != nil {
+				seen[k] = true
+			}
+			val, err := c.conv(&fieldPath{parent: path, key: k}, vn, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -378,7 +385,7 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 	case yaml.SequenceNode:
 		t := &tree{kind: kArray, line: n.Line}
 		for i, item := range n.Content {
-			val, err := c.conv(fmt.Sprintf("%s[%d]", path, i), item, depth+1)
+			val, err := c.conv(&fieldPath{parent: path, index: i, item: true}, item, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -392,26 +399,26 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		case "!!bool":
 			b, err := strconv.ParseBool(strings.ToLower(n.Value))
 			if err != nil {
-				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid boolean %q", n.Value), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("invalid boolean %q", n.Value), Line: n.Line}}
 			}
 			return &tree{kind: kBool, b: b, line: n.Line}, nil
 		case "!!int":
 			str, err := yamlInt(n.Value)
 			if err != nil {
-				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: err.Error(), Line: n.Line}}
 			}
 			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		case "!!float":
 			str, err := canonicalNumber(n.Value)
 			if err != nil {
-				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: err.Error(), Line: n.Line}}
 			}
 			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		default: // !!str, !!timestamp, !!binary and custom tags are read as text
 			return &tree{kind: kString, str: n.Value, line: n.Line}, nil
 		}
 	}
-	return nil, Errors{{Path: path, Message: "unsupported YAML node", Line: n.Line}}
+	return nil, Errors{{Path: path.String(), Message: "unsupported YAML node", Line: n.Line}}
 }
 
 // yamlInt reads a YAML integer (decimal, or 0x, 0o, 0b prefixed, with _

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // largeRuleSet returns a valid rule set of n rules in a mix close to a large
@@ -75,5 +77,61 @@ func BenchmarkDecodeValidate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// largeYAML is largeRuleSet(n) as a block-style YAML document.
+func largeYAML(tb testing.TB, n int) []byte {
+	tb.Helper()
+	var node yaml.Node
+	if err := yaml.Unmarshal(largeDocument(tb, n), &node); err != nil {
+		tb.Fatal(err)
+	}
+	var block func(n *yaml.Node)
+	block = func(n *yaml.Node) {
+		n.Style = 0
+		for _, c := range n.Content {
+			block(c)
+		}
+	}
+	block(&node)
+	b, err := yaml.Marshal(&node)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkDecodeValidateYAML is BenchmarkDecodeValidate for the same rules
+// written as block YAML.
+func BenchmarkDecodeValidateYAML(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 20_000} {
+		doc := largeYAML(b, n)
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				rs, err := Decode(doc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := rs.Validate(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestLargeDocumentsDecodeAlike checks that the large benchmark documents,
+// in JSON and in YAML, decode to the same valid rule set.
+func TestLargeDocumentsDecodeAlike(t *testing.T) {
+	t.Parallel()
+	j, y := MustDecode(t, largeDocument(t, 400)), MustDecode(t, largeYAML(t, 400))
+	if err := j.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if j.Checksum() != y.Checksum() {
+		t.Fatal("the JSON and YAML documents differ")
 	}
 }
