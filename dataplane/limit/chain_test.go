@@ -56,3 +56,26 @@ func TestChainsMatchApplies(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCompileChains measures limit.Compile of n limits that each name
+// their own route (plus one limit on every route), the shape where building
+// the route chains used to cost routes × limits.
+func BenchmarkCompileChains(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 20_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			ls := []api.Limit{{ID: "all", Algorithm: api.TokenBucket, Rate: 10, Key: []string{"ip"}}}
+			for i := range n {
+				ls = append(ls, api.Limit{ID: fmt.Sprintf("l%d", i), Routes: []string{fmt.Sprintf("r%d", i)},
+					Algorithm: api.TokenBucket, Rate: 10, Key: []string{"ip"}})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := Compile(ls, nil, Options{SweepInterval: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+		})
+	}
+}
