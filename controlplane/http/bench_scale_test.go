@@ -50,4 +50,3 @@ func mustMarshal(tb testing.TB, v any) []byte {
 	}
 	return b
 }
-
