@@ -196,16 +196,20 @@ func listedBefore[T comparable](list []T, i int, seen *map[T]bool) bool {
 }
 
 func (v validator) routeRefs(p string, refs []string, routes map[string]int) {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for i, r := range refs {
+		_, ok := routes[r]
+		twice := listedBefore(refs, i, &seen)
+		if ok && !twice {
+			continue
+		}
 		rp := fmt.Sprintf("%s.routes[%d]", p, i)
-		if _, ok := routes[r]; !ok {
+		if !ok {
 			v.add(rp, "names route %q, which does not exist", r)
 		}
-		if seen[r] {
+		if twice {
 			v.add(rp, "route %q is listed twice", r)
 		}
-		seen[r] = true
 	}
 }
 
