@@ -55,6 +55,9 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		if r.Upstream.WriteTimeout == Duration(DefaultWriteTimeout) {
 			r.Upstream.WriteTimeout = 0
 		}
+		if r.Upstream.Targets == nil {
+			r.Upstream.Targets = []Target{} // written as [], which decodes again (null does not)
+		}
 		for j := range r.Upstream.Targets {
 			if r.Upstream.Targets[j].Weight == 0 {
 				r.Upstream.Targets[j].Weight = 1

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,9 +31,13 @@ func sprintf(format string, args ...any) string {
 // type, documents over MaxDocumentBytes, not UTF-8, nested deeper than
 // MaxDocumentDepth or holding more than MaxDocumentNodes values, several YAML
 // documents, YAML merge keys, aliases expanding past a fixed budget, NaN,
-// infinities and out-of-range numbers are errors. The error is Errors, naming
-// each problem's path and line; on error the rule set is nil. Decode does not
-// validate: call Validate on the result.
+// infinities and out-of-range numbers are errors, and so are null (except
+// for a JSON fallback body) and an empty string for an optional text field:
+// a field is given a value or left out. The error is Errors, naming each
+// problem's path and line; on error the rule set is nil. Decode does not
+// validate: call Validate on the result. Its cost is linear in the
+// document's size: a JSON document that encoding/json finds valid is read in
+// one pass (see fastJSON).
 func Decode(data []byte) (*RuleSet, error) {
 	var rs RuleSet
 	if err := Unmarshal(data, &rs); err != nil {
@@ -43,8 +48,16 @@ func Decode(data []byte) (*RuleSet, error) {
 
 // Unmarshal decodes a YAML or JSON document into v, a pointer to one of this
 // package's types (or any struct using the same `json` tags), with the strict
-// rules of Decode.
+// rules of Decode. As in every rule document, an optional field is either
+// given a value or left out: null (except for a raw JSON value, such as a
+// fallback body, where it means absent) and an empty string for an optional
+// (omitempty) text field are errors, so that a document means one thing to
+// Validate and to the JSON Schema.
 func Unmarshal(data []byte, v any) error {
+	return unmarshal(data, v, true)
+}
+
+func unmarshal(data []byte, v any, strict bool) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return errors.New("api.Unmarshal needs a non-nil pointer")
@@ -59,22 +72,24 @@ func Unmarshal(data []byte, v any) error {
 	// Decode into a fresh value and copy it out only when everything
 	// succeeded: a failed Unmarshal leaves v untouched.
 	fresh := reflect.New(rv.Elem().Type())
-	var errs Errors
-	assign(&errs, "", root, fresh.Elem())
-	if len(errs) > 0 {
-		return errs
+	a := &assigner{strict: strict}
+	a.assign(nil, root, fresh.Elem())
+	if len(a.errs) > 0 {
+		return a.errs
 	}
 	rv.Elem().Set(fresh.Elem())
 	return nil
 }
 
-// UnmarshalJSON is Unmarshal for a body that must be JSON.
+// UnmarshalJSON is Unmarshal for a body that must be JSON, such as an API
+// request body. Unlike a rule document, it reads null and an empty optional
+// string as absent.
 func UnmarshalJSON(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return Errors{{Message: "body must be a JSON object"}}
 	}
-	return Unmarshal(data, v)
+	return unmarshal(data, v, false)
 }
 
 type nodeKind uint8
@@ -134,10 +149,26 @@ type jsonParser struct {
 	dec   *json.Decoder
 	data  []byte
 	nodes int
+	// The decoder only moves forward, so line counts newlines from the
+	// last offset it was asked about: linear in the document, not in the
+	// number of values times its size.
+	lineOff int
+	lineNo  int
 }
 
 func parseJSON(data []byte) (*tree, error) {
-	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data}
+	if json.Valid(data) {
+		if t, ok := fastJSON(data); ok {
+			return t, nil
+		}
+	}
+	return parseJSONTokens(data)
+}
+
+// parseJSONTokens is the token-based parser: slower than fastJSON, but it
+// names the path and line of every problem it finds.
+func parseJSONTokens(data []byte) (*tree, error) {
+	p := &jsonParser{dec: json.NewDecoder(bytes.NewReader(data)), data: data, lineNo: 1}
 	p.dec.UseNumber()
 	t, err := p.value("", 0)
 	if err != nil {
@@ -151,10 +182,13 @@ func parseJSON(data []byte) (*tree, error) {
 
 func (p *jsonParser) line() int {
 	off := int(p.dec.InputOffset())
-	if off > len(p.data) {
-		off = len(p.data)
+	off = min(off, len(p.data))
+	if off < p.lineOff { // not expected; recount from the start
+		p.lineOff, p.lineNo = 0, 1
 	}
-	return bytes.Count(p.data[:off], []byte("\n")) + 1
+	p.lineNo += bytes.Count(p.data[p.lineOff:off], []byte("\n"))
+	p.lineOff = off
+	return p.lineNo
 }
 
 func (p *jsonParser) syntax(path string, err error) error {
@@ -287,19 +321,19 @@ func parseYAML(data []byte) (t *tree, err error) {
 		return nil, Errors{{Message: "a rule document must hold exactly one YAML document", Line: extra.Line}}
 	}
 	c := &yamlConv{}
-	return c.conv("", &doc, 0)
+	return c.conv(nil, &doc, 0)
 }
 
-func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
+func (c *yamlConv) conv(path *fieldPath, n *yaml.Node, depth int) (*tree, error) {
 	if depth > MaxDocumentDepth {
-		return nil, Errors{{Path: path, Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
+		return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("document is nested deeper than %d levels", MaxDocumentDepth), Line: n.Line}}
 	}
 	if c.nodes++; c.nodes > MaxDocumentNodes {
-		return nil, Errors{{Path: path, Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes), Line: n.Line}}
+		return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("document has more than %d values", MaxDocumentNodes), Line: n.Line}}
 	}
 	if c.inAlias > 0 {
 		if c.aliased++; c.aliased > maxAliasValues {
-			return nil, Errors{{Path: path, Message: fmt.Sprintf("YAML aliases expand to more than %d values (alias bomb?)", maxAliasValues), Line: n.Line}}
+			return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("YAML aliases expand to more than %d values (alias bomb?)", maxAliasValues), Line: n.Line}}
 		}
 	}
 	switch n.Kind {
@@ -310,7 +344,7 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		return c.conv(path, n.Content[0], depth)
 	case yaml.AliasNode:
 		if n.Alias == nil {
-			return nil, Errors{{Path: path, Message: "unknown YAML alias", Line: n.Line}}
+			return nil, Errors{{Path: path.String(), Message: "unknown YAML alias", Line: n.Line}}
 		}
 		c.inAlias++
 		t, err := c.conv(path, n.Alias, depth+1)
@@ -318,22 +352,29 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		return t, err
 	case yaml.MappingNode:
 		t := &tree{kind: kObject, line: n.Line}
-		seen := map[string]bool{}
+		var seen map[string]bool
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			kn, vn := n.Content[i], n.Content[i+1]
 			if kn.Tag == "!!merge" {
-				return nil, Errors{{Path: path, Message: "YAML merge keys (<<) are not supported", Line: kn.Line}}
+				return nil, Errors{{Path: path.String(), Message: "YAML merge keys (<<) are not supported", Line: kn.Line}}
 			}
 			if kn.Kind != yaml.ScalarNode {
-				return nil, Errors{{Path: path, Message: "object keys must be plain strings", Line: kn.Line}}
+				return nil, Errors{{Path: path.String(), Message: "object keys must be plain strings", Line: kn.Line}}
 			}
 			k := kn.Value
-			kp := joinKey(path, k)
-			if seen[k] {
-				return nil, Errors{{Path: kp, Message: "duplicate key", Line: kn.Line}}
+			if dupKey(t.keys, seen, k) {
+				return nil, Errors{{Path: joinKey(path.String(), k), Message: "duplicate key", Line: kn.Line}}
 			}
-			seen[k] = true
-			val, err := c.conv(kp, vn, depth+1)
+			if len(t.keys) == smallObject {
+				seen = make(map[string]bool, 2*smallObject)
+				for _, o := range t.keys {
+					seen[o] = true
+				}
+			}
+			if seen != nil {
+				seen[k] = true
+			}
+			val, err := c.conv(&fieldPath{parent: path, key: k}, vn, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -344,7 +385,7 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 	case yaml.SequenceNode:
 		t := &tree{kind: kArray, line: n.Line}
 		for i, item := range n.Content {
-			val, err := c.conv(fmt.Sprintf("%s[%d]", path, i), item, depth+1)
+			val, err := c.conv(&fieldPath{parent: path, index: i, item: true}, item, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -358,26 +399,26 @@ func (c *yamlConv) conv(path string, n *yaml.Node, depth int) (*tree, error) {
 		case "!!bool":
 			b, err := strconv.ParseBool(strings.ToLower(n.Value))
 			if err != nil {
-				return nil, Errors{{Path: path, Message: fmt.Sprintf("invalid boolean %q", n.Value), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: fmt.Sprintf("invalid boolean %q", n.Value), Line: n.Line}}
 			}
 			return &tree{kind: kBool, b: b, line: n.Line}, nil
 		case "!!int":
 			str, err := yamlInt(n.Value)
 			if err != nil {
-				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: err.Error(), Line: n.Line}}
 			}
 			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		case "!!float":
 			str, err := canonicalNumber(n.Value)
 			if err != nil {
-				return nil, Errors{{Path: path, Message: err.Error(), Line: n.Line}}
+				return nil, Errors{{Path: path.String(), Message: err.Error(), Line: n.Line}}
 			}
 			return &tree{kind: kNumber, str: str, line: n.Line}, nil
 		default: // !!str, !!timestamp, !!binary and custom tags are read as text
 			return &tree{kind: kString, str: n.Value, line: n.Line}, nil
 		}
 	}
-	return nil, Errors{{Path: path, Message: "unsupported YAML node", Line: n.Line}}
+	return nil, Errors{{Path: path.String(), Message: "unsupported YAML node", Line: n.Line}}
 }
 
 // yamlInt reads a YAML integer (decimal, or 0x, 0o, 0b prefixed, with _
@@ -435,35 +476,69 @@ func joinKey(path, key string) string {
 var (
 	durationType = reflect.TypeFor[Duration]()
 	rawJSONType  = reflect.TypeFor[RawJSON]()
-	fieldCache   sync.Map // reflect.Type → map[string]int
+	fieldCache   sync.Map // reflect.Type → map[string]jsonField
 )
 
-func jsonFields(t reflect.Type) map[string]int {
+// jsonField is a struct field as its json tag names it.
+type jsonField struct {
+	index     int
+	omitempty bool
+}
+
+func jsonFields(t reflect.Type) map[string]jsonField {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]int)
+		return m.(map[string]jsonField)
 	}
-	m := map[string]int{}
+	m := map[string]jsonField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		m[name] = i
+		m[name] = jsonField{index: i, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")}
 	}
 	fieldCache.Store(t, m)
 	return m
 }
 
-func assign(errs *Errors, path string, t *tree, v reflect.Value) {
+// assigner assigns a tree to Go values, collecting errors. strict refuses
+// null and empty optional strings (see Unmarshal).
+type assigner struct {
+	errs   Errors
+	strict bool
+}
+
+// fieldPath is the path of a value being assigned, kept as a chain of
+// steps and written out only for an error: formatting every value's path
+// would cost more than decoding it.
+type fieldPath struct {
+	parent *fieldPath
+	key    string // object key, unless item
+	index  int    // list index, when item
+	item   bool
+}
+
+func (p *fieldPath) String() string {
+	if p == nil {
+		return ""
+	}
+	if p.item {
+		return p.parent.String() + "[" + strconv.Itoa(p.index) + "]"
+	}
+	return joinKey(p.parent.String(), p.key)
+}
+
+func (a *assigner) assign(path *fieldPath, t *tree, v reflect.Value) {
+	errs := &a.errs
 	fail := func(format string, args ...any) {
-		*errs = append(*errs, FieldError{Path: path, Message: sprintf(format, args...), Line: t.line})
+		*errs = append(*errs, FieldError{Path: path.String(), Message: sprintf(format, args...), Line: t.line})
 	}
 	if v.Type() == rawJSONType {
 		if t.kind == kNull {
@@ -476,6 +551,10 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		return
 	}
 	if t.kind == kNull {
+		if a.strict {
+			fail("null is not a value here; leave the field out or give it a value")
+			return
+		}
 		v.SetZero()
 		return
 	}
@@ -495,7 +574,7 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())
-		assign(errs, path, t, nv.Elem())
+		a.assign(path, t, nv.Elem())
 		v.Set(nv)
 	case reflect.Struct:
 		if t.kind != kObject {
@@ -504,12 +583,17 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		}
 		fields := jsonFields(v.Type())
 		for i, k := range t.keys {
-			idx, ok := fields[k]
+			f, ok := fields[k]
 			if !ok {
-				*errs = append(*errs, FieldError{Path: joinKey(path, k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
+				*errs = append(*errs, FieldError{Path: joinKey(path.String(), k), Message: "unknown field" + suggest(k, fields), Line: t.vals[i].line})
 				continue
 			}
-			assign(errs, joinKey(path, k), t.vals[i], v.Field(idx))
+			fv := v.Field(f.index)
+			if a.strict && f.omitempty && fv.Kind() == reflect.String && t.vals[i].kind == kString && t.vals[i].str == "" {
+				*errs = append(*errs, FieldError{Path: joinKey(path.String(), k), Message: "is empty; leave the field out or give it a value", Line: t.vals[i].line})
+				continue
+			}
+			a.assign(&fieldPath{parent: path, key: k}, t.vals[i], fv)
 		}
 	case reflect.Slice:
 		if t.kind != kArray {
@@ -518,7 +602,7 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(t.vals), len(t.vals))
 		for i, item := range t.vals {
-			assign(errs, fmt.Sprintf("%s[%d]", path, i), item, s.Index(i))
+			a.assign(&fieldPath{parent: path, index: i, item: true}, item, s.Index(i))
 		}
 		v.Set(s)
 	case reflect.Map:
@@ -529,7 +613,7 @@ func assign(errs *Errors, path string, t *tree, v reflect.Value) {
 		m := reflect.MakeMapWithSize(v.Type(), len(t.keys))
 		for i, k := range t.keys {
 			ev := reflect.New(v.Type().Elem()).Elem()
-			assign(errs, joinKey(path, k), t.vals[i], ev)
+			a.assign(&fieldPath{parent: path, key: k}, t.vals[i], ev)
 			m.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), ev)
 		}
 		v.Set(m)
@@ -602,7 +686,7 @@ func describe(t *tree) string {
 
 // suggest names the known field closest to an unknown one, to catch typos
 // such as "pathprefix" or "burts".
-func suggest(k string, fields map[string]int) string {
+func suggest(k string, fields map[string]jsonField) string {
 	best, bestD := "", 3
 	for name := range fields {
 		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d < bestD || (d == bestD && name < best) {

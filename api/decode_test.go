@@ -82,6 +82,15 @@ func TestDecodeStrict(t *testing.T) {
 		{"yaml invalid explicit int", "namespace: x\nlimits: [{rate: !!int abc}]\n", "limits[0].rate", "invalid integer", 2},
 		{"yaml invalid explicit float", "namespace: x\nbreakers: [{errorRatio: !!float abc}]\n", "breakers[0].errorRatio", "invalid number", 2},
 		{"yaml invalid explicit bool", "namespace: x\nlimits: [{shadow: !!bool maybe}]\n", "limits[0].shadow", "invalid boolean", 2},
+		{"negative zero duration", `{"namespace":"x","limits":[{"period":"-0"}]}`, "limits[0].period", "must not be negative", 0},
+		{"json null field", `{"namespace":"x","routes":[{"id":"a","match":null}]}`, "routes[0].match", "null is not a value here", 0},
+		{"json null list", `{"namespace":"x","routes":null}`, "routes", "null is not a value here", 0},
+		{"json null list item", `{"namespace":"x","routes":[{"upstream":{"targets":[null]}}]}`, "routes[0].upstream.targets[0]", "null is not a value here", 0},
+		{"json null map value", `{"namespace":"x","routes":[{"match":{"headers":{"X-A":null}}}]}`, "routes[0].match.headers.X-A", "null is not a value here", 0},
+		{"yaml empty value is null", "namespace: x\nlimits:\n  - id: a\n    routes:\n", "limits[0].routes", "null is not a value here", 4},
+		{"yaml tilde", "namespace: x\nlimits: [{cost: ~}]\n", "limits[0].cost", "null is not a value here", 2},
+		{"empty optional string", `{"namespace":"x","routes":[{"match":{"pathPrefix":""}}]}`, "routes[0].match.pathPrefix", "is empty; leave the field out", 0},
+		{"empty optional enum", "namespace: x\nlimits: [{scope: \"\"}]\n", "limits[0].scope", "is empty; leave the field out", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -316,5 +325,31 @@ routes:
 	}
 	if rs.Routes[1].Upstream.Timeout.D() != 2*time.Second {
 		t.Fatalf("alias not followed: %+v", rs.Routes[1])
+	}
+}
+
+// TestDecodeNullAndEmpty checks what null and empty strings mean: refused in
+// rule documents (except a JSON fallback body, where null is absent), and
+// absent in API bodies read with UnmarshalJSON.
+func TestDecodeNullAndEmpty(t *testing.T) {
+	t.Parallel()
+	rs := MustDecode(t, []byte(`{"namespace":"x","degrades":[{"id":"d","fallback":{"json":null}}]}`))
+	if rs.Degrades[0].Fallback.JSON != nil {
+		t.Errorf("fallback json null = %q, want absent", rs.Degrades[0].Fallback.JSON)
+	}
+	rs = MustDecode(t, []byte(`{"namespace":"x","routes":[{"id":"a","match":{"headers":{"X-A":""}}}]}`))
+	if v, ok := rs.Routes[0].Match.Headers["X-A"]; !ok || v != "" {
+		t.Errorf("an empty header value (a map value, not an optional field) = %q, %v", v, ok)
+	}
+	var o Override
+	if err := UnmarshalJSON([]byte(`{"drain":null,"degradeLevels":null}`), &o); err != nil || o.Drain || o.DegradeLevels != nil {
+		t.Errorf("UnmarshalJSON of nulls = %+v, %v; want zero, nil", o, err)
+	}
+	var l Limit
+	if err := UnmarshalJSON([]byte(`{"id":"a","scope":""}`), &l); err != nil || l.Scope != "" {
+		t.Errorf("UnmarshalJSON of an empty optional string = %+v, %v; want it read as absent", l, err)
+	}
+	if err := Unmarshal([]byte(`{"id":"a","scope":""}`), &l); err == nil {
+		t.Errorf("Unmarshal (a rule) accepted an empty optional string")
 	}
 }

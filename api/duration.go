@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,6 +40,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // ParseDuration parses a non-negative Go duration string. It exists so that
 // every part reads durations with the same rules and messages.
 func ParseDuration(s string) (time.Duration, error) {
+	if strings.HasPrefix(s, "-") {
+		// Even "-0": a sign that says negative is a mistake, and the JSON
+		// Schema's duration pattern refuses it too.
+		return 0, fmt.Errorf("duration %q must not be negative", s)
+	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q (use a number with a unit, such as \"500ms\" or \"1s\")", s)

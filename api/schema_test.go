@@ -179,11 +179,42 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		}
 	}
 	walk("", reflect.TypeFor[RuleSet](), root)
+	// Definitions used only inside others (zeroDuration, in conditions)
+	// count as used when a used definition refers to them.
+	for changed := true; changed; {
+		changed = false
+		for name := range seen {
+			for _, ref := range refsIn(root["$defs"].(schemaNode)[name]) {
+				if !seen[ref] {
+					seen[ref], changed = true, true
+				}
+			}
+		}
+	}
 	for name := range root["$defs"].(schemaNode) {
 		if !seen[name] {
 			t.Errorf("$defs/%s is used by no type", name)
 		}
 	}
+}
+
+// refsIn returns the definitions that local $refs anywhere inside n name.
+func refsIn(n any) []string {
+	var out []string
+	switch n := n.(type) {
+	case schemaNode:
+		for k, v := range n {
+			if ref, ok := v.(string); ok && k == "$ref" {
+				out = append(out, strings.TrimPrefix(ref, "#/$defs/"))
+			}
+			out = append(out, refsIn(v)...)
+		}
+	case []any:
+		for _, v := range n {
+			out = append(out, refsIn(v)...)
+		}
+	}
+	return out
 }
 
 // docObject is one object in a document, with the schema definition that

@@ -10,18 +10,55 @@ import (
 	"net/textproto"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+)
+
+// Patterns that schema.json repeats character for character (a test checks
+// that they are the same strings), so that Go and the schema agree by
+// construction. They use only syntax that RE2 and ECMA-262 read alike.
+const (
+	// portSource is a port 1-65535 without leading zeros.
+	portSource = `(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})`
+	// HostPatternSource is a match host: a lower-case DNS name, optionally
+	// *. in front and a :port behind.
+	HostPatternSource = `^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*(:` + portSource + `)?$`
+	// TargetURLPatternSource is an upstream target: http, https or h2c (any
+	// case), a host name (letters, digits, - and _ in labels of up to 63) or
+	// a bracketed IPv6 address (hexadecimal forms), an optional port
+	// 1-65535 and an optional path of URL characters and %XX escapes; no
+	// credentials, query or fragment.
+	TargetURLPatternSource = `^` + schemeSource + `://(` + dnsNameSource + `|\[` + ipv6Source + `\])(:` + portSource + `)?` + urlPathSource + `$`
+	schemeSource           = `([hH][tT][tT][pP][sS]?|[hH]2[cC])`
+	dnsNameSource          = `[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*`
+	urlPathSource          = `(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?`
+	ipv6Source             = `(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|` +
+		`([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|` +
+		`([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|` +
+		`[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))`
 )
 
 var (
 	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	tokenPattern  = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
-	hostPattern   = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*(:[0-9]{1,5})?$`)
+	hostPattern   = regexp.MustCompile(HostPatternSource)
 	cookiePattern = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 )
+
+// TargetURLPatternSource in parts that each match fast, and a port alone.
+var (
+	targetNamePattern = regexp.MustCompile(`^` + dnsNameSource + `(:` + portSource + `)?$`)
+	targetIPv6Pattern = regexp.MustCompile(`^\[` + ipv6Source + `\](:` + portSource + `)?$`)
+	targetPathPattern = regexp.MustCompile(`^` + urlPathSource + `$`)
+	portPattern       = regexp.MustCompile(`^` + portSource + `$`)
+)
+
+// MaxFallbackBodyChars bounds a fallback or rejection body (body, html), in
+// characters, as JSON Schema's maxLength counts: at most 256 KiB of UTF-8.
+const MaxFallbackBodyChars = 64 << 10
 
 // ValidID reports whether s is a valid namespace or rule id:
 // [a-z0-9][a-z0-9-]{0,62}.
@@ -94,34 +131,42 @@ func (v validator) ruleSet(rs *RuleSet) {
 		dupID(p, "limits", rs.Limits[i].ID, i)
 	}
 	clear(ids)
+	allRoutes := slices.Sorted(maps.Keys(routes))
 	covered := map[string]string{}
+	every := ""
 	for i := range rs.Breakers {
 		p := fmt.Sprintf("breakers[%d]", i)
 		b := &rs.Breakers[i]
 		v.breaker(p, b, routes)
 		dupID(p, "breakers", b.ID, i)
-		v.exclusive(p, b.Routes, routes, covered, "breakers")
+		v.exclusive(p, b.Routes, allRoutes, covered, &every, "breakers")
 	}
 	clear(ids)
 	clear(covered)
+	every = ""
 	for i := range rs.Degrades {
 		p := fmt.Sprintf("degrades[%d]", i)
 		d := &rs.Degrades[i]
 		v.degrade(p, d, routes)
 		dupID(p, "degrades", d.ID, i)
-		v.exclusive(p, d.Routes, routes, covered, "degrades")
+		v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
 	}
 }
 
 // exclusive checks that no route is covered by two rules of one kind (breakers,
-// degrades): their state would otherwise be ambiguous.
-func (v validator) exclusive(p string, ruleRoutes []string, routes map[string]int, covered map[string]string, kind string) {
+// degrades): their state would otherwise be ambiguous. allRoutes is the
+// sorted route ids, what a rule without routes covers; every is the first
+// such rule of the kind, so that a second one is refused at once rather than
+// after another walk over every route (n rules × n routes).
+func (v validator) exclusive(p string, ruleRoutes, allRoutes []string, covered map[string]string, every *string, kind string) {
 	names := ruleRoutes
 	if len(names) == 0 {
-		for r := range routes {
-			names = append(names, r)
+		if *every != "" && len(allRoutes) > 0 {
+			v.add(p+".routes", "route %q is already covered by %s; a route may have only one of %s", allRoutes[0], *every, kind)
+			return
 		}
-		slices.Sort(names)
+		*every = p
+		names = allRoutes
 	}
 	for _, r := range names {
 		if other, ok := covered[r]; ok {
@@ -134,17 +179,38 @@ func (v validator) exclusive(p string, ruleRoutes []string, routes map[string]in
 	}
 }
 
+// listedBefore reports whether list[i] occurs in list[:i]. Called for each i
+// in order, it builds seen for a long list, so that checking a list of n
+// items costs O(n) and not O(n²).
+func listedBefore[T comparable](list []T, i int, seen *map[T]bool) bool {
+	if len(list) <= 16 {
+		return slices.Contains(list[:i], list[i])
+	}
+	if *seen == nil {
+		*seen = make(map[T]bool, len(list))
+	}
+	if (*seen)[list[i]] {
+		return true
+	}
+	(*seen)[list[i]] = true
+	return false
+}
+
 func (v validator) routeRefs(p string, refs []string, routes map[string]int) {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for i, r := range refs {
+		_, ok := routes[r]
+		twice := listedBefore(refs, i, &seen)
+		if ok && !twice {
+			continue
+		}
 		rp := fmt.Sprintf("%s.routes[%d]", p, i)
-		if _, ok := routes[r]; !ok {
+		if !ok {
 			v.add(rp, "names route %q, which does not exist", r)
 		}
-		if seen[r] {
+		if twice {
 			v.add(rp, "route %q is listed twice", r)
 		}
-		seen[r] = true
 	}
 }
 
@@ -177,22 +243,22 @@ func (v validator) route(p string, r *Route) {
 		}
 	}
 	if m.PathRegex != "" {
-		if len(m.PathRegex) > MaxRegexLength {
-			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", len(m.PathRegex), MaxRegexLength)
-		} else if _, err := regexp.Compile(m.PathRegex); err != nil {
-			v.add(mp+".pathRegex", "invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		if n := utf8.RuneCountInString(m.PathRegex); n > MaxRegexLength {
+			v.add(mp+".pathRegex", "is %d characters long; the limit is %d", n, MaxRegexLength)
+		} else if err := CheckRegex(m.PathRegex); err != nil {
+			v.add(mp+".pathRegex", "%v", err)
 		}
 	}
+	var seenHosts, seenMethods map[string]bool
 	for i, h := range m.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", mp, i)
-		if !hostPattern.MatchString(h) || len(h) > 253+6 {
+		switch _, port, ok := strings.Cut(h, ":"); {
+		case ok && !portPattern.MatchString(port):
+			v.add(hp, "%q has a port outside 1-65535 (or written with leading zeros, which never match)", h)
+		case !hostPattern.MatchString(h) || len(h) > 253+6:
 			v.add(hp, "%q is not a lower-case host name (a leading *. and a :port are allowed)", h)
-		} else if _, port, ok := strings.Cut(h, ":"); ok {
-			if n, _ := strconv.Atoi(port); n < 1 || n > 65535 {
-				v.add(hp, "%q has a port outside 1-65535", h)
-			}
 		}
-		if slices.Contains(m.Hosts[:i], h) {
+		if listedBefore(m.Hosts, i, &seenHosts) {
 			v.add(hp, "%q is listed twice", h)
 		}
 	}
@@ -201,7 +267,7 @@ func (v validator) route(p string, r *Route) {
 		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
 			v.add(mp, "%q is not an upper-case HTTP method", meth)
 		}
-		if slices.Contains(m.Methods[:i], meth) {
+		if listedBefore(m.Methods, i, &seenMethods) {
 			v.add(mp, "%q is listed twice", meth)
 		}
 	}
@@ -251,6 +317,33 @@ func (v validator) route(p string, r *Route) {
 	}
 }
 
+// MaxRegexInstructions bounds the compiled program of a pathRegex (RE2
+// instructions after simplification). Matching costs up to the program's
+// size per byte of path, so an expression such as (.*a){1000} — 5,002
+// instructions — would make every request spend milliseconds in the router.
+// Route expressions in practice compile to well under 100 instructions;
+// .{1000} compiles to 1,002.
+const MaxRegexInstructions = 2000
+
+// CheckRegex reports whether expr is an RE2 expression (Go regexp syntax)
+// that a route may use: it parses (RE2's caps apply: repeat counts up to
+// 1000, nesting depth) and its compiled program has at most
+// MaxRegexInstructions instructions.
+func CheckRegex(expr string) error {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return fmt.Errorf("invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return fmt.Errorf("invalid RE2 regular expression: %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	if n := len(prog.Inst); n > MaxRegexInstructions {
+		return fmt.Errorf("compiles to %d RE2 instructions; the limit is %d (use fewer or smaller repeats)", n, MaxRegexInstructions)
+	}
+	return nil
+}
+
 func checkTargetURL(s string) error {
 	if s == "" {
 		return fmt.Errorf("is required")
@@ -268,10 +361,34 @@ func checkTargetURL(s string) error {
 	if u.User != nil {
 		return fmt.Errorf("%q must not carry credentials", RedactURL(s))
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Contains(s, "#") {
 		return fmt.Errorf("%q must not have a query or fragment", s)
 	}
+	if !matchTargetURL(s) {
+		return fmt.Errorf("%q is not a valid target URL: scheme://host[:port][/path], with a DNS name or [IPv6 address], a port 1-65535 and a path of URL characters", s)
+	}
 	return nil
+}
+
+// matchTargetURL reports whether s matches TargetURLPatternSource, testing
+// its scheme, authority and path apart: the whole pattern, with the IPv6
+// alternative, is too large for the regexp package's fast matchers.
+func matchTargetURL(s string) bool {
+	scheme, rest, ok := strings.Cut(s, "://")
+	switch strings.ToLower(scheme) {
+	case "http", "https", "h2c":
+	default:
+		return false
+	}
+	auth, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		auth, path = rest[:i], rest[i:]
+	}
+	hostOK := targetNamePattern.MatchString(auth)
+	if strings.HasPrefix(auth, "[") {
+		hostOK = targetIPv6Pattern.MatchString(auth)
+	}
+	return ok && hostOK && targetPathPattern.MatchString(path)
 }
 
 // RedactURL returns s with any password replaced, for logs and errors.
@@ -299,8 +416,8 @@ func ValidateKey(part string) error {
 			return fmt.Errorf("%q: %q is not a valid header name", part, name)
 		}
 	case "query":
-		if name == "" || len(name) > 256 {
-			return fmt.Errorf("%q: a query parameter name is required", part)
+		if name == "" || len(name) > 256 || strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return fmt.Errorf("%q: a query parameter name is 1 to 256 printable ASCII characters, without spaces", part)
 		}
 	case "cookie":
 		if !cookiePattern.MatchString(name) {
@@ -451,8 +568,8 @@ func (v validator) status(p string, s int) {
 }
 
 func (v validator) body(p, s string) {
-	if len(s) > MaxFallbackBodyBytes {
-		v.add(p, "is %d bytes; the limit is %d", len(s), MaxFallbackBodyBytes)
+	if n := utf8.RuneCountInString(s); n > MaxFallbackBodyChars {
+		v.add(p, "is %d characters long; the limit is %d", n, MaxFallbackBodyChars)
 	}
 }
 
@@ -512,10 +629,11 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	if b.HalfOpenProbes < 0 || b.HalfOpenProbes > 1000 {
 		v.add(p+".halfOpenProbes", "must be between 1 and 1000 (0 means %d)", DefaultHalfOpenProbes)
 	}
+	var seenStatus map[int]bool
 	for i, s := range b.FailureStatuses {
 		if s < 100 || s > 599 {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is not an HTTP status", s)
-		} else if slices.Contains(b.FailureStatuses[:i], s) {
+		} else if listedBefore(b.FailureStatuses, i, &seenStatus) {
 			v.add(fmt.Sprintf("%s.failureStatuses[%d]", p, i), "%d is listed twice", s)
 		}
 	}
@@ -597,7 +715,9 @@ func (v validator) degrade(p string, d *Degrade, routes map[string]int) {
 			v.add(p+".fallback.retryAfter", "must be >= 0")
 		}
 		v.body(p+".fallback.html", f.HTML)
-		v.body(p+".fallback.json", string(f.JSON))
+		if len(f.JSON) > MaxFallbackBodyBytes {
+			v.add(p+".fallback.json", "is %d bytes (compact JSON); the limit is %d", len(f.JSON), MaxFallbackBodyBytes)
+		}
 		if len(f.JSON) > 0 && !json.Valid(f.JSON) {
 			v.add(p+".fallback.json", "is not valid JSON")
 		}

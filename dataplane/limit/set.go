@@ -274,36 +274,53 @@ func (ru *rule) setPolicy(p params) {
 	}
 }
 
+// buildChains builds every route's chain in one pass over the rules: the
+// cost is the total length of the chains, not routes × rules.
 func (s *Set) buildChains() {
-	named := map[string]bool{}
+	named := map[string][]*rule{}
 	for _, ru := range s.rules {
 		for _, r := range ru.l.Routes {
-			named[r] = true
+			named[r] = nil
+		}
+	}
+	var all []*rule
+	for _, ru := range s.rules {
+		if len(ru.l.Routes) == 0 {
+			all = append(all, ru)
+			for r, rules := range named {
+				named[r] = append(rules, ru)
+			}
+			continue
+		}
+		for _, r := range ru.l.Routes {
+			if rules := named[r]; len(rules) == 0 || rules[len(rules)-1] != ru {
+				named[r] = append(rules, ru)
+			}
 		}
 	}
 	s.chains = make(map[string]*Chain, len(named))
-	for r := range named {
-		s.chains[r] = s.newChain(func(ru *rule) bool { return api.Applies(ru.l.Routes, r) })
+	for r, rules := range named {
+		s.chains[r] = s.newChain(rules)
 	}
-	s.all = s.newChain(func(ru *rule) bool { return len(ru.l.Routes) == 0 })
+	s.all = s.newChain(all)
 }
 
-func (s *Set) newChain(applies func(*rule) bool) *Chain {
-	c := &Chain{set: s}
-	for _, ru := range s.rules {
-		if applies(ru) {
-			c.rules = append(c.rules, ru)
-		}
-	}
-	if len(c.rules) == 0 {
+// newChain orders rules (which apply to one route, in document order) for
+// evaluation and indexes their distinct key specs.
+func (s *Set) newChain(rules []*rule) *Chain {
+	if len(rules) == 0 {
 		return nil
 	}
+	c := &Chain{set: s, rules: rules}
 	slices.SortStableFunc(c.rules, func(a, b *rule) int { return a.class - b.class })
+	specIdx := make(map[string]int, 1)
 	for _, ru := range c.rules {
-		k := slices.IndexFunc(c.specs, func(ks keySpec) bool { return ks.String() == ru.key.String() })
-		if k < 0 {
+		ks := ru.key.String()
+		k, ok := specIdx[ks]
+		if !ok {
 			k = len(c.specs)
 			c.specs = append(c.specs, ru.key)
+			specIdx[ks] = k
 		}
 		c.keyIdx = append(c.keyIdx, k)
 	}
