@@ -1,0 +1,29 @@
+import { Center, Loader } from '@mantine/core';
+import { lazy, Suspense, type ComponentProps } from 'react';
+
+const LazyYaml = lazy(() => import('./YamlEditor'));
+const LazyMerge = lazy(() => import('./MergeDiff'));
+
+const fallback = (
+  <Center p="md">
+    <Loader size="sm" aria-label="Loading the editor" />
+  </Center>
+);
+
+/** YamlEditor loads CodeMirror on first use. */
+export function YamlEditor(p: ComponentProps<typeof LazyYaml>) {
+  return (
+    <Suspense fallback={fallback}>
+      <LazyYaml {...p} />
+    </Suspense>
+  );
+}
+
+/** MergeDiff loads CodeMirror's merge view on first use. */
+export function MergeDiff(p: ComponentProps<typeof LazyMerge>) {
+  return (
+    <Suspense fallback={fallback}>
+      <LazyMerge {...p} />
+    </Suspense>
+  );
+}
