@@ -102,8 +102,8 @@ export function NamespacesPage() {
       <ErrorAlert error={nss.error} />
       {nss.data && items.length === 0 && <Text>No namespaces yet.{allows(me.data?.role, 'admin') ? ' Create the first one below.' : ' An admin creates them.'}</Text>}
       {items.length > 0 && (
-        <Table.ScrollContainer minWidth={560}>
-          <Table striped highlightOnHover aria-label="Namespaces">
+        <Table.ScrollContainer minWidth={340}>
+          <Table striped highlightOnHover aria-label="Namespaces" verticalSpacing="xs" horizontalSpacing="xs">
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Namespace</Table.Th>
