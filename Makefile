@@ -6,7 +6,7 @@ MODULES := api controlplane dataplane migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build web test run bench bench-proxy lint fmt vet clean
+.PHONY: all build web test run bench bench-proxy bench-web lint fmt vet clean
 
 all: build
 
@@ -40,6 +40,11 @@ bench: build
 
 bench-proxy: build
 	scripts/bench-proxy.sh
+
+# bench-web: the console's initial JS size and, at 10,000 rules, draft open,
+# YAML view and version diff times (Playwright, Debian's Chromium).
+bench-web: build
+	cd web && node e2e/bench.mjs
 
 clean:
 	rm -rf $(BIN) web/dist

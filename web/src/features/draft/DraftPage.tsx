@@ -14,7 +14,7 @@ import { fetchDraft, saveDraft, useDraft, type LoadedDraft } from './hooks';
 import { RuleForm } from './RuleForm';
 import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
 
-const pageSize = 20;
+const pageSize = 10;
 const kindTitle: Record<RuleKind, string> = { routes: 'Routes', limits: 'Limits', breakers: 'Breakers', degrades: 'Degrades' };
 
 export function DraftPage() {
@@ -45,6 +45,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const [filter, setFilter] = useState('');
   const [page, setPage] = useState(1);
   const [yamlText, setYamlText] = useState('');
+  const [yamlBase, setYamlBase] = useState('');
   const [yamlError, setYamlError] = useState<{ message: string; line?: number } | null>(null);
   const [serverError, setServerError] = useState<unknown>(null);
   const [saving, setSaving] = useState(false);
@@ -53,7 +54,9 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const [changeOpen, setChangeOpen] = useState(false);
 
   const fieldErrors: FieldError[] = serverError instanceof ApiError ? serverError.fields : [];
-  const dirty = !sameRuleSet(working, base) || (view === 'yaml' && yamlText !== '' && yamlText !== toYaml(working));
+  // Every edit makes a new object, so a reference check finds them; the
+  // YAML view is compared with the text it was opened with.
+  const dirty = working !== base || (view === 'yaml' && yamlText !== yamlBase);
 
   const blocker = useBlocker(({ currentLocation, nextLocation }) => dirty && currentLocation.pathname !== nextLocation.pathname);
   useEffect(() => {
@@ -72,13 +75,16 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       return null;
     }
     setYamlError(null);
-    setWorking(r.ruleSet);
+    if (!sameRuleSet(r.ruleSet, working)) setWorking(r.ruleSet);
+    setYamlBase(yamlText);
     return r.ruleSet;
   };
 
   const switchView = (v: string) => {
     if (v === 'yaml') {
-      setYamlText(toYaml(working));
+      const y = toYaml(working);
+      setYamlText(y);
+      setYamlBase(y);
       setYamlError(null);
       setView('yaml');
     } else {

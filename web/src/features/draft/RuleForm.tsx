@@ -49,6 +49,7 @@ function Field({ kind, f, value, error, readOnly, routeIds, onValue, id }: { kin
           value={(value as string[]) ?? []}
           onChange={(v) => onValue(v)}
           searchable
+          limit={50}
         />
       );
     case 'bool':
