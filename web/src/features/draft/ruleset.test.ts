@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fromYaml, lineOfPath, MaxYamlBytes, newLimit, parsePath, ruleOfPath, sameRuleSet, setField, toYaml, withLimit } from './ruleset';
+import { fromYaml, lineOfPath, MaxYamlBytes, newLimit, parsePath, ruleOfPath, sameRuleSet, setField, toYaml, toYamlGeneral, withLimit } from './ruleset';
 import type { RuleSet } from '../../api/client';
 
 const demo: RuleSet = {
@@ -89,5 +89,42 @@ describe('field paths', () => {
   it('maps a path to its rule', () => {
     expect(ruleOfPath(demo, 'limits[1].rate')).toEqual({ kind: 'limits', index: 1, id: 'shared', field: 'rate' });
     expect(ruleOfPath(demo, 'namespace')).toBeUndefined();
+  });
+});
+
+describe('toYaml', () => {
+  const tricky: unknown = {
+    namespace: 'demo',
+    routes: [
+      {
+        id: 'r',
+        match: { pathPrefix: '/api/x', methods: ['GET'], headers: { 'X-Env': 'yes', 'x:y': '' } },
+        upstream: { targets: [{ url: 'http://127.0.0.1:8081', weight: 2 }], timeout: '1s', stripPrefix: true },
+      },
+    ],
+    limits: [{ id: 'l', algorithm: 'token_bucket', rate: 5, period: '1m0s', key: [], exempt: ['10.0.0.0/8', '::1'], shadow: false }],
+    degrades: [
+      {
+        id: 'd',
+        mode: 'auto',
+        triggers: { level1: { qpsAbove: 1.5 } },
+        fallback: { html: '<p>busy</p>\n  "quoted" # not a comment', json: { a: [1, { b: null }], n: '1', t: 'true', e: '', s: ' lead' } },
+      },
+    ],
+    weird: ['-', '-1', '.5', '1e3', 'null', '~', 'on', 'NaN', 'Infinity', '#x', 'a: b', 'ünïcode', [], {}, [['nested']]],
+  };
+  it('reads back to the same value, including strings YAML would mistake', () => {
+    const y = toYaml(tricky as RuleSet);
+    const r = fromYaml(y);
+    expect(r.ok).toBe(true);
+    if (r.ok) expect(r.ruleSet).toEqual(tricky);
+  });
+  it('agrees with the yaml library on the value of the demo rules', () => {
+    expect(fromYaml(toYaml(demo))).toEqual(fromYaml(toYamlGeneral(demo)));
+  });
+  it('writes plain scalars where it can', () => {
+    expect(toYaml(demo)).toContain('  - id: orders-per-ip\n    routes:\n      - orders\n');
+    expect(toYaml(demo)).toContain('period: 1s');
+    expect(toYaml(demo)).toContain('url: "http://127.0.0.1:8081"');
   });
 });
