@@ -94,13 +94,35 @@ async function main() {
       await p.screenshot({ path: join(shots, 'draft-editor.png') });
     });
 
-    await step('the YAML view shows the same draft, with syntax highlighting', async () => {
+    await step('the YAML view shows the same draft; a server error shows at its line; a 10 MB paste is refused', async () => {
       await p.getByText('YAML', { exact: true }).click();
       const editorBox = p.getByTestId('yaml-editor');
       await editorBox.getByText('orders-limit').first().waitFor();
-      await editorBox.getByText('rate: 2').or(editorBox.locator('.cm-line', { hasText: 'rate: 2' })).first().waitFor();
+      const rateLine = editorBox.locator('.cm-line', { hasText: 'rate: 2' });
+      await rateLine.waitFor();
+      assert.ok((await editorBox.locator('.cm-line span').count()) > 0, 'YAML is highlighted');
+      await rateLine.click();
+      await p.keyboard.press('End');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.type('-1');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByRole('alert').filter({ hasText: 'The server refused the draft' }).getByText('limits[0].rate').waitFor();
+      await editorBox.locator('.cm-lint-marker-error').first().waitFor();
+      await p.evaluate(() => {
+        /* global DataTransfer, document, ClipboardEvent -- runs in the page */
+        const dt = new DataTransfer();
+        dt.setData('text/plain', 'x'.repeat(10 << 20));
+        document.querySelector('.cm-content').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+      });
+      await p.getByRole('alert').filter({ hasText: 'the limit is 8 MB. Nothing was inserted.' }).waitFor();
+      await editorBox.locator('.cm-line', { hasText: 'rate: -1' }).click();
+      await p.keyboard.press('End');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.type('2');
       await p.getByText('Form', { exact: true }).click();
       await p.getByRole('group', { name: 'Limit orders-limit' }).waitFor();
+      assert.equal(await p.getByText('Unsaved changes').count(), 0, 'the YAML is back to the saved draft');
     });
 
     await step('editor opens a change; a <script> description renders as text', async () => {

@@ -75,7 +75,9 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       return null;
     }
     setYamlError(null);
-    if (!sameRuleSet(r.ruleSet, working)) setWorking(r.ruleSet);
+    // Parsed back to the saved draft: keep its reference, so it is not dirty.
+    if (sameRuleSet(r.ruleSet, base)) setWorking(base);
+    else if (!sameRuleSet(r.ruleSet, working)) setWorking(r.ruleSet);
     setYamlBase(yamlText);
     return r.ruleSet;
   };
