@@ -5,13 +5,15 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { Api, gatewayVersion, root, sleep, startStack } from './harness.mjs';
+import { Api, gatewayVersion, out, root, sleep, startStack } from './harness.mjs';
 
 const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 // Playwright gives every launch a fresh temporary profile (--user-data-dir)
 // and adds --headless itself.
 const chromiumArgs = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const shots = join(root, 'docs', 'screenshots');
+// Screenshots go to web/test-results/; UPDATE_SCREENSHOTS=1 writes the ones
+// the README shows (docs/screenshots/) instead.
+const shots = process.env.UPDATE_SCREENSHOTS === '1' ? join(root, 'docs', 'screenshots') : join(out, 'screenshots');
 const timeout = 15_000;
 
 const results = [];
