@@ -1,7 +1,7 @@
 import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, ThemeIcon, Title, Tooltip } from '@mantine/core';
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
-import type { Change, Version } from '../../api/client';
+import type { Change } from '../../api/client';
 import { MergeDiff } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
@@ -53,24 +53,28 @@ function WarningList({ warnings }: { warnings: Warning[] }) {
   );
 }
 
-function Rollout({ ns, version }: { ns: string; version: Version }) {
-  const r = useRollout(ns, version.number);
+function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) {
+  const r = useRollout(ns, n, follow);
   const applied = (r.data?.applied ?? []).filter((a) => a.live && a.current).length;
   const waiting = r.data?.waiting ?? [];
   const done = r.data?.rulesetAt && waiting.length === 0;
   return (
-    <Alert color={done ? 'green' : 'blue'} title={`Published version ${version.number}`} role="status">
+    <Alert color={done || !follow ? 'green' : 'blue'} title={`Published version ${n}`} role="status">
       {r.error ? (
         <Text size="sm">Publication state unavailable.</Text>
       ) : !r.data?.rulesetAt ? (
         <Text size="sm">Writing to etcd…</Text>
-      ) : (
+      ) : follow ? (
         <Text size="sm">
           Running on {applied} of {applied + waiting.length} live nodes{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
         </Text>
+      ) : (
+        <Text size="sm">
+          Applied by {(r.data?.applied ?? []).length} nodes; {applied} live nodes still run it.
+        </Text>
       )}
-      <Anchor component={Link} to={`/namespaces/${ns}/versions/${version.number}`} size="sm">
-        View version {version.number}
+      <Anchor component={Link} to={`/namespaces/${ns}/versions/${n}`} size="sm">
+        View version {n}
       </Anchor>
     </Alert>
   );
@@ -88,17 +92,27 @@ export function ChangePage() {
   const c = q.data;
   const base = useVersionDoc(ns, c ? (c.baseVersion ?? 0) : undefined);
   const published = useVersionDoc(ns, c?.publishedVersion ?? undefined);
+  // The proposed document and both YAML texts, once per change (10,000
+  // rules take a while), not per render.
+  const view = useMemo(() => {
+    if (!c) return undefined;
+    const after = published.data ?? (base.data ? applyDiff(base.data, c.diff) : undefined);
+    return {
+      after,
+      summary: summarize(c.diff, warningsOf(c), after),
+      yaml: base.data && after ? { a: toYaml(base.data), b: toYaml(after as never) } : undefined,
+    };
+  }, [c, base.data, published.data]);
 
   if (q.isPending) return <Loading />;
-  if (!c) return <ErrorAlert error={q.error} />;
+  if (!c || !view) return <ErrorAlert error={q.error} />;
 
   const warnings = warningsOf(c);
-  const after = published.data ?? (base.data ? applyDiff(base.data, c.diff) : undefined);
-  const { lines, general } = summarize(c.diff, warnings, after);
+  const { lines, general } = view.summary;
   const block = approveBlock(me.data, c);
   const canReview = allows(me.data?.role, 'approver');
   const canPublish = canReview && c.state === 'approved' && !c.stale;
-  const publishedVersion = publish.data;
+  const publishedVersion = publish.data?.number ?? c.publishedVersion ?? undefined;
 
   return (
     <Page
@@ -157,7 +171,7 @@ export function ChangePage() {
           YAML diff
         </Title>
         <ErrorAlert error={base.error} />
-        {base.data && after ? <MergeDiff a={toYaml(base.data)} b={toYaml(after as never)} label={`Version ${c.baseVersion ?? 0} and change ${c.id}`} /> : <Loading />}
+        {view.yaml ? <MergeDiff a={view.yaml.a} b={view.yaml.b} label={`Version ${c.baseVersion ?? 0} and change ${c.id}`} /> : <Loading />}
       </Stack>
 
       {(c.reviews ?? []).length > 0 && (
@@ -182,7 +196,7 @@ export function ChangePage() {
         </Paper>
       )}
 
-      {publishedVersion && <Rollout ns={ns} version={publishedVersion} />}
+      {publishedVersion !== undefined && <Rollout ns={ns} n={publishedVersion} follow={publish.data !== undefined} />}
       <ErrorAlert error={action.error ?? publish.error} />
 
       {canReview && (c.state === 'open' || c.state === 'approved') && (

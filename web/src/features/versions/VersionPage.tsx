@@ -1,5 +1,5 @@
 import { Alert, Button, Group, List, Modal, NativeSelect, Paper, Stack, Text, Textarea, TextInput, Title } from '@mantine/core';
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import { useNavigate, useParams, useSearchParams } from 'react-router';
 import { MergeDiff, YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
@@ -61,7 +61,10 @@ export function VersionPage() {
   const [dialog, setDialog] = useState<'normal' | 'emergency' | null>(null);
   const latest = versions.data?.items?.[0]?.number;
   const numbers = ['', '0', ...(versions.data?.items ?? []).map((v) => String(v.number)).filter((x) => x !== String(n))];
-  const { lines } = summarize(diff.data);
+  const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
+  // YAML of 10,000 rules takes a while: once per document, not per render.
+  const docYaml = useMemo(() => (doc.data ? toYaml(doc.data) : undefined), [doc.data]);
+  const otherYaml = useMemo(() => (otherDoc.data ? toYaml(otherDoc.data) : undefined), [otherDoc.data]);
 
   return (
     <Page title={`Version ${n}`} crumbs={[...nsCrumbs(ns), { to: `/namespaces/${ns}/versions`, label: 'Versions' }]} actions={<NamespaceNav ns={ns} />}>
@@ -101,10 +104,10 @@ export function VersionPage() {
               </List>
             )}
           </Paper>
-          {doc.data && otherDoc.data ? <MergeDiff a={toYaml(otherDoc.data)} b={toYaml(doc.data)} label={`Version ${other} and version ${n}`} /> : <Loading />}
+          {docYaml !== undefined && otherYaml !== undefined ? <MergeDiff a={otherYaml} b={docYaml} label={`Version ${other} and version ${n}`} /> : <Loading />}
         </Stack>
       ) : (
-        doc.data && <YamlEditor label={`Version ${n} YAML`} value={toYaml(doc.data)} readOnly />
+        docYaml !== undefined && <YamlEditor label={`Version ${n} YAML`} value={docYaml} readOnly />
       )}
       {latest === n && <Alert color="gray">This is the newest version.</Alert>}
       {dialog && <RollbackDialog ns={ns} n={n} emergency={dialog === 'emergency'} opened onClose={() => setDialog(null)} />}

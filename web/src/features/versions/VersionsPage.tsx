@@ -3,6 +3,7 @@ import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
+import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useVersions } from './hooks';
 
@@ -11,6 +12,10 @@ export function VersionsPage() {
   const q = useVersions(ns);
   const navigate = useNavigate();
   const items = q.data?.items ?? [];
+  // Authors come from the published changes (the newest 50); the publisher
+  // is an approver (publishing needs the role), shown per version.
+  const published = useChanges(ns, 'published');
+  const byId = new Map((published.data?.items ?? []).map((c) => [c.id, c]));
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
   const numbers = items.map((v) => String(v.number));
@@ -29,11 +34,12 @@ export function VersionsPage() {
         </Group>
       )}
       {items.length > 0 && (
-        <Table.ScrollContainer minWidth={600}>
+        <Table.ScrollContainer minWidth={680}>
           <Table aria-label="Versions" highlightOnHover>
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Version</Table.Th>
+                <Table.Th>Author</Table.Th>
                 <Table.Th>Published by</Table.Th>
                 <Table.Th>When</Table.Th>
                 <Table.Th>From</Table.Th>
@@ -49,6 +55,7 @@ export function VersionsPage() {
                     </Anchor>{' '}
                     {v.rollbackOf ? <Badge color="grape">rollback to v{v.rollbackOf}</Badge> : null} {v.emergency && <Badge color="red">emergency</Badge>}
                   </Table.Td>
+                  <Table.Td>{v.changeId ? byId.get(v.changeId)?.author : v.createdBy}</Table.Td>
                   <Table.Td>{v.createdBy}</Table.Td>
                   <Table.Td>{when(v.createdAt)}</Table.Td>
                   <Table.Td>

@@ -32,12 +32,13 @@ export function useVersionDiff(ns: string, a: number | undefined, b: number | un
 }
 
 /** useRollout follows a version's publication until every live node runs it. */
-export function useRollout(ns: string, n: number | undefined) {
+export function useRollout(ns: string, n: number | undefined, follow = true) {
   return useQuery({
     queryKey: keys.rollout(ns, n ?? -1),
     enabled: n !== undefined,
     queryFn: () => unwrap(client.GET('/api/v1/namespaces/{ns}/versions/{n}/rollout', { params: { path: { ns, n: n! } } })),
     refetchInterval: (q) => {
+      if (!follow) return false;
       const r = q.state.data;
       return r && r.rulesetAt && (r.waiting ?? []).length === 0 ? false : 1000;
     },
