@@ -1,8 +1,15 @@
 import { Center, Loader } from '@mantine/core';
 import { lazy, Suspense, type ComponentProps } from 'react';
 
-const LazyYaml = lazy(() => import('./YamlEditor'));
-const LazyMerge = lazy(() => import('./MergeDiff'));
+const loadYaml = () => import('./YamlEditor');
+const loadMerge = () => import('./MergeDiff');
+const LazyYaml = lazy(loadYaml);
+const LazyMerge = lazy(loadMerge);
+
+/** preloadEditor starts loading CodeMirror while a page fetches its data. */
+export function preloadEditor(kind: 'yaml' | 'merge') {
+  void (kind === 'yaml' ? loadYaml() : loadMerge());
+}
 
 const fallback = (
   <Center p="md">

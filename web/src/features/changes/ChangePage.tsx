@@ -1,8 +1,8 @@
 import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, ThemeIcon, Title, Tooltip } from '@mantine/core';
-import { useMemo, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import type { Change } from '../../api/client';
-import { MergeDiff } from '../../components/code';
+import { preloadEditor, MergeDiff } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe, type Me } from '../auth/session';
@@ -85,6 +85,7 @@ export function ChangePage() {
   const ns = params.ns!;
   const id = Number(params.id);
   const me = useMe();
+  useEffect(() => preloadEditor('merge'), []);
   const q = useChange(ns, id);
   const action = useChangeAction(ns, id);
   const publish = usePublish(ns, id);

@@ -1,7 +1,7 @@
 import { Alert, Button, Group, List, Modal, NativeSelect, Paper, Stack, Text, Textarea, TextInput, Title } from '@mantine/core';
-import { useMemo, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
 import { useNavigate, useParams, useSearchParams } from 'react-router';
-import { MergeDiff, YamlEditor } from '../../components/code';
+import { preloadEditor, MergeDiff, YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
@@ -54,6 +54,7 @@ export function VersionPage() {
   const diffWith = search.get('diff');
   const other = diffWith === null ? undefined : Number(diffWith);
   const me = useMe();
+  useEffect(() => preloadEditor(other !== undefined ? 'merge' : 'yaml'), [other]);
   const doc = useVersionDoc(ns, n);
   const otherDoc = useVersionDoc(ns, other);
   const diff = useVersionDiff(ns, other, other === undefined ? undefined : n);
