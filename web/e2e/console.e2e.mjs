@@ -243,7 +243,7 @@ async function main() {
       await viewer.context.close();
     });
 
-    await step('four eyes: the approve button says why the author may not approve', async () => {
+    await step('four eyes: the approve button says why the author may not approve; an admin rolls back in an emergency', async () => {
       const admin = await signIn(browser, base, 'admin', pw.admin);
       const etag = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).headers.get('etag');
       const d = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data;
@@ -253,6 +253,20 @@ async function main() {
       await admin.page.goto(`/namespaces/shop/changes/${c.id}`);
       assert.ok(await admin.page.getByRole('button', { name: 'Approve' }).isDisabled());
       await admin.page.getByText('You opened this change: a second person must approve it (four eyes).').waitFor();
+
+      // An admin's emergency rollback needs a reason and the namespace's name typed.
+      await admin.page.goto('/namespaces/shop/versions/2');
+      await admin.page.getByRole('button', { name: 'Emergency rollback' }).click();
+      const dialog = admin.page.getByRole('dialog', { name: 'Emergency rollback to v2' });
+      const go = dialog.getByRole('button', { name: 'Roll back now' });
+      await dialog.getByLabel('Reason').fill('incident 42');
+      assert.ok(await go.isDisabled(), 'disabled until the name is typed');
+      await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
+      await go.click();
+      await admin.page.waitForURL('**/namespaces/shop/versions/4');
+      await until('the gateway to run v4', async () => (await gatewayVersion(stack.gwAdmin)) === 4);
+      await admin.page.goto('/namespaces/shop/versions');
+      await admin.page.getByRole('row', { name: /v4/ }).getByText('emergency').waitFor();
       await admin.context.close();
     });
 
