@@ -243,7 +243,7 @@ async function main() {
       await viewer.context.close();
     });
 
-    await step('four eyes: the approve button says why the author may not approve; an admin rolls back in an emergency', async () => {
+    await step('four eyes: the approve button says why the author may not approve; an admin rolls back in an emergency, creates a namespace and a user', async () => {
       const admin = await signIn(browser, base, 'admin', pw.admin);
       const etag = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).headers.get('etag');
       const d = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data;
@@ -267,6 +267,21 @@ async function main() {
       await until('the gateway to run v4', async () => (await gatewayVersion(stack.gwAdmin)) === 4);
       await admin.page.goto('/namespaces/shop/versions');
       await admin.page.getByRole('row', { name: /v4/ }).getByText('emergency').waitFor();
+
+      // Admins create namespaces and users.
+      await admin.page.goto('/namespaces');
+      const create = admin.page.getByRole('form', { name: 'Create a namespace' });
+      await create.getByLabel('Name').fill('team-b');
+      await create.getByRole('button', { name: 'Create' }).click();
+      await admin.page.waitForURL('**/namespaces/team-b');
+      await admin.page.goto('/users');
+      const newUser = admin.page.getByRole('form', { name: 'Create a user' });
+      await newUser.getByLabel('Username').fill('ops');
+      await newUser.getByRole('textbox', { name: 'Password' }).fill('ops-password-123');
+      await newUser.getByRole('button', { name: 'Create user' }).click();
+      await admin.page.getByRole('switch', { name: 'ops enabled' }).or(admin.page.getByRole('checkbox', { name: 'ops enabled' })).waitFor();
+      const users = (await stack.api.ok('GET', '/api/v1/users')).data.items;
+      assert.equal(users.find((u) => u.username === 'ops')?.role, 'viewer');
       await admin.context.close();
     });
 
