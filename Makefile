@@ -6,15 +6,20 @@ MODULES := api controlplane dataplane migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test run bench bench-proxy lint fmt vet clean
+.PHONY: all build web test run bench bench-proxy bench-web lint fmt vet clean
 
 all: build
 
-build:
+build: web
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/sluice-gateway ./dataplane/cmd/sluice-gateway
 	$(GO) build -o $(BIN)/demo-upstream ./dataplane/cmd/demo-upstream
 	$(GO) build -o $(BIN)/sluice-admin ./controlplane/cmd/sluice-admin
+
+# web builds the console into web/dist and copies it where sluice-admin
+# embeds it; a Go-only build (no Node) embeds a placeholder page instead.
+web:
+	scripts/build-web.sh
 
 lint: fmt vet
 
@@ -36,5 +41,11 @@ bench: build
 bench-proxy: build
 	scripts/bench-proxy.sh
 
+# bench-web: the console's initial JS size and, at 10,000 rules, draft open,
+# YAML view and version diff times (Playwright, Debian's Chromium).
+bench-web: build
+	cd web && node e2e/bench.mjs
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) web/dist
+	find controlplane/http/console -mindepth 1 ! -name placeholder.html -exec rm -rf {} +

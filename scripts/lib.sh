@@ -59,3 +59,41 @@ ensure_postgres() {
 	for _ in $(seq 100); do pg_isready -h 127.0.0.1 -p 5432 -q && return 0; sleep 0.1; done
 	die "Postgres did not come up on 127.0.0.1:5432"
 }
+
+# ensure_node makes sure Node.js 20.19 or newer and npm are installed (the
+# console's build tools need them); it installs Debian's nodejs and npm when
+# node is missing and we are root, and otherwise names what is missing.
+ensure_node() {
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+			say "installing nodejs and npm (apt)"
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+		fi
+	fi
+	command -v node >/dev/null 2>&1 || die "Node.js 20.19 or newer is needed to build the console (web/): install nodejs and npm"
+	node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' ||
+		die "Node.js $(node -v) is too old for the console's build (Vite 8): install Node.js 20.19 or newer"
+}
+
+# ensure_web_deps runs npm ci in web/ when node_modules is missing or older
+# than package-lock.json.
+ensure_web_deps() {
+	ensure_node
+	if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+		say "installing the console's packages (npm ci)"
+		(cd web && npm ci --no-audit --no-fund --loglevel=error)
+	fi
+}
+
+# ensure_chromium makes sure Debian's chromium is installed for the
+# console's end-to-end tests (Playwright drives it; its own browser
+# downloads do not work here).
+ensure_chromium() {
+	CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+	[ -x "$CHROMIUM" ] && return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "installing chromium (apt) for the console's end-to-end tests"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	fi
+	[ -x "$CHROMIUM" ] || die "the console's end-to-end tests need Chromium at $CHROMIUM: install the Debian package chromium (apt-get install chromium)"
+}

@@ -18,6 +18,7 @@ UPSTREAM=127.0.0.1:8081
 GWS=("gw-1 9000 9901" "gw-2 9001 9902")
 
 ensure_postgres
+ensure_redis
 ensure_pkg curl curl
 for port in 8080 2379 2380 8081 9000 9001 9901 9902; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -110,7 +111,8 @@ pids+=($!)
 for g in "${GWS[@]}"; do
 	read -r id port admin <<<"$g"
 	bin/sluice-gateway --etcd "$ETCD" --namespace demo --node-id "$id" --labels "zone=local,name=$id" --trust-keys "$TRUST_KEYS" \
-		--state-dir "$RUN/state/$id" --listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" >"$RUN/$id.log" 2>&1 &
+		--state-dir "$RUN/state/$id" --listen "127.0.0.1:$port" --admin "127.0.0.1:$admin" \
+		--redis redis://127.0.0.1:6379 --redis-prefix "sluice-demo:" >"$RUN/$id.log" 2>&1 &
 	pids+=($!)
 done
 for g in "${GWS[@]}"; do
@@ -123,7 +125,7 @@ cat <<EOT
 
   Sluice is running (version ${version:-?} of namespace demo is published to both gateways).
 
-    control plane  http://$ADMIN_ADDR        admin / $ADMIN_PASSWORD     reviewer (approver) / $REVIEWER_PASSWORD
+    console        http://$ADMIN_ADDR        admin / $ADMIN_PASSWORD     reviewer (approver) / $REVIEWER_PASSWORD
     gateways       http://127.0.0.1:9000 (gw-1)   http://127.0.0.1:9001 (gw-2)
     node admin     http://127.0.0.1:9901/status   http://127.0.0.1:9902/status   (/metrics /healthz /readyz)
     upstream       http://$UPSTREAM

@@ -8,3 +8,4 @@ ensure_redis
 ensure_postgres
 ensure_pkg redis-cli redis-tools
 go test -count=1 -race -timeout 10m ./api/... ./dataplane/... ./migrations/... ./controlplane/...
+scripts/test-web.sh

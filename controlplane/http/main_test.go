@@ -161,7 +161,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		w.Start(context.Background())
 		t.Cleanup(w.Close)
 	}
-	e.srv = httptest.NewServer(e.api.Handler())
+	e.srv = httptest.NewServer(specChecked(t, e.api.Handler()))
 	t.Cleanup(e.srv.Close)
 	if _, err := users.EnsureBootstrapAdmin(context.Background(), "admin", password); err != nil {
 		t.Fatal(err)

@@ -67,8 +67,9 @@ type Settings struct {
 	// SessionTTL is the cookie's lifetime; zero means 12h (match the
 	// session store's).
 	SessionTTL time.Duration
-	// WebDir is the console's built files (web/dist); when it has no
-	// index.html a placeholder page is served at /.
+	// WebDir, when set and holding index.html, serves the console from
+	// disk (development); otherwise the console embedded at build time is
+	// served, or a placeholder page when the binary was built without it.
 	WebDir string
 	// LoginThrottle slows down failed logins per (account, client) and per
 	// client; see ThrottleSettings for its zero value.
@@ -82,6 +83,7 @@ type Server struct {
 	metrics  *metrics
 	throttle *throttle
 	drafts   draftCache
+	console  console
 }
 
 const (
@@ -108,7 +110,7 @@ func New(s Settings) (*Server, error) {
 	if s.SessionTTL == 0 {
 		s.SessionTTL = 12 * time.Hour
 	}
-	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now)}
+	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now), console: newConsole(s.WebDir)}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true

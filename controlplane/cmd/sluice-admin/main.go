@@ -141,7 +141,7 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer", env("SLUICE_EMBEDDED_ETCD_PEER", "127.0.0.1:2380"), "peer address of the embedded etcd ($SLUICE_EMBEDDED_ETCD_PEER)")
 	fs.StringVar(&c.Listen, "listen", env("SLUICE_LISTEN", ":8080"), "admin API and console address ($SLUICE_LISTEN)")
 	fs.StringVar(&c.BootstrapAdmin, "bootstrap-admin", env("SLUICE_BOOTSTRAP_ADMIN", "admin"), "name of the admin created when there are no users ($SLUICE_BOOTSTRAP_ADMIN; password from $SLUICE_BOOTSTRAP_ADMIN_PASSWORD)")
-	fs.StringVar(&c.WebDir, "web-dir", env("SLUICE_WEB_DIR", "web/dist"), "the console's built files ($SLUICE_WEB_DIR)")
+	fs.StringVar(&c.WebDir, "web-dir", env("SLUICE_WEB_DIR", ""), "serve the console from this built web/dist instead of the one embedded at build time ($SLUICE_WEB_DIR)")
 	fs.BoolVar(&c.SecureCookies, "secure-cookies", envBool("SLUICE_SECURE_COOKIES", false), "always mark the session cookie Secure ($SLUICE_SECURE_COOKIES)")
 	fs.BoolVar(&c.TrustForwardedProto, "trust-forwarded-proto", envBool("SLUICE_TRUST_FORWARDED_PROTO", false), "mark the cookie Secure when X-Forwarded-Proto is https ($SLUICE_TRUST_FORWARDED_PROTO)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs whose X-Forwarded-For is believed ($SLUICE_TRUSTED_PROXIES)")

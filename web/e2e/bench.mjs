@@ -1,0 +1,112 @@
+// Console benchmark (not a test): the initial JS a browser downloads, and,
+// for a namespace of 10,000 rules, how long the draft editor takes to open
+// and be editable, the YAML view to show, and a version diff to render.
+// Medians of several runs, printed as a table. Run: make bench-web (after
+// make build).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { chromium } from 'playwright-core';
+import { startStack } from './harness.mjs';
+
+const runs = Number(process.env.RUNS ?? 5);
+const dist = join(import.meta.dirname, '..', 'dist');
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+function initialJS() {
+  const html = readFileSync(join(dist, 'index.html'), 'utf8');
+  const files = [...html.matchAll(/(?:src|href)="\/(assets\/[^"]+\.js)"/g)].map((m) => m[1]);
+  let raw = 0;
+  let gz = 0;
+  for (const f of files) {
+    const b = readFileSync(join(dist, f));
+    raw += b.length;
+    gz += gzipSync(b, { level: 9 }).length;
+  }
+  return { files, raw, gz };
+}
+
+function bigRuleSet(ns, n, rate) {
+  const routes = [];
+  const limits = [];
+  const nRoutes = n / 4;
+  for (let i = 0; i < nRoutes; i++) routes.push({ id: `r-${i}`, match: { pathPrefix: `/svc/${i}/` }, upstream: { targets: [{ url: 'http://127.0.0.1:9' }] } });
+  for (let i = 0; i < n - nRoutes; i++) {
+    limits.push({ id: `l-${i}`, routes: [`r-${i % nRoutes}`], key: ['ip'], algorithm: 'token_bucket', rate: i < 100 ? rate : 100, period: '1s' });
+  }
+  return { namespace: ns, routes, limits };
+}
+
+async function publish(api, approver, ns, doc, title) {
+  const etag = (await api.ok('GET', `/api/v1/namespaces/${ns}/draft`)).headers.get('etag');
+  await api.ok('PUT', `/api/v1/namespaces/${ns}/draft`, doc, { 'If-Match': etag });
+  const c = (await api.ok('POST', `/api/v1/namespaces/${ns}/changes`, { title })).data;
+  await approver.ok('POST', `/api/v1/namespaces/${ns}/changes/${c.id}/approve`, { comment: 'bench' });
+  return (await approver.ok('POST', `/api/v1/namespaces/${ns}/changes/${c.id}/publish`, {})).data.number;
+}
+
+async function main() {
+  const js = initialJS();
+  const stack = await startStack();
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  try {
+    const { api, password } = stack;
+    const { Api } = await import('./harness.mjs');
+    const approver = await new Api(stack.admin).login('approver', password.approver);
+    await api.ok('POST', '/api/v1/namespaces', { name: 'big', description: '10,000 rules' });
+    const v1 = await publish(api, approver, 'big', bigRuleSet('big', 10_000, 100), 'big v1');
+    const v2 = await publish(api, approver, 'big', bigRuleSet('big', 10_000, 50), 'big v2: 100 limits halved');
+
+    const ctx = await browser.newContext({ baseURL: stack.admin, viewport: { width: 1280, height: 800 } });
+    ctx.setDefaultTimeout(60_000);
+    const page = await ctx.newPage();
+    await page.goto('/login');
+    await page.getByLabel('Username').fill('admin');
+    await page.getByRole('textbox', { name: 'Password' }).fill(password.admin);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL('**/namespaces');
+
+    const draft = [];
+    const yaml = [];
+    const diff = [];
+    for (let i = 0; i < runs; i++) {
+      await page.goto('/namespaces');
+      await page.getByRole('heading', { name: 'Namespaces' }).waitFor();
+      let t0 = Date.now();
+      await page.goto('/namespaces/big/draft');
+      const rate = page.getByRole('group', { name: 'Limit l-0' }).getByLabel('Rate', { exact: true });
+      await rate.waitFor();
+      await rate.fill('7'); // editable: the edit lands
+      draft.push(Date.now() - t0);
+      t0 = Date.now();
+      await page.getByText('YAML', { exact: true }).click();
+      await page.getByTestId('yaml-editor').locator('.cm-line').first().waitFor();
+      yaml.push(Date.now() - t0);
+
+      await page.goto('/namespaces/big/versions');
+      await page.getByRole('table', { name: 'Versions' }).waitFor();
+      page.once('dialog', (d) => d.accept());
+      t0 = Date.now();
+      await page.goto(`/namespaces/big/versions/${v2}?diff=${v1}`);
+      await page.getByRole('region', { name: `Version ${v1} and version ${v2}` }).locator('.cm-changedLine').first().waitFor();
+      diff.push(Date.now() - t0);
+    }
+    const rows = [
+      ['initial JS (gzip -9), files loaded by index.html', `${(js.gz / 1024).toFixed(1)} KB (${(js.raw / 1024).toFixed(0)} KB raw, ${js.files.length} file)`, '≤ 350 KB'],
+      [`draft of 10,000 rules: navigation → first limit editable (median of ${runs})`, `${median(draft)} ms`, '≤ 1500 ms'],
+      [`draft of 10,000 rules: form → YAML view shown (median of ${runs})`, `${median(yaml)} ms`, ''],
+      [`version diff of 10,000 rules (100 changed): navigation → merge view rendered (median of ${runs})`, `${median(diff)} ms`, '≤ 1000 ms'],
+    ];
+    console.log('| measure | result | target |\n|---|---|---|');
+    for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+    console.log(`\nraw runs: draft ${draft.join(', ')}; yaml ${yaml.join(', ')}; diff ${diff.join(', ')}`);
+  } finally {
+    await browser.close();
+    await stack.stop();
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,336 @@
+// End-to-end tests of the console: Playwright (playwright-core) drives
+// Debian's Chromium against a real sluice-admin (Postgres, embedded etcd)
+// and a real sluice-gateway following it. Run by scripts/test-web.sh.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { Api, gatewayVersion, out, root, sleep, startStack } from './harness.mjs';
+
+const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+// Playwright gives every launch a fresh temporary profile (--user-data-dir)
+// and adds --headless itself.
+const chromiumArgs = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+// Screenshots go to web/test-results/; UPDATE_SCREENSHOTS=1 writes the ones
+// the README shows (docs/screenshots/) instead.
+const shots = process.env.UPDATE_SCREENSHOTS === '1' ? join(root, 'docs', 'screenshots') : join(out, 'screenshots');
+const timeout = 15_000;
+
+const results = [];
+async function step(name, f) {
+  const t0 = Date.now();
+  try {
+    await f();
+    results.push({ name, ok: true, ms: Date.now() - t0 });
+    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    results.push({ name, ok: false });
+    console.log(`FAIL ${name}\n${e.stack ?? e}`);
+    throw e;
+  }
+}
+
+async function until(what, f, ms = 20_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+async function signIn(browser, base, username, password, viewport = { width: 1280, height: 800 }) {
+  const context = await browser.newContext({ baseURL: base, viewport });
+  context.setDefaultTimeout(timeout);
+  const page = await context.newPage();
+  page.on('pageerror', (e) => console.log(`[${username}] page error: ${e.message}`));
+  await page.goto('/namespaces');
+  await page.waitForURL(/\/login\?next=/);
+  // The keyboard alone signs in: type, Tab, type, Enter.
+  await page.getByLabel('Username').fill(username);
+  await page.keyboard.press('Tab');
+  await page.keyboard.type(password);
+  await page.keyboard.press('Enter');
+  await page.waitForURL('**/namespaces');
+  await page.getByRole('heading', { name: 'Namespaces' }).waitFor();
+  return { context, page };
+}
+
+async function main() {
+  const stack = await startStack();
+  const browser = await chromium.launch({ executablePath, args: chromiumArgs, headless: true });
+  const { admin: base, password: pw } = stack;
+  let changeId;
+  try {
+    const editor = await signIn(browser, base, 'editor', pw.editor);
+    const approver = await signIn(browser, base, 'approver', pw.approver);
+    const p = editor.page;
+
+    await step('namespaces list shows the published version, its publisher and the live node', async () => {
+      const row = p.getByRole('row', { name: /shop/ });
+      await row.getByText('v1', { exact: true }).waitFor();
+      await row.getByText(/by approver/).waitFor();
+      await row.getByText('1 live, 1 on v1').waitFor();
+      // A description with markup is text.
+      await row.getByText('end-to-end test <b>shop</b>').waitFor();
+    });
+
+    await step('editor changes a limit in the form, sees the server refuse a bad value at its field, fixes it and saves', async () => {
+      await p.getByRole('link', { name: 'shop' }).click();
+      await p.getByRole('link', { name: 'Draft' }).click();
+      await p.waitForURL('**/namespaces/shop/draft');
+      const limit = p.getByRole('group', { name: 'Limit orders-limit' });
+      const rate = limit.getByLabel('Rate', { exact: true });
+      await rate.fill('-5');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await limit.getByText(/limits\[0\]\.rate: /).waitFor();
+      await p.getByRole('alert').filter({ hasText: 'The server refused the draft' }).waitFor();
+      assert.equal(await rate.inputValue(), '-5', 'what the user typed is kept');
+      await rate.fill('2');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      assert.equal(await limit.getByText(/limits\[0\]\.rate: /).count(), 0);
+      const yaml = await stack.api.ok('GET', '/api/v1/namespaces/shop/draft');
+      assert.equal(yaml.data.limits[0].rate, 2);
+      await p.screenshot({ path: join(shots, 'draft-editor.png') });
+    });
+
+    await step('the YAML view shows the same draft; a server error shows at its line; a 10 MB paste is refused', async () => {
+      await p.getByText('YAML', { exact: true }).click();
+      const editorBox = p.getByTestId('yaml-editor');
+      await editorBox.getByText('orders-limit').first().waitFor();
+      const rateLine = editorBox.locator('.cm-line', { hasText: 'rate: 2' });
+      await rateLine.waitFor();
+      assert.ok((await editorBox.locator('.cm-line span').count()) > 0, 'YAML is highlighted');
+      await rateLine.click();
+      await p.keyboard.press('End');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.type('-1');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByRole('alert').filter({ hasText: 'The server refused the draft' }).getByText('limits[0].rate').waitFor();
+      await editorBox.locator('.cm-lint-marker-error').first().waitFor();
+      await p.evaluate(() => {
+        /* global DataTransfer, document, ClipboardEvent -- runs in the page */
+        const dt = new DataTransfer();
+        dt.setData('text/plain', 'x'.repeat(10 << 20));
+        document.querySelector('.cm-content').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+      });
+      await p.getByRole('alert').filter({ hasText: 'the limit is 8 MB. Nothing was inserted.' }).waitFor();
+      await editorBox.locator('.cm-line', { hasText: 'rate: -1' }).click();
+      await p.keyboard.press('End');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.press('Backspace');
+      await p.keyboard.type('2');
+      await p.getByText('Form', { exact: true }).click();
+      await p.getByRole('group', { name: 'Limit orders-limit' }).waitFor();
+      assert.equal(await p.getByText('Unsaved changes').count(), 0, 'the YAML is back to the saved draft');
+    });
+
+    await step('editor opens a change; a <script> description renders as text', async () => {
+      await p.getByRole('button', { name: 'Open a change' }).click();
+      const dialog = p.getByRole('dialog');
+      await dialog.getByLabel('Title').fill('Tighten orders');
+      await dialog.getByLabel('Description').fill('<script>window.__xss = 1</script> fewer orders');
+      await dialog.getByRole('button', { name: 'Open change' }).click();
+      await p.waitForURL(/\/namespaces\/shop\/changes\/\d+$/);
+      changeId = Number(p.url().split('/').pop());
+      await p.getByText('<script>window.__xss = 1</script> fewer orders').waitFor();
+      assert.equal(await p.evaluate(() => globalThis.__xss), undefined, 'the script did not run');
+      await p.getByText('An approver reviews this change.').waitFor();
+    });
+
+    await step('approver sees the summary, the diff and the risk flag, approves and publishes; the rollout is followed', async () => {
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${changeId}`);
+      await a.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+      await a.getByRole('region', { name: `Version 1 and change ${changeId}` }).waitFor();
+      const change = (await stack.api.ok('GET', `/api/v1/namespaces/shop/changes/${changeId}`)).data;
+      assert.ok(change.warnings?.length > 0, `a 50× tightening carries a warning: ${JSON.stringify(change.warnings)}`);
+      await a.getByText('Risk:').first().waitFor();
+      await a.screenshot({ path: join(shots, 'change-page.png'), fullPage: true });
+      await a.getByLabel('Comment').fill('50× tighter, agreed');
+      await a.getByRole('button', { name: 'Approve' }).click();
+      await a.getByText('approved', { exact: true }).first().waitFor();
+      await a.getByRole('button', { name: 'Publish' }).click();
+      await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
+      await a.getByText('Running on 1 of 1 live nodes.').waitFor({ timeout: 20_000 });
+    });
+
+    await step('the gateway enforces the new limit (2 per minute)', async () => {
+      await until('the gateway to run v2', async () => (await gatewayVersion(stack.gwAdmin)) === 2);
+      const codes = [];
+      for (let i = 0; i < 5; i++) codes.push((await fetch(`${stack.gateway}/orders/1`)).status);
+      assert.deepEqual(codes, [200, 200, 429, 429, 429]);
+    });
+
+    await step('editor rolls back to v1; the approver approves and publishes the rollback', async () => {
+      await p.goto('/namespaces/shop/versions');
+      await p.getByRole('link', { name: 'v1', exact: true }).click();
+      await p.getByRole('button', { name: 'Roll back to v1' }).click();
+      const dialog = p.getByRole('dialog');
+      await dialog.getByLabel('Reason').fill('too tight');
+      await dialog.getByRole('button', { name: 'Open rollback change' }).click();
+      await p.waitForURL(/\/changes\/\d+$/);
+      const id = Number(p.url().split('/').pop());
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      await a.getByText('rollback to v1').waitFor();
+      await a.getByText('limit orders-limit: rate 2 → 100 per 1m').waitFor();
+      await a.getByRole('button', { name: 'Approve' }).click();
+      await a.getByRole('button', { name: 'Publish' }).click();
+      await a.getByRole('status').filter({ hasText: 'Published version 3' }).waitFor();
+      await until('the gateway to run v3', async () => (await gatewayVersion(stack.gwAdmin)) === 3);
+    });
+
+    await step('two editors: the second save gets 412, sees the other edit and reloads it', async () => {
+      const other = await signIn(browser, base, 'editor2', pw.editor2);
+      await p.goto('/namespaces/shop/draft');
+      await other.page.goto('/namespaces/shop/draft');
+      const mine = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      const theirs = other.page.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      await mine.fill('7');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      await theirs.fill('9');
+      await other.page.getByRole('button', { name: 'Save draft' }).click();
+      const dialog = other.page.getByRole('dialog', { name: 'Someone else saved this draft' });
+      await dialog.waitFor();
+      await dialog.getByRole('region', { name: 'Their draft and yours' }).waitFor();
+      await dialog.getByRole('button', { name: 'Load their version' }).click();
+      await dialog.waitFor({ state: 'hidden' });
+      assert.equal(await other.page.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true }).inputValue(), '7');
+      const draft = await stack.api.ok('GET', '/api/v1/namespaces/shop/draft');
+      assert.equal(draft.data.limits[0].rate, 7, 'nothing was silently overwritten');
+      await other.context.close();
+    });
+
+    await step('unsaved changes are not lost on navigation without a warning', async () => {
+      await p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true }).fill('8');
+      await p.getByRole('link', { name: 'Versions' }).click();
+      const dialog = p.getByRole('dialog', { name: 'Leave without saving?' });
+      await dialog.waitFor();
+      await dialog.getByRole('button', { name: 'Stay' }).click();
+      assert.match(p.url(), /\/draft$/);
+      assert.equal(await p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true }).inputValue(), '8');
+      await p.getByRole('link', { name: 'Versions' }).click();
+      await p.getByRole('dialog', { name: 'Leave without saving?' }).getByRole('button', { name: 'Leave without saving' }).click();
+      await p.waitForURL('**/namespaces/shop/versions');
+    });
+
+    await step('a viewer sees no edit controls, and the API refuses the edit', async () => {
+      const viewer = await signIn(browser, base, 'viewer', pw.viewer, { width: 390, height: 844 });
+      const v = viewer.page;
+      await v.screenshot({ path: join(shots, 'namespaces-phone.png') });
+      await v.goto('/namespaces/shop/draft');
+      await v.getByRole('group', { name: 'Limit orders-limit' }).waitFor();
+      assert.equal(await v.getByRole('button', { name: 'Save draft' }).count(), 0);
+      assert.equal(await v.getByRole('button', { name: 'Open a change' }).count(), 0);
+      assert.equal(await v.getByRole('button', { name: /^Add / }).count(), 0);
+      assert.equal(await v.getByRole('button', { name: /^Remove / }).count(), 0);
+      assert.ok(await v.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true }).isDisabled());
+      await v.goto('/namespaces/shop/versions/1');
+      await v.getByRole('heading', { name: 'Version 1' }).waitFor();
+      assert.equal(await v.getByRole('button', { name: /Roll back/ }).count(), 0);
+      const api = await new Api(base).login('viewer', pw.viewer);
+      const etag = (await api.ok('GET', '/api/v1/namespaces/shop/draft')).headers.get('etag');
+      const r = await api.call('PUT', '/api/v1/namespaces/shop/draft', { namespace: 'shop' }, { 'If-Match': etag });
+      assert.equal(r.status, 403);
+      await viewer.context.close();
+    });
+
+    await step('four eyes: the approve button says why the author may not approve; an admin rolls back in an emergency, creates a namespace and a user', async () => {
+      const admin = await signIn(browser, base, 'admin', pw.admin);
+      const etag = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).headers.get('etag');
+      const d = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data;
+      d.limits[0].rate = 50;
+      await stack.api.ok('PUT', '/api/v1/namespaces/shop/draft', d, { 'If-Match': etag });
+      const c = (await stack.api.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'admin change' })).data;
+      await admin.page.goto(`/namespaces/shop/changes/${c.id}`);
+      assert.ok(await admin.page.getByRole('button', { name: 'Approve' }).isDisabled());
+      await admin.page.getByText('You opened this change: a second person must approve it (four eyes).').waitFor();
+
+      // An admin's emergency rollback needs a reason and the namespace's name typed.
+      await admin.page.goto('/namespaces/shop/versions/2');
+      await admin.page.getByRole('button', { name: 'Emergency rollback' }).click();
+      const dialog = admin.page.getByRole('dialog', { name: 'Emergency rollback to v2' });
+      const go = dialog.getByRole('button', { name: 'Roll back now' });
+      await dialog.getByLabel('Reason').fill('incident 42');
+      assert.ok(await go.isDisabled(), 'disabled until the name is typed');
+      await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
+      await go.click();
+      await admin.page.waitForURL('**/namespaces/shop/versions/4');
+      await until('the gateway to run v4', async () => (await gatewayVersion(stack.gwAdmin)) === 4);
+      await admin.page.goto('/namespaces/shop/versions');
+      await admin.page.getByRole('row', { name: /v4/ }).getByText('emergency').waitFor();
+
+      // Admins create namespaces and users.
+      await admin.page.goto('/namespaces');
+      const create = admin.page.getByRole('form', { name: 'Create a namespace' });
+      await create.getByLabel('Name').fill('team-b');
+      await create.getByRole('button', { name: 'Create' }).click();
+      await admin.page.waitForURL('**/namespaces/team-b');
+      await admin.page.goto('/users');
+      const newUser = admin.page.getByRole('form', { name: 'Create a user' });
+      await newUser.getByLabel('Username').fill('ops');
+      await newUser.getByRole('textbox', { name: 'Password' }).fill('ops-password-123');
+      await newUser.getByRole('button', { name: 'Create user' }).click();
+      await admin.page.getByRole('switch', { name: 'ops enabled' }).or(admin.page.getByRole('checkbox', { name: 'ops enabled' })).waitFor();
+      const users = (await stack.api.ok('GET', '/api/v1/users')).data.items;
+      assert.equal(users.find((u) => u.username === 'ops')?.role, 'viewer');
+      await admin.context.close();
+    });
+
+    await step('session expiry sends the user to sign in, then back to the page they were on', async () => {
+      await p.goto('/namespaces/shop');
+      await p.getByRole('heading', { name: 'Namespace shop' }).waitFor();
+      stack.sql(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE user_id = (SELECT id FROM users WHERE username = 'editor')`);
+      await p.getByRole('link', { name: 'Changes' }).click();
+      await p.waitForURL(/\/login\?next=%2Fnamespaces%2Fshop%2Fchanges&expired=1/);
+      await p.getByText('Your session has ended').waitFor();
+      await p.getByLabel('Username').fill('editor');
+      await p.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.waitForURL('**/namespaces/shop/changes');
+      await p.getByRole('table', { name: 'Changes' }).waitFor();
+    });
+
+    await step('the audit log filters and verifies its chain', async () => {
+      const a = approver.page;
+      await a.goto('/audit');
+      await a.getByLabel('Actor').fill('approver');
+      await a.getByRole('button', { name: 'Filter' }).click();
+      await a.getByRole('table', { name: 'Audit events' }).getByText('approver').first().waitFor();
+      await a.getByRole('button', { name: 'Verify chain' }).click();
+      await a.getByRole('status').filter({ hasText: 'The chain is intact' }).waitFor();
+    });
+
+    await step('tokens are shown once and revoked', async () => {
+      const a = approver.page;
+      await a.goto('/tokens');
+      await a.getByLabel('Name').fill('ci');
+      await a.getByRole('button', { name: 'Create token' }).click();
+      const secret = await a.getByLabel('New token').textContent();
+      assert.ok(secret && secret.length > 20);
+      const r = await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } });
+      assert.equal(r.status, 200);
+      await a.getByRole('button', { name: 'Revoke ci' }).click();
+      await a.getByText(/^revoked/).waitFor();
+      assert.equal((await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } })).status, 401);
+    });
+  } finally {
+    await browser.close();
+    await stack.stop();
+  }
+}
+
+mkdirSync(shots, { recursive: true });
+const t0 = Date.now();
+main().then(
+  () => console.log(`e2e: ${results.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`),
+  (e) => {
+    if (!results.some((r) => !r.ok)) console.log(e.stack ?? e);
+    console.log(`e2e: FAILED (${results.filter((r) => r.ok).length} passed before the failure)`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,246 @@
+import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, ThemeIcon, Title, Tooltip } from '@mantine/core';
+import { useEffect, useMemo, useState } from 'react';
+import { Link, useParams } from 'react-router';
+import type { Change } from '../../api/client';
+import { preloadEditor, MergeDiff } from '../../components/code';
+import { ErrorAlert } from '../../components/ErrorAlert';
+import { Loading, Page, when } from '../../components/Page';
+import { allows, useMe, type Me } from '../auth/session';
+import { toYaml } from '../draft/ruleset';
+import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
+import { useRollout, useVersionDoc } from '../versions/hooks';
+import { applyDiff } from './applyDiff';
+import { stateColor } from './ChangesPage';
+import { useChange, useChangeAction, usePublish } from './hooks';
+import { summarize, warningsOf, type Warning } from './summary';
+
+/** approveBlock says why the signed-in user may not approve, or null when they may. */
+export function approveBlock(me: Me | null | undefined, c: Change): string | null {
+  if (!allows(me?.role, 'approver')) return 'Approving needs the approver role.';
+  if (c.state !== 'open') return `The change is ${c.state}; only open changes are approved.`;
+  if (c.stale) return 'The change is stale (a newer version was published): reopen it first.';
+  const uid = me?.user.id;
+  if (c.author === me?.user.username) return 'You opened this change: a second person must approve it (four eyes).';
+  if (uid !== undefined && (c.contributors ?? []).includes(uid)) return 'You edited this change’s draft: a second person must approve it (four eyes).';
+  return null;
+}
+
+function WarningList({ warnings }: { warnings: Warning[] }) {
+  return (
+    <List size="sm" spacing={2}>
+      {warnings.map((w, i) => (
+        <List.Item
+          key={i}
+          icon={
+            <ThemeIcon color="orange" size={16} radius="xl" aria-hidden>
+              !
+            </ThemeIcon>
+          }
+        >
+          <Text span c="orange.9" fw={600} size="sm">
+            Risk:
+          </Text>{' '}
+          <Text span size="sm">
+            {w.message}
+          </Text>{' '}
+          <Text span size="xs" c="dimmed" ff="monospace">
+            ({w.code}
+            {w.path ? ` at ${w.path}` : ''})
+          </Text>
+        </List.Item>
+      ))}
+    </List>
+  );
+}
+
+function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) {
+  const r = useRollout(ns, n, follow);
+  const applied = (r.data?.applied ?? []).filter((a) => a.live && a.current).length;
+  const waiting = r.data?.waiting ?? [];
+  const done = r.data?.rulesetAt && waiting.length === 0;
+  return (
+    <Alert color={done || !follow ? 'green' : 'blue'} title={`Published version ${n}`} role="status">
+      {r.error ? (
+        <Text size="sm">Publication state unavailable.</Text>
+      ) : !r.data?.rulesetAt ? (
+        <Text size="sm">Writing to etcd…</Text>
+      ) : follow ? (
+        <Text size="sm">
+          Running on {applied} of {applied + waiting.length} live nodes{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
+        </Text>
+      ) : (
+        <Text size="sm">
+          Applied by {(r.data?.applied ?? []).length} nodes; {applied} live nodes still run it.
+        </Text>
+      )}
+      <Anchor component={Link} to={`/namespaces/${ns}/versions/${n}`} size="sm">
+        View version {n}
+      </Anchor>
+    </Alert>
+  );
+}
+
+export function ChangePage() {
+  const params = useParams();
+  const ns = params.ns!;
+  const id = Number(params.id);
+  const me = useMe();
+  useEffect(() => preloadEditor('merge'), []);
+  const q = useChange(ns, id);
+  const action = useChangeAction(ns, id);
+  const publish = usePublish(ns, id);
+  const [comment, setComment] = useState('');
+  const c = q.data;
+  const base = useVersionDoc(ns, c ? (c.baseVersion ?? 0) : undefined);
+  const published = useVersionDoc(ns, c?.publishedVersion ?? undefined);
+  // The proposed document and both YAML texts, once per change (10,000
+  // rules take a while), not per render.
+  const view = useMemo(() => {
+    if (!c) return undefined;
+    const after = published.data ?? (base.data ? applyDiff(base.data, c.diff) : undefined);
+    return {
+      after,
+      summary: summarize(c.diff, warningsOf(c), after),
+      yaml: base.data && after ? { a: toYaml(base.data), b: toYaml(after as never) } : undefined,
+    };
+  }, [c, base.data, published.data]);
+
+  if (q.isPending) return <Loading />;
+  if (!c || !view) return <ErrorAlert error={q.error} />;
+
+  const warnings = warningsOf(c);
+  const { lines, general } = view.summary;
+  const block = approveBlock(me.data, c);
+  const canReview = allows(me.data?.role, 'approver');
+  const canPublish = canReview && c.state === 'approved' && !c.stale;
+  const publishedVersion = publish.data?.number ?? c.publishedVersion ?? undefined;
+
+  return (
+    <Page
+      title={
+        <>
+          Change #{c.id}: {c.title}
+        </>
+      }
+      crumbs={[...nsCrumbs(ns), { to: `/namespaces/${ns}/changes`, label: 'Changes' }]}
+      actions={<NamespaceNav ns={ns} />}
+    >
+      <Group gap="xs" wrap="wrap">
+        <Badge color={stateColor[c.state ?? ''] ?? 'gray'}>{c.state}</Badge>
+        {c.stale && <Badge color="yellow">stale</Badge>}
+        {c.rollbackOf ? <Badge color="grape">rollback to v{c.rollbackOf}</Badge> : null}
+        <Text size="sm">
+          by {c.author}, {when(c.createdAt)}; against v{c.baseVersion ?? 0}
+        </Text>
+      </Group>
+      {c.description && (
+        <Paper withBorder p="sm">
+          <Text className="pre-wrap" aria-label="Description">
+            {c.description}
+          </Text>
+        </Paper>
+      )}
+
+      <Paper withBorder p="md">
+        <Title order={2} size="h4" mb="xs">
+          What this change does
+        </Title>
+        {general.length > 0 && <WarningList warnings={general} />}
+        {lines.length === 0 ? (
+          <Text c="dimmed">No rule changes.</Text>
+        ) : (
+          <List spacing="xs" aria-label="Summary">
+            {lines.map((l, i) => (
+              <List.Item key={i}>
+                <Text ff="monospace" size="sm">
+                  {l.text}
+                </Text>
+                {l.warnings.length > 0 && <WarningList warnings={l.warnings} />}
+              </List.Item>
+            ))}
+          </List>
+        )}
+        {c.diff && (
+          <Text size="xs" c="dimmed" mt="xs">
+            {c.diff.added ?? 0} added, {c.diff.removed ?? 0} removed, {c.diff.changed ?? 0} changed
+          </Text>
+        )}
+      </Paper>
+
+      <Stack gap="xs">
+        <Title order={2} size="h4">
+          YAML diff
+        </Title>
+        <ErrorAlert error={base.error} />
+        {view.yaml ? <MergeDiff a={view.yaml.a} b={view.yaml.b} label={`Version ${c.baseVersion ?? 0} and change ${c.id}`} /> : <Loading />}
+      </Stack>
+
+      {(c.reviews ?? []).length > 0 && (
+        <Paper withBorder p="md">
+          <Title order={2} size="h4" mb="xs">
+            Reviews
+          </Title>
+          <List spacing="xs">
+            {(c.reviews ?? []).map((r) => (
+              <List.Item key={r.id}>
+                <Text size="sm">
+                  <b>{r.reviewer}</b> {r.decision === 'approve' ? 'approved' : r.decision === 'reject' ? 'rejected' : 'reopened'} {when(r.createdAt)}
+                </Text>
+                {r.comment && (
+                  <Text size="sm" className="pre-wrap">
+                    {r.comment}
+                  </Text>
+                )}
+              </List.Item>
+            ))}
+          </List>
+        </Paper>
+      )}
+
+      {publishedVersion !== undefined && <Rollout ns={ns} n={publishedVersion} follow={publish.data !== undefined} />}
+      <ErrorAlert error={action.error ?? publish.error} />
+
+      {canReview && (c.state === 'open' || c.state === 'approved') && (
+        <Paper withBorder p="md" component="section" aria-label="Review">
+          <Stack gap="sm">
+            <Title order={2} size="h4">
+              Review
+            </Title>
+            {warnings.length > 0 && c.state === 'open' && <Alert color="orange">This change has {warnings.length} risk flag{warnings.length > 1 ? 's' : ''}; read them above before approving.</Alert>}
+            <Textarea label="Comment" autosize minRows={2} value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
+            <Group wrap="wrap">
+              {c.state === 'open' && (
+                <Tooltip label={block ?? ''} disabled={!block}>
+                  <span>
+                    <Button color="teal" disabled={!!block} loading={action.isPending && action.variables?.action === 'approve'} onClick={() => action.mutate({ action: 'approve', comment })} aria-describedby={block ? 'approve-block' : undefined}>
+                      Approve
+                    </Button>
+                  </span>
+                </Tooltip>
+              )}
+              <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
+                Reject
+              </Button>
+              {canPublish && (
+                <Button onClick={() => publish.mutate()} loading={publish.isPending}>
+                  Publish
+                </Button>
+              )}
+            </Group>
+            {block && c.state === 'open' && (
+              <Text size="sm" c="dimmed" id="approve-block">
+                {block}
+              </Text>
+            )}
+          </Stack>
+        </Paper>
+      )}
+      {!canReview && c.state === 'open' && <Text size="sm" c="dimmed">An approver reviews this change.</Text>}
+      {allows(me.data?.role, 'editor') && (c.stale || c.state === 'rejected') && (
+        <Button variant="default" onClick={() => action.mutate({ action: 'reopen', comment })} style={{ alignSelf: 'flex-start' }}>
+          Reopen on the newest version
+        </Button>
+      )}
+    </Page>
+  );
+}

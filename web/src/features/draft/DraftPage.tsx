@@ -1,0 +1,295 @@
+import { Alert, Badge, Button, Group, Modal, Pagination, SegmentedControl, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { useQueryClient } from '@tanstack/react-query';
+import { useEffect, useMemo, useState } from 'react';
+import { useBlocker, useNavigate, useParams } from 'react-router';
+import { ApiError, errorMessage, type FieldError, type RuleSet } from '../../api/client';
+import { keys } from '../../api/keys';
+import { MergeDiff, YamlEditor } from '../../components/code';
+import { ErrorAlert } from '../../components/ErrorAlert';
+import { Loading, Page } from '../../components/Page';
+import { allows, useMe } from '../auth/session';
+import { useCreateChange } from '../changes/hooks';
+import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
+import { fetchDraft, saveDraft, useDraft, type LoadedDraft } from './hooks';
+import { RuleForm } from './RuleForm';
+import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
+
+const pageSize = 10;
+const kindTitle: Record<RuleKind, string> = { routes: 'Routes', limits: 'Limits', breakers: 'Breakers', degrades: 'Degrades' };
+
+export function DraftPage() {
+  const ns = useParams().ns!;
+  const draft = useDraft(ns);
+  const [generation, setGeneration] = useState(0);
+  return (
+    <Page title={`Draft of ${ns}`} crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
+      {draft.isPending && <Loading />}
+      <ErrorAlert error={draft.error} />
+      {draft.data && <DraftEditor key={generation} ns={ns} loaded={draft.data} onReloaded={() => setGeneration((g) => g + 1)} />}
+    </Page>
+  );
+}
+
+type Conflict = { theirs: LoadedDraft };
+
+function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDraft; onReloaded: () => void }) {
+  const me = useMe();
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const canEdit = allows(me.data?.role, 'editor');
+  const [base, setBase] = useState<RuleSet>(loaded.doc);
+  const [etag, setEtag] = useState(loaded.etag);
+  const [working, setWorking] = useState<RuleSet>(loaded.doc);
+  const [view, setView] = useState<'form' | 'yaml'>('form');
+  const [kind, setKind] = useState<RuleKind>('limits');
+  const [filter, setFilter] = useState('');
+  const [page, setPage] = useState(1);
+  const [yamlText, setYamlText] = useState('');
+  const [yamlBase, setYamlBase] = useState('');
+  const [yamlError, setYamlError] = useState<{ message: string; line?: number } | null>(null);
+  const [serverError, setServerError] = useState<unknown>(null);
+  const [saving, setSaving] = useState(false);
+  const [saved, setSaved] = useState(false);
+  const [conflict, setConflict] = useState<Conflict | null>(null);
+  const [changeOpen, setChangeOpen] = useState(false);
+
+  const fieldErrors: FieldError[] = serverError instanceof ApiError ? serverError.fields : [];
+  // Every edit makes a new object, so a reference check finds them; the
+  // YAML view is compared with the text it was opened with.
+  const dirty = working !== base || (view === 'yaml' && yamlText !== yamlBase);
+
+  const blocker = useBlocker(({ currentLocation, nextLocation }) => dirty && currentLocation.pathname !== nextLocation.pathname);
+  useEffect(() => {
+    if (!dirty) return;
+    const h = (e: BeforeUnloadEvent) => e.preventDefault();
+    window.addEventListener('beforeunload', h);
+    return () => window.removeEventListener('beforeunload', h);
+  }, [dirty]);
+
+  /** current is the document the user sees, parsed from the YAML view when it is open. */
+  const current = (): RuleSet | null => {
+    if (view !== 'yaml') return working;
+    const r = fromYaml(yamlText);
+    if (!r.ok) {
+      setYamlError(r);
+      return null;
+    }
+    setYamlError(null);
+    // Parsed back to the saved draft: keep its reference, so it is not dirty.
+    if (sameRuleSet(r.ruleSet, base)) setWorking(base);
+    else if (!sameRuleSet(r.ruleSet, working)) setWorking(r.ruleSet);
+    setYamlBase(yamlText);
+    return r.ruleSet;
+  };
+
+  const switchView = (v: string) => {
+    if (v === 'yaml') {
+      const y = toYaml(working);
+      setYamlText(y);
+      setYamlBase(y);
+      setYamlError(null);
+      setView('yaml');
+    } else {
+      if (current()) setView('form');
+    }
+  };
+
+  const save = async (doc: RuleSet | null, ifMatch = etag) => {
+    if (!doc) return;
+    setSaving(true);
+    setSaved(false);
+    try {
+      const next = await saveDraft(ns, ifMatch, doc);
+      setEtag(next);
+      setBase(doc);
+      setWorking(doc);
+      setServerError(null);
+      setConflict(null);
+      setSaved(true);
+      qc.setQueryData(keys.draft(ns), { doc, etag: next });
+    } catch (e) {
+      setServerError(e);
+      if (e instanceof ApiError && e.status === 412) {
+        try {
+          setConflict({ theirs: await fetchDraft(ns) });
+        } catch (e2) {
+          setServerError(e2);
+        }
+      }
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  const yamlErrors = useMemo(() => {
+    if (view !== 'yaml') return [];
+    const out = fieldErrors.map((e) => ({ line: e.line || lineOfPath(yamlText, e.path ?? '') || 1, message: `${e.path ? e.path + ': ' : ''}${e.message}` }));
+    if (yamlError?.line) out.push({ line: yamlError.line, message: yamlError.message });
+    return out;
+    // yamlText is read when the errors arrive, not on every keystroke.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [view, fieldErrors, yamlError]);
+
+  const rules = (working[kind] ?? []) as Record<string, unknown>[];
+  const shown = rules.map((r, i) => ({ r, i })).filter(({ r }) => !filter || String(r.id ?? '').includes(filter));
+  const pages = Math.max(1, Math.ceil(shown.length / pageSize));
+  const ids = routeIds(working);
+  const errorKinds = new Set(fieldErrors.map((e) => e.path?.split('[')[0]));
+
+  return (
+    <Stack gap="md">
+      <Group justify="space-between" wrap="wrap">
+        <SegmentedControl
+          value={view}
+          onChange={switchView}
+          data={[
+            { value: 'form', label: 'Form' },
+            { value: 'yaml', label: 'YAML' },
+          ]}
+          aria-label="View"
+        />
+        <Group gap="xs" wrap="wrap">
+          {dirty ? <Badge color="yellow">Unsaved changes</Badge> : saved ? <Badge color="green">Saved</Badge> : null}
+          {canEdit && (
+            <>
+              <Button onClick={() => save(current())} loading={saving} disabled={!dirty}>
+                Save draft
+              </Button>
+              <Button variant="light" onClick={() => setChangeOpen(true)} disabled={dirty} title={dirty ? 'Save the draft first' : undefined}>
+                Open a change
+              </Button>
+            </>
+          )}
+        </Group>
+      </Group>
+      {!canEdit && <Alert color="gray">You can read this draft; editing needs the editor role.</Alert>}
+      {serverError !== null && !(serverError instanceof ApiError && serverError.status === 412) && <ErrorAlert error={serverError} title="The server refused the draft" />}
+      {yamlError && (
+        <Alert color="red" role="alert" title="The YAML does not parse">
+          {yamlError.line ? `line ${yamlError.line}: ` : ''}
+          {yamlError.message}
+        </Alert>
+      )}
+
+      {view === 'form' ? (
+        <Tabs value={kind} onChange={(k) => { setKind((k as RuleKind) ?? 'limits'); setPage(1); }} keepMounted={false}>
+          <Tabs.List>
+            {ruleKinds.map((k) => (
+              <Tabs.Tab key={k} value={k} color={errorKinds.has(k) ? 'red' : undefined}>
+                {kindTitle[k]} ({((working[k] ?? []) as unknown[]).length})
+              </Tabs.Tab>
+            ))}
+          </Tabs.List>
+          <Stack gap="sm" pt="sm">
+            <Group wrap="wrap">
+              <TextInput label={`Filter ${kindTitle[kind].toLowerCase()} by id`} value={filter} onChange={(e) => { setFilter(e.currentTarget.value); setPage(1); }} />
+              {canEdit && (
+                <Button
+                  mt="lg"
+                  variant="default"
+                  onClick={() => {
+                    setWorking((w) => ({ ...w, [kind]: [...((w[kind] ?? []) as unknown[]), newRule(w, kind)] }) as RuleSet);
+                    setFilter('');
+                    setPage(Math.ceil((rules.length + 1) / pageSize));
+                  }}
+                >
+                  Add {kindTitle[kind].toLowerCase().replace(/s$/, '')}
+                </Button>
+              )}
+            </Group>
+            {shown.length === 0 && <Text c="dimmed">No {kindTitle[kind].toLowerCase()}.</Text>}
+            {shown.slice((page - 1) * pageSize, page * pageSize).map(({ r, i }) => (
+              <RuleForm
+                key={`${kind}-${i}`}
+                kind={kind}
+                index={i}
+                rule={r}
+                routeIds={ids}
+                errors={fieldErrors}
+                readOnly={!canEdit}
+                onChange={(nr) => setWorking((w) => withRule(w, kind, i, () => nr))}
+                onRemove={() => setWorking((w) => withRule(w, kind, i, () => undefined))}
+              />
+            ))}
+            {pages > 1 && <Pagination total={pages} value={page} onChange={setPage} aria-label="Pages" />}
+          </Stack>
+        </Tabs>
+      ) : (
+        <YamlEditor
+          label="Draft YAML"
+          value={yamlText}
+          onChange={setYamlText}
+          readOnly={!canEdit}
+          errors={yamlErrors}
+          maxBytes={MaxYamlBytes}
+          onRefused={(m) => setYamlError({ message: m })}
+        />
+      )}
+
+      <Modal opened={conflict !== null} onClose={() => setConflict(null)} title="Someone else saved this draft" size="xl">
+        {conflict && (
+          <Stack>
+            <Text>
+              The draft changed on the server since you opened it. Left: their version; right: yours. Load theirs (your edits are dropped), or keep yours and save it over theirs.
+            </Text>
+            <MergeDiff a={toYaml(conflict.theirs.doc)} b={toYaml(working)} label="Their draft and yours" />
+            <Group justify="flex-end">
+              <Button
+                variant="default"
+                onClick={() => {
+                  qc.setQueryData(keys.draft(ns), conflict.theirs);
+                  onReloaded();
+                }}
+              >
+                Load their version
+              </Button>
+              <Button color="orange" onClick={() => save(working, conflict.theirs.etag)}>
+                Save mine over theirs
+              </Button>
+            </Group>
+          </Stack>
+        )}
+      </Modal>
+
+      <OpenChange ns={ns} opened={changeOpen} onClose={() => setChangeOpen(false)} onOpened={(id) => navigate(`/namespaces/${ns}/changes/${id}`)} />
+
+      <Modal opened={blocker.state === 'blocked'} onClose={() => blocker.reset?.()} title="Leave without saving?">
+        <Stack>
+          <Text>The draft has unsaved changes. They are lost if you leave this page.</Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => blocker.reset?.()}>
+              Stay
+            </Button>
+            <Button color="red" onClick={() => blocker.proceed?.()}>
+              Leave without saving
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </Stack>
+  );
+}
+
+function OpenChange({ ns, opened, onClose, onOpened }: { ns: string; opened: boolean; onClose: () => void; onOpened: (id: number) => void }) {
+  const create = useCreateChange(ns);
+  const [title, setTitle] = useState('');
+  const [description, setDescription] = useState('');
+  return (
+    <Modal opened={opened} onClose={onClose} title="Open a change">
+      <Stack component="form" onSubmit={(e) => { e.preventDefault(); create.mutate({ title, description }, { onSuccess: (c) => onOpened(c.id!) }); }}>
+        <Title order={3} size="h5">
+          Propose the saved draft for review
+        </Title>
+        {create.error && <ErrorAlert error={create.error} />}
+        <TextInput label="Title" required value={title} onChange={(e) => setTitle(e.currentTarget.value)} maxLength={200} data-autofocus />
+        <Textarea label="Description" autosize minRows={3} value={description} onChange={(e) => setDescription(e.currentTarget.value)} />
+        <Group justify="flex-end">
+          <Button type="submit" loading={create.isPending}>
+            Open change
+          </Button>
+        </Group>
+        {create.error ? <Text size="xs">{errorMessage(create.error)}</Text> : null}
+      </Stack>
+    </Modal>
+  );
+}

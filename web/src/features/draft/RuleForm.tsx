@@ -1,0 +1,101 @@
+import { Button, Checkbox, Group, MultiSelect, NumberInput, Paper, Select, SimpleGrid, TagsInput, Text, TextInput } from '@mantine/core';
+import type { FieldError } from '../../api/client';
+import { fields, helpOf, type FieldSpec } from './fields';
+import { getIn, setIn, type RuleKind } from './ruleset';
+
+type Props = {
+  kind: RuleKind;
+  index: number;
+  rule: Record<string, unknown>;
+  routeIds: string[];
+  errors: FieldError[];
+  readOnly: boolean;
+  onChange: (r: Record<string, unknown>) => void;
+  onRemove: () => void;
+};
+
+const kindLabel: Record<RuleKind, string> = { routes: 'Route', limits: 'Limit', breakers: 'Breaker', degrades: 'Degrade' };
+
+/** errorAt is the server's message for a field of this rule, with its path. */
+function errorAt(errors: FieldError[], prefix: string, f: FieldSpec): string | undefined {
+  const want = `${prefix}.${f.path}`;
+  const e = errors.find((x) => x.path === want || x.path?.startsWith(want + '.') || x.path?.startsWith(want + '['));
+  return e ? `${e.path}: ${e.message}` : undefined;
+}
+
+function Field({ kind, f, value, error, readOnly, routeIds, onValue, id }: { kind: RuleKind; f: FieldSpec; value: unknown; error?: string; readOnly: boolean; routeIds: string[]; onValue: (v: unknown) => void; id: string }) {
+  const common = { label: f.label, description: helpOf(kind, f), error, readOnly, disabled: readOnly, id };
+  switch (f.type) {
+    case 'number':
+      return (
+        <NumberInput
+          {...common}
+          value={typeof value === 'number' ? value : value === undefined ? '' : String(value)}
+          onChange={(v) => onValue(v === '' ? undefined : typeof v === 'number' ? v : Number(v))}
+          allowDecimal
+          placeholder={f.placeholder}
+        />
+      );
+    case 'select':
+      return <Select {...common} data={f.options ?? []} value={(value as string) ?? null} onChange={(v) => onValue(v ?? undefined)} clearable={f.path !== 'algorithm' && f.path !== 'mode'} />;
+    case 'tags':
+      return <TagsInput {...common} value={(value as string[]) ?? []} onChange={(v) => onValue(v)} />;
+    case 'routes':
+      return (
+        <MultiSelect
+          {...common}
+          description={common.description ?? 'Empty means every route.'}
+          data={[...new Set([...routeIds, ...((value as string[]) ?? [])])]}
+          value={(value as string[]) ?? []}
+          onChange={(v) => onValue(v)}
+          searchable
+          limit={50}
+        />
+      );
+    case 'bool':
+      return <Checkbox {...common} mt="lg" checked={!!value} onChange={(e) => onValue(e.currentTarget.checked || undefined)} />;
+    default:
+      return <TextInput {...common} value={value === undefined ? '' : String(value)} onChange={(e) => onValue(e.currentTarget.value)} placeholder={f.placeholder} />;
+  }
+}
+
+/** RuleForm is the form of one rule; server errors show at their field with the field path. */
+export function RuleForm({ kind, index, rule, routeIds, errors, readOnly, onChange, onRemove }: Props) {
+  const prefix = `${kind}[${index}]`;
+  const id = String(rule.id ?? '');
+  const other = errors.filter((e) => e.path === prefix || (e.path?.startsWith(prefix + '.') && !fields[kind].some((f) => errorAt([e], prefix, f))));
+  return (
+    <Paper withBorder p="sm" component="fieldset" aria-label={`${kindLabel[kind]} ${id}`} style={{ minWidth: 0 }}>
+      <Group justify="space-between" mb="xs">
+        <Text fw={600} component="legend" px={4}>
+          {kindLabel[kind]} {id}
+        </Text>
+        {!readOnly && (
+          <Button variant="subtle" color="red" size="xs" onClick={onRemove} aria-label={`Remove ${kindLabel[kind].toLowerCase()} ${id}`}>
+            Remove
+          </Button>
+        )}
+      </Group>
+      <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }} spacing="sm">
+        {fields[kind].map((f) => (
+          <Field
+            key={f.path}
+            id={`${prefix}.${f.path}`}
+            kind={kind}
+            f={f}
+            value={getIn(rule, f.path)}
+            error={errorAt(errors, prefix, f)}
+            readOnly={readOnly}
+            routeIds={routeIds}
+            onValue={(v) => onChange(setIn(rule, f.path, v))}
+          />
+        ))}
+      </SimpleGrid>
+      {other.map((e, i) => (
+        <Text key={i} c="red" size="sm" mt="xs" role="alert">
+          {e.path}: {e.message} (edit it in the YAML view)
+        </Text>
+      ))}
+    </Paper>
+  );
+}

@@ -1,0 +1,93 @@
+import { Anchor, Button, Group, SimpleGrid, Paper, Text, Title } from '@mantine/core';
+import { Link, useParams } from 'react-router';
+import { ErrorAlert } from '../../components/ErrorAlert';
+import { Loading, Page, when } from '../../components/Page';
+import { useChanges } from '../changes/hooks';
+import { useVersions } from '../versions/hooks';
+import { useNamespace, useNodes } from './hooks';
+
+export function nsCrumbs(ns: string) {
+  return [
+    { to: '/namespaces', label: 'Namespaces' },
+    { to: `/namespaces/${ns}`, label: ns },
+  ];
+}
+
+/** NamespaceNav links a namespace's pages. */
+export function NamespaceNav({ ns }: { ns: string }) {
+  return (
+    <Group gap="xs" wrap="wrap" role="navigation" aria-label={`Namespace ${ns}`}>
+      <Button component={Link} to={`/namespaces/${ns}/draft`} variant="light" size="xs">
+        Draft
+      </Button>
+      <Button component={Link} to={`/namespaces/${ns}/changes`} variant="light" size="xs">
+        Changes
+      </Button>
+      <Button component={Link} to={`/namespaces/${ns}/versions`} variant="light" size="xs">
+        Versions
+      </Button>
+      <Button component={Link} to={`/namespaces/${ns}/nodes`} variant="light" size="xs">
+        Nodes
+      </Button>
+    </Group>
+  );
+}
+
+export function NamespacePage() {
+  const ns = useParams().ns!;
+  const q = useNamespace(ns);
+  const versions = useVersions(ns, 1);
+  const open = useChanges(ns, 'open');
+  const nodes = useNodes(ns);
+  const latest = versions.data?.items?.[0];
+  const live = (nodes.data?.items ?? []).filter((n) => n.live);
+  return (
+    <Page title={`Namespace ${ns}`} crumbs={nsCrumbs(ns).slice(0, 1)} actions={<NamespaceNav ns={ns} />}>
+      {q.isPending && <Loading />}
+      <ErrorAlert error={q.error} />
+      {q.data && <Text className="pre-wrap">{q.data.description || 'No description.'}</Text>}
+      <SimpleGrid cols={{ base: 1, sm: 3 }}>
+        <Paper withBorder p="md">
+          <Title order={2} size="h5">
+            Published
+          </Title>
+          {latest ? (
+            <Text>
+              <Anchor component={Link} to={`/namespaces/${ns}/versions/${latest.number}`}>
+                v{latest.number}
+              </Anchor>{' '}
+              by {latest.createdBy}, {when(latest.createdAt)}
+            </Text>
+          ) : (
+            <Text c="dimmed">Nothing published yet.</Text>
+          )}
+        </Paper>
+        <Paper withBorder p="md">
+          <Title order={2} size="h5">
+            Open changes
+          </Title>
+          {(open.data?.items ?? []).map((c) => (
+            <Text key={c.id}>
+              <Anchor component={Link} to={`/namespaces/${ns}/changes/${c.id}`}>
+                #{c.id} {c.title}
+              </Anchor>
+            </Text>
+          ))}
+          {open.data && (open.data.items ?? []).length === 0 && <Text c="dimmed">None.</Text>}
+        </Paper>
+        <Paper withBorder p="md">
+          <Title order={2} size="h5">
+            Nodes
+          </Title>
+          {nodes.error ? (
+            <Text c="dimmed">Node registry unavailable.</Text>
+          ) : (
+            <Text>
+              {live.length} live{latest ? `, ${live.filter((n) => n.version === latest.number).length} on v${latest.number}` : ''}
+            </Text>
+          )}
+        </Paper>
+      </SimpleGrid>
+    </Page>
+  );
+}

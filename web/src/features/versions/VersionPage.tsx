@@ -1,0 +1,117 @@
+import { Alert, Button, Group, List, Modal, NativeSelect, Paper, Stack, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { useEffect, useMemo, useState } from 'react';
+import { useNavigate, useParams, useSearchParams } from 'react-router';
+import { preloadEditor, MergeDiff, YamlEditor } from '../../components/code';
+import { ErrorAlert } from '../../components/ErrorAlert';
+import { Loading, Page } from '../../components/Page';
+import { allows, useMe } from '../auth/session';
+import { summarize } from '../changes/summary';
+import { toYaml } from '../draft/ruleset';
+import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
+import { useRollback, useVersionDiff, useVersionDoc, useVersions } from './hooks';
+
+function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: number; emergency: boolean; opened: boolean; onClose: () => void }) {
+  const rollback = useRollback(ns, n);
+  const navigate = useNavigate();
+  const [reason, setReason] = useState('');
+  const [typed, setTyped] = useState('');
+  const ok = !emergency || (reason.trim() !== '' && typed === ns);
+  return (
+    <Modal opened={opened} onClose={onClose} title={emergency ? `Emergency rollback to v${n}` : `Roll back to v${n}`}>
+      <Stack
+        component="form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          rollback.mutate(
+            { reason, emergency },
+            { onSuccess: (r) => navigate(r.change ? `/namespaces/${ns}/changes/${r.change.id}` : `/namespaces/${ns}/versions/${r.version?.number}`) },
+          );
+        }}
+      >
+        <Text size="sm">
+          {emergency
+            ? 'This publishes version ' + n + "'s rules at once, without review, and flags it in the audit log."
+            : 'This opens a change with version ' + n + "'s rules; an approver reviews and publishes it."}
+        </Text>
+        <ErrorAlert error={rollback.error} />
+        <Textarea label="Reason" required={emergency} value={reason} onChange={(e) => setReason(e.currentTarget.value)} autosize minRows={2} />
+        {emergency && <TextInput label={`Type the namespace name (${ns}) to confirm`} value={typed} onChange={(e) => setTyped(e.currentTarget.value)} autoComplete="off" />}
+        <Group justify="flex-end">
+          <Button type="submit" color={emergency ? 'red' : undefined} disabled={!ok} loading={rollback.isPending}>
+            {emergency ? 'Roll back now' : 'Open rollback change'}
+          </Button>
+        </Group>
+      </Stack>
+    </Modal>
+  );
+}
+
+export function VersionPage() {
+  const params = useParams();
+  const ns = params.ns!;
+  const n = Number(params.n);
+  const [search, setSearch] = useSearchParams();
+  const diffWith = search.get('diff');
+  const other = diffWith === null ? undefined : Number(diffWith);
+  const me = useMe();
+  useEffect(() => preloadEditor(other !== undefined ? 'merge' : 'yaml'), [other]);
+  const doc = useVersionDoc(ns, n);
+  const otherDoc = useVersionDoc(ns, other);
+  const diff = useVersionDiff(ns, other, other === undefined ? undefined : n);
+  const versions = useVersions(ns);
+  const [dialog, setDialog] = useState<'normal' | 'emergency' | null>(null);
+  const latest = versions.data?.items?.[0]?.number;
+  const numbers = ['', '0', ...(versions.data?.items ?? []).map((v) => String(v.number)).filter((x) => x !== String(n))];
+  const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
+  // YAML of 10,000 rules takes a while: once per document, not per render.
+  const docYaml = useMemo(() => (doc.data ? toYaml(doc.data) : undefined), [doc.data]);
+  const otherYaml = useMemo(() => (otherDoc.data ? toYaml(otherDoc.data) : undefined), [otherDoc.data]);
+
+  return (
+    <Page title={`Version ${n}`} crumbs={[...nsCrumbs(ns), { to: `/namespaces/${ns}/versions`, label: 'Versions' }]} actions={<NamespaceNav ns={ns} />}>
+      <Group wrap="wrap" align="flex-end">
+        <NativeSelect
+          label="Diff against version"
+          data={numbers.map((x) => ({ value: x, label: x === '' ? '(none)' : x === '0' ? '0 (empty)' : `v${x}` }))}
+          value={diffWith ?? ''}
+          onChange={(e) => setSearch(e.currentTarget.value === '' ? {} : { diff: e.currentTarget.value })}
+        />
+        {allows(me.data?.role, 'editor') && latest !== undefined && latest !== n && (
+          <Button variant="default" onClick={() => setDialog('normal')}>
+            Roll back to v{n}
+          </Button>
+        )}
+        {allows(me.data?.role, 'admin') && latest !== undefined && latest !== n && (
+          <Button color="red" variant="light" onClick={() => setDialog('emergency')}>
+            Emergency rollback
+          </Button>
+        )}
+      </Group>
+      {doc.isPending && <Loading />}
+      <ErrorAlert error={doc.error ?? diff.error} />
+      {other !== undefined ? (
+        <Stack>
+          <Paper withBorder p="md">
+            <Title order={2} size="h4" mb="xs">
+              From v{other} to v{n}
+            </Title>
+            {lines.length === 0 ? <Text c="dimmed">No rule changes.</Text> : (
+              <List aria-label="Summary">
+                {lines.map((l, i) => (
+                  <List.Item key={i}>
+                    <Text ff="monospace" size="sm">{l.text}</Text>
+                  </List.Item>
+                ))}
+              </List>
+            )}
+          </Paper>
+          {docYaml !== undefined && otherYaml !== undefined ? <MergeDiff a={otherYaml} b={docYaml} label={`Version ${other} and version ${n}`} /> : <Loading />}
+        </Stack>
+      ) : (
+        docYaml !== undefined && <YamlEditor label={`Version ${n} YAML`} value={docYaml} readOnly />
+      )}
+      {latest === n && <Alert color="gray">This is the newest version.</Alert>}
+      {dialog && <RollbackDialog ns={ns} n={n} emergency={dialog === 'emergency'} opened onClose={() => setDialog(null)} />}
+    </Page>
+  );
+}

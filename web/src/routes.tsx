@@ -1,0 +1,39 @@
+import { createBrowserRouter, Navigate } from 'react-router';
+import { Layout } from './components/Layout';
+import { LoginPage } from './features/auth/LoginPage';
+import { NamespacesPage } from './features/namespaces/NamespacesPage';
+import { NamespacePage } from './features/namespaces/NamespacePage';
+import { NodesPage } from './features/namespaces/NodesPage';
+import { ChangesPage } from './features/changes/ChangesPage';
+import { ChangePage } from './features/changes/ChangePage';
+import { VersionsPage } from './features/versions/VersionsPage';
+import { VersionPage } from './features/versions/VersionPage';
+import { AuditPage } from './features/audit/AuditPage';
+import { UsersPage } from './features/users/UsersPage';
+import { TokensPage } from './features/tokens/TokensPage';
+import { NotFound } from './components/NotFound';
+
+// Paths as DESIGN.md names them. The draft editor is its own chunk (it
+// pulls in the form and YAML code); CodeMirror loads only when a YAML or
+// diff view is shown.
+export const router = createBrowserRouter([
+  { path: '/login', element: <LoginPage /> },
+  {
+    element: <Layout />,
+    children: [
+      { path: '/', element: <Navigate to="/namespaces" replace /> },
+      { path: '/namespaces', element: <NamespacesPage /> },
+      { path: '/namespaces/:ns', element: <NamespacePage /> },
+      { path: '/namespaces/:ns/draft', lazy: async () => ({ Component: (await import('./features/draft/DraftPage')).DraftPage }) },
+      { path: '/namespaces/:ns/changes', element: <ChangesPage /> },
+      { path: '/namespaces/:ns/changes/:id', element: <ChangePage /> },
+      { path: '/namespaces/:ns/versions', element: <VersionsPage /> },
+      { path: '/namespaces/:ns/versions/:n', element: <VersionPage /> },
+      { path: '/namespaces/:ns/nodes', element: <NodesPage /> },
+      { path: '/audit', element: <AuditPage /> },
+      { path: '/users', element: <UsersPage /> },
+      { path: '/tokens', element: <TokensPage /> },
+      { path: '*', element: <NotFound /> },
+    ],
+  },
+]);
