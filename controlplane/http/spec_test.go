@@ -60,13 +60,15 @@ func inlineRefs(doc *openapi3.T) {
 			return
 		}
 		seen[s] = true
-		for _, p := range s.Properties {
-			walk(p)
+		for _, m := range []openapi3.Schemas{s.Properties, s.PatternProperties, s.DependentSchemas, s.Defs} {
+			for _, p := range m {
+				walk(p)
+			}
 		}
-		walk(s.Items)
-		walk(s.Not)
-		walk(s.AdditionalProperties.Schema)
-		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.AnyOf, s.OneOf} {
+		for _, x := range []*openapi3.SchemaRef{s.Items, s.Not, s.AdditionalProperties.Schema, s.Contains, s.PropertyNames, s.If, s.Then, s.Else, s.ContentSchema} {
+			walk(x)
+		}
+		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
 			for _, x := range list {
 				walk(x)
 			}
