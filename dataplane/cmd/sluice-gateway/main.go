@@ -132,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("environment %s: %w", name, err)
+				envErr = fmt.Errorf("invalid value %q for environment %s: %w", v, name, err)
 			}
 		}
 	})
