@@ -22,6 +22,9 @@
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
 // last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
+// A part of the node that fails while it serves (the file watch, the etcd
+// source, the registration...: an error or a panic) drains the node and
+// exits 1 with that error; see gateway.Node.Run.
 package main
 
 import (
