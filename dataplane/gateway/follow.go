@@ -3,217 +3,160 @@ package gateway
 import (
 	"context"
 	"errors"
-	"math"
-	"sort"
-	"sync"
-	"time"
+	"fmt"
+	"os"
 
-	dto "github.com/prometheus/client_model/go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/degrade"
+	"github.com/sluicegw/sluice/dataplane/registry"
+	"github.com/sluicegw/sluice/dataplane/source"
 )
 
-// ErrDrained is the readiness error while an operator override drains the node.
-var ErrDrained = errors.New("drained by an operator override")
-
-// ApplyOverride takes up an operator override for this node (from etcd):
-// forced degrade levels by rule id, and drain, which fails /readyz so load
-// balancers stop sending traffic while the node keeps serving what arrives.
-// The zero Override clears everything. Levels for rules the applied rule set
-// does not have are logged and skipped.
-func (n *Node) ApplyOverride(ov api.Override) {
-	n.ovMu.Lock()
-	defer n.ovMu.Unlock()
-	old := n.override
-	n.override = ov
-	n.drained.Store(ov.Drain)
-	s := n.current.Load()
-	if s == nil {
-		return
-	}
-	set := s.Degrades()
-	for rule := range old.DegradeLevels {
-		if _, still := ov.DegradeLevels[rule]; !still {
-			if err := set.ClearOverride(rule); err != nil && !errors.Is(err, degrade.ErrUnknownRule) {
-				n.log.Warn("clearing degrade override", "rule", rule, "err", err)
-			}
-		}
-	}
-	n.applyLevelsLocked(set)
-	n.log.Info("operator override applied", "drain", ov.Drain, "degradeLevels", ov.DegradeLevels, "by", ov.By, "reason", ov.Reason)
-}
-
-// applyLevelsLocked (re)sets the override's degrade levels on set, renewing
-// them: an override without an expiry lasts until it is removed, and the
-// degrade package caps one setting at MaxOverrideTTL.
-func (n *Node) applyLevelsLocked(set *degrade.Set) {
-	ov := n.override
-	until := time.Now().Add(degrade.MaxOverrideTTL)
-	if ov.Expires != nil {
-		until = *ov.Expires
-	}
-	for rule, level := range ov.DegradeLevels {
-		if err := set.SetOverride(rule, level, until); err != nil {
-			n.log.Warn("node override names a degrade rule this node cannot apply", "rule", rule, "level", level, "err", err)
-		}
-	}
-}
-
-// Override returns the operator override in force.
-func (n *Node) Override() api.Override {
-	n.ovMu.Lock()
-	defer n.ovMu.Unlock()
-	return n.override
-}
-
-// NodeStatus is the node's registration value: identity from the given
-// template, applied version, last apply error, and last-minute traffic.
-func (n *Node) NodeStatus(tmpl api.NodeStatus) api.NodeStatus {
-	st := n.Status()
-	tmpl.Build = Build
-	tmpl.StartedAt = n.started
-	tmpl.Version, tmpl.Checksum, tmpl.AppliedAt, tmpl.Source = st.Version, st.Checksum, st.AppliedAt, st.Source
-	tmpl.LastApplyError = st.LastApplyError
-	tmpl.Draining = n.draining.Load() || n.drained.Load()
-	rps, reject, p99 := n.stats.lastMinute()
-	tmpl.RPS, tmpl.RejectRate, tmpl.P99Seconds = round(rps, 1), round(reject, 3), round(p99, 4)
-	return tmpl
-}
-
-func round(v float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(v*p) / p
-}
-
-// RunStats samples the node's request metrics every second until ctx ends,
-// for the last-minute figures of NodeStatus, and renews operator overrides.
-func (n *Node) RunStats(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	renew := time.NewTicker(time.Hour)
-	defer renew.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.stats.sample(n)
-		case <-renew.C:
-			n.ovMu.Lock()
-			if s := n.current.Load(); s != nil {
-				n.applyLevelsLocked(s.Degrades())
-			}
-			n.ovMu.Unlock()
-		}
-	}
-}
-
-// stats keeps a minute of once-a-second samples of the request counters.
-type stats struct {
-	mu      sync.Mutex
-	samples []sample // oldest first, at most 61
-}
-
-type sample struct {
-	total, rejected float64
-	buckets         []float64 // cumulative counts per upper bound
-	bounds          []float64
-}
-
-func (st *stats) sample(n *Node) {
-	mfs, err := n.metrics.Registry.Gather()
+// FollowFile applies the rules file's rules and returns the components that
+// keep following it: the file watch (reload on change) and, with reload
+// set, a reload on every value received (SIGHUP). An invalid file is an
+// error naming it and its field paths. Call it before Run.
+func (n *Node) FollowFile(ctx context.Context, f *source.File, reload <-chan os.Signal) ([]Component, error) {
+	first, err := f.Load()
 	if err != nil {
-		return
+		return nil, err
 	}
-	var s sample
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "sluice_requests_total":
-			for _, m := range mf.GetMetric() {
-				v := m.GetCounter().GetValue()
-				s.total += v
-				if code := label(m, "code"); code == "429" || code == "503" {
-					s.rejected += v
+	if err := n.Apply(ctx, first); err != nil {
+		return nil, fmt.Errorf("rules file %s is invalid:\n%w", f.Path, err)
+	}
+	cs := []Component{{Name: "rules-file", Run: func(ctx context.Context) error { return f.Watch(ctx, n.Apply) }}}
+	if reload != nil {
+		cs = append(cs, Component{Name: "sighup", Run: func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-reload:
+					n.log.Info("SIGHUP: reloading rules", "path", f.Path)
+					f.Reload()
 				}
 			}
-		case "sluice_request_duration_seconds":
-			for _, m := range mf.GetMetric() {
-				h := m.GetHistogram()
-				if s.bounds == nil {
-					for _, b := range h.GetBucket() {
-						s.bounds = append(s.bounds, b.GetUpperBound())
-					}
-					s.buckets = make([]float64, len(s.bounds))
-				}
-				for i, b := range h.GetBucket() {
-					if i < len(s.buckets) {
-						s.buckets[i] += float64(b.GetCumulativeCount())
-					}
+		}})
+	}
+	return cs, nil
+}
+
+// EtcdFollow is what following the control plane through etcd takes.
+type EtcdFollow struct {
+	// Client is the etcd client the node boots with (the first list, before
+	// the node listens); required.
+	Client *clientv3.Client
+	// Authed returns the client the components follow with once it is
+	// authenticated (with etcd auth the first attempt may fail while etcd
+	// is unreachable, and succeed later), nil when ctx ends first. Nil means
+	// Client, at once.
+	Authed func(ctx context.Context) *clientv3.Client
+	// Keys lays out the etcd keys.
+	Keys api.Keys
+	// Namespace is the namespace whose rules the node runs; NodeID its id
+	// in the registry; Labels its labels (canary selectors match them).
+	Namespace, NodeID string
+	Labels            map[string]string
+	// StateDir caches every applied version, to boot from when etcd cannot
+	// be reached; empty means the node cannot boot without etcd.
+	StateDir string
+	// Advertise is the traffic address registered for this node.
+	Advertise string
+	// Verifier checks the signature of every value; nil accepts unsigned
+	// ones (--insecure-accept-unsigned).
+	Verifier *api.Verifier
+	// OnSignatureRejection, when set, counts a value refused for its
+	// signature: what (ruleset, canary, override, state) and why.
+	OnSignatureRejection func(what, reason string)
+	// Nodes, when set, counts the namespace's live nodes (the Redis
+	// limiter's local fallback divides by it); it runs as a component.
+	Nodes *registry.Nodes
+}
+
+// FollowEtcd applies the namespace's published rules (or the state dir's
+// copy when etcd cannot be reached) and returns the components that keep
+// following: the source, the registration, the override watch and, with
+// f.Nodes, the live-node count. With nothing published yet (or etcd down
+// and no state) the node starts not ready and takes the first version when
+// it lands. It adds "etcd", "registration", "override" and "signatures" to
+// /status's components. Call it before Run.
+func (n *Node) FollowEtcd(ctx context.Context, f EtcdFollow) ([]Component, error) {
+	log := n.log
+	if f.StateDir == "" {
+		log.Warn("no --state-dir: this node cannot boot while etcd is unreachable")
+	}
+	reject := func(what, reason string) {
+		if f.OnSignatureRejection != nil {
+			f.OnSignatureRejection(what, reason)
+		}
+	}
+	src := &source.Etcd{Client: f.Client, Namespace: f.Namespace, Keys: f.Keys, Labels: f.Labels, StateDir: f.StateDir, Logger: log,
+		Verifier: f.Verifier, OnSignatureRejection: reject}
+	if err := src.Start(ctx, n.Apply); err != nil {
+		if !errors.Is(err, source.ErrNoState) {
+			return nil, err
+		}
+		// Nothing published yet (or etcd down and no cache): serve not-ready
+		// (503, /readyz failing) and take the first version when it lands.
+		log.Warn("no rule set yet: the node is not ready until the first version arrives", "namespace", f.Namespace, "err", err)
+	}
+	tmpl := api.NodeStatus{NodeID: f.NodeID, Namespace: f.Namespace, Address: f.Advertise, AdminAddress: n.cfg.Admin, Labels: f.Labels}
+	ovr := &registry.Overrides{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID, Logger: log,
+		OnChange: n.ApplyOverride, Verifier: f.Verifier,
+		OnSignatureRejection: func(reason string) { reject("override", reason) }}
+	reg := &registry.Registrar{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID, Logger: log,
+		NodeStatus: func() api.NodeStatus {
+			st := n.NodeStatus(tmpl)
+			st.SignatureRejections = src.SignatureRejections() + ovr.Status().SignatureRejections
+			st.AcceptsUnsigned = f.Verifier == nil
+			return st
+		}}
+	n.cfg.Stores["etcd"] = func() any { return src.Status() }
+	n.cfg.Stores["registration"] = func() any { return reg.Status() }
+	n.cfg.Stores["override"] = func() any { return ovr.Current() }
+	n.cfg.Stores["signatures"] = func() any {
+		s := signatureStatus{TrustedKeys: f.Verifier.KeyIDs(), Rejections: src.SignatureRejections() + ovr.Status().SignatureRejections}
+		if f.Verifier == nil {
+			s.Warning = "accepting unsigned etcd values (--insecure-accept-unsigned): anyone who can write to etcd controls this node's rules"
+		}
+		if e := ovr.Status().LastError; e != "" {
+			s.LastOverrideError = e
+		}
+		return s
+	}
+	// Each component starts once the client is authenticated (at once
+	// without etcd auth).
+	authed := func(name string, run func(ctx context.Context, c *clientv3.Client) error) Component {
+		return Component{Name: name, Run: func(ctx context.Context) error {
+			c := f.Client
+			if f.Authed != nil {
+				if c = f.Authed(ctx); c == nil {
+					return nil
 				}
 			}
-		}
+			return run(ctx, c)
+		}}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.samples = append(st.samples, s)
-	if len(st.samples) > 61 {
-		st.samples = st.samples[len(st.samples)-61:]
+	cs := []Component{
+		authed("etcd-source", func(ctx context.Context, c *clientv3.Client) error { src.Client = c; return src.Run(ctx, n.Apply) }),
+		authed("registration", func(ctx context.Context, c *clientv3.Client) error { reg.Client = c; return reg.Run(ctx) }),
+		authed("overrides", func(ctx context.Context, c *clientv3.Client) error { ovr.Client = c; return ovr.Run(ctx) }),
 	}
+	if f.Nodes != nil {
+		cs = append(cs, authed("live-nodes", func(ctx context.Context, c *clientv3.Client) error { f.Nodes.Client = c; return f.Nodes.Run(ctx) }))
+	}
+	return cs, nil
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-// lastMinute returns requests per second, the share answered 429 or 503, and
-// the p99 latency in seconds (interpolated within histogram buckets) over the
-// samples of the last minute.
-func (st *stats) lastMinute() (rps, rejectRate, p99 float64) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.samples) < 2 {
-		return 0, 0, 0
-	}
-	a, b := st.samples[0], st.samples[len(st.samples)-1]
-	secs := float64(len(st.samples) - 1)
-	total := b.total - a.total
-	if total <= 0 {
-		return 0, 0, 0
-	}
-	rps = total / secs
-	rejectRate = (b.rejected - a.rejected) / total
-	if len(b.buckets) == 0 {
-		return rps, rejectRate, 0
-	}
-	counts := make([]float64, len(b.buckets))
-	for i := range counts {
-		counts[i] = b.buckets[i]
-		if i < len(a.buckets) {
-			counts[i] -= a.buckets[i]
-		}
-	}
-	n := counts[len(counts)-1]
-	if n <= 0 {
-		return rps, rejectRate, 0
-	}
-	target := 0.99 * n
-	i := sort.Search(len(counts), func(i int) bool { return counts[i] >= target })
-	if i >= len(counts) {
-		return rps, rejectRate, b.bounds[len(b.bounds)-1]
-	}
-	lo, loCount := 0.0, 0.0
-	if i > 0 {
-		lo, loCount = b.bounds[i-1], counts[i-1]
-	}
-	hi := b.bounds[i]
-	if counts[i] == loCount {
-		return rps, rejectRate, hi
-	}
-	return rps, rejectRate, lo + (hi-lo)*(target-loCount)/(counts[i]-loCount)
+// signatureStatus is the "signatures" component of /status.
+type signatureStatus struct {
+	// TrustedKeys are the ids of --trust-keys; empty with
+	// --insecure-accept-unsigned, which Warning then says.
+	TrustedKeys []string `json:"trustedKeys"`
+	Warning     string   `json:"warning,omitempty"`
+	// Rejections counts the values refused for their signature (rule set,
+	// canary, override, state file).
+	Rejections        int64  `json:"rejections"`
+	LastOverrideError string `json:"lastOverrideError,omitempty"`
 }

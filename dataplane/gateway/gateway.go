@@ -1,8 +1,11 @@
 // Package gateway runs one Sluice gateway node: it applies rule sets from a
 // source (compiling each off the hot path and swapping it in atomically,
 // keeping the last good one when a new one is refused), serves traffic through
-// the current snapshot, and serves the node admin endpoint. cmd/sluice-gateway
-// is a thin shell around Node; tests run Node in process.
+// the current snapshot, and serves the node admin endpoint. It also owns the
+// node's wiring: following a rules file (FollowFile) or the control plane
+// through etcd (FollowEtcd), and running every long-lived goroutine under one
+// owner (Run, on internal/group). cmd/sluice-gateway turns flags into a
+// Config and clients and calls these; tests run Node in process.
 //
 // Request path: clean the path and match a route → degrade → limits → breaker
 // → proxy → record the outcome. Why that order is written in package degrade.
@@ -107,6 +110,11 @@ func New(cfg Config) *Node {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
+	stores := make(map[string]func() any, len(cfg.Stores)+4)
+	for name, f := range cfg.Stores {
+		stores[name] = f
+	}
+	cfg.Stores = stores // FollowEtcd adds its own
 	if cfg.Snapshot.Transport == nil {
 		// The node's own upstream pools: its Via name and listeners are
 		// what loop detection compares with.

@@ -27,6 +27,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n.cfg.Snapshot.Transport.Looping(r) {
 		proxy.WriteLoopDetected(w, r)
 		n.metrics.Requests.WithLabelValues("", "508").Inc()
+		n.metrics.Served.Count(http.StatusLoopDetected)
 		return
 	}
 	if r.ProtoMajor == 1 {

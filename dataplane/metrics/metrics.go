@@ -28,6 +28,10 @@ type Metrics struct {
 	StoreErrors        *prometheus.CounterVec   // sluice_store_errors_total{store}
 	StoreRepairs       *prometheus.CounterVec   // sluice_store_repairs_total{store}
 	LogsDropped        prometheus.Counter       // sluice_log_dropped_total
+	Panics             *prometheus.CounterVec   // sluice_panics_total{component}
+
+	// Served counts every request answered, for the node's own figures.
+	Served Served
 }
 
 // Limit decision label values.
@@ -49,7 +53,7 @@ func New() *Metrics {
 		}, []string{"route", "code"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_request_duration_seconds", Help: "Time from request to response, by route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Buckets: durationBuckets[:],
 		}, []string{"route"}),
 		LimitDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision.",
@@ -87,10 +91,13 @@ func New() *Metrics {
 		LogsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_dropped_total", Help: "Log lines dropped by the log rate limiter.",
 		}),
+		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_panics_total", Help: "Panics recovered in a node's components (each stops the node), by component.",
+		}, []string{"component"}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.RulesetVersion, m.RulesetApplyErrors,
-		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped,
+		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -22,11 +22,13 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.Invalid != "" {
 		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", m.Invalid)
 		s.metrics.Requests.WithLabelValues("", "400").Inc()
+		s.metrics.Served.Count(http.StatusBadRequest)
 		return
 	}
 	if m.Route == nil {
 		proxy.WriteNoRoute(w, r)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
+		s.metrics.Served.Count(http.StatusNotFound)
 		return
 	}
 	rt := s.routes[m.Route.ID]
@@ -36,7 +38,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var kv limit.KeyValues // the checked key parts, read once for degrade and limits
 	if err := rt.keys.Read(r, &kv); err != nil {
 		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
-		rt.finish(start, s.now(), http.StatusBadRequest)
+		s.finish(rt, start, s.now(), http.StatusBadRequest)
 		return
 	}
 	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
@@ -48,7 +50,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if shed, _ := d.Admit(d.KeyHashValues(r, &kv, client, rt.id), start); shed {
 			sw := &statusWriter{ResponseWriter: w}
 			d.WriteFallback(sw, r, start)
-			rt.finish(start, s.now(), sw.status)
+			s.finish(rt, start, s.now(), sw.status)
 			return
 		}
 	}
@@ -59,7 +61,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if sw.status == 0 {
 				sw.status = statusClientClosed // gone while waiting in a leaky bucket
 			}
-			rt.finish(start, s.now(), sw.status)
+			s.finish(rt, start, s.now(), sw.status)
 			return
 		}
 		defer done()
@@ -70,7 +72,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			sw := &statusWriter{ResponseWriter: w}
 			b.WriteFallback(sw, r, start)
-			rt.finish(start, s.now(), sw.status)
+			s.finish(rt, start, s.now(), sw.status)
 			return
 		}
 		ticket = t
@@ -90,7 +92,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := rt.degrade; d != nil && !out.ClientGone {
 		d.Record(end, !failed)
 	}
-	rt.finish(start, end, out.Status)
+	s.finish(rt, start, end, out.Status)
 	if out.Aborted {
 		// The upstream's body was cut off after its header went out: abort the
 		// client's response too rather than let it look complete.
@@ -98,9 +100,13 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (rt *route) finish(start, end int64, status int) {
+// finish records one answered request: its route's series, and the node's
+// totals (metrics.Served).
+func (s *Snapshot) finish(rt *route, start, end int64, status int) {
+	secs := float64(end-start) / 1e9
 	rt.codes.inc(status)
-	rt.duration.Observe(float64(end-start) / 1e9)
+	rt.duration.Observe(secs)
+	s.metrics.Served.Record(status, secs)
 }
 
 // clientIP is the address limits and degrade key on: the peer, or the

@@ -31,10 +31,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,70 +95,67 @@ func (l listFlag) Set(s string) error {
 	return nil
 }
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
+// envName is the environment variable of flag f: SLUICE_ and the flag's
+// name in upper case with dashes as underscores, except where the variable
+// names what the flag holds (SLUICE_SIGNING_KEY_FILE for --signing-key).
+func envName(f *flag.Flag) string {
+	if f.Name == "signing-key" {
+		return "SLUICE_SIGNING_KEY_FILE"
 	}
-	return def
+	return "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 }
 
-func envBool(name string, def bool) bool {
-	if v, ok := os.LookupEnv(name); ok {
-		b, err := strconv.ParseBool(v)
-		if err == nil {
-			return b
+// setFromEnv sets every flag of fs whose variable is set, before the command
+// line is parsed (so that a flag given there wins), the gateway's way. A
+// malformed value is an error naming the variable and the value.
+func setFromEnv(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f)
+		if f.Name == "signing-key" || err != nil {
+			return // a list the command line replaces, not extends: read after Parse
 		}
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
+		if v, ok := os.LookupEnv(name); ok {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("invalid value %q for environment %s: %w", v, name, serr)
+			}
 		}
-	}
-	return def
-}
-
-func envInt(name string, def int64) int64 {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
-		}
-	}
-	return def
+	})
+	return err
 }
 
 func parseFlags(name string, args []string) (*Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("sluice-admin "+name, flag.ContinueOnError)
-	fs.StringVar(&c.DatabaseURL, "database-url", env("SLUICE_DATABASE_URL", "postgres://127.0.0.1:5432/sluice?sslmode=disable"), "Postgres URL ($SLUICE_DATABASE_URL)")
-	fs.DurationVar(&c.DatabaseWait, "database-wait", envDuration("SLUICE_DATABASE_WAIT", 30*time.Second), "how long to wait for Postgres at start ($SLUICE_DATABASE_WAIT)")
-	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", env("SLUICE_ETCD_ENDPOINTS", "127.0.0.1:2379"), "comma-separated etcd endpoints ($SLUICE_ETCD_ENDPOINTS)")
-	fs.StringVar(&c.EtcdPrefix, "etcd-prefix", env("SLUICE_ETCD_PREFIX", api.DefaultEtcdPrefix), "root of Sluice's etcd keys ($SLUICE_ETCD_PREFIX)")
-	fs.StringVar(&c.EmbeddedEtcd, "embedded-etcd", env("SLUICE_EMBEDDED_ETCD", ""), "run an embedded etcd storing its data in this directory, serving the first --etcd-endpoints address ($SLUICE_EMBEDDED_ETCD)")
-	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer", env("SLUICE_EMBEDDED_ETCD_PEER", "127.0.0.1:2380"), "peer address of the embedded etcd ($SLUICE_EMBEDDED_ETCD_PEER)")
-	fs.StringVar(&c.Listen, "listen", env("SLUICE_LISTEN", ":8080"), "admin API and console address ($SLUICE_LISTEN)")
-	fs.StringVar(&c.BootstrapAdmin, "bootstrap-admin", env("SLUICE_BOOTSTRAP_ADMIN", "admin"), "name of the admin created when there are no users ($SLUICE_BOOTSTRAP_ADMIN; password from $SLUICE_BOOTSTRAP_ADMIN_PASSWORD)")
-	fs.StringVar(&c.WebDir, "web-dir", env("SLUICE_WEB_DIR", ""), "serve the console from this built web/dist instead of the one embedded at build time ($SLUICE_WEB_DIR)")
-	fs.BoolVar(&c.SecureCookies, "secure-cookies", envBool("SLUICE_SECURE_COOKIES", false), "always mark the session cookie Secure ($SLUICE_SECURE_COOKIES)")
-	fs.BoolVar(&c.TrustForwardedProto, "trust-forwarded-proto", envBool("SLUICE_TRUST_FORWARDED_PROTO", false), "mark the cookie Secure when X-Forwarded-Proto is https ($SLUICE_TRUST_FORWARDED_PROTO)")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", env("SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs whose X-Forwarded-For is believed ($SLUICE_TRUSTED_PROXIES)")
-	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", envInt("SLUICE_MAX_BODY_BYTES", 4<<20), "request body limit ($SLUICE_MAX_BODY_BYTES)")
-	fs.DurationVar(&c.PollInterval, "publish-poll-interval", envDuration("SLUICE_PUBLISH_POLL_INTERVAL", 2*time.Second), "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
-	fs.DurationVar(&c.NodeRetention, "node-retention", envDuration("SLUICE_NODE_RETENTION", 24*time.Hour), "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
-	fs.StringVar(&c.AuditKeyFile, "audit-key-file", env("SLUICE_AUDIT_KEY_FILE", ""), "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
-	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", envBool("SLUICE_INSECURE_NO_AUDIT_KEY", false), "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
-	fs.StringVar(&c.LogLevel, "log-level", env("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "postgres://127.0.0.1:5432/sluice?sslmode=disable", "Postgres URL ($SLUICE_DATABASE_URL)")
+	fs.DurationVar(&c.DatabaseWait, "database-wait", 30*time.Second, "how long to wait for Postgres at start ($SLUICE_DATABASE_WAIT)")
+	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "127.0.0.1:2379", "comma-separated etcd endpoints ($SLUICE_ETCD_ENDPOINTS)")
+	fs.StringVar(&c.EtcdPrefix, "etcd-prefix", api.DefaultEtcdPrefix, "root of Sluice's etcd keys ($SLUICE_ETCD_PREFIX)")
+	fs.StringVar(&c.EmbeddedEtcd, "embedded-etcd", "", "run an embedded etcd storing its data in this directory, serving the first --etcd-endpoints address ($SLUICE_EMBEDDED_ETCD)")
+	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer", "127.0.0.1:2380", "peer address of the embedded etcd ($SLUICE_EMBEDDED_ETCD_PEER)")
+	fs.StringVar(&c.Listen, "listen", ":8080", "admin API and console address ($SLUICE_LISTEN)")
+	fs.StringVar(&c.BootstrapAdmin, "bootstrap-admin", "admin", "name of the admin created when there are no users ($SLUICE_BOOTSTRAP_ADMIN; password from $SLUICE_BOOTSTRAP_ADMIN_PASSWORD)")
+	fs.StringVar(&c.WebDir, "web-dir", "", "serve the console from this built web/dist instead of the one embedded at build time ($SLUICE_WEB_DIR)")
+	fs.BoolVar(&c.SecureCookies, "secure-cookies", false, "always mark the session cookie Secure ($SLUICE_SECURE_COOKIES)")
+	fs.BoolVar(&c.TrustForwardedProto, "trust-forwarded-proto", false, "mark the cookie Secure when X-Forwarded-Proto is https ($SLUICE_TRUST_FORWARDED_PROTO)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For is believed ($SLUICE_TRUSTED_PROXIES)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit ($SLUICE_MAX_BODY_BYTES)")
+	fs.DurationVar(&c.PollInterval, "publish-poll-interval", 2*time.Second, "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
+	fs.DurationVar(&c.NodeRetention, "node-retention", 24*time.Hour, "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
+	fs.StringVar(&c.AuditKeyFile, "audit-key-file", "", "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
+	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", false, "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
 	fs.Var(listFlag{&c.SigningKeys}, "signing-key", "Ed25519 signing key, PKCS#8 PEM file; repeat it (or give a comma list) to keep older keys recognised during a rotation: the first key signs ($SLUICE_SIGNING_KEY_FILE)")
-	fs.BoolVar(&c.InsecureUnsigned, "insecure-publish-unsigned", envBool("SLUICE_INSECURE_PUBLISH_UNSIGNED", false), "publish unsigned values when no --signing-key is given; nodes must then run --insecure-accept-unsigned ($SLUICE_INSECURE_PUBLISH_UNSIGNED)")
-	fs.StringVar(&c.EtcdCA, "etcd-ca", env("SLUICE_ETCD_CA", ""), "PEM file of the CA of etcd's server certificates ($SLUICE_ETCD_CA)")
-	fs.StringVar(&c.EtcdCert, "etcd-cert", env("SLUICE_ETCD_CERT", ""), "PEM client certificate for etcd ($SLUICE_ETCD_CERT)")
-	fs.StringVar(&c.EtcdKey, "etcd-key", env("SLUICE_ETCD_KEY", ""), "PEM key of --etcd-cert ($SLUICE_ETCD_KEY)")
-	fs.StringVar(&c.EtcdUsername, "etcd-username", env("SLUICE_ETCD_USERNAME", ""), "etcd user, with etcd auth enabled ($SLUICE_ETCD_USERNAME; password from --etcd-password-file or $SLUICE_ETCD_PASSWORD)")
-	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", env("SLUICE_ETCD_PASSWORD_FILE", ""), "file holding the etcd user's password ($SLUICE_ETCD_PASSWORD_FILE)")
+	fs.BoolVar(&c.InsecureUnsigned, "insecure-publish-unsigned", false, "publish unsigned values when no --signing-key is given; nodes must then run --insecure-accept-unsigned ($SLUICE_INSECURE_PUBLISH_UNSIGNED)")
+	fs.StringVar(&c.EtcdCA, "etcd-ca", "", "PEM file of the CA of etcd's server certificates ($SLUICE_ETCD_CA)")
+	fs.StringVar(&c.EtcdCert, "etcd-cert", "", "PEM client certificate for etcd ($SLUICE_ETCD_CERT)")
+	fs.StringVar(&c.EtcdKey, "etcd-key", "", "PEM key of --etcd-cert ($SLUICE_ETCD_KEY)")
+	fs.StringVar(&c.EtcdUsername, "etcd-username", "", "etcd user, with etcd auth enabled ($SLUICE_ETCD_USERNAME; password from --etcd-password-file or $SLUICE_ETCD_PASSWORD)")
+	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", "", "file holding the etcd user's password ($SLUICE_ETCD_PASSWORD_FILE)")
 	c.EtcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
+	if err := setFromEnv(fs); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -268,7 +265,45 @@ func splitList(s string) []string {
 	return out
 }
 
-func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+// Main is sluice-admin serve, in the shape of wtf's cmd/wtfd: Run opens every
+// dependency (embedded etcd, Postgres and its migrations, the etcd client),
+// starts the publisher, the node watcher, the notification listener and the
+// HTTP server, and returns once serving; Err reports the server failing
+// while it serves; Close stops everything in order and waits for every
+// goroutine Run started. Create it with NewMain.
+type Main struct {
+	Config *Config
+	Logger *slog.Logger
+
+	embedded  *etcd.Embedded
+	db        *postgres.DB
+	client    *clientv3.Client
+	publisher *etcd.Publisher
+	watcher   *etcd.NodeWatcher
+	hs        *http.Server
+	ln        net.Listener
+	cancel    context.CancelFunc // ends the background goroutines' context
+	wg        sync.WaitGroup     // the listener and the HTTP server
+	errc      chan error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewMain returns a Main for cfg, not started.
+func NewMain(cfg *Config, logger *slog.Logger) *Main {
+	return &Main{Config: cfg, Logger: logger, cancel: func() {}, errc: make(chan error, 1)}
+}
+
+// Addr is the address the HTTP server listens on, once Run returned nil.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Err receives the HTTP server's error if it stops serving before Close.
+func (m *Main) Err() <-chan error { return m.errc }
+
+// Run opens and starts everything; ctx bounds the opening (waiting for
+// Postgres, migrating). On an error, call Close to release what was opened.
+func (m *Main) Run(ctx context.Context) error {
+	cfg, logger := m.Config, m.Logger
 	auditKey, err := loadAuditKey(cfg, logger)
 	if err != nil {
 		return err
@@ -283,20 +318,17 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	}
 	if cfg.EmbeddedEtcd != "" {
 		host := strings.TrimPrefix(strings.TrimPrefix(endpoints[0], "http://"), "https://")
-		e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: cfg.EmbeddedEtcd, ClientURL: "http://" + host, PeerURL: "http://" + cfg.EmbeddedEtcdPeer})
-		if err != nil {
+		if m.embedded, err = etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: cfg.EmbeddedEtcd, ClientURL: "http://" + host, PeerURL: "http://" + cfg.EmbeddedEtcdPeer}); err != nil {
 			return err
 		}
-		defer e.Close()
 		logger.Info("embedded etcd started", "client", host, "dir", cfg.EmbeddedEtcd)
 	}
 
-	var publisher *etcd.Publisher
-	db, err := openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }, AuditKey: auditKey}, logger)
-	if err != nil {
+	var publisher *etcd.Publisher // set below, before anything can publish
+	if m.db, err = openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }, AuditKey: auditKey}, logger); err != nil {
 		return err
 	}
-	defer db.Close()
+	db := m.db
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
@@ -305,12 +337,11 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		return err
 	}
 
-	client, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: endpoints, CAFile: cfg.EtcdCA, CertFile: cfg.EtcdCert, KeyFile: cfg.EtcdKey,
-		Username: cfg.EtcdUsername, Password: cfg.EtcdPassword})
-	if err != nil {
+	if m.client, err = etcd.NewClientConfig(etcd.ClientConfig{Endpoints: endpoints, CAFile: cfg.EtcdCA, CertFile: cfg.EtcdCert, KeyFile: cfg.EtcdKey,
+		Username: cfg.EtcdUsername, Password: cfg.EtcdPassword}); err != nil {
 		return err
 	}
-	defer client.Close()
+	client := m.client
 	keys := api.Keys{Prefix: cfg.EtcdPrefix}
 
 	versions := postgres.NewVersionService(db)
@@ -359,48 +390,87 @@ func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	publisher = etcd.NewPublisher(etcd.Settings{Client: client, Outbox: outbox, Keys: keys, Logger: logger,
 		PollInterval: cfg.PollInterval, Observe: srv.ObservePublish,
 		Signer: signer, Namespaces: namespaceNames, Current: etcd.CurrentVersion(versions)})
-	watcher := etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
+	m.publisher = publisher
+	m.watcher = etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
 		Namespaces: namespaceNames})
-	return run(ctx, cfg, logger, db, client, publisher, watcher, srv)
-}
 
-// run serves until ctx ends, then shuts down in order: stop accepting
-// requests and finish those in flight, stop the publisher (a write in
-// progress finishes or stays pending) and the node watcher, stop listening
-// for notifications.
-func run(ctx context.Context, cfg *Config, logger *slog.Logger, db *postgres.DB, client *clientv3.Client, publisher *etcd.Publisher,
-	watcher *etcd.NodeWatcher, srv *sluicehttp.Server) error {
+	if m.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
 	bg, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	publisher.Start(bg)
-	watcher.Start(bg)
-	wg.Add(1)
+	m.cancel = cancel
+	m.publisher.Start(bg)
+	m.watcher.Start(bg)
+	m.wg.Add(2)
 	go func() {
-		defer wg.Done()
+		defer m.wg.Done()
 		db.Listen(bg, func(string) { publisher.Wake() })
 	}()
-	hs := &http.Server{Addr: cfg.Listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	m.hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.ListenAndServe() }()
-	logger.Info("sluice-admin serving", "listen", cfg.Listen)
+	go func() {
+		defer m.wg.Done()
+		if err := m.hs.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.errc <- fmt.Errorf("serving: %w", err)
+		}
+	}()
+	logger.Info("sluice-admin serving", "listen", m.ln.Addr().String())
+	return nil
+}
+
+// Close shuts down in order: stop accepting requests and finish those in
+// flight (30s at most), stop the publisher (a write in progress finishes or
+// stays pending) and the node watcher, stop listening for notifications,
+// then close the etcd client, the database and the embedded etcd. It waits
+// for every goroutine Run started, and may be called after a failed Run or
+// more than once.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		if m.hs != nil {
+			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := m.hs.Shutdown(sctx); err != nil {
+				m.closeErr = fmt.Errorf("draining requests: %w", err)
+			}
+			scancel()
+		} else if m.ln != nil {
+			m.ln.Close()
+		}
+		if m.publisher != nil {
+			m.publisher.Close()
+		}
+		if m.watcher != nil {
+			m.watcher.Close()
+		}
+		m.cancel()
+		m.wg.Wait()
+		if m.client != nil {
+			m.client.Close()
+		}
+		if m.db != nil {
+			m.db.Close()
+		}
+		if m.embedded != nil {
+			m.embedded.Close()
+		}
+	})
+	return m.closeErr
+}
+
+// serve runs sluice-admin serve until ctx ends or the server fails.
+func serve(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+	m := NewMain(cfg, logger)
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		return err
+	}
 	var err error
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
-	case err = <-errc:
+	case err = <-m.Err():
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer scancel()
-	if serr := hs.Shutdown(sctx); serr != nil && err == nil {
-		err = serr
-	}
-	publisher.Close()
-	watcher.Close()
-	cancel()
-	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+	if cerr := m.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

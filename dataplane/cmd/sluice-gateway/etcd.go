@@ -20,7 +20,6 @@ import (
 	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/registry"
-	"github.com/sluicegw/sluice/dataplane/source"
 )
 
 // etcdDeps is what following etcd needs before the node is built: the client,
@@ -30,14 +29,15 @@ import (
 // With --etcd-username the etcd client authenticates as it is made, which
 // needs etcd. When etcd cannot be reached then, client is a client without
 // credentials (its calls fail, so the node boots from its state dir) and
-// the authenticated one is made in the background: ready is closed when
-// authed is set (at once when the first attempt worked).
+// the authenticated one is made by a component of the node (see
+// components): ready is closed when authed is set (at once when the first
+// attempt worked).
 type etcdDeps struct {
 	client   *clientv3.Client
 	authed   *clientv3.Client
+	authCfg  *clientv3.Config // set while the authenticated client is still to be made
 	ready    chan struct{}
-	stop     context.CancelFunc
-	done     chan struct{}
+	log      *slog.Logger
 	keys     api.Keys
 	nodes    *registry.Nodes
 	verifier *api.Verifier // nil: --insecure-accept-unsigned
@@ -92,13 +92,12 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
 	}
-	d := &etcdDeps{ready: make(chan struct{}), done: make(chan struct{}), stop: func() {}}
+	d := &etcdDeps{ready: make(chan struct{}), log: log}
 	c, err := clientv3.New(cfg)
 	switch {
 	case err == nil:
 		d.client, d.authed = c, c
 		close(d.ready)
-		close(d.done)
 	case o.etcdUser == "":
 		return nil, fmt.Errorf("--etcd: %w", err)
 	case errors.Is(err, rpctypes.ErrAuthFailed):
@@ -110,9 +109,7 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 		if d.client, err = clientv3.New(anon); err != nil {
 			return nil, fmt.Errorf("--etcd: %w", err)
 		}
-		var bg context.Context
-		bg, d.stop = context.WithCancel(context.Background())
-		go d.authenticate(bg, cfg, log)
+		d.authCfg = &cfg
 	}
 	keys := api.Keys{Prefix: o.etcdPrefix}
 	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -132,10 +129,25 @@ func dialEtcd(o *options, log *slog.Logger, m *metrics.Metrics) (*etcdDeps, erro
 	return d, nil
 }
 
+// components are the node components the etcd client needs: with the
+// authenticated client still to be made, the one that makes it. It returns
+// when the node stops, not when authenticated: the client lives in its
+// context.
+func (d *etcdDeps) components() []gateway.Component {
+	if d.authCfg == nil {
+		return nil
+	}
+	cfg := *d.authCfg
+	return []gateway.Component{{Name: "etcd-auth", Run: func(ctx context.Context) error {
+		d.authenticate(ctx, cfg, d.log)
+		<-ctx.Done()
+		return nil
+	}}}
+}
+
 // authenticate makes the authenticated client, retrying with backoff until
 // it works or ctx ends.
 func (d *etcdDeps) authenticate(ctx context.Context, cfg clientv3.Config, log *slog.Logger) {
-	defer close(d.done)
 	cfg.Context = ctx
 	cfg.DialTimeout = max(cfg.DialTimeout, 15*time.Second) // nothing waits for it: give a slow etcd time
 	for failures := 1; ; failures++ {
@@ -170,92 +182,13 @@ func (d *etcdDeps) wait(ctx context.Context) *clientv3.Client {
 	}
 }
 
-// close stops authenticating and closes the clients.
+// close closes the clients; call it after the node's Run has returned
+// (every component, authenticate among them, has stopped).
 func (d *etcdDeps) close() {
-	d.stop()
-	<-d.done
 	d.client.Close()
 	if d.authed != nil && d.authed != d.client {
 		d.authed.Close()
 	}
-}
-
-// followEtcd applies the namespace's published rules (or the state dir's copy
-// when etcd cannot be reached) before the node listens, and returns the
-// goroutines that keep following: the source, the registration, the override
-// watch and the live-node count.
-func followEtcd(ctx context.Context, o *options, d *etcdDeps, node *gateway.Node, log *slog.Logger, status map[string]func() any) ([]func(context.Context) error, error) {
-	labels, err := source.ParseLabels(o.labels)
-	if err != nil {
-		return nil, fmt.Errorf("--labels: %w", err)
-	}
-	if o.stateDir == "" {
-		log.Warn("no --state-dir: this node cannot boot while etcd is unreachable")
-	}
-	reject := func(what, reason string) { d.rejected.WithLabelValues(what, reason).Inc() }
-	src := &source.Etcd{Client: d.client, Namespace: o.namespace, Keys: d.keys, Labels: labels, StateDir: o.stateDir, Logger: log,
-		Verifier: d.verifier, OnSignatureRejection: reject}
-	if err := src.Start(ctx, node.Apply); err != nil {
-		if !errors.Is(err, source.ErrNoState) {
-			return nil, err
-		}
-		// Nothing published yet (or etcd down and no cache): serve not-ready
-		// (503, /readyz failing) and take the first version when it lands.
-		log.Warn("no rule set yet: the node is not ready until the first version arrives", "namespace", o.namespace, "err", err)
-	}
-	tmpl := api.NodeStatus{NodeID: o.nodeID, Namespace: o.namespace, Address: advertise(o), AdminAddress: o.admin, Labels: labels}
-	ovr := &registry.Overrides{Client: d.client, Keys: d.keys, Namespace: o.namespace, NodeID: o.nodeID, Logger: log,
-		OnChange: node.ApplyOverride, Verifier: d.verifier,
-		OnSignatureRejection: func(reason string) { reject("override", reason) }}
-	reg := &registry.Registrar{Client: d.client, Keys: d.keys, Namespace: o.namespace, NodeID: o.nodeID, Logger: log,
-		NodeStatus: func() api.NodeStatus {
-			st := node.NodeStatus(tmpl)
-			st.SignatureRejections = src.SignatureRejections() + ovr.Status().SignatureRejections
-			st.AcceptsUnsigned = d.verifier == nil
-			return st
-		}}
-	status["etcd"] = func() any { return src.Status() }
-	status["registration"] = func() any { return reg.Status() }
-	status["override"] = func() any { return ovr.Current() }
-	status["signatures"] = func() any {
-		s := signatureStatus{TrustedKeys: d.verifier.KeyIDs(), Rejections: src.SignatureRejections() + ovr.Status().SignatureRejections}
-		if d.verifier == nil {
-			s.Warning = "accepting unsigned etcd values (--insecure-accept-unsigned): anyone who can write to etcd controls this node's rules"
-		}
-		if e := ovr.Status().LastError; e != "" {
-			s.LastOverrideError = e
-		}
-		return s
-	}
-	// Each follower starts once the client is authenticated (at once
-	// without --etcd-username).
-	authed := func(run func(ctx context.Context, c *clientv3.Client) error) func(context.Context) error {
-		return func(ctx context.Context) error {
-			c := d.wait(ctx)
-			if c == nil {
-				return nil
-			}
-			return run(ctx, c)
-		}
-	}
-	return []func(context.Context) error{
-		authed(func(ctx context.Context, c *clientv3.Client) error { src.Client = c; return src.Run(ctx, node.Apply) }),
-		authed(func(ctx context.Context, c *clientv3.Client) error { reg.Client = c; return reg.Run(ctx) }),
-		authed(func(ctx context.Context, c *clientv3.Client) error { ovr.Client = c; return ovr.Run(ctx) }),
-		authed(func(ctx context.Context, c *clientv3.Client) error { d.nodes.Client = c; return d.nodes.Run(ctx) }),
-	}, nil
-}
-
-// signatureStatus is the "signatures" component of /status.
-type signatureStatus struct {
-	// TrustedKeys are the ids of --trust-keys; empty with
-	// --insecure-accept-unsigned, which Warning then says.
-	TrustedKeys []string `json:"trustedKeys"`
-	Warning     string   `json:"warning,omitempty"`
-	// Rejections counts the values refused for their signature (rule set,
-	// canary, override, state file).
-	Rejections        int64  `json:"rejections"`
-	LastOverrideError string `json:"lastOverrideError,omitempty"`
 }
 
 // advertise is the traffic address others should use for this node.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
+	"github.com/sluicegw/sluice/dataplane/internal/group"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
@@ -169,6 +170,13 @@ func dialFor(tb testing.TB, args ...string) (*etcdDeps, error) {
 	d, err := dialEtcd(o, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New())
 	if err == nil {
 		tb.Cleanup(d.close)
+		// What the node's Run does: run the client's components (the
+		// background authentication), stopped before the clients close.
+		g := group.New(group.Settings{})
+		for _, c := range d.components() {
+			g.Go(context.Background(), c.Name, c.Run)
+		}
+		tb.Cleanup(func() { _ = g.Stop() })
 	}
 	return d, err
 }

@@ -22,6 +22,9 @@
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
 // last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
+// A part of the node that fails while it serves (the file watch, the etcd
+// source, the registration...: an error or a panic) drains the node and
+// exits 1 with that error; see gateway.Node.Run.
 package main
 
 import (
@@ -132,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(name); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("environment %s: %w", name, err)
+				envErr = fmt.Errorf("invalid value %q for environment %s: %w", v, name, err)
 			}
 		}
 	})
@@ -265,57 +268,33 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var followers []func(context.Context) error
+	var components []gateway.Component
 	if o.etcd != "" {
-		fs, err := followEtcd(ctx, o, etcd, node, log, stores)
+		labels, err := source.ParseLabels(o.labels)
+		if err != nil {
+			return fmt.Errorf("--labels: %w", err)
+		}
+		components, err = node.FollowEtcd(ctx, gateway.EtcdFollow{
+			Client: etcd.client, Authed: etcd.wait, Keys: etcd.keys,
+			Namespace: o.namespace, NodeID: o.nodeID, Labels: labels, StateDir: o.stateDir, Advertise: advertise(o),
+			Verifier: etcd.verifier, Nodes: etcd.nodes,
+			OnSignatureRejection: func(what, reason string) { etcd.rejected.WithLabelValues(what, reason).Inc() },
+		})
 		if err != nil {
 			return err
 		}
-		followers = fs
+		components = append(components, etcd.components()...)
 	} else {
-		file := &source.File{Path: o.rules, Logger: log}
-		first, err := file.Load()
-		if err != nil {
-			return err
-		}
-		if err := node.Apply(ctx, first); err != nil {
-			return fmt.Errorf("rules file %s is invalid:\n%w", o.rules, err)
-		}
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		followers = append(followers,
-			func(ctx context.Context) error { return file.Watch(ctx, node.Apply) },
-			func(ctx context.Context) error {
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-hup:
-						log.Info("SIGHUP: reloading rules", "path", o.rules)
-						file.Reload()
-					}
-				}
-			})
+		if components, err = node.FollowFile(ctx, &source.File{Path: o.rules, Logger: log}, hup); err != nil {
+			return err
+		}
 	}
 	ls, err := node.Listen()
 	if err != nil {
 		return err
 	}
-	followers = append(followers, func(ctx context.Context) error { node.RunStats(ctx); return nil })
-	fctx, fcancel := context.WithCancel(ctx)
-	errs := make(chan error, len(followers))
-	for _, f := range followers {
-		go func() { errs <- f(fctx) }()
-	}
-
-	serveErr := node.Serve(ctx, ls)
-	stop()
-	fcancel()
-	for range followers {
-		if err := <-errs; err != nil && serveErr == nil {
-			serveErr = err
-		}
-	}
-	return serveErr
+	return node.Run(ctx, ls, components...)
 }
