@@ -241,15 +241,23 @@ func TestDegradeEndToEnd(t *testing.T) {
 	go drive(ctx, c, base+"/shop", 100, client, func(int) {})
 	waitLevel(1, 3*time.Second)
 	// Now sample which clients are shed at level 1, with sequential requests.
-	for i := 0; i < 200; i++ {
+	// On a loaded machine the paced load can bunch up (level 2) or stall
+	// (level 0) for a window; only answers given while the plan was at level
+	// 1 before and after them count.
+	for i, kept := 0, 0; kept < 200 && i < 2000; i++ {
 		k, v := client(i)
 		req, _ := http.NewRequest("GET", base+"/shop", nil)
 		req.Header.Set(k, v)
+		before := level()
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if before != 1 || level() != 1 {
+			continue
+		}
+		kept++
 		mu.Lock()
 		if seen[v] == nil {
 			seen[v] = map[int]bool{}
@@ -261,9 +269,7 @@ func TestDegradeEndToEnd(t *testing.T) {
 	shed := 0
 	for cl, codes := range seen {
 		if len(codes) != 1 {
-			if level() == 1 {
-				t.Errorf("client %s got %v at level 1: shedding is not consistent per client", cl, codes)
-			}
+			t.Errorf("client %s got %v at level 1: shedding is not consistent per client", cl, codes)
 		}
 		if codes[503] {
 			shed++
