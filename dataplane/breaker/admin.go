@@ -1,8 +1,9 @@
 package breaker
 
 import (
-	"encoding/json"
 	"net/http"
+
+	"github.com/sluicegw/sluice/dataplane/admin"
 )
 
 // Handlers returns the node admin handlers of the breakers, keyed by the
@@ -21,11 +22,7 @@ func Handlers(current func() *Set) map[string]http.Handler {
 			if s != nil {
 				now = s.opts.now()
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(struct {
+			admin.WriteJSON(w, http.StatusOK, struct {
 				Breakers []Status `json:"breakers"`
 			}{s.Status(now)})
 		}),
