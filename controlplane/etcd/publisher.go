@@ -505,7 +505,7 @@ func CurrentVersion(versions sluice.VersionService) func(ctx context.Context, ns
 	return func(ctx context.Context, ns string) (*sluice.Version, error) {
 		var before int64
 		for range 10 {
-			vs, err := versions.FindVersions(ctx, sluice.VersionFilter{Namespace: ns, Before: before, Limit: 50})
+			vs, _, err := versions.FindVersions(ctx, sluice.VersionFilter{Namespace: ns, Before: before, Limit: 50})
 			if err != nil || len(vs) == 0 {
 				return nil, err
 			}

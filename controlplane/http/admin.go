@@ -30,21 +30,13 @@ func (s *Server) listAudit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	evs, err := s.s.Audit.FindAuditEvents(c.Request.Context(), sluice.AuditFilter{Actor: c.Query("actor"), Action: c.Query("action"),
-		Namespace: c.Query("namespace"), Since: since, Until: until, Before: before, Limit: int(min(limit, 1000))})
+	evs, next, err := s.s.Audit.FindAuditEvents(c.Request.Context(), sluice.AuditFilter{Actor: c.Query("actor"), Action: c.Query("action"),
+		Namespace: c.Query("namespace"), Since: since, Until: until, Before: before, Limit: pageLimit(limit)})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := list[*sluice.AuditEvent]{Items: evs}
-	size := 100
-	if limit > 0 {
-		size = int(min(limit, 1000))
-	}
-	if n := len(evs); n > 0 && n == size {
-		out.Next = evs[n-1].ID
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, list[*sluice.AuditEvent]{Items: evs, Next: next})
 }
 
 func (s *Server) verifyAudit(c *gin.Context) {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -148,6 +149,10 @@ func (s *Server) timeQuery(c *gin.Context, name string) (time.Time, bool) {
 	}
 	return t, true
 }
+
+// pageLimit passes a ?limit= on to a filter's Limit: the services apply the
+// defaults and caps, and return the next page's cursor.
+func pageLimit(limit int64) int { return int(min(limit, math.MaxInt32)) }
 
 type list[T any] struct {
 	Items []T `json:"items"`

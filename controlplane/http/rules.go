@@ -270,25 +270,14 @@ func (s *Server) listChanges(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	cs, err := s.s.Changes.FindChanges(c.Request.Context(), sluice.ChangeFilter{Namespace: ns, State: state,
-		Author: c.Query("author"), Before: before, Limit: int(min(limit, 500))})
+	cs, next, err := s.s.Changes.FindChanges(c.Request.Context(), sluice.ChangeFilter{Namespace: ns, State: state,
+		Author: c.Query("author"), Before: before, Limit: pageLimit(limit)})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.nodeWarnings(c, ns, cs...)
-	out := list[*sluice.Change]{Items: cs}
-	if n := len(cs); n > 0 && n == pageSize(limit, 50) {
-		out.Next = cs[n-1].ID
-	}
-	c.JSON(http.StatusOK, out)
-}
-
-func pageSize(limit int64, def int) int {
-	if limit <= 0 {
-		return def
-	}
-	return int(min(limit, 500))
+	c.JSON(http.StatusOK, list[*sluice.Change]{Items: cs, Next: next})
 }
 
 type changeRequest struct {
@@ -438,16 +427,12 @@ func (s *Server) listVersions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	vs, err := s.s.Versions.FindVersions(c.Request.Context(), sluice.VersionFilter{Namespace: ns, Before: before, Limit: int(min(limit, 500))})
+	vs, next, err := s.s.Versions.FindVersions(c.Request.Context(), sluice.VersionFilter{Namespace: ns, Before: before, Limit: pageLimit(limit)})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	out := list[*sluice.Version]{Items: vs}
-	if n := len(vs); n > 0 && n == pageSize(limit, 50) {
-		out.Next = vs[n-1].Number
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, list[*sluice.Version]{Items: vs, Next: next})
 }
 
 func (s *Server) getVersion(c *gin.Context) {
