@@ -23,7 +23,7 @@ func TestErrorsAreTheGatewaysProblems(t *testing.T) {
 	h := admin.New(admin.Config{Token: "s3cret", Extra: degrade.Handlers(func() *degrade.Set { return nil })})
 	tests := []struct {
 		desc, method, host, remote, ctype, origin, body string
-		want                                          int
+		want                                            int
 	}{
 		{desc: "unknown host", method: "GET", host: "attacker.example", remote: "127.0.0.1:1", want: http.StatusMisdirectedRequest},
 		{desc: "cross origin", method: "GET", host: "127.0.0.1:9901", remote: "127.0.0.1:1", origin: "http://attacker.example", want: http.StatusForbidden},

@@ -1,8 +1,11 @@
 // Package gateway runs one Sluice gateway node: it applies rule sets from a
 // source (compiling each off the hot path and swapping it in atomically,
 // keeping the last good one when a new one is refused), serves traffic through
-// the current snapshot, and serves the node admin endpoint. cmd/sluice-gateway
-// is a thin shell around Node; tests run Node in process.
+// the current snapshot, and serves the node admin endpoint. Tests run Node in
+// process. cmd/sluice-gateway is more than a shell around it: it parses the
+// flags and environment, dials Redis and etcd, and follows etcd itself
+// (cmd/sluice-gateway/etcd.go: the published and canary values, the node
+// registration and its overrides), applying what it reads to Node.
 //
 // Request path: clean the path and match a route → degrade → limits → breaker
 // → proxy → record the outcome. Why that order is written in package degrade.
