@@ -18,7 +18,7 @@
 //   - the Host header must name the endpoint: localhost, a loopback address,
 //     the host of the admin listen address (with a wildcard listen address,
 //     any address of this machine's interfaces), or one of
-//     Config.AllowedHosts; any port. Otherwise 421 Misdirected Request.
+//     Settings.AllowedHosts; any port. Otherwise 421 Misdirected Request.
 //   - a request from another origin is refused with 403: an Origin header
 //     that is not http://<Host>, a Sec-Fetch-Site other than same-origin or
 //     none, and on POST, PUT, PATCH and DELETE a Content-Type other than
@@ -46,9 +46,9 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// Config wires an admin endpoint. Zero fields are left out: a nil Status
+// Settings wire an admin endpoint. Zero fields are left out: a nil Status
 // serves {} and a nil Ready is always ready.
-type Config struct {
+type Settings struct {
 	// Token is the node admin token non-loopback peers must present; empty
 	// refuses every non-loopback peer.
 	Token string
@@ -70,8 +70,14 @@ type Config struct {
 	AllowedHosts []string
 }
 
+// Config is the former name of Settings, kept only until its last caller
+// (package gateway) is renamed.
+//
+// Deprecated: use Settings.
+type Config = Settings
+
 // New returns the admin handler. It is safe for concurrent use.
-func New(cfg Config) http.Handler {
+func New(cfg Settings) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -113,7 +119,7 @@ type hostSet struct {
 	addrs map[netip.Addr]bool // besides loopback
 }
 
-func allowedHosts(cfg Config) hostSet {
+func allowedHosts(cfg Settings) hostSet {
 	hs := hostSet{names: map[string]bool{"localhost": true}, addrs: map[netip.Addr]bool{}}
 	add := func(h string) {
 		h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")

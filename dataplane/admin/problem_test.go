@@ -20,7 +20,7 @@ import (
 // guard's without Cache-Control: no-store or nosniff.)
 func TestErrorsAreTheGatewaysProblems(t *testing.T) {
 	t.Parallel()
-	h := admin.New(admin.Config{Token: "s3cret", Extra: degrade.Handlers(func() *degrade.Set { return nil })})
+	h := admin.New(admin.Settings{Token: "s3cret", Extra: degrade.Handlers(func() *degrade.Set { return nil })})
 	tests := []struct {
 		desc, method, host, remote, ctype, origin, body string
 		want                                            int

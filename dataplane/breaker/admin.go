@@ -7,7 +7,7 @@ import (
 )
 
 // Handlers returns the node admin handlers of the breakers, keyed by the
-// pattern to mount them on (admin.Config.Extra takes the map as it is):
+// pattern to mount them on (admin.Settings.Extra takes the map as it is):
 //
 //	GET /breakers   → {"breakers": [Status, ...]} of the set current returns
 //

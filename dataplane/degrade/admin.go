@@ -20,7 +20,7 @@ type OverrideRequest struct {
 }
 
 // Handlers returns the node admin handlers of degrade, keyed by the pattern
-// to mount them on (admin.Config.Extra takes the map as it is):
+// to mount them on (admin.Settings.Extra takes the map as it is):
 //
 //	GET  /degrades → {"degrades": [Status, ...]}
 //	POST /degrade  ← OverrideRequest → 200 and the rule's Status; a body that
