@@ -37,22 +37,14 @@ func (s *Server) listAudit(c *gin.Context) error {
 
 func (s *Server) verifyAudit(c *gin.Context) error {
 	v, err := s.s.Audit.VerifyAudit(c.Request.Context())
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, v)
-	return nil
+	return reply(c, http.StatusOK, v, err)
 }
 
 // ---- users ----
 
 func (s *Server) listUsers(c *gin.Context) error {
 	us, err := s.s.Users.FindUsers(c.Request.Context())
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, list[*sluice.User]{Items: us})
-	return nil
+	return reply(c, http.StatusOK, list[*sluice.User]{Items: us}, err)
 }
 
 type userRequest struct {
@@ -85,11 +77,7 @@ func (s *Server) updateUser(c *gin.Context) error {
 		return err
 	}
 	u, err := s.s.Users.UpdateUser(c.Request.Context(), id, upd)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, u)
-	return nil
+	return reply(c, http.StatusOK, u, err)
 }
 
 // ---- tokens ----
@@ -142,11 +130,7 @@ func (s *Server) listTokens(c *gin.Context) error {
 		f.UserID = 0
 	}
 	ts, err := s.s.Tokens.FindTokens(c.Request.Context(), f)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, list[*sluice.Token]{Items: ts})
-	return nil
+	return reply(c, http.StatusOK, list[*sluice.Token]{Items: ts}, err)
 }
 
 func (s *Server) revokeToken(c *gin.Context) error {
@@ -196,11 +180,7 @@ func (s *Server) listNodes(c *gin.Context) error {
 		return err // 404 like every other route of an unknown namespace
 	}
 	out, err := nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns, GoneSince: since})
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, list[*sluice.Node]{Items: out})
-	return nil
+	return reply(c, http.StatusOK, list[*sluice.Node]{Items: out}, err)
 }
 
 type overrideRequest struct {
@@ -247,11 +227,7 @@ func (s *Server) putOverride(c *gin.Context) error {
 		return err
 	}
 	o, err := nodes.PutOverride(c.Request.Context(), ns, c.Param("id"), upd)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, o)
-	return nil
+	return reply(c, http.StatusOK, o, err)
 }
 
 func (s *Server) deleteOverride(c *gin.Context) error {
@@ -280,11 +256,7 @@ func (s *Server) getRollout(c *gin.Context) error {
 		return err
 	}
 	r, err := nodes.FindRollout(c.Request.Context(), ns, n)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, r)
-	return nil
+	return reply(c, http.StatusOK, r, err)
 }
 
 // ---- canaries ----

@@ -120,6 +120,16 @@ func (s *Server) handle(h handler) gin.HandlerFunc {
 	}
 }
 
+// reply answers with status and v as JSON, unless err is set: then it
+// returns err for handle to write (v is not read).
+func reply(c *gin.Context, status int, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	c.JSON(status, v)
+	return nil
+}
+
 // nsParam returns the namespace named in the path; EINVALID when it is not
 // a valid name.
 func nsParam(c *gin.Context) (string, error) {
@@ -208,11 +218,7 @@ type list[T any] struct {
 
 func (s *Server) listNamespaces(c *gin.Context) error {
 	nss, err := s.s.Namespaces.FindNamespaces(c.Request.Context())
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, list[*sluice.Namespace]{Items: nss})
-	return nil
+	return reply(c, http.StatusOK, list[*sluice.Namespace]{Items: nss}, err)
 }
 
 type namespaceRequest struct {
@@ -240,9 +246,5 @@ func (s *Server) getNamespace(c *gin.Context) error {
 		return err
 	}
 	ns, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), name)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, ns)
-	return nil
+	return reply(c, http.StatusOK, ns, err)
 }

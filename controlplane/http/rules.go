@@ -386,11 +386,7 @@ func (s *Server) listVersions(c *gin.Context) error {
 		return err
 	}
 	vs, next, err := s.s.Versions.FindVersions(c.Request.Context(), sluice.VersionFilter{Namespace: ns, Before: before, Limit: limit})
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, list[*sluice.Version]{Items: vs, Next: next})
-	return nil
+	return reply(c, http.StatusOK, list[*sluice.Version]{Items: vs, Next: next}, err)
 }
 
 func (s *Server) getVersion(c *gin.Context) error {
@@ -428,11 +424,7 @@ func (s *Server) diffVersions(c *gin.Context) error {
 		return err
 	}
 	d, err := s.s.Versions.DiffVersions(c.Request.Context(), ns, a, b)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, d)
-	return nil
+	return reply(c, http.StatusOK, d, err)
 }
 
 type rollbackRequest struct {
