@@ -107,8 +107,9 @@ type AuditCheckpoint interface {
 
 // AuditService reads and records the audit log. Safe for concurrent use.
 type AuditService interface {
-	// FindAuditEvents lists events matching f.
-	FindAuditEvents(ctx context.Context, f AuditFilter) ([]*AuditEvent, error)
+	// FindAuditEvents lists events matching f, and the cursor of the next
+	// page (f.Before for it; 0 when this page is not full).
+	FindAuditEvents(ctx context.Context, f AuditFilter) (evs []*AuditEvent, next int64, err error)
 	// VerifyAudit walks the whole chain and reports the first broken link.
 	VerifyAudit(ctx context.Context) (*AuditVerification, error)
 	// RecordAuditEvent appends e for an action that changes nothing else

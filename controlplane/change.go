@@ -145,8 +145,9 @@ type ChangeService interface {
 	// FindChangeByID returns the change with its reviews and its diff
 	// against its base version. ENOTFOUND.
 	FindChangeByID(ctx context.Context, ns string, id int64) (*Change, error)
-	// FindChanges lists changes newest first, without diffs.
-	FindChanges(ctx context.Context, f ChangeFilter) ([]*Change, error)
+	// FindChanges lists changes newest first, without diffs, and the cursor
+	// of the next page (f.Before for it; 0 when this page is not full).
+	FindChanges(ctx context.Context, f ChangeFilter) (cs []*Change, next int64, err error)
 	// CreateChange opens a change from the namespace's draft. EINVALID when
 	// the draft does not validate or the title is empty; ECONFLICT when the
 	// draft equals the newest version.

@@ -94,8 +94,10 @@ type Rollback struct {
 type VersionService interface {
 	// FindVersion returns a version with its rules and publication. ENOTFOUND.
 	FindVersion(ctx context.Context, ns string, n int64) (*Version, error)
-	// FindVersions lists versions with their publications, without rules.
-	FindVersions(ctx context.Context, f VersionFilter) ([]*Version, error)
+	// FindVersions lists versions with their publications, without rules,
+	// and the cursor of the next page (f.Before for it; 0 when this page is
+	// not full).
+	FindVersions(ctx context.Context, f VersionFilter) (vs []*Version, next int64, err error)
 	// RollbackVersion opens a change whose content is version n's, to be
 	// reviewed like any other. With Emergency (admin only, reason required)
 	// it publishes at once instead, flagged in the audit log, and returns the

@@ -27,6 +27,12 @@
 // to refuse a publication; it is overwritten (comparing its mod revision) by
 // the next one, and, with Repair set, by the namespace's current version as
 // soon as the publisher sees it.
+//
+// The package also runs an etcd server in process (StartEmbedded, embed.go:
+// sluice-admin's --embedded-etcd, for the one-machine stack and for tests),
+// so importing it links the whole etcd server (go.etcd.io/etcd/server/v3)
+// into the binary. That is why only the control plane imports it: the
+// gateway's module reaches etcd with the client alone.
 package etcd
 
 import (
@@ -505,7 +511,7 @@ func CurrentVersion(versions sluice.VersionService) func(ctx context.Context, ns
 	return func(ctx context.Context, ns string) (*sluice.Version, error) {
 		var before int64
 		for range 10 {
-			vs, err := versions.FindVersions(ctx, sluice.VersionFilter{Namespace: ns, Before: before, Limit: 50})
+			vs, _, err := versions.FindVersions(ctx, sluice.VersionFilter{Namespace: ns, Before: before, Limit: 50})
 			if err != nil || len(vs) == 0 {
 				return nil, err
 			}

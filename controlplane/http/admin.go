@@ -13,58 +13,38 @@ import (
 
 // ---- audit ----
 
-func (s *Server) listAudit(c *gin.Context) {
-	before, ok := s.intQuery(c, "before")
-	if !ok {
-		return
-	}
-	limit, ok := s.intQuery(c, "limit")
-	if !ok {
-		return
-	}
-	since, ok := s.timeQuery(c, "since")
-	if !ok {
-		return
-	}
-	until, ok := s.timeQuery(c, "until")
-	if !ok {
-		return
-	}
-	evs, err := s.s.Audit.FindAuditEvents(c.Request.Context(), sluice.AuditFilter{Actor: c.Query("actor"), Action: c.Query("action"),
-		Namespace: c.Query("namespace"), Since: since, Until: until, Before: before, Limit: int(min(limit, 1000))})
+func (s *Server) listAudit(c *gin.Context) error {
+	before, limit, err := pageQuery(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
-	out := list[*sluice.AuditEvent]{Items: evs}
-	size := 100
-	if limit > 0 {
-		size = int(min(limit, 1000))
+	since, err := timeQuery(c, "since")
+	if err != nil {
+		return err
 	}
-	if n := len(evs); n > 0 && n == size {
-		out.Next = evs[n-1].ID
+	until, err := timeQuery(c, "until")
+	if err != nil {
+		return err
 	}
-	c.JSON(http.StatusOK, out)
+	evs, next, err := s.s.Audit.FindAuditEvents(c.Request.Context(), sluice.AuditFilter{Actor: c.Query("actor"), Action: c.Query("action"),
+		Namespace: c.Query("namespace"), Since: since, Until: until, Before: before, Limit: limit})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, list[*sluice.AuditEvent]{Items: evs, Next: next})
+	return nil
 }
 
-func (s *Server) verifyAudit(c *gin.Context) {
+func (s *Server) verifyAudit(c *gin.Context) error {
 	v, err := s.s.Audit.VerifyAudit(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, v)
+	return reply(c, http.StatusOK, v, err)
 }
 
 // ---- users ----
 
-func (s *Server) listUsers(c *gin.Context) {
+func (s *Server) listUsers(c *gin.Context) error {
 	us, err := s.s.Users.FindUsers(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, list[*sluice.User]{Items: us})
+	return reply(c, http.StatusOK, list[*sluice.User]{Items: us}, err)
 }
 
 type userRequest struct {
@@ -73,37 +53,31 @@ type userRequest struct {
 	Role     sluice.Role `json:"role"`
 }
 
-func (s *Server) createUser(c *gin.Context) {
+func (s *Server) createUser(c *gin.Context) error {
 	var req userRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	u := &sluice.User{Username: req.Username, Role: req.Role}
 	if err := s.s.Users.CreateUser(c.Request.Context(), u, req.Password); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Location", "/api/v1/users/"+strconv.FormatInt(u.ID, 10))
 	c.JSON(http.StatusCreated, u)
+	return nil
 }
 
-func (s *Server) updateUser(c *gin.Context) {
-	id, ok := s.intParam(c, "id", false)
-	if !ok {
-		return
+func (s *Server) updateUser(c *gin.Context) error {
+	id, err := intParam(c, "id", false)
+	if err != nil {
+		return err
 	}
 	var upd sluice.UserUpdate
 	if err := s.bindJSON(c, &upd, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	u, err := s.s.Users.UpdateUser(c.Request.Context(), id, upd)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, u)
+	return reply(c, http.StatusOK, u, err)
 }
 
 // ---- tokens ----
@@ -121,55 +95,48 @@ type tokenResponse struct {
 	Secret string `json:"token"`
 }
 
-func (s *Server) createToken(c *gin.Context) {
+func (s *Server) createToken(c *gin.Context) error {
 	// A token must not mint tokens: a leaked short-lived token could
 	// otherwise outlive its expiry or revocation through a child token.
 	if actorOf(c).TokenID != 0 {
-		s.fail(c, sluice.Errorf(sluice.EFORBIDDEN, "API tokens are created from a console session, not with another token"))
-		return
+		return sluice.Errorf(sluice.EFORBIDDEN, "API tokens are created from a console session, not with another token")
 	}
 	var req tokenRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	t := &sluice.Token{Name: req.Name, Role: req.Role}
 	if req.ExpiresAt != "" {
 		at, err := time.Parse(time.RFC3339, req.ExpiresAt)
 		if err != nil {
-			s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid token",
-				Fields: api.Errors{{Path: "expiresAt", Message: "must be an RFC 3339 time such as 2030-01-01T00:00:00Z"}}})
-			return
+			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid token",
+				Fields: api.Errors{{Path: "expiresAt", Message: "must be an RFC 3339 time such as 2030-01-01T00:00:00Z"}}}
 		}
 		t.ExpiresAt = &at
 	}
 	secret, err := s.s.Tokens.CreateToken(c.Request.Context(), t)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, tokenResponse{Token: t, Secret: secret})
+	return nil
 }
 
-func (s *Server) listTokens(c *gin.Context) {
+func (s *Server) listTokens(c *gin.Context) error {
 	a := actorOf(c)
 	f := sluice.TokenFilter{UserID: a.User.ID}
 	if a.Role.Allows(sluice.RoleAdmin) {
 		f.UserID = 0
 	}
 	ts, err := s.s.Tokens.FindTokens(c.Request.Context(), f)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, list[*sluice.Token]{Items: ts})
+	return reply(c, http.StatusOK, list[*sluice.Token]{Items: ts}, err)
 }
 
-func (s *Server) revokeToken(c *gin.Context) {
-	id, ok := s.intParam(c, "id", false)
-	if !ok {
-		return
+func (s *Server) revokeToken(c *gin.Context) error {
+	id, err := intParam(c, "id", false)
+	if err != nil {
+		return err
 	}
 	a := actorOf(c)
 	t, err := s.s.Tokens.FindTokenByID(c.Request.Context(), id)
@@ -180,45 +147,40 @@ func (s *Server) revokeToken(c *gin.Context) {
 		err = s.s.Tokens.RevokeToken(c.Request.Context(), id)
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Status(http.StatusNoContent)
+	return nil
 }
 
 // ---- nodes ----
 
-func (s *Server) nodeService(c *gin.Context) (sluice.NodeService, bool) {
+// nodeService returns the node registry; EUNAVAILABLE when there is none.
+func (s *Server) nodeService() (sluice.NodeService, error) {
 	if s.s.Nodes == nil {
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "the node registry (etcd) is not configured"))
-		return nil, false
+		return nil, sluice.Errorf(sluice.EUNAVAILABLE, "the node registry (etcd) is not configured")
 	}
-	return s.s.Nodes, true
+	return s.s.Nodes, nil
 }
 
-func (s *Server) listNodes(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) listNodes(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	since, ok := s.timeQuery(c, "goneSince")
-	if !ok {
-		return
+	since, err := timeQuery(c, "goneSince")
+	if err != nil {
+		return err
 	}
-	nodes, ok := s.nodeService(c)
-	if !ok {
-		return
+	nodes, err := s.nodeService()
+	if err != nil {
+		return err
 	}
 	if _, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); err != nil {
-		s.fail(c, err) // 404 like every other route of an unknown namespace
-		return
+		return err // 404 like every other route of an unknown namespace
 	}
 	out, err := nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns, GoneSince: since})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, list[*sluice.Node]{Items: out})
+	return reply(c, http.StatusOK, list[*sluice.Node]{Items: out}, err)
 }
 
 type overrideRequest struct {
@@ -231,15 +193,14 @@ type overrideRequest struct {
 	Reason  string `json:"reason"`
 }
 
-func (s *Server) putOverride(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) putOverride(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	var req overrideRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	upd := sluice.OverrideUpdate{DegradeLevels: req.DegradeLevels, Drain: req.Drain, Reason: req.Reason}
 	var fields api.Errors
@@ -259,56 +220,43 @@ func (s *Server) putOverride(c *gin.Context) {
 		}
 	}
 	if len(fields) > 0 {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid override", Fields: fields})
-		return
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid override", Fields: fields}
 	}
-	nodes, ok := s.nodeService(c)
-	if !ok {
-		return
+	nodes, err := s.nodeService()
+	if err != nil {
+		return err
 	}
 	o, err := nodes.PutOverride(c.Request.Context(), ns, c.Param("id"), upd)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, o)
+	return reply(c, http.StatusOK, o, err)
 }
 
-func (s *Server) deleteOverride(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) deleteOverride(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	nodes, ok := s.nodeService(c)
-	if !ok {
-		return
+	nodes, err := s.nodeService()
+	if err != nil {
+		return err
 	}
 	if err := nodes.DeleteOverride(c.Request.Context(), ns, c.Param("id")); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Status(http.StatusNoContent)
+	return nil
 }
 
-func (s *Server) getRollout(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) getRollout(c *gin.Context) error {
+	ns, n, err := nsNumber(c, "n")
+	if err != nil {
+		return err
 	}
-	n, ok := s.intParam(c, "n", false)
-	if !ok {
-		return
-	}
-	nodes, ok := s.nodeService(c)
-	if !ok {
-		return
+	nodes, err := s.nodeService()
+	if err != nil {
+		return err
 	}
 	r, err := nodes.FindRollout(c.Request.Context(), ns, n)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, r)
+	return reply(c, http.StatusOK, r, err)
 }
 
 // ---- canaries ----
@@ -334,27 +282,27 @@ type canaryRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) canaryService(c *gin.Context) (sluice.CanaryService, bool) {
+// canaryService returns the canary service; EUNAVAILABLE when there is
+// none.
+func (s *Server) canaryService() (sluice.CanaryService, error) {
 	if s.s.Canaries == nil {
-		s.fail(c, sluice.Errorf(sluice.EUNAVAILABLE, "canaries are not configured"))
-		return nil, false
+		return nil, sluice.Errorf(sluice.EUNAVAILABLE, "canaries are not configured")
 	}
-	return s.s.Canaries, true
+	return s.s.Canaries, nil
 }
 
-func (s *Server) getCanary(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) getCanary(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	canaries, ok := s.canaryService(c)
-	if !ok {
-		return
+	canaries, err := s.canaryService()
+	if err != nil {
+		return err
 	}
 	can, err := canaries.FindCanary(c.Request.Context(), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	out := canaryView{Canary: can, Nodes: []canaryNode{}}
 	if s.s.Nodes == nil {
@@ -370,22 +318,22 @@ func (s *Server) getCanary(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) endCanary(promote bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		ns, ok := s.nsParam(c)
-		if !ok {
-			return
+func (s *Server) endCanary(promote bool) handler {
+	return func(c *gin.Context) error {
+		ns, err := nsParam(c)
+		if err != nil {
+			return err
 		}
 		var req canaryRequest
 		if err := s.bindJSON(c, &req, true); err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
-		canaries, ok := s.canaryService(c)
-		if !ok {
-			return
+		canaries, err := s.canaryService()
+		if err != nil {
+			return err
 		}
 		end := canaries.AbortCanary
 		if promote {
@@ -393,9 +341,9 @@ func (s *Server) endCanary(promote bool) gin.HandlerFunc {
 		}
 		can, err := end(c.Request.Context(), ns, req.Reason)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 		c.JSON(http.StatusOK, can)
+		return nil
 	}
 }

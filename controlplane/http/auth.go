@@ -109,11 +109,10 @@ func (s *Server) secure(c *gin.Context) bool {
 		(s.s.TrustForwardedProto && strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https"))
 }
 
-func (s *Server) login(c *gin.Context) {
+func (s *Server) login(c *gin.Context) error {
 	var req loginRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	var fields api.Errors
 	switch {
@@ -129,8 +128,7 @@ func (s *Server) login(c *gin.Context) {
 		fields = append(fields, api.FieldError{Path: "password", Message: "must be at most 1024 bytes"})
 	}
 	if len(fields) > 0 {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid login", Fields: fields})
-		return
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid login", Fields: fields}
 	}
 	client := clientKey(c.ClientIP())
 	pair := "u:" + strings.ToLower(req.Username) + "|" + client
@@ -138,27 +136,25 @@ func (s *Server) login(c *gin.Context) {
 	// in parallel are throttled like guesses sent one after another.
 	if wait, blocked := s.throttle.attempt(pair, client); blocked {
 		c.Set(ctxRetryAfter, int((wait+time.Second-1)/time.Second))
-		s.fail(c, sluice.Errorf(sluice.ERATELIMITED, "too many failed logins from your address; try again in %s", wait.Round(time.Second)))
-		return
+		return sluice.Errorf(sluice.ERATELIMITED, "too many failed logins from your address; try again in %s", wait.Round(time.Second))
 	}
 	u, err := s.s.Users.Authenticate(c.Request.Context(), req.Username, req.Password)
 	if err != nil {
 		if sluice.ErrorCode(err) != sluice.EUNAUTHORIZED {
 			s.throttle.refund(pair, client) // not a judged password
 		}
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.throttle.reset(pair)
 	s.throttle.refund(client)
 	sess, secret, err := s.s.Sessions.CreateSession(c.Request.Context(), u)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
 		Secure: s.secure(c), SameSite: http.SameSiteStrictMode, Expires: sess.ExpiresAt, MaxAge: int(s.s.SessionTTL / time.Second)})
 	c.JSON(http.StatusOK, loginResponse{User: u, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt})
+	return nil
 }
 
 // clientKey names a login client by its address; an IPv6 client by its /64,
@@ -176,20 +172,19 @@ func clientKey(ip string) string {
 	return "a:" + a.String()
 }
 
-func (s *Server) logout(c *gin.Context) {
+func (s *Server) logout(c *gin.Context) error {
 	if cookie, err := c.Cookie(sessionCookie); err == nil && cookie != "" {
 		if err := s.s.Sessions.DeleteSession(c.Request.Context(), cookie); err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 	}
 	if err := s.s.Audit.RecordAuditEvent(c.Request.Context(), &sluice.AuditEvent{Action: sluice.ActionLogout, Object: "user/" + actorOf(c).Name()}); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure(c),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	c.Status(http.StatusNoContent)
+	return nil
 }
 
 type meResponse struct {

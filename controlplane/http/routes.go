@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,51 +29,51 @@ func (s *Server) routes() {
 	e.GET("/", s.index)
 
 	v1 := e.Group("/api/v1", s.authenticate)
-	v1.POST("/auth/login", s.login)
-	v1.POST("/auth/logout", s.need(viewer), s.logout)
+	v1.POST("/auth/login", s.handle(s.login))
+	v1.POST("/auth/logout", s.need(viewer), s.handle(s.logout))
 	v1.GET("/me", s.need(viewer), s.me)
 
-	v1.GET("/namespaces", s.need(viewer), s.listNamespaces)
-	v1.POST("/namespaces", s.need(admin), s.createNamespace)
-	v1.GET("/namespaces/:ns", s.need(viewer), s.getNamespace)
+	v1.GET("/namespaces", s.need(viewer), s.handle(s.listNamespaces))
+	v1.POST("/namespaces", s.need(admin), s.handle(s.createNamespace))
+	v1.GET("/namespaces/:ns", s.need(viewer), s.handle(s.getNamespace))
 
-	v1.GET("/namespaces/:ns/draft", s.need(viewer), s.getDraft)
-	v1.PUT("/namespaces/:ns/draft", s.need(editor), s.putDraft)
-	v1.PUT("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.putRule)
-	v1.DELETE("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.deleteRule)
+	v1.GET("/namespaces/:ns/draft", s.need(viewer), s.handle(s.getDraft))
+	v1.PUT("/namespaces/:ns/draft", s.need(editor), s.handle(s.putDraft))
+	v1.PUT("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.handle(s.putRule))
+	v1.DELETE("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.handle(s.deleteRule))
 
-	v1.GET("/namespaces/:ns/changes", s.need(viewer), s.listChanges)
-	v1.POST("/namespaces/:ns/changes", s.need(editor), s.createChange)
-	v1.GET("/namespaces/:ns/changes/:id", s.need(viewer), s.getChange)
-	v1.POST("/namespaces/:ns/changes/:id/approve", s.need(approver), s.reviewChange(sluice.Approve))
-	v1.POST("/namespaces/:ns/changes/:id/reject", s.need(approver), s.reviewChange(sluice.Reject))
-	v1.POST("/namespaces/:ns/changes/:id/reopen", s.need(editor), s.reopenChange)
-	v1.POST("/namespaces/:ns/changes/:id/publish", s.need(approver), s.publishChange)
+	v1.GET("/namespaces/:ns/changes", s.need(viewer), s.handle(s.listChanges))
+	v1.POST("/namespaces/:ns/changes", s.need(editor), s.handle(s.createChange))
+	v1.GET("/namespaces/:ns/changes/:id", s.need(viewer), s.handle(s.getChange))
+	v1.POST("/namespaces/:ns/changes/:id/approve", s.need(approver), s.handle(s.reviewChange(sluice.Approve)))
+	v1.POST("/namespaces/:ns/changes/:id/reject", s.need(approver), s.handle(s.reviewChange(sluice.Reject)))
+	v1.POST("/namespaces/:ns/changes/:id/reopen", s.need(editor), s.handle(s.reopenChange))
+	v1.POST("/namespaces/:ns/changes/:id/publish", s.need(approver), s.handle(s.publishChange))
 
-	v1.GET("/namespaces/:ns/versions", s.need(viewer), s.listVersions)
-	v1.GET("/namespaces/:ns/versions/:n", s.need(viewer), s.getVersion)
-	v1.GET("/namespaces/:ns/versions/:n/diff/:m", s.need(viewer), s.diffVersions)
-	v1.POST("/namespaces/:ns/versions/:n/rollback", s.need(editor), s.rollback)
+	v1.GET("/namespaces/:ns/versions", s.need(viewer), s.handle(s.listVersions))
+	v1.GET("/namespaces/:ns/versions/:n", s.need(viewer), s.handle(s.getVersion))
+	v1.GET("/namespaces/:ns/versions/:n/diff/:m", s.need(viewer), s.handle(s.diffVersions))
+	v1.POST("/namespaces/:ns/versions/:n/rollback", s.need(editor), s.handle(s.rollback))
 
-	v1.GET("/namespaces/:ns/nodes", s.need(viewer), s.listNodes)
-	v1.PUT("/namespaces/:ns/nodes/:id/override", s.need(approver), s.putOverride)
-	v1.DELETE("/namespaces/:ns/nodes/:id/override", s.need(approver), s.deleteOverride)
-	v1.GET("/namespaces/:ns/versions/:n/rollout", s.need(viewer), s.getRollout)
+	v1.GET("/namespaces/:ns/nodes", s.need(viewer), s.handle(s.listNodes))
+	v1.PUT("/namespaces/:ns/nodes/:id/override", s.need(approver), s.handle(s.putOverride))
+	v1.DELETE("/namespaces/:ns/nodes/:id/override", s.need(approver), s.handle(s.deleteOverride))
+	v1.GET("/namespaces/:ns/versions/:n/rollout", s.need(viewer), s.handle(s.getRollout))
 
-	v1.GET("/namespaces/:ns/canary", s.need(viewer), s.getCanary)
-	v1.POST("/namespaces/:ns/canary/promote", s.need(approver), s.endCanary(true))
-	v1.POST("/namespaces/:ns/canary/abort", s.need(approver), s.endCanary(false))
+	v1.GET("/namespaces/:ns/canary", s.need(viewer), s.handle(s.getCanary))
+	v1.POST("/namespaces/:ns/canary/promote", s.need(approver), s.handle(s.endCanary(true)))
+	v1.POST("/namespaces/:ns/canary/abort", s.need(approver), s.handle(s.endCanary(false)))
 
-	v1.GET("/audit", s.need(approver), s.listAudit)
-	v1.GET("/audit/verify", s.need(approver), s.verifyAudit)
+	v1.GET("/audit", s.need(approver), s.handle(s.listAudit))
+	v1.GET("/audit/verify", s.need(approver), s.handle(s.verifyAudit))
 
-	v1.GET("/users", s.need(admin), s.listUsers)
-	v1.POST("/users", s.need(admin), s.createUser)
-	v1.PATCH("/users/:id", s.need(admin), s.updateUser)
+	v1.GET("/users", s.need(admin), s.handle(s.listUsers))
+	v1.POST("/users", s.need(admin), s.handle(s.createUser))
+	v1.PATCH("/users/:id", s.need(admin), s.handle(s.updateUser))
 
-	v1.GET("/tokens", s.need(viewer), s.listTokens)
-	v1.POST("/tokens", s.need(viewer), s.createToken)
-	v1.DELETE("/tokens/:id", s.need(viewer), s.revokeToken)
+	v1.GET("/tokens", s.need(viewer), s.handle(s.listTokens))
+	v1.POST("/tokens", s.need(viewer), s.handle(s.createToken))
+	v1.DELETE("/tokens/:id", s.need(viewer), s.handle(s.revokeToken))
 }
 
 func (s *Server) healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
@@ -101,52 +102,110 @@ func (s *Server) readyz(c *gin.Context) {
 
 // ---- path parameters ----
 
-func (s *Server) nsParam(c *gin.Context) (string, bool) {
+// ---- the handler adapter ----
+
+// handler is a route's handler: it writes its answer and returns nil, or
+// returns the error to answer with. Its steps (path and query parameters,
+// the body, the service call) return their errors rather than write them,
+// so that every route fails one way.
+type handler func(c *gin.Context) error
+
+// handle adapts h to Gin: an error h returns is written by fail (the status
+// from the error code's table, a problem document) and aborts the request.
+func (s *Server) handle(h handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := h(c); err != nil {
+			s.fail(c, err)
+		}
+	}
+}
+
+// reply answers with status and v as JSON, unless err is set: then it
+// returns err for handle to write (v is not read).
+func reply(c *gin.Context, status int, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	c.JSON(status, v)
+	return nil
+}
+
+// nsParam returns the namespace named in the path; EINVALID when it is not
+// a valid name.
+func nsParam(c *gin.Context) (string, error) {
 	ns := c.Param("ns")
 	if !api.ValidID(ns) {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid namespace name in the path",
-			Fields: api.Errors{{Path: "ns", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}}})
-		return "", false
+		return "", &sluice.Error{Code: sluice.EINVALID, Message: "invalid namespace name in the path",
+			Fields: api.Errors{{Path: "ns", Message: "must match [a-z0-9][a-z0-9-]{0,62}"}}}
 	}
-	return ns, true
+	return ns, nil
 }
 
-func (s *Server) intParam(c *gin.Context, name string, allowZero bool) (int64, bool) {
+// intParam returns the path parameter name as a positive integer (or zero
+// when allowZero); EINVALID otherwise.
+func intParam(c *gin.Context, name string, allowZero bool) (int64, error) {
 	n, err := strconv.ParseInt(c.Param(name), 10, 64)
 	if err != nil || n < 0 || (n == 0 && !allowZero) {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid number in the path",
-			Fields: api.Errors{{Path: name, Message: "must be a positive integer"}}})
-		return 0, false
+		return 0, &sluice.Error{Code: sluice.EINVALID, Message: "invalid number in the path",
+			Fields: api.Errors{{Path: name, Message: "must be a positive integer"}}}
 	}
-	return n, true
+	return n, nil
 }
 
-func (s *Server) intQuery(c *gin.Context, name string) (int64, bool) {
+// nsNumber returns the namespace and the positive number name from the path
+// (nsParam, then intParam).
+func nsNumber(c *gin.Context, name string) (string, int64, error) {
+	ns, err := nsParam(c)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := intParam(c, name, false)
+	return ns, n, err
+}
+
+// intQuery returns the query parameter name as a non-negative integer, 0
+// when absent; EINVALID otherwise.
+func intQuery(c *gin.Context, name string) (int64, error) {
 	v := c.Query(name)
 	if v == "" {
-		return 0, true
+		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
-			Fields: api.Errors{{Path: name, Message: "must be a non-negative integer"}}})
-		return 0, false
+		return 0, &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
+			Fields: api.Errors{{Path: name, Message: "must be a non-negative integer"}}}
 	}
-	return n, true
+	return n, nil
 }
 
-func (s *Server) timeQuery(c *gin.Context, name string) (time.Time, bool) {
+// timeQuery returns the query parameter name as an RFC 3339 time, zero when
+// absent; EINVALID otherwise.
+func timeQuery(c *gin.Context, name string) (time.Time, error) {
 	v := c.Query(name)
 	if v == "" {
-		return time.Time{}, true
+		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
-			Fields: api.Errors{{Path: name, Message: "must be an RFC 3339 time such as 2024-05-01T10:00:00Z"}}})
-		return time.Time{}, false
+		return time.Time{}, &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
+			Fields: api.Errors{{Path: name, Message: "must be an RFC 3339 time such as 2024-05-01T10:00:00Z"}}}
 	}
-	return t, true
+	return t, nil
+}
+
+// pageQuery returns a list's ?before= cursor and ?limit= (0 when absent,
+// as a filter's Limit: the services apply the defaults and caps, and return
+// the next page's cursor); EINVALID when either is not a non-negative
+// integer.
+func pageQuery(c *gin.Context) (before int64, limit int, err error) {
+	if before, err = intQuery(c, "before"); err != nil {
+		return 0, 0, err
+	}
+	n, err := intQuery(c, "limit")
+	if err != nil {
+		return 0, 0, err
+	}
+	return before, int(min(n, math.MaxInt32)), nil
 }
 
 type list[T any] struct {
@@ -157,13 +216,9 @@ type list[T any] struct {
 
 // ---- namespaces ----
 
-func (s *Server) listNamespaces(c *gin.Context) {
+func (s *Server) listNamespaces(c *gin.Context) error {
 	nss, err := s.s.Namespaces.FindNamespaces(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, list[*sluice.Namespace]{Items: nss})
+	return reply(c, http.StatusOK, list[*sluice.Namespace]{Items: nss}, err)
 }
 
 type namespaceRequest struct {
@@ -171,30 +226,25 @@ type namespaceRequest struct {
 	Description string `json:"description"`
 }
 
-func (s *Server) createNamespace(c *gin.Context) {
+func (s *Server) createNamespace(c *gin.Context) error {
 	var req namespaceRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ns := &sluice.Namespace{Name: req.Name, Description: req.Description}
 	if err := s.s.Namespaces.CreateNamespace(c.Request.Context(), ns); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Location", "/api/v1/namespaces/"+ns.Name)
 	c.JSON(http.StatusCreated, ns)
+	return nil
 }
 
-func (s *Server) getNamespace(c *gin.Context) {
-	name, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) getNamespace(c *gin.Context) error {
+	name, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	ns, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), name)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, ns)
+	return reply(c, http.StatusOK, ns, err)
 }

@@ -24,36 +24,32 @@ func draftETag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"`
 // (W/"19") never matches, since If-Match compares strongly; "1", "19"
 // matches revision 19. A missing header is 428 when required, a malformed
 // one 400.
-func (s *Server) precondition(c *gin.Context, ns string, required bool) (*int64, bool) {
+func (s *Server) precondition(c *gin.Context, ns string, required bool) (*int64, error) {
 	h := strings.TrimSpace(strings.Join(c.Request.Header.Values("If-Match"), ","))
 	if h == "" {
 		if required {
-			s.fail(c, sluice.Errorf(sluice.EPRECONDITIONREQUIRED, "send If-Match with the draft's ETag (from GET .../draft), or * to overwrite whatever is there"))
-			return nil, false
+			return nil, sluice.Errorf(sluice.EPRECONDITIONREQUIRED, "send If-Match with the draft's ETag (from GET .../draft), or * to overwrite whatever is there")
 		}
-		return nil, true
+		return nil, nil
 	}
 	tags, star, err := parseIfMatch(h)
 	if err != nil {
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid If-Match header",
-			Fields: api.Errors{{Path: "If-Match", Message: err.Error()}}})
-		return nil, false
+		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid If-Match header",
+			Fields: api.Errors{{Path: "If-Match", Message: err.Error()}}}
 	}
 	rev, err := s.s.Drafts.FindDraftRevision(c.Request.Context(), ns)
 	if err != nil {
-		s.fail(c, err)
-		return nil, false
+		return nil, err
 	}
 	if star {
-		return nil, true
+		return nil, nil
 	}
 	for _, t := range tags {
 		if t == draftETag(rev) {
-			return &rev, true
+			return &rev, nil
 		}
 	}
-	s.fail(c, sluice.Errorf(sluice.EPRECONDITION, "the draft changed (its ETag is %s, not %s); reload it and retry", draftETag(rev), h))
-	return nil, false
+	return nil, sluice.Errorf(sluice.EPRECONDITION, "the draft changed (its ETag is %s, not %s); reload it and retry", draftETag(rev), h)
 }
 
 // parseIfMatch splits an If-Match value into its strong entity tags (each
@@ -148,147 +144,124 @@ func (s *Server) draftMeta(c *gin.Context, status int, d *sluice.Draft) {
 		UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt.Format("2006-01-02T15:04:05.999999Z07:00")})
 }
 
-func (s *Server) getDraft(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) getDraft(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	rev, err := s.s.Drafts.FindDraftRevision(c.Request.Context(), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	if c.GetHeader("If-None-Match") == draftETag(rev) {
 		c.Header("ETag", draftETag(rev))
 		c.Status(http.StatusNotModified)
-		return
+		return nil
 	}
 	if e := s.drafts.get(ns, rev); e != nil {
 		e.write(c)
-		return
+		return nil
 	}
 	d, err := s.s.Drafts.FindDraft(c.Request.Context(), ns)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.drafts.put(ns, d.Revision, d.Checksum, d.Document).write(c)
+	return nil
 }
 
-func (s *Server) putDraft(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) putDraft(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	// 415 is decided from the headers alone, so it comes before the
 	// precondition; validating the body comes after it (RFC 9110 §13.2.2).
 	if err := mediaType(c); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
-	rev, ok := s.precondition(c, ns, true)
-	if !ok {
-		return
+	rev, err := s.precondition(c, ns, true)
+	if err != nil {
+		return err
 	}
 	b, err := s.document(c)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	rs, err := api.Decode(b)
 	if err != nil {
-		s.fail(c, sluice.Invalid("the rule set is invalid", err))
-		return
+		return sluice.Invalid("the rule set is invalid", err)
 	}
 	d, err := s.s.Drafts.UpdateDraft(c.Request.Context(), ns, sluice.DraftUpdate{IfRevision: rev, RuleSet: rs})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.draftMeta(c, http.StatusOK, d)
+	return nil
 }
 
-func (s *Server) ruleUpdate(c *gin.Context, del bool) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) ruleUpdate(c *gin.Context, del bool) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	if !del {
 		if err := mediaType(c); err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 	}
-	rev, ok := s.precondition(c, ns, false)
-	if !ok {
-		return
+	rev, err := s.precondition(c, ns, false)
+	if err != nil {
+		return err
 	}
 	upd := sluice.DraftUpdate{IfRevision: rev, Kind: c.Param("kind"), ID: c.Param("id"), Delete: del}
 	if !del {
 		b, err := s.document(c)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 		upd.Rule = b
 	}
 	d, err := s.s.Drafts.UpdateDraft(c.Request.Context(), ns, upd)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.draftMeta(c, http.StatusOK, d)
+	return nil
 }
 
-func (s *Server) putRule(c *gin.Context)    { s.ruleUpdate(c, false) }
-func (s *Server) deleteRule(c *gin.Context) { s.ruleUpdate(c, true) }
+func (s *Server) putRule(c *gin.Context) error    { return s.ruleUpdate(c, false) }
+func (s *Server) deleteRule(c *gin.Context) error { return s.ruleUpdate(c, true) }
 
 // ---- changes ----
 
-func (s *Server) listChanges(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) listChanges(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	before, ok := s.intQuery(c, "before")
-	if !ok {
-		return
-	}
-	limit, ok := s.intQuery(c, "limit")
-	if !ok {
-		return
+	before, limit, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	state := sluice.ChangeState(c.Query("state"))
 	switch state {
 	case "", sluice.ChangeOpen, sluice.ChangeApproved, sluice.ChangeRejected, sluice.ChangePublished:
 	default:
-		s.fail(c, &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
-			Fields: api.Errors{{Path: "state", Message: "must be open, approved, rejected or published"}}})
-		return
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid query parameter",
+			Fields: api.Errors{{Path: "state", Message: "must be open, approved, rejected or published"}}}
 	}
 	if _, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
-	cs, err := s.s.Changes.FindChanges(c.Request.Context(), sluice.ChangeFilter{Namespace: ns, State: state,
-		Author: c.Query("author"), Before: before, Limit: int(min(limit, 500))})
+	cs, next, err := s.s.Changes.FindChanges(c.Request.Context(), sluice.ChangeFilter{Namespace: ns, State: state,
+		Author: c.Query("author"), Before: before, Limit: limit})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.nodeWarnings(c, ns, cs...)
-	out := list[*sluice.Change]{Items: cs}
-	if n := len(cs); n > 0 && n == pageSize(limit, 50) {
-		out.Next = cs[n-1].ID
-	}
-	c.JSON(http.StatusOK, out)
-}
-
-func pageSize(limit int64, def int) int {
-	if limit <= 0 {
-		return def
-	}
-	return int(min(limit, 500))
+	c.JSON(http.StatusOK, list[*sluice.Change]{Items: cs, Next: next})
+	return nil
 }
 
 type changeRequest struct {
@@ -296,99 +269,83 @@ type changeRequest struct {
 	Description string `json:"description"`
 }
 
-func (s *Server) createChange(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) createChange(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
 	var req changeRequest
 	if err := s.bindJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ch := &sluice.Change{Namespace: ns, Title: req.Title, Description: req.Description}
 	if err := s.s.Changes.CreateChange(c.Request.Context(), ch); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	full, err := s.s.Changes.FindChangeByID(c.Request.Context(), ns, ch.ID)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.nodeWarnings(c, ns, full)
 	c.Header("Location", "/api/v1/namespaces/"+ns+"/changes/"+strconv.FormatInt(ch.ID, 10))
 	c.JSON(http.StatusCreated, full)
+	return nil
 }
 
-func (s *Server) getChange(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
-	}
-	id, ok := s.intParam(c, "id", false)
-	if !ok {
-		return
+func (s *Server) getChange(c *gin.Context) error {
+	ns, id, err := nsNumber(c, "id")
+	if err != nil {
+		return err
 	}
 	ch, err := s.s.Changes.FindChangeByID(c.Request.Context(), ns, id)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.nodeWarnings(c, ns, ch)
 	c.JSON(http.StatusOK, ch)
+	return nil
 }
 
 type reviewRequest struct {
 	Comment string `json:"comment"`
 }
 
-func (s *Server) reviewChange(d sluice.Decision) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		ns, ok := s.nsParam(c)
-		if !ok {
-			return
-		}
-		id, ok := s.intParam(c, "id", false)
-		if !ok {
-			return
+func (s *Server) reviewChange(d sluice.Decision) handler {
+	return func(c *gin.Context) error {
+		ns, id, err := nsNumber(c, "id")
+		if err != nil {
+			return err
 		}
 		var req reviewRequest
 		if err := s.bindJSON(c, &req, true); err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 		ch, err := s.s.Changes.UpdateChange(c.Request.Context(), ns, id, sluice.ChangeUpdate{Decision: d, Comment: req.Comment})
 		if err != nil {
-			s.fail(c, err)
-			return
+			return err
 		}
 		s.nodeWarnings(c, ns, ch)
 		c.JSON(http.StatusOK, ch)
+		return nil
 	}
 }
 
-func (s *Server) reopenChange(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
-	}
-	id, ok := s.intParam(c, "id", false)
-	if !ok {
-		return
+func (s *Server) reopenChange(c *gin.Context) error {
+	ns, id, err := nsNumber(c, "id")
+	if err != nil {
+		return err
 	}
 	var req reviewRequest
 	if err := s.bindJSON(c, &req, true); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ch, err := s.s.Changes.ReopenChange(c.Request.Context(), ns, id, req.Comment)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.nodeWarnings(c, ns, ch)
 	c.JSON(http.StatusOK, ch)
+	return nil
 }
 
 // publishRequest is the optional body of a publication.
@@ -396,73 +353,50 @@ type publishRequest struct {
 	Canary *sluice.CanarySpec `json:"canary"`
 }
 
-func (s *Server) publishChange(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
-	}
-	id, ok := s.intParam(c, "id", false)
-	if !ok {
-		return
+func (s *Server) publishChange(c *gin.Context) error {
+	ns, id, err := nsNumber(c, "id")
+	if err != nil {
+		return err
 	}
 	var req publishRequest
 	if err := s.bindJSON(c, &req, true); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	v, err := s.s.Changes.PublishChange(c.Request.Context(), ns, id, sluice.PublishOptions{Canary: req.Canary})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Location", "/api/v1/namespaces/"+ns+"/versions/"+strconv.FormatInt(v.Number, 10))
 	c.JSON(http.StatusCreated, v)
+	return nil
 }
 
 // ---- versions ----
 
-func (s *Server) listVersions(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) listVersions(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	before, ok := s.intQuery(c, "before")
-	if !ok {
-		return
-	}
-	limit, ok := s.intQuery(c, "limit")
-	if !ok {
-		return
+	before, limit, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	if _, err := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
-	vs, err := s.s.Versions.FindVersions(c.Request.Context(), sluice.VersionFilter{Namespace: ns, Before: before, Limit: int(min(limit, 500))})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	out := list[*sluice.Version]{Items: vs}
-	if n := len(vs); n > 0 && n == pageSize(limit, 50) {
-		out.Next = vs[n-1].Number
-	}
-	c.JSON(http.StatusOK, out)
+	vs, next, err := s.s.Versions.FindVersions(c.Request.Context(), sluice.VersionFilter{Namespace: ns, Before: before, Limit: limit})
+	return reply(c, http.StatusOK, list[*sluice.Version]{Items: vs, Next: next}, err)
 }
 
-func (s *Server) getVersion(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
-	}
-	n, ok := s.intParam(c, "n", false)
-	if !ok {
-		return
+func (s *Server) getVersion(c *gin.Context) error {
+	ns, n, err := nsNumber(c, "n")
+	if err != nil {
+		return err
 	}
 	v, err := s.s.Versions.FindVersion(c.Request.Context(), ns, n)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	etag := `"` + v.Checksum + `"`
 	c.Header("ETag", etag)
@@ -470,30 +404,27 @@ func (s *Server) getVersion(c *gin.Context) {
 	c.Header("X-Sluice-Checksum", v.Checksum)
 	if c.GetHeader("If-None-Match") == etag {
 		c.Status(http.StatusNotModified)
-		return
+		return nil
 	}
 	c.Data(http.StatusOK, "application/json", v.Document)
+	return nil
 }
 
-func (s *Server) diffVersions(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
+func (s *Server) diffVersions(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
 	}
-	a, ok := s.intParam(c, "n", true)
-	if !ok {
-		return
+	a, err := intParam(c, "n", true)
+	if err != nil {
+		return err
 	}
-	b, ok := s.intParam(c, "m", true)
-	if !ok {
-		return
+	b, err := intParam(c, "m", true)
+	if err != nil {
+		return err
 	}
 	d, err := s.s.Versions.DiffVersions(c.Request.Context(), ns, a, b)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, d)
+	return reply(c, http.StatusOK, d, err)
 }
 
 type rollbackRequest struct {
@@ -506,29 +437,24 @@ type rollbackResponse struct {
 	Version *sluice.Version `json:"version,omitempty"`
 }
 
-func (s *Server) rollback(c *gin.Context) {
-	ns, ok := s.nsParam(c)
-	if !ok {
-		return
-	}
-	n, ok := s.intParam(c, "n", false)
-	if !ok {
-		return
+func (s *Server) rollback(c *gin.Context) error {
+	ns, n, err := nsNumber(c, "n")
+	if err != nil {
+		return err
 	}
 	var req rollbackRequest
 	if err := s.bindJSON(c, &req, true); err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ch, v, err := s.s.Versions.RollbackVersion(c.Request.Context(), ns, n, sluice.Rollback{Reason: req.Reason, Emergency: req.Emergency})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	if ch != nil {
 		s.nodeWarnings(c, ns, ch)
 	}
 	c.JSON(http.StatusCreated, rollbackResponse{Change: ch, Version: v})
+	return nil
 }
 
 // nodeWarnings adds to open and approved changes that add a cluster limit

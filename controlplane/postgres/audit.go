@@ -345,7 +345,7 @@ func (s *AuditService) RecordAuditEvent(ctx context.Context, e *sluice.AuditEven
 }
 
 // FindAuditEvents lists events newest first. Filters are bound parameters.
-func (s *AuditService) FindAuditEvents(ctx context.Context, f sluice.AuditFilter) ([]*sluice.AuditEvent, error) {
+func (s *AuditService) FindAuditEvents(ctx context.Context, f sluice.AuditFilter) ([]*sluice.AuditEvent, int64, error) {
 	q := s.db.gorm.WithContext(ctx).Model(&auditRow{})
 	if f.Actor != "" {
 		q = q.Where("actor = ? OR actor LIKE ?", f.Actor, likePrefix(f.Actor)+" (token %")
@@ -365,20 +365,16 @@ func (s *AuditService) FindAuditEvents(ctx context.Context, f sluice.AuditFilter
 	if f.Before > 0 {
 		q = q.Where("id < ?", f.Before)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
+	limit := auditPage.size(f.Limit)
 	var rows []auditRow
 	if err := q.Order("id DESC").Limit(limit).Find(&rows).Error; err != nil {
-		return nil, dbErr(fmt.Errorf("listing audit events: %w", err))
+		return nil, 0, dbErr(fmt.Errorf("listing audit events: %w", err))
 	}
 	out := make([]*sluice.AuditEvent, len(rows))
 	for i := range rows {
 		out[i] = rows[i].event()
 	}
-	return out, nil
+	return out, nextCursor(len(rows), limit, func() int64 { return rows[len(rows)-1].ID }), nil
 }
 
 func likePrefix(s string) string {

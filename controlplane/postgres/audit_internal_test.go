@@ -179,7 +179,7 @@ func TestAuditTamperDetected(t *testing.T) {
 					After: json.RawMessage(`{"n":1}`)}); err != nil {
 					t.Fatal(err)
 				}
-				evs, err := audit.FindAuditEvents(ctx, sluice.AuditFilter{Limit: 1})
+				evs, _, err := audit.FindAuditEvents(ctx, sluice.AuditFilter{Limit: 1})
 				if err != nil {
 					t.Fatal(err)
 				}

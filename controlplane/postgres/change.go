@@ -220,7 +220,7 @@ func (s *ChangeService) FindChangeByID(ctx context.Context, ns string, id int64)
 }
 
 // FindChanges lists a namespace's changes newest first, without diffs.
-func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, error) {
+func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, int64, error) {
 	q := s.db.gorm.WithContext(ctx).Table("changes").
 		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, warnings, "+latestVersionSQL).
 		Where("namespace = ?", f.Namespace)
@@ -233,22 +233,19 @@ func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) 
 	if f.Before > 0 {
 		q = q.Where("id < ?", f.Before)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
-	}
+	limit := changePage.size(f.Limit)
 	var rows []changeRow
-	if err := q.Order("id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
-		return nil, dbErr(fmt.Errorf("listing changes: %w", err))
+	if err := q.Order("id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, 0, dbErr(fmt.Errorf("listing changes: %w", err))
 	}
 	out := make([]*sluice.Change, len(rows))
 	for i := range rows {
 		out[i] = rows[i].change()
 		if err := s.db.fillWarnings(ctx, out[i], nil); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return out, nil
+	return out, nextCursor(len(rows), limit, func() int64 { return rows[len(rows)-1].ID }), nil
 }
 
 func checkChangeText(c *sluice.Change) error {
@@ -307,7 +304,8 @@ func (s *ChangeService) CreateChange(ctx context.Context, c *sluice.Change) erro
 		if err := checkRuleSet(ns, rs); err != nil {
 			return err
 		}
-		out, err = s.db.insertChange(ctx, tx, ns, c, d.Document, d.Checksum, d.Contributors, nil)
+		out, err = s.db.insertChange(ctx, tx, newChange{Namespace: ns, Change: c, Document: d.Document, Checksum: d.Checksum,
+			Contributors: d.Contributors})
 		return err
 	})
 	if err != nil {
@@ -317,9 +315,26 @@ func (s *ChangeService) CreateChange(ctx context.Context, c *sluice.Change) erro
 	return nil
 }
 
-// insertChange stores an open change of doc, written by contributors and the
-// actor, based on the newest version; ECONFLICT when doc equals it.
-func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluice.Change, doc, checksum string, contributors userIDs, rollbackOf *int64) (*changeRow, error) {
+// newChange is what insertChange stores.
+type newChange struct {
+	Namespace string
+	// Change gives the title and description.
+	Change *sluice.Change
+	// Document and Checksum are the proposed rules.
+	Document, Checksum string
+	// Contributors are the users who wrote the document; the actor is
+	// added.
+	Contributors userIDs
+	// RollbackOf is the version a rollback returns to; nil for a change
+	// from the draft.
+	RollbackOf *int64
+}
+
+// insertChange stores an open change of nc.Document, written by its
+// contributors and the actor, based on the newest version; ECONFLICT when
+// the document equals it.
+func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, nc newChange) (*changeRow, error) {
+	ns, c, doc, checksum, rollbackOf := nc.Namespace, nc.Change, nc.Document, nc.Checksum, nc.RollbackOf
 	latest, err := latestVersion(tx, ns)
 	if err != nil {
 		return nil, err
@@ -339,7 +354,7 @@ func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, ns string, c *sluic
 	}
 	now := db.now()
 	r := changeRow{Namespace: ns, Title: strings.TrimSpace(c.Title), Description: c.Description, Author: sluice.ActorFromContext(ctx).Name(),
-		Contributors: contributors.with(actorID(ctx)), State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum,
+		Contributors: nc.Contributors.with(actorID(ctx)), State: string(sluice.ChangeOpen), BaseVersion: latest, Document: doc, Checksum: checksum,
 		RollbackOf: rollbackOf, CreatedAt: now, UpdatedAt: now, Warnings: warnings, Latest: latest}
 	if err := tx.Omit("Latest").Create(&r).Error; err != nil {
 		return nil, err
@@ -506,7 +521,7 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 		if active != nil {
 			return sluice.Errorf(sluice.ECONFLICT, "version %d is in canary in namespace %q; promote or abort it first", active.Version, ns)
 		}
-		v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, nil, false, "", selector)
+		v, err = s.db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, Selector: selector})
 		return err
 	})
 	if err != nil {
@@ -516,10 +531,30 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 	return v, nil
 }
 
-// insertVersion stores version n of change r, its outbox row (the ruleset
-// key, or the canary key when selector is set, with the canary's row), and
-// the audit events, and notifies the publishers.
-func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, ns string, n int64, r *changeRow, rollbackOf *int64, emergency bool, reason string, selector map[string]string) (*sluice.Version, error) {
+// newVersion is what insertVersion stores.
+type newVersion struct {
+	Namespace string
+	// Number is the new version's number, the newest plus one.
+	Number int64
+	// Change is the change published as the version.
+	Change *changeRow
+	// RollbackOf is the version an emergency rollback returns to; nil
+	// otherwise.
+	RollbackOf *int64
+	// Emergency marks an emergency rollback, published without review;
+	// Reason says why.
+	Emergency bool
+	Reason    string
+	// Selector, when set, publishes the version as a canary to the nodes
+	// it selects; nil publishes it to every node.
+	Selector map[string]string
+}
+
+// insertVersion stores version nv.Number of nv.Change, its outbox row (the
+// ruleset key, or the canary key when nv.Selector is set, with the canary's
+// row), and the audit events, and notifies the publishers.
+func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, nv newVersion) (*sluice.Version, error) {
+	ns, n, r, rollbackOf, emergency, reason, selector := nv.Namespace, nv.Number, nv.Change, nv.RollbackOf, nv.Emergency, nv.Reason, nv.Selector
 	actor := sluice.ActorFromContext(ctx)
 	now := db.now()
 	vr := versionRow{Namespace: ns, Number: n, Document: r.Document, Checksum: r.Checksum, ChangeID: &r.ID, RollbackOf: rollbackOf,

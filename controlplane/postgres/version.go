@@ -134,19 +134,16 @@ func (s *VersionService) FindVersion(ctx context.Context, ns string, n int64) (*
 }
 
 // FindVersions lists versions newest first, with their publications.
-func (s *VersionService) FindVersions(ctx context.Context, f sluice.VersionFilter) ([]*sluice.Version, error) {
+func (s *VersionService) FindVersions(ctx context.Context, f sluice.VersionFilter) ([]*sluice.Version, int64, error) {
 	q := s.db.gorm.WithContext(ctx).Select("namespace, number, checksum, change_id, rollback_of, emergency, reason, created_at, created_by").
 		Where("namespace = ?", f.Namespace)
 	if f.Before > 0 {
 		q = q.Where("number < ?", f.Before)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
-	}
+	limit := versionPage.size(f.Limit)
 	var rows []versionRow
-	if err := q.Order("number DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
-		return nil, dbErr(fmt.Errorf("listing versions: %w", err))
+	if err := q.Order("number DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, 0, dbErr(fmt.Errorf("listing versions: %w", err))
 	}
 	out := make([]*sluice.Version, len(rows))
 	nums := make([]int64, len(rows))
@@ -157,7 +154,7 @@ func (s *VersionService) FindVersions(ctx context.Context, f sluice.VersionFilte
 	if len(rows) > 0 {
 		var pubs []publicationRow
 		if err := s.db.gorm.WithContext(ctx).Where("namespace = ? AND version IN ?", f.Namespace, nums).Order("id").Find(&pubs).Error; err != nil {
-			return nil, dbErr(fmt.Errorf("listing publications: %w", err))
+			return nil, 0, dbErr(fmt.Errorf("listing publications: %w", err))
 		}
 		byVersion := map[int64]*sluice.Publication{} // the latest operation of each
 		for i := range pubs {
@@ -167,7 +164,7 @@ func (s *VersionService) FindVersions(ctx context.Context, f sluice.VersionFilte
 			v.Publication = byVersion[v.Number]
 		}
 	}
-	return out, nil
+	return out, nextCursor(len(rows), limit, func() int64 { return rows[len(rows)-1].Number }), nil
 }
 
 // DiffVersions returns the diff from version a to version b (0 is the empty
@@ -219,7 +216,8 @@ func (s *VersionService) RollbackVersion(ctx context.Context, ns string, n int64
 		title := fmt.Sprintf("Roll back to version %d", n)
 		// Its content is version n's, reviewed once already: only the
 		// actor asking for it is among its contributors.
-		r, err := s.db.insertChange(ctx, tx, ns, &sluice.Change{Title: title, Description: reason}, target.Document, target.Checksum, nil, &n)
+		r, err := s.db.insertChange(ctx, tx, newChange{Namespace: ns, Change: &sluice.Change{Title: title, Description: reason},
+			Document: target.Document, Checksum: target.Checksum, RollbackOf: &n})
 		if err != nil {
 			return err
 		}
@@ -233,7 +231,8 @@ func (s *VersionService) RollbackVersion(ctx context.Context, ns string, n int64
 		if err != nil {
 			return err
 		}
-		if v, err = s.db.insertVersion(ctx, tx, ns, latest+1, r, &n, true, reason, nil); err != nil {
+		if v, err = s.db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, RollbackOf: &n,
+			Emergency: true, Reason: reason}); err != nil {
 			return err
 		}
 		if active != nil {

@@ -18,7 +18,7 @@
 //   - the Host header must name the endpoint: localhost, a loopback address,
 //     the host of the admin listen address (with a wildcard listen address,
 //     any address of this machine's interfaces), or one of
-//     Config.AllowedHosts; any port. Otherwise 421 Misdirected Request.
+//     Settings.AllowedHosts; any port. Otherwise 421 Misdirected Request.
 //   - a request from another origin is refused with 403: an Origin header
 //     that is not http://<Host>, a Sec-Fetch-Site other than same-origin or
 //     none, and on POST, PUT, PATCH and DELETE a Content-Type other than
@@ -42,11 +42,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// Config wires an admin endpoint. Zero fields are left out: a nil Status
+// Settings wire an admin endpoint. Zero fields are left out: a nil Status
 // serves {} and a nil Ready is always ready.
-type Config struct {
+type Settings struct {
 	// Token is the node admin token non-loopback peers must present; empty
 	// refuses every non-loopback peer.
 	Token string
@@ -68,27 +70,33 @@ type Config struct {
 	AllowedHosts []string
 }
 
+// Config is the former name of Settings, kept only until its last caller
+// (package gateway) is renamed.
+//
+// Deprecated: use Settings.
+type Config = Settings
+
 // New returns the admin handler. It is safe for concurrent use.
-func New(cfg Config) http.Handler {
+func New(cfg Settings) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if cfg.Ready != nil {
 			if err := cfg.Ready(); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+				WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		var v any = struct{}{}
 		if cfg.Status != nil {
 			v = cfg.Status()
 		}
-		writeJSON(w, http.StatusOK, v)
+		WriteJSON(w, http.StatusOK, v)
 	})
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
@@ -111,7 +119,7 @@ type hostSet struct {
 	addrs map[netip.Addr]bool // besides loopback
 }
 
-func allowedHosts(cfg Config) hostSet {
+func allowedHosts(cfg Settings) hostSet {
 	hs := hostSet{names: map[string]bool{"localhost": true}, addrs: map[netip.Addr]bool{}}
 	add := func(h string) {
 		h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
@@ -194,12 +202,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.hosts.allows(r.Host) {
-		WriteProblem(w, http.StatusMisdirectedRequest, "unknown host",
+		proxy.WriteProblem(w, r, http.StatusMisdirectedRequest, "unknown host",
 			"the Host header does not name this admin endpoint; add the name to --admin-allowed-hosts")
 		return
 	}
 	if why := crossOrigin(r); why != "" {
-		WriteProblem(w, http.StatusForbidden, "cross-origin request refused", why)
+		proxy.WriteProblem(w, r, http.StatusForbidden, "cross-origin request refused", why)
 		return
 	}
 	if Loopback(r.RemoteAddr) {
@@ -211,7 +219,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.token) == 0 || len(h) <= len(prefix) || h[:len(prefix)] != prefix ||
 		subtle.ConstantTimeCompare([]byte(h[len(prefix):]), g.token) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-node"`)
-		WriteProblem(w, http.StatusUnauthorized, "unauthorized", "the node admin endpoint needs a valid admin token from non-loopback clients")
+		proxy.WriteProblem(w, r, http.StatusUnauthorized, "unauthorized", "the node admin endpoint needs a valid admin token from non-loopback clients")
 		return
 	}
 	g.next.ServeHTTP(w, r)
@@ -227,18 +235,15 @@ func Loopback(remoteAddr string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers with status and v as indented JSON, not to be cached:
+// the one JSON writer of the node admin endpoint and the handlers mounted on
+// it (breaker.Handlers, degrade.Handlers). Errors are written by
+// proxy.WriteProblem, as the gateway's own are.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// WriteProblem writes an application/problem+json error.
-func WriteProblem(w http.ResponseWriter, status int, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
 }

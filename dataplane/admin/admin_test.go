@@ -16,7 +16,7 @@ func TestGuard(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	ready := errors.New("no rules")
-	h := New(Config{
+	h := New(Settings{
 		Token:    "s3cret",
 		Status:   func() any { return map[string]int{"version": 7} },
 		Ready:    func() error { return ready },
@@ -55,7 +55,7 @@ func TestGuard(t *testing.T) {
 
 func TestNoTokenRefusesRemote(t *testing.T) {
 	t.Parallel()
-	h := New(Config{})
+	h := New(Settings{})
 	r := httptest.NewRequest("GET", "/status", nil)
 	r.RemoteAddr, r.Host = "192.0.2.1:1", "127.0.0.1:9901"
 	r.Header.Set("Authorization", "Bearer ")

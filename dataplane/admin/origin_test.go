@@ -14,7 +14,7 @@ import (
 func TestHostAndOrigin(t *testing.T) {
 	t.Parallel()
 	mutate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h := New(Config{
+	h := New(Settings{
 		Token:        "s3cret",
 		Addr:         "127.0.0.1:9901",
 		AllowedHosts: []string{"gw-1.internal", "Node.Example:9901", "10.9.8.7"},
@@ -82,7 +82,7 @@ func TestHostAndOrigin(t *testing.T) {
 // machine's own addresses are allowed Hosts, others are not.
 func TestWildcardListenAllowsInterfaces(t *testing.T) {
 	t.Parallel()
-	hs := allowedHosts(Config{Addr: ":9901"})
+	hs := allowedHosts(Settings{Addr: ":9901"})
 	if !hs.allows("127.0.0.1:9901") || !hs.allows("localhost") {
 		t.Fatal("loopback refused")
 	}

@@ -1,12 +1,13 @@
 package breaker
 
 import (
-	"encoding/json"
 	"net/http"
+
+	"github.com/sluicegw/sluice/dataplane/admin"
 )
 
 // Handlers returns the node admin handlers of the breakers, keyed by the
-// pattern to mount them on (admin.Config.Extra takes the map as it is):
+// pattern to mount them on (admin.Settings.Extra takes the map as it is):
 //
 //	GET /breakers   → {"breakers": [Status, ...]} of the set current returns
 //
@@ -21,11 +22,7 @@ func Handlers(current func() *Set) map[string]http.Handler {
 			if s != nil {
 				now = s.opts.now()
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(struct {
+			admin.WriteJSON(w, http.StatusOK, struct {
 				Breakers []Status `json:"breakers"`
 			}{s.Status(now)})
 		}),

@@ -35,9 +35,11 @@
 //
 // # Time
 //
-// now is nanoseconds on a monotonic scale supplied by the caller: the same
-// scale as limit.Now (runtime nanotime). Nothing here reads the clock on the
-// request path; Options.Now is read only by the admin handler and Compile.
+// now is nanoseconds on Now's scale (package internal/clock's monotonic
+// clock, which limit.Now and degrade.Now share), supplied by the caller:
+// Allow, Done and Release never read a clock. Options.Now is read only by
+// the admin handler (GET /breakers, the now of Status); Status also reads
+// the wall clock, for the times it reports.
 //
 // # Hot swap
 //

@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/admin"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
 // OverrideRequest is the body of POST /degrade: force Rule to Level for TTL (a
@@ -18,7 +20,7 @@ type OverrideRequest struct {
 }
 
 // Handlers returns the node admin handlers of degrade, keyed by the pattern
-// to mount them on (admin.Config.Extra takes the map as it is):
+// to mount them on (admin.Settings.Extra takes the map as it is):
 //
 //	GET  /degrades → {"degrades": [Status, ...]}
 //	POST /degrade  ← OverrideRequest → 200 and the rule's Status; a body that
@@ -38,7 +40,7 @@ func Handlers(current func() *Set) map[string]http.Handler {
 			if s != nil {
 				now = s.opts.now()
 			}
-			writeJSON(w, http.StatusOK, struct {
+			admin.WriteJSON(w, http.StatusOK, struct {
 				Degrades []Status `json:"degrades"`
 			}{s.Status(now)})
 		}),
@@ -47,59 +49,43 @@ func Handlers(current func() *Set) map[string]http.Handler {
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&req); err != nil {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "the body must be one JSON object {rule, level, ttl}: "+err.Error())
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must be one JSON object {rule, level, ttl}: "+err.Error())
 				return
 			}
 			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "the body must hold exactly one JSON object")
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must hold exactly one JSON object")
 				return
 			}
 			if req.Level == nil {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "level is required (0, 1 or 2)")
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "level is required (0, 1 or 2)")
 				return
 			}
 			if req.TTL == "" {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "ttl is required, such as \"10m\"")
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl is required, such as \"10m\"")
 				return
 			}
 			ttl, err := api.ParseDuration(req.TTL)
 			if err != nil {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "ttl: "+err.Error())
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl: "+err.Error())
 				return
 			}
 			s := current()
 			if s == nil {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", "no rule set is applied: degrade rule "+req.Rule+" does not exist")
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "no rule set is applied: degrade rule "+req.Rule+" does not exist")
 				return
 			}
 			if err := s.SetOverrideFor(req.Rule, *req.Level, ttl); err != nil {
-				writeProblem(w, http.StatusBadRequest, "Invalid override", err.Error())
+				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", err.Error())
 				return
 			}
 			now := s.opts.now()
 			for _, st := range s.Status(now) {
 				if st.Rule == req.Rule {
-					writeJSON(w, http.StatusOK, st)
+					admin.WriteJSON(w, http.StatusOK, st)
 					return
 				}
 			}
-			writeJSON(w, http.StatusOK, struct{}{})
+			admin.WriteJSON(w, http.StatusOK, struct{}{})
 		}),
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func writeProblem(w http.ResponseWriter, status int, title, detail string) {
-	w.Header().Set("Content-Type", api.ContentTypeProblemJSON)
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
 }

@@ -23,10 +23,14 @@
 //
 // # Time
 //
-// Every decision takes the time as a parameter (now, in nanoseconds), so
-// tests never sleep. Production uses Now: the runtime's monotonic clock
-// (runtime.nanotime through go:linkname, which the runtime keeps for
-// external packages), about half the cost of time.Now on this machine.
+// A Limiter takes the time as a parameter (now, in nanoseconds on Now's
+// scale), so tests never sleep. A Chain reads Options.Now itself: once when
+// it admits a request, and again when it gives units back (done, or a
+// leaky-bucket wait that ends early); tests set Options.Now to a clock of
+// their own. Now is package internal/clock's: the runtime's monotonic clock
+// (runtime.nanotime, cheaper than time.Now, which also reads the wall
+// clock), the one scale of breaker.Now and degrade.Now too, so that the
+// snapshot's reading of a request's start means the same to all three.
 //
 // # Algorithms
 //

@@ -209,3 +209,16 @@ func carried(old *Local, p params, global bool, maxKeys int, now int64) *Local {
 	})
 	return nl
 }
+
+// Carried returns a Local enforcing l (as NewLocal does) whose keys hold
+// old's states converted to the same fill at now, the carry-over a
+// recompiled limit gets: for a limiter whose share of a limit changes while
+// it runs (the cluster limits' local fallback when the node count changes).
+// It returns NewLocal's errors.
+func Carried(old *Local, l api.Limit, maxKeys int, now int64) (*Local, error) {
+	p, err := newParams(l)
+	if err != nil {
+		return nil, err
+	}
+	return carried(old, p, isGlobal(l.Key), maxKeys, now), nil
+}

@@ -42,6 +42,11 @@ type problem struct {
 // be short fixed phrases safe to show a client, never an internal error's
 // text. The request id (see EnsureRequestID) is set on the response as
 // X-Request-Id and named in the body; instance is "urn:sluice:request:<id>".
+// It is the data plane's one problem writer: for the traffic port and for the
+// node admin endpoint (package admin's guard, the breaker and degrade
+// handlers) alike. Only rejections whose body a rule shapes are written
+// elsewhere: a limit's 429 names its rule (package limit), and breaker and
+// degrade fallbacks are bodies compiled with their rule.
 func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
 	id := EnsureRequestID(nil, r)
 	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")

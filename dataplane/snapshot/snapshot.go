@@ -14,6 +14,24 @@
 // The request path is: clean the path and match a route → refuse ambiguous
 // key parts (limit.KeyCheck, 400) → degrade → limits → breaker → proxy →
 // record the outcome (see package degrade for why).
+//
+// # Why the path is written out by hand
+//
+// The path is one function (ServeHTTP), not a chain of middlewares each
+// built once as New(ctx, next, cfg, name) as Traefik composes them. Such a
+// chain fits stages that decide on the request alone; three of these do
+// not: the breaker needs the outcome of the forward (its status, whether it
+// failed, its duration, whether the client went away) to count it, degrade
+// needs whether it succeeded, and a limit admits with a done function that
+// gives a concurrency slot back after it. In a chain each would wrap the
+// next one and read the outcome back from a response recorder of its own;
+// here Forward returns one proxy.Outcome and each stage is handed what it
+// needs of it, so the outcome is read once and judged once (IsFailure).
+// The stages also share what was read of the request once: the matched
+// route, the checked key parts (limit.KeyValues, read for degrade and
+// limits alike) and the client address; and the Snapshot itself, which the
+// gateway loads once per request, is the compiled chain: every check ran in
+// Compile, and serving only decides.
 package snapshot
 
 import (

@@ -1,5 +1,10 @@
-// Package redislimit implements scope: cluster limits: counters shared by
-// every gateway node through Redis (one server, Sentinel or Redis Cluster).
+// Package redislimit implements cluster-scope limits: counters that every
+// gateway node shares through Redis (one server, Sentinel or Redis Cluster).
+//
+// The directory is limit/redis; the package is named redislimit so that it
+// does not shadow go-redis's redis, which its callers often import too:
+//
+//	import redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
 //
 // # Wiring
 //
@@ -12,7 +17,7 @@
 //		Prefix:       *redisPrefix,   // --redis-prefix (default "sluice:")
 //		Timeout:      *redisTimeout,  // --redis-timeout (default 20ms)
 //		ClusterSize:  *clusterSize,   // --cluster-size (default 1)
-//		Nodes:        registry.LiveNodes, // optional; overrides ClusterSize
+//		Nodes:        nodes.Count,    // optional (a *registry.Nodes: the live nodes); overrides ClusterSize
 //		Metrics:      m,
 //	})
 //	defer st.Close()
@@ -99,9 +104,10 @@
 //
 // Every call has a deadline (Timeout, default 20 ms) and no retries. After
 // FailuresToOpen consecutive failed calls the breaker opens: Takes stop
-// calling Redis and decide at once by onStoreError: local (a token bucket in
-// memory with rate and capacity divided by the live nodes, Settings.Nodes or
-// ClusterSize), allow or deny. One prober goroutine pings Redis every
+// calling Redis and decide at once by onStoreError: local (a limit.Local
+// token bucket in memory with rate and capacity divided by the live nodes,
+// Settings.Nodes or ClusterSize; when that count changes, each key's fill
+// carries over as across a reload), allow or deny. One prober goroutine pings Redis every
 // ProbeEvery, one ping at a time; the first answer closes the breaker and
 // cluster limiting resumes. Every failed call counts in
 // sluice_store_errors_total{store="redis"} and in Status. A caller whose own

@@ -78,7 +78,7 @@ func (s *Store) newLimiter(ns string, l api.Limit) (limit.Limiter, error) {
 	} else {
 		r.prefix = s.set.Prefix + "{" + l.ID + ":"
 	}
-	r.local = newLocalBucket(l.Rate, r.burst, period, s.nodes, s.set.MaxKeys)
+	r.local = newLocalFallback(l.Rate, r.burst, period, s.nodes, s.set.MaxKeys)
 	if l.Mode == api.ModeBatched {
 		b := &batched{rule: r, seed: maphash.MakeSeed(), maxPerShard: max(s.set.MaxKeys/leaseShards, 1)}
 		b.lmax = max(1, int64(float64(r.burst)*s.set.LeaseFraction))
@@ -104,7 +104,7 @@ type rule struct {
 	window   bool // fixed window: a lease ends with its window
 	returns  bool // token bucket: unused lease units go back
 	policy   api.StoreErrorPolicy
-	local    *localBucket
+	local    *localFallback
 	// The script's constant arguments, boxed once rather than per call.
 	argPeriod, argRate, argBurst any
 }
@@ -130,8 +130,9 @@ func (r *rule) fallback(key string, cost, now int64) limit.Decision {
 	case api.OnStoreErrorDeny:
 		return limit.Decision{Limit: r.rate, Reset: r.period, RetryAfter: r.s.set.ProbeEvery}
 	default:
-		ok, left, reset, retry := r.local.take(key, cost, now)
-		return limit.Decision{Allowed: ok, Limit: r.rate, Remaining: left, Reset: reset, RetryAfter: retry}
+		d := r.local.take(key, cost, now)
+		d.Limit = r.rate
+		return d
 	}
 }
 
@@ -165,7 +166,7 @@ func (l *exact) Take(ctx context.Context, key string, cost int64, now int64) (li
 // the local fallback while the breaker is open.
 func (l *exact) Refund(ctx context.Context, key string, cost int64, now int64) {
 	if l.s.open.Load() {
-		l.local.refund(key, cost)
+		l.local.refund(key, cost, now)
 		return
 	}
 	_, _ = l.call(ctx, l.key(key), 0, 0, 0, 0, cost)
@@ -373,7 +374,7 @@ func (b *batched) refill(ctx context.Context, ls *lease, key string, cost, now i
 // breaker is open.
 func (b *batched) Refund(ctx context.Context, key string, cost int64, now int64) {
 	if b.s.open.Load() {
-		b.local.refund(key, cost)
+		b.local.refund(key, cost, now)
 		return
 	}
 	ls := b.lease(key)

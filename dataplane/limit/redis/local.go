@@ -1,92 +1,92 @@
 package redislimit
 
 import (
-	"hash/maphash"
-	"math"
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
 )
 
-// localBucket is the in-memory limiter of onStoreError: local. It enforces
-// the rule's rate and burst divided by the live nodes, as a token bucket per
-// key (for every algorithm: while Redis is away, a bucket with capacity
-// burst÷nodes refilled at rate÷nodes is the closest local stand-in for a
-// window too). It keeps at most maxKeys keys; a full shard forgets a key.
-type localBucket struct {
-	rate   float64 // units per nanosecond, whole cluster
-	burst  float64 // whole cluster
-	nodes  func() int64
-	max    int // keys per shard
-	seed   maphash.Seed
-	shards [localShards]localShard
+// localFallback is the in-memory limiter of onStoreError: local: a
+// limit.Local token bucket (GCRA, at most maxKeys keys, least recently used
+// forgotten first) enforcing this node's share of the rule, its rate and
+// burst divided by the live nodes (burst rounded up, at least 1), for every
+// algorithm: while Redis is away, a bucket with capacity burst÷nodes refilled
+// at rate÷nodes is the closest local stand-in for a window too. The share is
+// rate units per nodes×period, so no precision is lost to the division.
+// When the node count changes the share is rebuilt and its keys carried
+// over at the same fill (limit.Carried, as across a reload). Safe for concurrent use.
+type localFallback struct {
+	rate, burst int64 // whole cluster
+	period      time.Duration
+	nodes       func() int64
+	maxKeys     int
+
+	mu    sync.Mutex // serializes rebuilding the share
+	share atomic.Pointer[localShare]
 }
 
-const localShards = 32
-
-type localShard struct {
-	mu sync.Mutex
-	m  map[string]*localState
+// localShare is the Local for one node count.
+type localShare struct {
+	nodes int64
+	l     *limit.Local
 }
 
-type localState struct {
-	tokens float64
-	last   int64
+func newLocalFallback(rate, burst int64, period time.Duration, nodes func() int64, maxKeys int) *localFallback {
+	return &localFallback{rate: rate, burst: burst, period: period, nodes: nodes, maxKeys: maxKeys}
 }
 
-func newLocalBucket(rate, burst int64, period time.Duration, nodes func() int64, maxKeys int) *localBucket {
-	b := &localBucket{
-		rate:  float64(rate) / float64(period),
-		burst: float64(burst),
-		nodes: nodes,
-		max:   max(maxKeys/localShards, 1),
-		seed:  maphash.MakeSeed(),
+// current returns the Local of the live node count at now.
+func (f *localFallback) current(now int64) *limit.Local {
+	n := f.nodes()
+	if sh := f.share.Load(); sh != nil && sh.nodes == n {
+		return sh.l
 	}
-	for i := range b.shards {
-		b.shards[i].m = make(map[string]*localState)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.share.Load()
+	if old != nil && old.nodes == n {
+		return old.l
 	}
-	return b
+	l, err := f.build(old, n, now)
+	if err != nil {
+		return nil // unreachable: newLimiter checked the rate and period
+	}
+	f.share.Store(&localShare{nodes: n, l: l})
+	return l
 }
 
-// take decides locally; it returns whether cost units were taken, the units
-// left, and how long until cost units could be.
-func (b *localBucket) take(key string, cost, now int64) (bool, int64, time.Duration, time.Duration) {
-	n := float64(b.nodes())
-	rate, burst := b.rate/n, math.Max(math.Ceil(b.burst/n), 1)
-	sh := &b.shards[maphash.String(b.seed, key)%localShards]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st := sh.m[key]
-	if st == nil {
-		if len(sh.m) >= b.max {
-			for k := range sh.m { // forget an arbitrary key
-				delete(sh.m, k)
-				break
-			}
-		}
-		st = &localState{tokens: burst, last: now}
-		sh.m[key] = st
+// build returns the share of n nodes, carrying old's keys over.
+func (f *localFallback) build(old *localShare, n, now int64) (*limit.Local, error) {
+	l := api.Limit{
+		Algorithm: api.TokenBucket,
+		Rate:      f.rate,
+		Period:    api.Duration(f.period * time.Duration(n)),
+		Burst:     max((f.burst+n-1)/n, 1),
+		Key:       []string{"key"}, // any key but "global": one state per key
 	}
-	if el := now - st.last; el > 0 {
-		st.tokens = math.Min(burst, st.tokens+float64(el)*rate)
-		st.last = now
+	if old == nil {
+		return limit.NewLocal(l, f.maxKeys)
 	}
-	st.tokens = math.Min(st.tokens, burst) // the node count may have grown
-	reset := time.Duration((burst - st.tokens) / rate)
-	if c := float64(cost); st.tokens >= c {
-		st.tokens -= c
-		return true, int64(st.tokens), reset + time.Duration(c/rate), 0
+	return limit.Carried(old.l, l, f.maxKeys, now)
+}
+
+// take decides locally. Limit is left to the caller.
+func (f *localFallback) take(key string, cost, now int64) limit.Decision {
+	l := f.current(now)
+	if l == nil {
+		return limit.Decision{RetryAfter: f.period}
 	}
-	return false, int64(st.tokens), reset, time.Duration((float64(cost) - st.tokens) / rate)
+	d, _ := l.Take(context.Background(), key, cost, now)
+	return d
 }
 
 // refund gives units back, up to the capacity.
-func (b *localBucket) refund(key string, cost int64) {
-	n := float64(b.nodes())
-	burst := math.Max(math.Ceil(b.burst/n), 1)
-	sh := &b.shards[maphash.String(b.seed, key)%localShards]
-	sh.mu.Lock()
-	if st := sh.m[key]; st != nil {
-		st.tokens = math.Min(burst, st.tokens+float64(cost))
+func (f *localFallback) refund(key string, cost, now int64) {
+	if l := f.current(now); l != nil {
+		l.Refund(context.Background(), key, cost, now)
 	}
-	sh.mu.Unlock()
 }
