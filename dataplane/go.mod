@@ -76,3 +76,4 @@ require (
 )
 
 replace github.com/sluicegw/sluice/api => ../api
+replace github.com/sluicegw/sluice/etcdwatch => ../etcdwatch

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // Nodes counts the live registrations of a namespace (the keys under
@@ -63,15 +63,14 @@ func (n *Nodes) Run(ctx context.Context) error {
 	}
 	defer n.connected.Store(false)
 	prefix := n.Keys.Nodes(n.Namespace)
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     n.Client,
 		Specs:      []etcdwatch.Spec{{Key: prefix, Prefix: true}},
-		OpTimeout:  orDefault(n.OpTimeout, 5*time.Second),
-		Heartbeat:  orDefault(n.Heartbeat, 5*time.Second),
-		MinBackoff: orDefault(n.MinBackoff, 250*time.Millisecond),
-		MaxBackoff: max(orDefault(n.MaxBackoff, 30*time.Second), orDefault(n.MinBackoff, 250*time.Millisecond)),
-		Now:        time.Now,
-		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+		OpTimeout:  n.OpTimeout,
+		Heartbeat:  n.Heartbeat,
+		MinBackoff: n.MinBackoff,
+		MaxBackoff: n.MaxBackoff,
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.ids = map[string]struct{}{}
@@ -82,8 +81,9 @@ func (n *Nodes) Run(ctx context.Context) error {
 			}
 			n.count.Store(int64(len(n.ids)))
 			n.connected.Store(true)
+			return nil
 		},
-		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			for _, ev := range evs {
@@ -95,11 +95,15 @@ func (n *Nodes) Run(ctx context.Context) error {
 				}
 			}
 			n.count.Store(int64(len(n.ids)))
+			return nil
 		},
 		Broken: func(err error) {
 			n.connected.Store(false)
 			n.Logger.Warn("node count watch broken; keeping the last count", "namespace", n.Namespace, "count", n.count.Load(), "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
 	}
 	return f.Run(ctx, 0)
 }

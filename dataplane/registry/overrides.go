@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // Overrides follows one node's operator override key and hands every change
@@ -114,15 +114,15 @@ func (o *Overrides) Run(ctx context.Context) error {
 		}
 	}()
 	key := o.Keys.Override(o.Namespace, o.NodeID)
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     o.Client,
 		Specs:      []etcdwatch.Spec{{Key: key}},
-		OpTimeout:  orDefault(o.OpTimeout, 5*time.Second),
-		Heartbeat:  orDefault(o.Heartbeat, 5*time.Second),
-		MinBackoff: orDefault(o.MinBackoff, 250*time.Millisecond),
-		MaxBackoff: max(orDefault(o.MaxBackoff, 30*time.Second), orDefault(o.MinBackoff, 250*time.Millisecond)),
+		OpTimeout:  o.OpTimeout,
+		Heartbeat:  o.Heartbeat,
+		MinBackoff: o.MinBackoff,
+		MaxBackoff: o.MaxBackoff,
 		Now:        o.Now,
-		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) error {
 			var kv *mvccpb.KeyValue
 			if len(kvs) > 0 && len(kvs[0]) > 0 {
 				kv = kvs[0][0]
@@ -131,10 +131,11 @@ func (o *Overrides) Run(ctx context.Context) error {
 			defer o.mu.Unlock()
 			o.connected = true
 			o.take(kv)
+			return nil
 		},
-		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) error {
 			if len(evs) == 0 {
-				return
+				return nil
 			}
 			ev := evs[len(evs)-1] // one key: the last event is its state
 			var kv *mvccpb.KeyValue
@@ -144,6 +145,7 @@ func (o *Overrides) Run(ctx context.Context) error {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			o.take(kv)
+			return nil
 		},
 		Broken: func(err error) {
 			o.mu.Lock()
@@ -151,6 +153,9 @@ func (o *Overrides) Run(ctx context.Context) error {
 			o.connected, o.lastErr = false, err.Error()
 			o.Logger.Warn("override watch broken; keeping the current override", "node", o.NodeID, "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("overrides: %w", err)
 	}
 	return f.Run(ctx, 0)
 }
@@ -236,11 +241,4 @@ func checkOverride(ov api.Override) error {
 		}
 	}
 	return nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }

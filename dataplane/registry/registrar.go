@@ -36,7 +36,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // errLeaseLost ends a registration session whose lease is gone.

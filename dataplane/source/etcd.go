@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // Selector picks canary nodes by their labels: a node matches when it has
@@ -518,7 +518,7 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			e.Logger.Warn("etcd source: no initial rule set; waiting for etcd", "namespace", e.Namespace, "err", err)
 		}
 	}
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     e.Client,
 		Specs:      []etcdwatch.Spec{{Key: e.Keys.RuleSet(e.Namespace)}, {Key: e.Keys.Canary(e.Namespace)}},
 		OpTimeout:  e.OpTimeout,
@@ -526,17 +526,18 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 		MinBackoff: e.MinBackoff,
 		MaxBackoff: e.MaxBackoff,
 		Now:        e.Now,
-		Listed: func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue) {
+		Listed: func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue) error {
 			e.lists.Add(1)
 			e.refused = "" // a document apply refused gets one more try per list
 			e.setState(StateConnected)
 			e.take(ctx, apply, rev, kvs)
 			e.converge(ctx, apply)
+			return nil
 		},
-		Changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) {
+		Changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) error {
 			e.setRevision(rev)
 			if len(evs) == 0 {
-				return
+				return nil
 			}
 			ruleset, canary := e.Keys.RuleSet(e.Namespace), e.Keys.Canary(e.Namespace)
 			for _, ev := range evs {
@@ -552,6 +553,7 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 				}
 			}
 			e.converge(ctx, apply)
+			return nil
 		},
 		Broken: func(err error) {
 			e.setError(err)
@@ -563,6 +565,9 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			}
 			e.Logger.Warn("etcd watch broken; keeping the applied rule set", "namespace", e.Namespace, "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("etcd source: %w", err)
 	}
 	startRev := e.startRev
 	e.startRev = 0

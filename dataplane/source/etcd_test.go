@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 var logLevel = slog.LevelError

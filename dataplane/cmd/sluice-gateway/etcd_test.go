@@ -27,8 +27,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 func TestEtcdFlags(t *testing.T) {
