@@ -242,13 +242,9 @@ func (w *NodeWatcher) record(ctx context.Context, ns, prefix string, recorded ma
 // bound to a lease is not a registration (a node's registrar always binds
 // it, so that it disappears with the node): ok is false.
 func decodeNode(prefix string, kv *mvccpb.KeyValue) (api.NodeStatus, bool) {
-	var s api.NodeStatus
 	if kv.Lease == 0 {
-		return s, false
+		return api.NodeStatus{}, false
 	}
-	if err := json.Unmarshal(kv.Value, &s); err != nil {
-		return s, false
-	}
-	s.NodeID = strings.TrimPrefix(string(kv.Key), prefix)
-	return s, NodeIDValid(s.NodeID)
+	s, err := api.DecodeNodeStatus(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+	return s, err == nil
 }

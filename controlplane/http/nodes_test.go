@@ -483,9 +483,16 @@ func TestCanaryWhileEtcdIsDown(t *testing.T) {
 	e.waitPublished("shop", 2, 30*time.Second)
 	e.waitCanary("shop", false)
 	// In order: the canary key held version 2 just before the promotion
-	// wrote the ruleset key and deleted it.
+	// wrote the ruleset key and deleted it. The outcome is recorded in
+	// Postgres just after the write that waitPublished saw.
 	var vs struct{ Items []sluice.Version }
-	ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+	eventually(t, 10*time.Second, func() string {
+		ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+		if p := vs.Items[0].Publication; p.State != sluice.PublicationPublished {
+			return fmt.Sprintf("version %d's publication %+v", vs.Items[0].Number, p)
+		}
+		return ""
+	})
 	pub := vs.Items[0].Publication
 	if vs.Items[0].Number != 2 || pub.Kind != sluice.PublishPromote || pub.State != sluice.PublicationPublished || pub.EtcdRevision == nil {
 		t.Fatalf("version 2's publication %+v", pub)

@@ -3,7 +3,6 @@ package registry
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,8 +95,11 @@ func (o *Overrides) Run(ctx context.Context) error {
 	if o.Client == nil {
 		return errors.New("overrides: no etcd client")
 	}
-	if !api.ValidID(o.Namespace) || o.NodeID == "" {
-		return fmt.Errorf("overrides: invalid namespace %q or node id %q", o.Namespace, o.NodeID)
+	if !api.ValidID(o.Namespace) {
+		return fmt.Errorf("overrides: invalid namespace %q", o.Namespace)
+	}
+	if err := api.ValidateNodeID(o.NodeID); err != nil {
+		return fmt.Errorf("overrides: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -186,14 +188,7 @@ func (o *Overrides) take(kv *mvccpb.KeyValue) {
 			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
 			return
 		}
-		dec := json.NewDecoder(bytes.NewReader(payload))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ov); err != nil {
-			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
-			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
-			return
-		}
-		if err := checkOverride(ov); err != nil {
+		if ov, err = api.DecodeOverride(payload); err != nil {
 			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
 			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
 			return
@@ -232,13 +227,4 @@ func (o *Overrides) deliver(ov api.Override) {
 	if o.OnChange != nil {
 		o.OnChange(ov)
 	}
-}
-
-func checkOverride(ov api.Override) error {
-	for id, level := range ov.DegradeLevels {
-		if level < 0 || level > 2 {
-			return fmt.Errorf("degradeLevels[%s]: level %d is not 0, 1 or 2", id, level)
-		}
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,11 +145,32 @@ func TestRegistrarSettings(t *testing.T) {
 		{"no node id", &Registrar{Client: c, Namespace: "shop", NodeStatus: status}},
 		{"node id with a slash", &Registrar{Client: c, Namespace: "shop", NodeID: "a/b", NodeStatus: status}},
 		{"no status", &Registrar{Client: c, Namespace: "shop", NodeID: "n1"}},
+		// Accepted by the registrar's own rule (only / and whitespace were
+		// refused), refused by the control plane's ([A-Za-z0-9._-]{1,128}):
+		// the node registered but never showed in the control plane.
+		{"node id with a colon", &Registrar{Client: c, Namespace: "shop", NodeID: "gw:1", NodeStatus: status}},
+		{"node id not ASCII", &Registrar{Client: c, Namespace: "shop", NodeID: "gw-é", NodeStatus: status}},
+		{"node id too long", &Registrar{Client: c, Namespace: "shop", NodeID: strings.Repeat("n", 129), NodeStatus: status}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			if err := tc.r.Run(context.Background()); err == nil {
 				t.Error("Run accepted invalid settings")
+			}
+		})
+	}
+}
+
+// TestOverridesSettings: the override watch refuses the node ids the
+// registrar and the control plane refuse (it used to refuse only "").
+func TestOverridesSettings(t *testing.T) {
+	t.Parallel()
+	c := unreachableClient(t)
+	for _, id := range []string{"", "a/b", "gw:1", "gw 1"} {
+		t.Run(id, func(t *testing.T) {
+			err := (&Overrides{Client: c, Namespace: "shop", NodeID: id, Logger: testLogger()}).Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), api.NodeIDRule) {
+				t.Fatalf("Run with node id %q: %v, want an error saying %q", id, err, api.NodeIDRule)
 			}
 		})
 	}

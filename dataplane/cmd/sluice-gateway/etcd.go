@@ -185,7 +185,7 @@ func (d *etcdDeps) close() {
 // goroutines that keep following: the source, the registration, the override
 // watch and the live-node count.
 func followEtcd(ctx context.Context, o *options, d *etcdDeps, node *gateway.Node, log *slog.Logger, status map[string]func() any) ([]func(context.Context) error, error) {
-	labels, err := source.ParseLabels(o.labels)
+	labels, err := api.ParseLabels(o.labels)
 	if err != nil {
 		return nil, fmt.Errorf("--labels: %w", err)
 	}
