@@ -174,6 +174,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.nodeID = h
 	}
+	if o.etcd != "" {
+		if err := api.ValidateNodeID(o.nodeID); err != nil {
+			return nil, fmt.Errorf("--node-id: %w", err)
+		}
+	}
 	if o.adminTokenFile != "" {
 		b, err := os.ReadFile(o.adminTokenFile)
 		if err != nil {
