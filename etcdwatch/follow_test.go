@@ -174,3 +174,33 @@ func TestNewRequires(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowerTick: Tick runs while the watch does; its error counts as a
+// broken watch (Broken, then a new list).
+func TestFollowerTick(t *testing.T) {
+	t.Parallel()
+	srv := etcdtest.Start(t)
+	r := &recorder{}
+	var mu sync.Mutex
+	ticks := 0
+	s := r.settings(srv.Client(t), etcdwatch.Spec{Key: "/t/k"})
+	s.TickEvery = 20 * time.Millisecond
+	s.Tick = func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ticks++
+		if ticks == 2 {
+			return errors.New("touch failed")
+		}
+		return nil
+	}
+	run(t, s)
+	r.waitFor(t, "a list after the failed tick", func(r *recorder) bool {
+		return r.lists >= 2 && len(r.broken) == 1 && contains(r.broken[0], "touch failed")
+	})
+	r.waitFor(t, "ticks after the new list", func(*recorder) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ticks >= 3
+	})
+}
