@@ -295,6 +295,26 @@ func TestNodesCount(t *testing.T) {
 	if got := n.Count(); got != 1 {
 		t.Errorf("Count before Run = %d, want 1", got)
 	}
+	// Keys under the nodes prefix that are no registration the control
+	// plane would list do not count: one without a lease, one under a node
+	// id it refuses. (Every key used to count.)
+	c := te.Client(t)
+	keys := api.Keys{}
+	lease, err := c.Grant(context.Background(), 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, put := range []struct {
+		key  string
+		opts []clientv3.OpOption
+	}{
+		{keys.Node("shop", "stray"), nil},
+		{keys.Node("shop", "gw:1"), []clientv3.OpOption{clientv3.WithLease(lease.ID)}},
+	} {
+		if _, err := c.Put(context.Background(), put.key, `{"nodeId":"x"}`, put.opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	runUntilCleanup(t, n.Run)
 	waitFor(t, "connected", n.Connected)
 	status := func() api.NodeStatus { return api.NodeStatus{} }
