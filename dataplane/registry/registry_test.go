@@ -94,9 +94,12 @@ func TestRegistrar(t *testing.T) {
 	if _, err := c.Revoke(context.Background(), lease); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
+	// The registrar records the registration in its status when the write
+	// returns, which may be just after the test sees the key.
 	waitFor(t, "re-registration", func() bool {
 		st, l, ok := getNode(t, c, "shop", "n1")
-		return ok && l != 0 && l != lease && st.Version == 2
+		rs := r.Status()
+		return ok && l != 0 && l != lease && st.Version == 2 && rs.Registered && rs.LeaseID == int64(l)
 	})
 	if st := r.Status(); st.Registrations != 2 || !st.Registered {
 		t.Errorf("status after re-registration: %+v", st)
