@@ -2,7 +2,7 @@
 # are checked by scripts/ and installed or named when missing.
 SHELL := /bin/bash
 GO ?= go
-MODULES := api controlplane dataplane migrations
+MODULES := api controlplane dataplane etcdwatch migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 

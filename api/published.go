@@ -21,13 +21,7 @@ type Published struct {
 // checksum must match the rules' canonical form. Every failure is an error
 // saying which of these went wrong; nothing is returned half-checked.
 func DecodePublished(data []byte) (*Published, error) {
-	var raw struct {
-		Version     int64           `json:"version"`
-		Checksum    string          `json:"checksum"`
-		PublishedAt time.Time       `json:"publishedAt"`
-		PublishedBy string          `json:"publishedBy"`
-		Rules       json.RawMessage `json:"rules"`
-	}
+	var raw PublishedValue
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("published rule set is not valid JSON: %w", err)
 	}

@@ -2,11 +2,7 @@ package sluice
 
 import (
 	"context"
-	"regexp"
-	"sort"
 	"time"
-
-	"github.com/sluicegw/sluice/api"
 )
 
 // CanaryState is where a canary stands.
@@ -49,7 +45,8 @@ type PublishOptions struct {
 // CanarySpec is how a canary picks its nodes.
 type CanarySpec struct {
 	// Selector must hold 1 to 16 labels: keys of [A-Za-z0-9._/-] (at most
-	// 63, starting alphanumeric), values of [A-Za-z0-9._/-] (at most 63).
+	// 63, starting alphanumeric), values of [A-Za-z0-9._/-] (at most 63);
+	// see api.ValidateSelector.
 	Selector map[string]string `json:"selector"`
 }
 
@@ -66,49 +63,4 @@ type CanaryService interface {
 	// AbortCanary ends the active canary: its nodes return to the published
 	// version. ENOTFOUND when none is active.
 	AbortCanary(ctx context.Context, ns, reason string) (*Canary, error)
-}
-
-// ValidateSelector checks a canary selector (see CanarySpec) and returns
-// every problem, with paths under "canary.selector".
-func ValidateSelector(sel map[string]string) api.Errors {
-	var errs api.Errors
-	switch {
-	case len(sel) == 0:
-		errs = append(errs, api.FieldError{Path: "canary.selector", Message: "must hold at least one label (an empty selector matches no node)"})
-	case len(sel) > 16:
-		errs = append(errs, api.FieldError{Path: "canary.selector", Message: "must hold at most 16 labels"})
-	}
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !labelKey.MatchString(k) {
-			errs = append(errs, api.FieldError{Path: "canary.selector." + k, Message: "label name must be 1 to 63 of [A-Za-z0-9._/-], starting with a letter or digit"})
-		}
-		if !labelValue.MatchString(sel[k]) {
-			errs = append(errs, api.FieldError{Path: "canary.selector." + k, Message: "label value must be 1 to 63 of [A-Za-z0-9._/-]"})
-		}
-	}
-	return errs
-}
-
-var (
-	labelKey   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
-	labelValue = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,63}$`)
-)
-
-// SelectorMatches reports whether labels has every label of sel with the
-// same value. An empty selector matches nothing, as on the nodes.
-func SelectorMatches(sel, labels map[string]string) bool {
-	if len(sel) == 0 {
-		return false
-	}
-	for k, v := range sel {
-		if lv, ok := labels[k]; !ok || lv != v {
-			return false
-		}
-	}
-	return true
 }

@@ -112,3 +112,5 @@ require (
 replace github.com/sluicegw/sluice/api => ../api
 
 replace github.com/sluicegw/sluice/migrations => ../migrations
+
+replace github.com/sluicegw/sluice/etcdwatch => ../etcdwatch

@@ -78,3 +78,4 @@ require (
 )
 
 replace github.com/sluicegw/sluice/api => ../api
+replace github.com/sluicegw/sluice/etcdwatch => ../etcdwatch

@@ -7,5 +7,5 @@ source scripts/lib.sh
 ensure_redis
 ensure_postgres
 ensure_pkg redis-cli redis-tools
-go test -count=1 -race -timeout 10m ./api/... ./dataplane/... ./migrations/... ./controlplane/...
+go test -count=1 -race -timeout 10m ./api/... ./etcdwatch/... ./dataplane/... ./migrations/... ./controlplane/...
 scripts/test-web.sh

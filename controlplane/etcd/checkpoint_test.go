@@ -3,33 +3,19 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
 	"github.com/sluicegw/sluice/controlplane/etcd"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
-
-func freeURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("http://%s", l.Addr())
-}
 
 // TestAuditCheckpointNeverMovesBack: concurrent replicas may save heads out
 // of order; the newest stays.
 func TestAuditCheckpointNeverMovesBack(t *testing.T) {
-	e, err := etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t), LogLevel: "fatal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	client, err := etcd.NewClient(e.Endpoints())
+	e := etcdtest.Start(t)
+	client, err := etcd.NewClient(e.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}

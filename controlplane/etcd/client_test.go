@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/controlplane/etcd"
-	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // writePKI writes a test CA, a server certificate for 127.0.0.1 and a
@@ -78,10 +78,7 @@ func TestClientTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ca, srvCert, srvKey, cliCert, cliKey := writePKI(t, dir)
-	cfg := testenv.EtcdConfig(t)
-	cfg.ClientURL = "https://" + cfg.ClientURL[len("http://"):]
-	cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = srvCert, srvKey, ca
-	srv := testenv.MustEtcd(t, cfg)
+	srv := etcdtest.StartTLS(t, etcdtest.TLS{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: ca})
 	for _, tc := range []struct {
 		desc string
 		c    etcd.ClientConfig
@@ -92,7 +89,7 @@ func TestClientTLS(t *testing.T) {
 		{"no CA", etcd.ClientConfig{CertFile: cliCert, KeyFile: cliKey}, false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			tc.c.Endpoints = srv.Endpoints()
+			tc.c.Endpoints = srv.Endpoints
 			c, err := etcd.NewClientConfig(tc.c)
 			if err != nil {
 				t.Fatal(err)
@@ -111,7 +108,7 @@ func TestClientTLS(t *testing.T) {
 			}
 		})
 	}
-	if _, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin"}); err == nil {
+	if _, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints, Username: "sluice-admin"}); err == nil {
 		t.Fatal("a user without a password is accepted")
 	}
 }
@@ -121,8 +118,8 @@ func TestClientTLS(t *testing.T) {
 // work, and nothing outside the prefix is reachable.
 func TestClientAuth(t *testing.T) {
 	t.Parallel()
-	srv := testenv.MustEtcd(t, testenv.EtcdConfig(t))
-	root, err := etcd.NewClient(srv.Endpoints())
+	srv := etcdtest.Start(t)
+	root, err := etcd.NewClient(srv.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +145,7 @@ func TestClientAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "admin-pw", DialTimeout: 30 * time.Second})
+	c, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints, Username: "sluice-admin", Password: "admin-pw", DialTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +160,7 @@ func TestClientAuth(t *testing.T) {
 		t.Fatalf("writing outside the prefix: %v, want permission denied", err)
 	}
 	// The client authenticates as it connects: a wrong password fails there.
-	if bad, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints(), Username: "sluice-admin", Password: "wrong", DialTimeout: 30 * time.Second}); !errors.Is(err, rpctypes.ErrAuthFailed) {
+	if bad, err := etcd.NewClientConfig(etcd.ClientConfig{Endpoints: srv.Endpoints, Username: "sluice-admin", Password: "wrong", DialTimeout: 30 * time.Second}); !errors.Is(err, rpctypes.ErrAuthFailed) {
 		if bad != nil {
 			bad.Close()
 		}

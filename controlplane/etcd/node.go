@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -103,8 +104,12 @@ func (n *NodeService) liveNodes(ctx context.Context, ns string) (map[string]api.
 			n.logger().Warn("etcd holds an override not signed by this control plane; not shown", "key", string(kv.Key), "err", err)
 			continue
 		}
-		var o api.Override
-		if json.Unmarshal(payload, &o) == nil && (o.Expires == nil || o.Expires.After(now)) {
+		o, err := api.DecodeOverride(payload)
+		if err != nil {
+			n.logger().Warn("etcd holds an override the node refuses; not shown", "key", string(kv.Key), "err", err)
+			continue
+		}
+		if o.Expires == nil || o.Expires.After(now) {
 			o.Revision = kv.ModRevision
 			overrides[strings.TrimPrefix(string(kv.Key), prefix)] = o
 		}
@@ -203,20 +208,6 @@ func (n *NodeService) FindRollout(ctx context.Context, ns string, v int64) (*slu
 	return r, nil
 }
 
-// NodeIDValid reports whether id may name a node (1 to 128 of
-// [A-Za-z0-9._-]).
-func NodeIDValid(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // degradeRules reads the ids of the degrade rules of ns's published version
 // and of its canary version, if any; ok is false when neither exists.
 func (n *NodeService) degradeRules(ctx context.Context, ns string) (ids map[string]bool, ok bool, err error) {
@@ -248,11 +239,10 @@ func (n *NodeService) degradeRules(ctx context.Context, ns string) (ids map[stri
 		}
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
-		var c struct {
-			Published doc `json:"published"`
-		}
-		if payload, _, err := v.Open(string(kvs[0].Key), kvs[0].Value); err == nil && json.Unmarshal(payload, &c) == nil {
-			add(c.Published)
+		var c api.Canary
+		var d doc
+		if payload, _, err := v.Open(string(kvs[0].Key), kvs[0].Value); err == nil && json.Unmarshal(payload, &c) == nil && json.Unmarshal(c.Published, &d) == nil {
+			add(d)
 		}
 	}
 	return ids, ok, nil
@@ -272,8 +262,8 @@ func (n *NodeService) PutOverride(ctx context.Context, ns, nodeID string, upd sl
 	}
 	var fields api.Errors
 	bad := func(path, msg string) { fields = append(fields, api.FieldError{Path: path, Message: msg}) }
-	if !NodeIDValid(nodeID) {
-		bad("id", "must be 1 to 128 of [A-Za-z0-9._-]")
+	if !api.ValidNodeID(nodeID) {
+		bad("id", api.NodeIDRule)
 	}
 	if len(upd.DegradeLevels) == 0 && !upd.Drain {
 		bad("degradeLevels", "an override must force a degrade level or drain the node; DELETE clears it")
@@ -296,14 +286,8 @@ func (n *NodeService) PutOverride(ctx context.Context, ns, nodeID string, upd sl
 	if utf8.RuneCountInString(o.Reason) > 1000 {
 		bad("reason", "must be at most 1000 characters")
 	}
-	ids := make([]string, 0, len(upd.DegradeLevels))
-	for id, lvl := range upd.DegradeLevels {
-		ids = append(ids, id)
-		if lvl < 0 || lvl > 2 {
-			bad("degradeLevels."+id, "must be 0, 1 or 2")
-		}
-	}
-	slices.Sort(ids)
+	fields = append(fields, o.Validate()...)
+	ids := slices.Sorted(maps.Keys(upd.DegradeLevels))
 	if len(fields) == 0 && len(ids) > 0 {
 		known, any, err := n.degradeRules(ctx, ns)
 		if err != nil {
@@ -355,8 +339,8 @@ func (n *NodeService) DeleteOverride(ctx context.Context, ns, nodeID string) err
 	if !sluice.ActorFromContext(ctx).Role.Allows(sluice.RoleApprover) {
 		return sluice.Errorf(sluice.EFORBIDDEN, "only approvers and admins override nodes")
 	}
-	if !NodeIDValid(nodeID) {
-		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid node id", Fields: api.Errors{{Path: "id", Message: "must be 1 to 128 of [A-Za-z0-9._-]"}}}
+	if !api.ValidNodeID(nodeID) {
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid node id", Fields: api.Errors{{Path: "id", Message: api.NodeIDRule}}}
 	}
 	cctx, cancel := n.ctx(ctx)
 	defer cancel()

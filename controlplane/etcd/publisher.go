@@ -5,7 +5,7 @@
 // the operations were queued, it reads the ruleset key, then writes the new
 // api.Published value in a transaction that compares the key's mod revision
 // with the one it read, and records the etcd revision and time of the write.
-// Canary operations go the same way: a canary writes
+// Canary operations go the same way: a canary writes its api.Canary value
 //
 //	{"version": N, "selector": {"zone": "a"}, "published": {<api.Published of N>}}
 //
@@ -318,26 +318,8 @@ func (p *Publisher) observe(ns, result string, lag time.Duration) {
 	}
 }
 
-// publishedValue is api.Published with the rules as the stored JSON, which
-// the version's document already is.
-type publishedValue struct {
-	Version     int64           `json:"version"`
-	Checksum    string          `json:"checksum"`
-	PublishedAt time.Time       `json:"publishedAt"`
-	PublishedBy string          `json:"publishedBy"`
-	Rules       json.RawMessage `json:"rules"`
-}
-
 // errMoved is a compare that failed: the key changed between read and write.
 var errMoved = errors.New("the ruleset key changed between read and write")
-
-// canaryValue is the value of a namespace's canary key: the version, the
-// selector of the nodes that run it, and its api.Published document.
-type canaryValue struct {
-	Version   int64             `json:"version"`
-	Selector  map[string]string `json:"selector"`
-	Published publishedValue    `json:"published"`
-}
 
 // publish runs one outbox operation on version v.
 func (p *Publisher) publish(ctx context.Context, v *sluice.Version, pub *sluice.Publication) sluice.PublishOutcome {
@@ -414,8 +396,8 @@ func (p *Publisher) encode(key string, v any) ([]byte, error) {
 	return p.s.Signer.Sign(key, b)
 }
 
-func (p *Publisher) value(v *sluice.Version, at time.Time) publishedValue {
-	return publishedValue{Version: v.Number, Checksum: v.Checksum, PublishedAt: at, PublishedBy: v.CreatedBy, Rules: v.Document}
+func (p *Publisher) value(v *sluice.Version, at time.Time) api.PublishedValue {
+	return api.PublishedValue{Version: v.Number, Checksum: v.Checksum, PublishedAt: at, PublishedBy: v.CreatedBy, Rules: v.Document}
 }
 
 // publishRuleSet writes version v to the ruleset key unless the key already
@@ -489,7 +471,11 @@ func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *s
 		cmp = clientv3.Compare(clientv3.ModRevision(rkey), "=", kv.ModRevision)
 	}
 	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
-	value, err := p.encode(ckey, canaryValue{Version: v.Number, Selector: pub.Selector, Published: p.value(v, at)})
+	canary, err := api.EncodeCanary(pub.Selector, p.value(v, at))
+	if err != nil {
+		return sluice.PublishOutcome{Err: err, Final: true}
+	}
+	value, err := p.encode(ckey, json.RawMessage(canary))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding canary version %d: %w", v.Number, err), Final: true}
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
 	"github.com/sluicegw/sluice/controlplane/etcd"
-	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // outbox is an in-memory sluice.Outbox: a queue of operations per namespace.
@@ -130,8 +130,8 @@ func forged(tb testing.TB, v *sluice.Version) string {
 // the publisher rewrites the current version over it.
 func TestPublisherSignsAndRepairs(t *testing.T) {
 	t.Parallel()
-	srv := testenv.MustEtcd(t, testenv.EtcdConfig(t))
-	c, err := etcd.NewClient(srv.Endpoints())
+	srv := etcdtest.Start(t)
+	c, err := etcd.NewClient(srv.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +223,8 @@ func TestPublisherSignsAndRepairs(t *testing.T) {
 // forgeries: a version already written is not written again.
 func TestPublisherKeyRotation(t *testing.T) {
 	t.Parallel()
-	srv := testenv.MustEtcd(t, testenv.EtcdConfig(t))
-	c, err := etcd.NewClient(srv.Endpoints())
+	srv := etcdtest.Start(t)
+	c, err := etcd.NewClient(srv.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,7 @@ package etcd
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // WatcherSettings configures a NodeWatcher. Client, History and Namespaces
@@ -44,14 +43,21 @@ type WatcherSettings struct {
 	// MinBackoff and MaxBackoff bound the delay before listing again after a
 	// failure; zero means 200ms and 10s.
 	MinBackoff, MaxBackoff time.Duration
+	// Progress is how often the watch is probed with a progress request; a
+	// watch silent for three Progress intervals (etcd unreachable) counts
+	// as broken. Zero means 5s.
+	Progress time.Duration
+	// OpTimeout bounds each list; zero means 10s.
+	OpTimeout time.Duration
 }
 
 // NodeWatcher follows the node registrations of every namespace into the
-// node history: for each namespace it lists the nodes prefix at a revision R
-// (recording the whole state: nodes not listed are gone), watches from R+1
-// (recording each registration that changed in a way that matters and each
-// deletion), and lists again after a compaction, a broken watch or a failed
-// write, with backoff. Start it once; Close stops it and waits.
+// node history with the list/watch loop of package etcdwatch: for each
+// namespace it lists the nodes prefix at a revision R (recording the whole
+// state: nodes not listed are gone), watches from R+1 (recording each
+// registration that changed in a way that matters and each deletion), lists
+// again at once after a compaction, and with backoff after a broken or
+// silent watch or a failed write. Start it once; Close stops it and waits.
 type NodeWatcher struct {
 	s      WatcherSettings
 	cancel context.CancelFunc
@@ -81,6 +87,9 @@ func NewNodeWatcher(s WatcherSettings) *NodeWatcher {
 	}
 	if s.MaxBackoff == 0 {
 		s.MaxBackoff = 10 * time.Second
+	}
+	if s.OpTimeout == 0 {
+		s.OpTimeout = 10 * time.Second
 	}
 	return &NodeWatcher{s: s}
 }
@@ -134,25 +143,54 @@ func (w *NodeWatcher) supervise(ctx context.Context) {
 	}
 }
 
-// follow lists and watches one namespace's nodes until ctx ends.
+// follow lists and watches one namespace's nodes until ctx ends (see
+// package etcdwatch), refreshing LastSeen every Heartbeat while the watch
+// runs.
 func (w *NodeWatcher) follow(ctx context.Context, ns string) {
 	defer w.wg.Done()
 	defer w.recovered("namespace " + ns)
-	backoff := w.s.MinBackoff
-	for ctx.Err() == nil {
-		err := w.followOnce(ctx, ns, func() { backoff = w.s.MinBackoff })
-		if ctx.Err() != nil {
-			return
-		}
-		w.s.Logger.Warn("node watcher: listing again", "namespace", ns, "err", err, "in", backoff)
-		d := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d):
-		}
-		backoff = min(backoff*2, w.s.MaxBackoff)
+	prefix := w.s.Keys.Nodes(ns)
+	recorded := map[string]string{} // node id → fingerprint recorded
+	f, err := etcdwatch.New(etcdwatch.Settings{
+		Client:     w.s.Client,
+		Specs:      []etcdwatch.Spec{{Key: prefix, Prefix: true}},
+		OpTimeout:  w.s.OpTimeout,
+		Heartbeat:  w.s.Progress,
+		MinBackoff: w.s.MinBackoff,
+		MaxBackoff: w.s.MaxBackoff,
+		Now:        w.s.Now,
+		Listed: func(ctx context.Context, _ int64, kvs [][]*mvccpb.KeyValue) error {
+			fresh := map[string]string{}
+			var live []api.NodeStatus
+			for _, kv := range kvs[0] {
+				if s, ok := decodeNode(prefix, kv); ok {
+					live = append(live, s)
+					fresh[s.NodeID] = fingerprint(s)
+				}
+			}
+			if err := w.s.History.SyncNodes(ctx, ns, live, w.s.Now()); err != nil {
+				return err
+			}
+			recorded = fresh
+			return nil
+		},
+		Changed: func(ctx context.Context, _ int64, evs []*clientv3.Event) error {
+			return w.record(ctx, ns, prefix, recorded, evs)
+		},
+		TickEvery: w.s.Heartbeat,
+		Tick: func(ctx context.Context) error {
+			now := w.s.Now()
+			return w.s.History.TouchNodes(ctx, ns, now, now.Add(-w.s.Forget))
+		},
+		Broken: func(err error) {
+			w.s.Logger.Warn("node watcher: listing again", "namespace", ns, "err", err)
+		},
+	})
+	if err != nil {
+		w.s.Logger.Error("node watcher", "namespace", ns, "err", err)
+		return
 	}
+	_ = f.Run(ctx, 0)
 }
 
 // fingerprint is what the history records of a registration, without the
@@ -163,95 +201,50 @@ func fingerprint(s api.NodeStatus) string {
 	return string(b)
 }
 
-func (w *NodeWatcher) followOnce(ctx context.Context, ns string, listed func()) error {
-	prefix := w.s.Keys.Nodes(ns)
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, err := w.s.Client.Get(lctx, prefix, clientv3.WithPrefix())
-	cancel()
-	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
-	}
-	recorded := map[string]string{} // node id → fingerprint recorded
-	var live []api.NodeStatus
-	for _, kv := range resp.Kvs {
-		if s, ok := decodeNode(prefix, kv); ok {
-			live = append(live, s)
-			recorded[s.NodeID] = fingerprint(s)
-		}
-	}
-	if err := w.s.History.SyncNodes(ctx, ns, live, w.s.Now()); err != nil {
-		return err
-	}
-	listed()
-	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer wcancel()
-	wch := w.s.Client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	beat := time.NewTicker(w.s.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-beat.C:
-			now := w.s.Now()
-			if err := w.s.History.TouchNodes(ctx, ns, now, now.Add(-w.s.Forget)); err != nil {
+// record writes the history of one batch of watch events on ns's nodes
+// prefix: each registration that changed in a way that matters, each
+// deletion.
+func (w *NodeWatcher) record(ctx context.Context, ns, prefix string, recorded map[string]string, evs []*clientv3.Event) error {
+	now := w.s.Now()
+	for _, ev := range evs {
+		id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(recorded, id)
+			if err := w.s.History.RecordNodeGone(ctx, ns, id, now); err != nil {
 				return err
 			}
-		case wr, ok := <-wch:
-			if !ok {
-				return fmt.Errorf("the watch closed")
-			}
-			if wr.CompactRevision != 0 {
-				return fmt.Errorf("the watch fell behind a compaction at revision %d", wr.CompactRevision)
-			}
-			if err := wr.Err(); err != nil {
-				return fmt.Errorf("watching: %w", err)
-			}
-			now := w.s.Now()
-			for _, ev := range wr.Events {
-				id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(recorded, id)
-					if err := w.s.History.RecordNodeGone(ctx, ns, id, now); err != nil {
-						return err
-					}
-					continue
-				}
-				s, ok := decodeNode(prefix, ev.Kv)
-				if !ok {
-					if _, was := recorded[id]; was {
-						// Rewritten without a lease: no longer a node's registration.
-						delete(recorded, id)
-						if err := w.s.History.RecordNodeGone(ctx, ns, id, now); err != nil {
-							return err
-						}
-					}
-					continue
-				}
-				fp := fingerprint(s)
-				if recorded[id] == fp {
-					continue
-				}
-				if err := w.s.History.RecordNode(ctx, ns, s, now); err != nil {
+			continue
+		}
+		s, ok := decodeNode(prefix, ev.Kv)
+		if !ok {
+			if _, was := recorded[id]; was {
+				// Rewritten without a lease: no longer a node's registration.
+				delete(recorded, id)
+				if err := w.s.History.RecordNodeGone(ctx, ns, id, now); err != nil {
 					return err
 				}
-				recorded[id] = fp
 			}
+			continue
 		}
+		fp := fingerprint(s)
+		if recorded[id] == fp {
+			continue
+		}
+		if err := w.s.History.RecordNode(ctx, ns, s, now); err != nil {
+			return err
+		}
+		recorded[id] = fp
 	}
+	return nil
 }
 
 // decodeNode reads one registration; the key names the node. A value not
 // bound to a lease is not a registration (a node's registrar always binds
 // it, so that it disappears with the node): ok is false.
 func decodeNode(prefix string, kv *mvccpb.KeyValue) (api.NodeStatus, bool) {
-	var s api.NodeStatus
 	if kv.Lease == 0 {
-		return s, false
+		return api.NodeStatus{}, false
 	}
-	if err := json.Unmarshal(kv.Value, &s); err != nil {
-		return s, false
-	}
-	s.NodeID = strings.TrimPrefix(string(kv.Key), prefix)
-	return s, NodeIDValid(s.NodeID)
+	s, err := api.DecodeNodeStatus(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+	return s, err == nil
 }

@@ -311,7 +311,7 @@ func (s *Server) getCanary(c *gin.Context) error {
 		out.NodesError = sluice.ErrorMessage(err)
 	} else {
 		for _, n := range nodes {
-			if n.Live && sluice.SelectorMatches(can.Selector, n.Labels) {
+			if n.Live && api.Selector(can.Selector).Matches(n.Labels) {
 				out.Nodes = append(out.Nodes, canaryNode{NodeID: n.NodeID, Version: n.Version, Applied: n.Version == can.Version,
 					LastApplyError: n.LastApplyError})
 			}

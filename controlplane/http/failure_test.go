@@ -1,7 +1,6 @@
 package http_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,23 +10,19 @@ import (
 	"time"
 
 	sluice "github.com/sluicegw/sluice/controlplane"
-	"github.com/sluicegw/sluice/controlplane/etcd"
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 func TestPublishWhileEtcdIsDown(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.EtcdConfig(t)
-	emb, err := etcd.StartEmbedded(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, envOptions{endpoints: emb.Endpoints(), opTimeout: 500 * time.Millisecond})
+	emb := etcdtest.Start(t)
+	e := newEnv(t, envOptions{endpoints: emb.Endpoints, opTimeout: 500 * time.Millisecond})
 	_, ed, ap := e.mustShop()
 	publishRoutes(t, "shop", ed, ap, "a")
 	e.waitPublished("shop", 1, 10*time.Second)
 
-	emb.Close()
+	emb.Stop()
 	publishRoutes(t, "shop", ed, ap, "a", "b")
 	v3 := publishRoutes(t, "shop", ed, ap, "a", "b", "c")
 
@@ -52,11 +47,7 @@ func TestPublishWhileEtcdIsDown(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	emb, err = etcd.StartEmbedded(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("restarting etcd: %v", err)
-	}
-	defer emb.Close()
+	emb.Restart()
 	p := e.waitPublished("shop", 3, 30*time.Second)
 	if p.Checksum != v3.Checksum {
 		t.Fatalf("checksum %s, want %s", p.Checksum, v3.Checksum)

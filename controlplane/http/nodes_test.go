@@ -13,8 +13,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
-	"github.com/sluicegw/sluice/controlplane/etcd"
-	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // approvedChange sets the draft's routes (and degrade rules), opens a change
@@ -457,17 +456,13 @@ func TestCanary(t *testing.T) {
 
 func TestCanaryWhileEtcdIsDown(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.EtcdConfig(t)
-	emb, err := etcd.StartEmbedded(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, envOptions{endpoints: emb.Endpoints(), opTimeout: 500 * time.Millisecond})
+	emb := etcdtest.Start(t)
+	e := newEnv(t, envOptions{endpoints: emb.Endpoints, opTimeout: 500 * time.Millisecond})
 	_, ed, ap := e.mustShop()
 	publishRoutes(t, "shop", ed, ap, "a")
 	e.waitPublished("shop", 1, 10*time.Second)
 
-	emb.Close()
+	emb.Stop()
 	id := approvedChange(t, "shop", ed, ap, []string{"a", "b"})
 	sel := map[string]string{"zone": "a"}
 	ap.must(http.StatusCreated, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/publish", id), map[string]any{"canary": map[string]any{"selector": sel}})
@@ -484,17 +479,20 @@ func TestCanaryWhileEtcdIsDown(t *testing.T) {
 		t.Fatalf("promotion %+v", can.Publication)
 	}
 
-	emb, err = etcd.StartEmbedded(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("restarting etcd: %v", err)
-	}
-	defer emb.Close()
+	emb.Restart()
 	e.waitPublished("shop", 2, 30*time.Second)
 	e.waitCanary("shop", false)
 	// In order: the canary key held version 2 just before the promotion
-	// wrote the ruleset key and deleted it.
+	// wrote the ruleset key and deleted it. The outcome is recorded in
+	// Postgres just after the write that waitPublished saw.
 	var vs struct{ Items []sluice.Version }
-	ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+	eventually(t, 10*time.Second, func() string {
+		ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+		if p := vs.Items[0].Publication; p.State != sluice.PublicationPublished {
+			return fmt.Sprintf("version %d's publication %+v", vs.Items[0].Number, p)
+		}
+		return ""
+	})
 	pub := vs.Items[0].Publication
 	if vs.Items[0].Number != 2 || pub.Kind != sluice.PublishPromote || pub.State != sluice.PublicationPublished || pub.EtcdRevision == nil {
 		t.Fatalf("version 2's publication %+v", pub)

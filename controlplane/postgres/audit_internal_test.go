@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
 	"github.com/sluicegw/sluice/controlplane/etcd"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // mustRawDB opens a fresh migrated database as its owner, dropped when the
@@ -54,16 +54,6 @@ func mustRawDB(t *testing.T, s Settings) *DB {
 		t.Fatal(err)
 	}
 	return db
-}
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
 }
 
 // exec runs statements as the database's owner, with the append-only
@@ -109,12 +99,8 @@ func rechain(t *testing.T, db *DB, stripMACs bool) {
 // chain. The plain chain (what /audit/verify checked before) still verifies;
 // the keyed chain and the checkpoint in etcd do not.
 func TestAuditTamperDetected(t *testing.T) {
-	e, err := etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeLoopback(t), PeerURL: freeLoopback(t), LogLevel: "fatal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	client, err := etcd.NewClient(e.Endpoints())
+	e := etcdtest.Start(t)
+	client, err := etcd.NewClient(e.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +253,8 @@ func TestAuditKeyIntroducedLater(t *testing.T) {
 // verification does not fail until the next write; one that is ahead of the
 // database (events deleted while sluice-admin was down) keeps its head.
 func TestAuditCheckpointAnchoredAtStart(t *testing.T) {
-	e, err := etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeLoopback(t), PeerURL: freeLoopback(t), LogLevel: "fatal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	client, err := etcd.NewClient(e.Endpoints())
+	e := etcdtest.Start(t)
+	client, err := etcd.NewClient(e.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -492,7 +492,7 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 	}
 	var selector map[string]string
 	if o.Canary != nil {
-		if errs := sluice.ValidateSelector(o.Canary.Selector); len(errs) > 0 {
+		if errs := api.ValidateSelector(o.Canary.Selector); len(errs) > 0 {
 			return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid canary", Fields: errs}
 		}
 		selector = o.Canary.Selector

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 	"io"
 	"math/big"
 	mrand "math/rand/v2"

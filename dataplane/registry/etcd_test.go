@@ -2,7 +2,7 @@ package registry
 
 import (
 	"context"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 	"log/slog"
 	"os"
 	"sync"

@@ -14,12 +14,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
-// Nodes counts the live registrations of a namespace (the keys under
-// api.Keys.Nodes, which expire with their nodes' leases), kept current by a
-// watch. Count is what a limit with onStoreError: local divides by. Set the
+// Nodes counts the live registrations of a namespace (the lease-bound keys
+// under api.Keys.Nodes, which expire with their nodes' leases, of valid node
+// ids: what the control plane lists), kept current by a watch. Count is what a limit with onStoreError: local divides by. Set the
 // exported fields and call Run once; Count and Connected are safe for
 // concurrent use and cheap.
 type Nodes struct {
@@ -63,43 +63,62 @@ func (n *Nodes) Run(ctx context.Context) error {
 	}
 	defer n.connected.Store(false)
 	prefix := n.Keys.Nodes(n.Namespace)
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     n.Client,
 		Specs:      []etcdwatch.Spec{{Key: prefix, Prefix: true}},
-		OpTimeout:  orDefault(n.OpTimeout, 5*time.Second),
-		Heartbeat:  orDefault(n.Heartbeat, 5*time.Second),
-		MinBackoff: orDefault(n.MinBackoff, 250*time.Millisecond),
-		MaxBackoff: max(orDefault(n.MaxBackoff, 30*time.Second), orDefault(n.MinBackoff, 250*time.Millisecond)),
-		Now:        time.Now,
-		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+		OpTimeout:  n.OpTimeout,
+		Heartbeat:  n.Heartbeat,
+		MinBackoff: n.MinBackoff,
+		MaxBackoff: n.MaxBackoff,
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.ids = map[string]struct{}{}
 			if len(kvs) > 0 {
 				for _, kv := range kvs[0] {
-					n.ids[strings.TrimPrefix(string(kv.Key), prefix)] = struct{}{}
+					if id, ok := registration(prefix, kv); ok {
+						n.ids[id] = struct{}{}
+					}
 				}
 			}
 			n.count.Store(int64(len(n.ids)))
 			n.connected.Store(true)
+			return nil
 		},
-		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			for _, ev := range evs {
-				id := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-				if ev.Type == clientv3.EventTypeDelete {
-					delete(n.ids, id)
+				id, ok := registration(prefix, ev.Kv)
+				if ev.Type == clientv3.EventTypeDelete || !ok {
+					delete(n.ids, strings.TrimPrefix(string(ev.Kv.Key), prefix))
 				} else {
 					n.ids[id] = struct{}{}
 				}
 			}
 			n.count.Store(int64(len(n.ids)))
+			return nil
 		},
 		Broken: func(err error) {
 			n.connected.Store(false)
 			n.Logger.Warn("node count watch broken; keeping the last count", "namespace", n.Namespace, "count", n.count.Load(), "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
 	}
 	return f.Run(ctx, 0)
+}
+
+// registration reports whether kv is a node's registration, as the control
+// plane counts them: bound to a lease (a registrar always binds it, so that
+// it disappears with the node), under a valid node id, of a value that
+// decodes (api.DecodeNodeStatus). It returns the node id.
+func registration(prefix string, kv *mvccpb.KeyValue) (string, bool) {
+	id := strings.TrimPrefix(string(kv.Key), prefix)
+	if kv.Lease == 0 {
+		return id, false
+	}
+	_, err := api.DecodeNodeStatus(id, kv.Value)
+	return id, err == nil
 }

@@ -3,7 +3,6 @@ package registry
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // Overrides follows one node's operator override key and hands every change
@@ -96,8 +95,11 @@ func (o *Overrides) Run(ctx context.Context) error {
 	if o.Client == nil {
 		return errors.New("overrides: no etcd client")
 	}
-	if !api.ValidID(o.Namespace) || o.NodeID == "" {
-		return fmt.Errorf("overrides: invalid namespace %q or node id %q", o.Namespace, o.NodeID)
+	if !api.ValidID(o.Namespace) {
+		return fmt.Errorf("overrides: invalid namespace %q", o.Namespace)
+	}
+	if err := api.ValidateNodeID(o.NodeID); err != nil {
+		return fmt.Errorf("overrides: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -114,15 +116,15 @@ func (o *Overrides) Run(ctx context.Context) error {
 		}
 	}()
 	key := o.Keys.Override(o.Namespace, o.NodeID)
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     o.Client,
 		Specs:      []etcdwatch.Spec{{Key: key}},
-		OpTimeout:  orDefault(o.OpTimeout, 5*time.Second),
-		Heartbeat:  orDefault(o.Heartbeat, 5*time.Second),
-		MinBackoff: orDefault(o.MinBackoff, 250*time.Millisecond),
-		MaxBackoff: max(orDefault(o.MaxBackoff, 30*time.Second), orDefault(o.MinBackoff, 250*time.Millisecond)),
+		OpTimeout:  o.OpTimeout,
+		Heartbeat:  o.Heartbeat,
+		MinBackoff: o.MinBackoff,
+		MaxBackoff: o.MaxBackoff,
 		Now:        o.Now,
-		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) {
+		Listed: func(_ context.Context, _ int64, kvs [][]*mvccpb.KeyValue) error {
 			var kv *mvccpb.KeyValue
 			if len(kvs) > 0 && len(kvs[0]) > 0 {
 				kv = kvs[0][0]
@@ -131,10 +133,11 @@ func (o *Overrides) Run(ctx context.Context) error {
 			defer o.mu.Unlock()
 			o.connected = true
 			o.take(kv)
+			return nil
 		},
-		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) {
+		Changed: func(_ context.Context, _ int64, evs []*clientv3.Event) error {
 			if len(evs) == 0 {
-				return
+				return nil
 			}
 			ev := evs[len(evs)-1] // one key: the last event is its state
 			var kv *mvccpb.KeyValue
@@ -144,6 +147,7 @@ func (o *Overrides) Run(ctx context.Context) error {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			o.take(kv)
+			return nil
 		},
 		Broken: func(err error) {
 			o.mu.Lock()
@@ -151,6 +155,9 @@ func (o *Overrides) Run(ctx context.Context) error {
 			o.connected, o.lastErr = false, err.Error()
 			o.Logger.Warn("override watch broken; keeping the current override", "node", o.NodeID, "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("overrides: %w", err)
 	}
 	return f.Run(ctx, 0)
 }
@@ -181,14 +188,7 @@ func (o *Overrides) take(kv *mvccpb.KeyValue) {
 			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
 			return
 		}
-		dec := json.NewDecoder(bytes.NewReader(payload))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ov); err != nil {
-			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
-			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
-			return
-		}
-		if err := checkOverride(ov); err != nil {
+		if ov, err = api.DecodeOverride(payload); err != nil {
 			o.lastErr = fmt.Sprintf("override at revision %d is not valid: %v", kv.ModRevision, err)
 			o.Logger.Warn("override refused; keeping the current one", "node", o.NodeID, "err", o.lastErr)
 			return
@@ -227,20 +227,4 @@ func (o *Overrides) deliver(ov api.Override) {
 	if o.OnChange != nil {
 		o.OnChange(ov)
 	}
-}
-
-func checkOverride(ov api.Override) error {
-	for id, level := range ov.DegradeLevels {
-		if level < 0 || level > 2 {
-			return fmt.Errorf("degradeLevels[%s]: level %d is not 0, 1 or 2", id, level)
-		}
-	}
-	return nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }

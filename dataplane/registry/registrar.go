@@ -36,7 +36,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // errLeaseLost ends a registration session whose lease is gone.
@@ -111,8 +111,8 @@ func (r *Registrar) defaults() error {
 		return errors.New("registrar: no etcd client")
 	case !api.ValidID(r.Namespace):
 		return fmt.Errorf("registrar: invalid namespace %q", r.Namespace)
-	case r.NodeID == "" || bytes.ContainsAny([]byte(r.NodeID), "/ \t\n"):
-		return fmt.Errorf("registrar: invalid node id %q", r.NodeID)
+	case !api.ValidNodeID(r.NodeID):
+		return fmt.Errorf("registrar: %w", api.ValidateNodeID(r.NodeID))
 	case r.NodeStatus == nil:
 		return errors.New("registrar: no NodeStatus func")
 	}

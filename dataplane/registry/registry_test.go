@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,9 +94,12 @@ func TestRegistrar(t *testing.T) {
 	if _, err := c.Revoke(context.Background(), lease); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
+	// The registrar records the registration in its status when the write
+	// returns, which may be just after the test sees the key.
 	waitFor(t, "re-registration", func() bool {
 		st, l, ok := getNode(t, c, "shop", "n1")
-		return ok && l != 0 && l != lease && st.Version == 2
+		rs := r.Status()
+		return ok && l != 0 && l != lease && st.Version == 2 && rs.Registered && rs.LeaseID == int64(l)
 	})
 	if st := r.Status(); st.Registrations != 2 || !st.Registered {
 		t.Errorf("status after re-registration: %+v", st)
@@ -144,11 +148,32 @@ func TestRegistrarSettings(t *testing.T) {
 		{"no node id", &Registrar{Client: c, Namespace: "shop", NodeStatus: status}},
 		{"node id with a slash", &Registrar{Client: c, Namespace: "shop", NodeID: "a/b", NodeStatus: status}},
 		{"no status", &Registrar{Client: c, Namespace: "shop", NodeID: "n1"}},
+		// Accepted by the registrar's own rule (only / and whitespace were
+		// refused), refused by the control plane's ([A-Za-z0-9._-]{1,128}):
+		// the node registered but never showed in the control plane.
+		{"node id with a colon", &Registrar{Client: c, Namespace: "shop", NodeID: "gw:1", NodeStatus: status}},
+		{"node id not ASCII", &Registrar{Client: c, Namespace: "shop", NodeID: "gw-é", NodeStatus: status}},
+		{"node id too long", &Registrar{Client: c, Namespace: "shop", NodeID: strings.Repeat("n", 129), NodeStatus: status}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			if err := tc.r.Run(context.Background()); err == nil {
 				t.Error("Run accepted invalid settings")
+			}
+		})
+	}
+}
+
+// TestOverridesSettings: the override watch refuses the node ids the
+// registrar and the control plane refuse (it used to refuse only "").
+func TestOverridesSettings(t *testing.T) {
+	t.Parallel()
+	c := unreachableClient(t)
+	for _, id := range []string{"", "a/b", "gw:1", "gw 1"} {
+		t.Run(id, func(t *testing.T) {
+			err := (&Overrides{Client: c, Namespace: "shop", NodeID: id, Logger: testLogger()}).Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), api.NodeIDRule) {
+				t.Fatalf("Run with node id %q: %v, want an error saying %q", id, err, api.NodeIDRule)
 			}
 		})
 	}
@@ -272,6 +297,26 @@ func TestNodesCount(t *testing.T) {
 	}
 	if got := n.Count(); got != 1 {
 		t.Errorf("Count before Run = %d, want 1", got)
+	}
+	// Keys under the nodes prefix that are no registration the control
+	// plane would list do not count: one without a lease, one under a node
+	// id it refuses. (Every key used to count.)
+	c := te.Client(t)
+	keys := api.Keys{}
+	lease, err := c.Grant(context.Background(), 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, put := range []struct {
+		key  string
+		opts []clientv3.OpOption
+	}{
+		{keys.Node("shop", "stray"), nil},
+		{keys.Node("shop", "gw:1"), []clientv3.OpOption{clientv3.WithLease(lease.ID)}},
+	} {
+		if _, err := c.Put(context.Background(), put.key, `{"nodeId":"x"}`, put.opts...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	runUntilCleanup(t, n.Run)
 	waitFor(t, "connected", n.Connected)

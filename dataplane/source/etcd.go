@@ -17,87 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
-
-// Selector picks canary nodes by their labels: a node matches when it has
-// every label of the selector with exactly that value. An empty selector
-// matches no node, so a canary always names the nodes it is for.
-type Selector map[string]string
-
-// Matches reports whether labels satisfy the selector.
-func (s Selector) Matches(labels map[string]string) bool {
-	if len(s) == 0 {
-		return false
-	}
-	for k, v := range s {
-		if lv, ok := labels[k]; !ok || lv != v {
-			return false
-		}
-	}
-	return true
-}
-
-// Canary is the value of a namespace's canary key (api.Keys.Canary), written
-// by the control plane:
-//
-//	{"version": 8, "selector": {"zone": "a"}, "published": {<api.Published of version 8>}}
-//
-// Nodes whose labels match Selector run Published instead of the namespace's
-// published rule set, as long as Version is newer than the published version
-// (a canary that the published version has caught up with is over). Deleting
-// the key ends the canary: its nodes return to the published version.
-type Canary struct {
-	Version   int64           `json:"version"`
-	Selector  Selector        `json:"selector"`
-	Published json.RawMessage `json:"published"`
-}
-
-// DecodeCanary reads and checks a canary value: JSON of the Canary shape, a
-// positive version, a published document that passes api.DecodePublished and
-// carries the same version.
-func DecodeCanary(data []byte) (*Canary, *api.Published, error) {
-	var c Canary
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, nil, fmt.Errorf("canary is not valid JSON: %w", err)
-	}
-	if c.Version <= 0 {
-		return nil, nil, fmt.Errorf("canary has no version (got %d)", c.Version)
-	}
-	if len(c.Published) == 0 || string(c.Published) == "null" {
-		return nil, nil, fmt.Errorf("canary version %d carries no published document", c.Version)
-	}
-	doc, err := api.DecodePublished(c.Published)
-	if err != nil {
-		return nil, nil, fmt.Errorf("canary: %w", err)
-	}
-	if doc.Version != c.Version {
-		return nil, nil, fmt.Errorf("canary version %d carries published version %d", c.Version, doc.Version)
-	}
-	return &c, doc, nil
-}
-
-// ParseLabels parses the gateway's --labels flag: "k=v,k2=v2". Empty input
-// gives no labels.
-func ParseLabels(s string) (map[string]string, error) {
-	labels := map[string]string{}
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("parsing labels: %q is not key=value", part)
-		}
-		if _, dup := labels[k]; dup {
-			return nil, fmt.Errorf("parsing labels: %q given twice", k)
-		}
-		labels[k] = strings.TrimSpace(v)
-	}
-	return labels, nil
-}
 
 // EtcdState is the connection state of an Etcd source.
 type EtcdState string
@@ -254,7 +175,7 @@ func (d *doc) key() string { return fmt.Sprintf("%d/%s", d.pub.Version, d.pub.Ch
 
 type canaryDoc struct {
 	doc      *doc
-	selector Selector
+	selector api.Selector
 }
 
 func newDoc(raw []byte, pub *api.Published, rev int64, signed []byte) (*doc, error) {
@@ -518,7 +439,7 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			e.Logger.Warn("etcd source: no initial rule set; waiting for etcd", "namespace", e.Namespace, "err", err)
 		}
 	}
-	f := &etcdwatch.Follower{
+	f, err := etcdwatch.New(etcdwatch.Settings{
 		Client:     e.Client,
 		Specs:      []etcdwatch.Spec{{Key: e.Keys.RuleSet(e.Namespace)}, {Key: e.Keys.Canary(e.Namespace)}},
 		OpTimeout:  e.OpTimeout,
@@ -526,17 +447,18 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 		MinBackoff: e.MinBackoff,
 		MaxBackoff: e.MaxBackoff,
 		Now:        e.Now,
-		Listed: func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue) {
+		Listed: func(ctx context.Context, rev int64, kvs [][]*mvccpb.KeyValue) error {
 			e.lists.Add(1)
 			e.refused = "" // a document apply refused gets one more try per list
 			e.setState(StateConnected)
 			e.take(ctx, apply, rev, kvs)
 			e.converge(ctx, apply)
+			return nil
 		},
-		Changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) {
+		Changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) error {
 			e.setRevision(rev)
 			if len(evs) == 0 {
-				return
+				return nil
 			}
 			ruleset, canary := e.Keys.RuleSet(e.Namespace), e.Keys.Canary(e.Namespace)
 			for _, ev := range evs {
@@ -552,6 +474,7 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 				}
 			}
 			e.converge(ctx, apply)
+			return nil
 		},
 		Broken: func(err error) {
 			e.setError(err)
@@ -563,6 +486,9 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			}
 			e.Logger.Warn("etcd watch broken; keeping the applied rule set", "namespace", e.Namespace, "err", err)
 		},
+	})
+	if err != nil {
+		return fmt.Errorf("etcd source: %w", err)
 	}
 	startRev := e.startRev
 	e.startRev = 0
@@ -666,7 +592,7 @@ func (e *Etcd) takeCanary(ctx context.Context, apply Apply, kv *mvccpb.KeyValue)
 		e.refuse(ctx, apply, fmt.Errorf("canary at revision %d refused: %w", kv.ModRevision, err))
 		return
 	}
-	c, pub, err := DecodeCanary(payload)
+	c, pub, err := api.DecodeCanary(payload)
 	if err == nil && pub.Rules.Namespace != e.Namespace {
 		err = fmt.Errorf("canary version %d is for namespace %q", pub.Version, pub.Rules.Namespace)
 	}

@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 var logLevel = slog.LevelError
@@ -63,9 +63,9 @@ func mustPublished(tb testing.TB, ns string, v, rate int64) []byte {
 	return data
 }
 
-func mustCanary(tb testing.TB, ns string, v, rate int64, sel Selector) []byte {
+func mustCanary(tb testing.TB, ns string, v, rate int64, sel api.Selector) []byte {
 	tb.Helper()
-	data, err := json.Marshal(Canary{Version: v, Selector: sel, Published: mustPublished(tb, ns, v, rate)})
+	data, err := json.Marshal(api.Canary{Version: v, Selector: sel, Published: mustPublished(tb, ns, v, rate)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -610,7 +610,7 @@ func TestEtcdCanary(t *testing.T) {
 	}
 
 	// A canary for zone a: only A runs it.
-	rev := mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 2, 0, Selector{"zone": "a"}))
+	rev := mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 2, 0, api.Selector{"zone": "a"}))
 	recA.wantApplied(a, 2)
 	seen(b, rev)
 	recB.none()
@@ -623,9 +623,9 @@ func TestEtcdCanary(t *testing.T) {
 
 	// A canary replaced by an older one is refused.
 	mustPut(t, c, keys.RuleSet(ns), mustPublished(t, ns, 1, 0)) // unchanged value, new revision: ignored
-	rev = mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 3, 0, Selector{"zone": "a"}))
+	rev = mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 3, 0, api.Selector{"zone": "a"}))
 	recA.wantVersion(3)
-	mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 2, 0, Selector{"zone": "a"}))
+	mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 2, 0, api.Selector{"zone": "a"}))
 	recA.wantErr("not newer than applied version 3")
 
 	// Canary aborted: A returns to the published version 1.
@@ -636,7 +636,7 @@ func TestEtcdCanary(t *testing.T) {
 	}
 
 	// A selector that matches nobody: nothing changes.
-	rev = mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 4, 0, Selector{"zone": "a", "tier": "core"}))
+	rev = mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 4, 0, api.Selector{"zone": "a", "tier": "core"}))
 	seen(a, rev)
 	seen(b, rev)
 	recA.none()
@@ -644,7 +644,7 @@ func TestEtcdCanary(t *testing.T) {
 
 	// Canary 4 for the edge tier, then promoted: published 4 with the same
 	// content. A and B already run it; nothing is applied again.
-	mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 4, 0, Selector{"tier": "edge"}))
+	mustPut(t, c, keys.Canary(ns), mustCanary(t, ns, 4, 0, api.Selector{"tier": "edge"}))
 	recA.wantVersion(4)
 	recB.wantVersion(4)
 	mustPut(t, c, keys.RuleSet(ns), mustPublished(t, ns, 4, 0))
@@ -658,39 +658,6 @@ func TestEtcdCanary(t *testing.T) {
 	}
 	if saved, err := LoadState(dirA, ns); err != nil || saved.Canary || saved.PublishedVersion != 4 {
 		t.Errorf("A state after promotion: %+v, %v", saved, err)
-	}
-}
-
-func TestSelectorAndLabels(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		desc   string
-		sel    Selector
-		labels string
-		want   bool
-	}{
-		{"exact", Selector{"zone": "a"}, "zone=a", true},
-		{"subset", Selector{"zone": "a"}, "zone=a, tier=edge", true},
-		{"other value", Selector{"zone": "a"}, "zone=b", false},
-		{"missing label", Selector{"zone": "a", "tier": "edge"}, "zone=a", false},
-		{"empty selector matches nobody", Selector{}, "zone=a", false},
-		{"empty value", Selector{"zone": ""}, "zone=", true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.desc, func(t *testing.T) {
-			labels, err := ParseLabels(tc.labels)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tc.sel.Matches(labels); got != tc.want {
-				t.Errorf("Matches = %v, want %v", got, tc.want)
-			}
-		})
-	}
-	for _, bad := range []string{"zone", "=a", "a=1,a=2"} {
-		if _, err := ParseLabels(bad); err == nil {
-			t.Errorf("ParseLabels(%q) accepted", bad)
-		}
 	}
 }
 

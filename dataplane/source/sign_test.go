@@ -107,8 +107,8 @@ func TestEtcdSignatures(t *testing.T) {
 		{"unsigned, version 1000000", keys.RuleSet(ns), mustPublished(t, ns, 1000000, 0), 0, "ruleset:unsigned"},
 		{"signed for the canary key, written to the ruleset key", keys.RuleSet(ns), mustSign(t, after, keys.Canary(ns), mustPublished(t, ns, 4, 0)), 0, "ruleset:bad-signature"},
 		{"the old key still signs a value the node takes", keys.RuleSet(ns), mustSign(t, before, keys.RuleSet(ns), mustPublished(t, ns, 5, 0)), 5, ""},
-		{"a signed canary", keys.Canary(ns), mustSign(t, after, keys.Canary(ns), mustCanary(t, ns, 6, 0, Selector{"zone": "a"})), 6, ""},
-		{"an unsigned canary", keys.Canary(ns), mustCanary(t, ns, 7, 0, Selector{"zone": "a"}), 0, "canary:unsigned"},
+		{"a signed canary", keys.Canary(ns), mustSign(t, after, keys.Canary(ns), mustCanary(t, ns, 6, 0, api.Selector{"zone": "a"})), 6, ""},
+		{"an unsigned canary", keys.Canary(ns), mustCanary(t, ns, 7, 0, api.Selector{"zone": "a"}), 0, "canary:unsigned"},
 	}
 	var wantRej []string
 	for _, st := range steps {

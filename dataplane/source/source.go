@@ -1,7 +1,7 @@
 // Package source is where a gateway's rule sets come from: a rules file on
 // disk (File: watched, and reloaded on SIGHUP), or etcd (Etcd: the
 // namespace's published value and a canary value for this node, checked
-// against the trusted signing keys, followed with internal/etcdwatch) with a
+// against the trusted signing keys, followed with the shared etcdwatch module) with a
 // state dir on disk (LoadState, SaveState: the last applied document, so a
 // node restarts on it while etcd is away). A source emits whole documents,
 // never deltas; it skips a document identical to the last one it emitted,

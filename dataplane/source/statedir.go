@@ -146,7 +146,7 @@ func VerifyState(st *State, v *api.Verifier, keys api.Keys) error {
 	}
 	signed := payload
 	if st.Canary {
-		c, _, err := DecodeCanary(payload)
+		c, _, err := api.DecodeCanary(payload)
 		if err != nil {
 			return bad(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -65,10 +66,10 @@ func TestEnvironment(t *testing.T) {
 // Close returns every goroutine Run started is gone (publisher, node
 // watcher, notification listener, HTTP server, clients).
 func TestMainCloseWaits(t *testing.T) {
-	e := testenv.MustEtcd(t, testenv.EtcdConfig(t))
+	e := etcdtest.Start(t)
 	dbURL := testenv.MustDatabase(t)
 	t.Setenv("SLUICE_BOOTSTRAP_ADMIN_PASSWORD", "a long enough password")
-	cfg, err := parseFlags("serve", []string{"--database-url", dbURL, "--etcd-endpoints", e.Endpoints()[0], "--listen", "127.0.0.1:0",
+	cfg, err := parseFlags("serve", []string{"--database-url", dbURL, "--etcd-endpoints", e.Addr(), "--listen", "127.0.0.1:0",
 		"--insecure-no-audit-key", "--insecure-publish-unsigned", "--web-dir", "", "--publish-poll-interval", "50ms"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
-// Package testenv gives the control plane's tests real dependencies: a fresh
-// Postgres database per test (created from a migrated template made once per
-// test binary, dropped when the test ends) and an embedded etcd on free
-// loopback ports.
+// Package testenv gives the control plane's tests a real Postgres: a fresh
+// database per test, created from a migrated template made once per test
+// binary and dropped when the test ends. The embedded etcd the tests run is
+// package etcdwatch/etcdtest's, which the gateway's tests share.
 package testenv
 
 import (
@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -19,7 +18,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
-	"github.com/sluicegw/sluice/controlplane/etcd"
 	"github.com/sluicegw/sluice/controlplane/postgres"
 )
 
@@ -150,37 +148,4 @@ func MustOpen(tb testing.TB, s postgres.Settings) *postgres.DB {
 	}
 	tb.Cleanup(func() { db.Close() })
 	return db
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// EtcdConfig returns an embedded etcd config on free loopback ports with a
-// temporary data directory.
-func EtcdConfig(tb testing.TB) etcd.EmbeddedConfig {
-	return etcd.EmbeddedConfig{
-		Dir:       tb.TempDir(),
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
-		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
-		LogLevel:  "fatal",
-	}
-}
-
-// MustEtcd starts an embedded etcd for the test (stopped when it ends).
-func MustEtcd(tb testing.TB, cfg etcd.EmbeddedConfig) *etcd.Embedded {
-	tb.Helper()
-	e, err := etcd.StartEmbedded(context.Background(), cfg)
-	if err != nil {
-		tb.Fatalf("embedded etcd: %v", err)
-	}
-	tb.Cleanup(e.Close)
-	return e
 }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/gateway"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdwatch"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/registry"
+	"github.com/sluicegw/sluice/etcdwatch"
 )
 
 // etcdDeps is what following etcd needs before the node is built: the client,

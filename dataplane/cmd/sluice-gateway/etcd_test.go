@@ -27,10 +27,30 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/etcdtest"
 	"github.com/sluicegw/sluice/dataplane/internal/group"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
+
+// TestNodeIDFlag: with etcd, --node-id must be one the control plane
+// accepts (api.ValidateNodeID); the gateway used to start and register an
+// id that the control plane never listed.
+func TestNodeIDFlag(t *testing.T) {
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"gw-1.eu_west", ""},
+		{"gw:1", api.NodeIDRule},
+		{"gw/1", api.NodeIDRule},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			_, err := parseFlags([]string{"--etcd", "127.0.0.1:2379", "--namespace", "demo", "--insecure-accept-unsigned", "--node-id", tc.id}, io.Discard)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("parseFlags: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
 
 func TestEtcdFlags(t *testing.T) {
 	dir := t.TempDir()

@@ -177,6 +177,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.nodeID = h
 	}
+	if o.etcd != "" {
+		if err := api.ValidateNodeID(o.nodeID); err != nil {
+			return nil, fmt.Errorf("--node-id: %w", err)
+		}
+	}
 	if o.adminTokenFile != "" {
 		b, err := os.ReadFile(o.adminTokenFile)
 		if err != nil {
@@ -270,7 +275,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	var components []gateway.Component
 	if o.etcd != "" {
-		labels, err := source.ParseLabels(o.labels)
+		labels, err := api.ParseLabels(o.labels)
 		if err != nil {
 			return fmt.Errorf("--labels: %w", err)
 		}

@@ -1,8 +1,8 @@
 // Package etcdtest runs a real etcd server embedded in a test process, on
 // free loopback ports and a temporary directory, that a test can stop and
-// restart on the same directory and ports. Only tests import it: the gateway
-// binary must never link the etcd server (package source has a test that
-// checks).
+// restart on the same directory and ports; the gateway's and the control
+// plane's tests share it. Only tests import it: the gateway binary must
+// never link the etcd server (package source has a test that checks).
 package etcdtest
 
 import (
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -27,6 +28,7 @@ type Server struct {
 	dir    string
 	client url.URL
 	peer   url.URL
+	tls    *TLS
 	// Endpoints are the client URLs, for clientv3.Config.
 	Endpoints []string
 
@@ -52,10 +54,34 @@ func FreeLoopbackURL(tb testing.TB) url.URL {
 	return url.URL{}
 }
 
+// TLS are the server's PEM files for StartTLS.
+type TLS struct {
+	// CertFile and KeyFile are the server's certificate and key.
+	CertFile, KeyFile string
+	// TrustedCAFile, when set, makes clients present a certificate signed
+	// by this CA.
+	TrustedCAFile string
+}
+
 // Start starts a server that the test's cleanup stops.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, dir: tb.TempDir(), client: FreeLoopbackURL(tb), peer: FreeLoopbackURL(tb)}
+	return start(tb, nil)
+}
+
+// StartTLS starts a server that serves clients over TLS only (https
+// endpoints), and that the test's cleanup stops.
+func StartTLS(tb testing.TB, t TLS) *Server {
+	tb.Helper()
+	return start(tb, &t)
+}
+
+func start(tb testing.TB, t *TLS) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, dir: tb.TempDir(), client: FreeLoopbackURL(tb), peer: FreeLoopbackURL(tb), tls: t}
+	if t != nil {
+		s.client.Scheme = "https"
+	}
 	s.Endpoints = []string{s.client.String()}
 	s.Restart()
 	tb.Cleanup(s.Stop)
@@ -83,6 +109,11 @@ func (s *Server) Restart() {
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(s.dir, "etcd.log")}
 	cfg.TickMs, cfg.ElectionMs = 10, 100
+	cfg.MaxRequestBytes = 16 << 20 // as sluice-admin's embedded etcd: large rule sets
+	if s.tls != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.tls.CertFile, KeyFile: s.tls.KeyFile,
+			TrustedCAFile: s.tls.TrustedCAFile, ClientCertAuth: s.tls.TrustedCAFile != ""}
+	}
 	var e *embed.Etcd
 	var err error
 	for range 100 { // the old listeners may take a moment to go
