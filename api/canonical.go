@@ -14,9 +14,13 @@ import (
 	"sync/atomic"
 )
 
-// normalizations counts Normalize calls, for a test that one apply
-// normalizes once.
+// normalizations counts Normalize calls (see Normalizations).
 var normalizations atomic.Int64
+
+// Normalizations returns how many times Normalize has run in this process: a
+// diagnostic for tests that bound the work of one apply (a node normalizes a
+// rule set once, in Validated). Safe for concurrent use.
+func Normalizations() int64 { return normalizations.Load() }
 
 // Normalize returns a deep copy of rs with every default written out: periods,
 // bursts, keys, scopes, cluster modes, upstream timeouts, weights, reject
