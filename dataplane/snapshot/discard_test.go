@@ -136,4 +136,3 @@ func TestFailedCompileRetainsNothing(t *testing.T) {
 		t.Errorf("%d cluster limiters open once every snapshot is retired", n)
 	}
 }
-
