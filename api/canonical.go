@@ -11,7 +11,16 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
+
+// normalizations counts Normalize calls (see Normalizations).
+var normalizations atomic.Int64
+
+// Normalizations returns how many times Normalize has run in this process: a
+// diagnostic for tests that bound the work of one apply (a node normalizes a
+// rule set once, in Validated). Safe for concurrent use.
+func Normalizations() int64 { return normalizations.Load() }
 
 // Normalize returns a deep copy of rs with every default written out: periods,
 // bursts, keys, scopes, cluster modes, upstream timeouts, weights, reject
@@ -25,6 +34,7 @@ import (
 // should be valid; Normalize does not validate, but it does not fail or panic
 // on an invalid rule set either.
 func (rs *RuleSet) Normalize() *RuleSet {
+	normalizations.Add(1)
 	n := rs.Clone()
 	for i := range n.Routes {
 		r := &n.Routes[i]
@@ -236,8 +246,11 @@ func deepCopy(dst, src reflect.Value) {
 //
 // Canonical never fails: on an invalid rule set it still returns a stable
 // encoding, with NaN and infinite numbers (which Validate rejects) written as 0.
-func (rs *RuleSet) Canonical() []byte {
-	n := rs.Normalize()
+func (rs *RuleSet) Canonical() []byte { return canonicalJSON(rs.Normalize()) }
+
+// canonicalJSON encodes n, a normalized rule set the caller owns: it replaces
+// NaN and infinite numbers in n (a valid rule set has none) by 0.
+func canonicalJSON(n *RuleSet) []byte {
 	for i := range n.Breakers {
 		finite(&n.Breakers[i].ErrorRatio)
 		finite(&n.Breakers[i].SlowCallRatio)

@@ -626,8 +626,8 @@ func (v validator) breaker(p string, b *Breaker, routes map[string]int) {
 	} else if b.MaxOpenFor != 0 && b.MaxOpenFor < b.OpenFor {
 		v.add(p+".openFor", "%s is above maxOpenFor %s", b.OpenFor, b.MaxOpenFor)
 	}
-	if b.HalfOpenProbes < 0 || b.HalfOpenProbes > 1000 {
-		v.add(p+".halfOpenProbes", "must be between 1 and 1000 (0 means %d)", DefaultHalfOpenProbes)
+	if b.HalfOpenProbes < 0 || b.HalfOpenProbes > MaxHalfOpenProbes {
+		v.add(p+".halfOpenProbes", "must be between 1 and %d (0 means %d)", MaxHalfOpenProbes, DefaultHalfOpenProbes)
 	}
 	var seenStatus map[int]bool
 	for i, s := range b.FailureStatuses {

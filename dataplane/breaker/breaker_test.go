@@ -39,10 +39,28 @@ func testRule(mod func(*api.Breaker)) api.Breaker {
 	return b
 }
 
+// validated returns rules as Compile takes them: the breakers of a rule set
+// with routes r and s that api.Validated accepted, normalized.
+func validated(rules []api.Breaker) ([]api.Breaker, error) {
+	rs := &api.RuleSet{Namespace: "t", Breakers: rules}
+	for _, id := range []string{"r", "s"} {
+		rs.Routes = append(rs.Routes, api.Route{ID: id, Upstream: api.Upstream{Targets: []api.Target{{URL: "http://127.0.0.1:1"}}}})
+	}
+	v, err := api.Validated(rs)
+	if err != nil {
+		return nil, err
+	}
+	return v.Rules().Breakers, nil
+}
+
 func MustCompile(tb testing.TB, rules []api.Breaker, prev *Set, opts Options) *Set {
 	tb.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quiet
+	}
+	rules, err := validated(rules)
+	if err != nil {
+		tb.Fatalf("Validated: %v", err)
 	}
 	s, err := Compile(rules, []string{"r", "s"}, prev, opts)
 	if err != nil {
@@ -486,6 +504,8 @@ func TestHotSwap(t *testing.T) {
 	}
 }
 
+// TestCompileErrors checks that the rules Compile cannot serve are refused
+// before it, by api.Validated (the one validation; Compile trusts its output).
 func TestCompileErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -493,14 +513,16 @@ func TestCompileErrors(t *testing.T) {
 		rules []api.Breaker
 		want  string
 	}{
-		{"unknown route", []api.Breaker{testRule(func(b *api.Breaker) { b.Routes = []string{"x"} })}, `route "x" does not exist`},
+		{"unknown route", []api.Breaker{testRule(func(b *api.Breaker) { b.Routes = []string{"x"} })}, `route "x", which does not exist`},
 		{"route covered twice", []api.Breaker{testRule(nil), testRule(func(b *api.Breaker) { b.ID = "c" })}, "already covered"},
 		{"no window", []api.Breaker{testRule(func(b *api.Breaker) { b.Window = 0 })}, "window"},
 		{"no openFor", []api.Breaker{testRule(func(b *api.Breaker) { b.OpenFor = 0 })}, "openFor"},
+		{"too many probes", []api.Breaker{testRule(func(b *api.Breaker) { b.HalfOpenProbes = api.MaxHalfOpenProbes + 1 })}, "halfOpenProbes"},
+		{"failure status", []api.Breaker{testRule(func(b *api.Breaker) { b.FailureStatuses = []int{600} })}, "not an HTTP status"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			_, err := Compile(tc.rules, []string{"r", "s"}, nil, Options{Logger: quiet})
+			_, err := validated(tc.rules)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}

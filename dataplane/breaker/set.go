@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	monotonic "github.com/sluicegw/sluice/dataplane/internal/clock"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
@@ -38,9 +39,12 @@ func (o Options) now() int64 {
 }
 
 // group is what a rule's breakers share: the rule's state gauge is the worst
-// state of its member breakers (those of the set last swapped in).
+// state of its member breakers (those of the set last swapped in). A group
+// is carried into the next Set while its rule does not change (package
+// carry, keyed by rule id and canonical JSON), and its breakers with it.
 type group struct {
 	rule    string
+	cfg     config
 	members atomic.Pointer[[]*Breaker]
 	retired atomic.Bool
 	gauge   *prometheus.GaugeVec // may be nil
@@ -64,9 +68,10 @@ func (g *group) publish() {
 	}
 }
 
+// rule is one breaker rule in one Set: its group and the breakers of the
+// routes it covers in this Set.
 type rule struct {
 	id       string
-	canon    []byte
 	group    *group
 	breakers []*Breaker // in route order
 }
@@ -77,89 +82,87 @@ type rule struct {
 type Set struct {
 	rules   []*rule
 	byRoute map[string]*Breaker
+	gen     *carry.Gen[*group] // groups by rule id, what the next Set may carry
 	opts    Options
 }
 
-// Compile builds the breakers of rules (normalized or not: Compile normalizes
-// them again) for the routes routeIDs of the same rule set: one Breaker per
-// (rule, route), a rule with no routes covering every route. Breakers of a
-// rule whose normalized canonical JSON equals its namesake's in prev are
-// carried over as they are (state, window, open period); the others start
-// closed. prev may be nil. Compile returns an error, naming the rule, when a
-// rule is invalid, names a route not in routeIDs, or covers a route another
-// rule covers. It does not change prev.
+// Compile builds the breakers of rules for the routes routeIDs, both from one
+// validated, normalized rule set (api.Validated's Rules): Compile trusts them
+// (every range, route reference and the one-breaker-per-route rule are
+// Validate's) and checks nothing again. It makes one Breaker per (rule,
+// route), a rule with no routes covering every route. Breakers of a rule whose
+// canonical JSON equals its namesake's in prev are carried over as they are
+// (state, window, open period); the others start closed. prev may be nil.
+// It does not change prev; on error it retains nothing.
 func Compile(rules []api.Breaker, routeIDs []string, prev *Set, opts Options) (*Set, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	known := make(map[string]bool, len(routeIDs))
-	for _, r := range routeIDs {
-		known[r] = true
-	}
-	prevRules := map[string]*rule{}
+	var prevGen *carry.Gen[*group]
+	var prevRoutes map[string]*Breaker
 	if prev != nil {
-		for _, r := range prev.rules {
-			prevRules[r.id] = r
-		}
+		prevGen, prevRoutes = prev.gen, prev.byRoute
 	}
-	norm := (&api.RuleSet{Breakers: rules}).Normalize().Breakers
-	s := &Set{byRoute: map[string]*Breaker{}, opts: opts}
 	var trans *prometheus.CounterVec
 	var gauge *prometheus.GaugeVec
 	if opts.Metrics != nil {
 		trans, gauge = opts.Metrics.BreakerTransitions, opts.Metrics.BreakerState
 	}
-	for i := range norm {
-		rb := &norm[i]
-		cfg, err := compileConfig(rb)
-		if err != nil {
-			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
-		}
+	b := carry.Begin(prevGen, retireGroup)
+	defer b.Discard()
+	s := &Set{byRoute: make(map[string]*Breaker, len(routeIDs)), rules: make([]*rule, 0, len(rules)), opts: opts}
+	for i := range rules {
+		rb := &rules[i]
 		canon, err := json.Marshal(rb)
 		if err != nil {
 			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
 		}
-		r := &rule{id: rb.ID, canon: canon}
-		var carried map[string]*Breaker
-		if p := prevRules[rb.ID]; p != nil && string(p.canon) == string(canon) {
-			r.group = p.group
-			carried = make(map[string]*Breaker, len(p.breakers))
-			for _, b := range p.breakers {
-				carried[b.route] = b
-			}
-		} else {
-			r.group = &group{rule: rb.ID, gauge: gauge}
+		g, carried, err := b.Provide(rb.ID, string(canon), func(*group, bool) (*group, error) {
+			return &group{rule: rb.ID, cfg: compileConfig(rb), gauge: gauge}, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
 		}
+		r := &rule{id: rb.ID, group: g}
 		routes := rb.Routes
 		if len(routes) == 0 {
 			routes = routeIDs
 		}
+		r.breakers = make([]*Breaker, 0, len(routes))
 		for _, route := range routes {
-			if !known[route] {
-				return nil, fmt.Errorf("compiling breaker %q: route %q does not exist", rb.ID, route)
+			br := prevRoutes[route]
+			if !carried || br == nil || br.group != g {
+				br = newBreaker(rb.ID, route, g.cfg, g, opts.Logger, trans)
 			}
-			if other, ok := s.byRoute[route]; ok {
-				return nil, fmt.Errorf("compiling breaker %q: route %q is already covered by breaker %q", rb.ID, route, other.rule)
-			}
-			b := carried[route]
-			if b == nil {
-				b = newBreaker(rb.ID, route, cfg, r.group, opts.Logger, trans)
-			}
-			r.breakers = append(r.breakers, b)
-			s.byRoute[route] = b
+			r.breakers = append(r.breakers, br)
+			s.byRoute[route] = br
 		}
-		if carried == nil {
-			r.group.members.Store(&r.breakers)
+		if !carried {
+			g.members.Store(&r.breakers)
 		}
 		s.rules = append(s.rules, r)
 	}
+	s.gen = b.Done()
 	if prev == nil {
 		s.publish()
 	}
 	return s, nil
 }
 
-func compileConfig(rb *api.Breaker) (config, error) {
+// retireGroup stops a group no Set in service holds from writing the state
+// gauge (in-flight requests may still move its breakers), and removes the
+// gauge when no rule of its id remains.
+func retireGroup(id string, g *group, named bool) {
+	g.retired.Store(true)
+	if !named && g.gauge != nil {
+		g.gauge.DeleteLabelValues(id)
+	}
+}
+
+// compileConfig converts a validated, normalized rule (Validate bounds
+// halfOpenProbes by api.MaxHalfOpenProbes, which the state word holds: see
+// the assertion below).
+func compileConfig(rb *api.Breaker) config {
 	c := config{
 		bucketNs:    int64(rb.Window) / nBuckets,
 		minRequests: int64(rb.MinRequests),
@@ -175,29 +178,12 @@ func compileConfig(rb *api.Breaker) (config, error) {
 		body:        []byte(rb.Fallback.Body),
 		contentType: rb.Fallback.ContentType,
 	}
-	switch {
-	case c.bucketNs <= 0:
-		return c, fmt.Errorf("window %s is too short", rb.Window)
-	case c.openFor <= 0:
-		return c, fmt.Errorf("openFor must be > 0")
-	case c.probes < 1 || c.probes > countMask:
-		return c, fmt.Errorf("halfOpenProbes %d is not between 1 and %d", c.probes, countMask)
-	case c.status < 100 || c.status > 599:
-		return c, fmt.Errorf("fallback status %d is not an HTTP status", c.status)
-	}
-	if c.minRequests <= 0 {
-		c.minRequests = api.DefaultBreakerMinRequests
-	}
-	c.maxOpenFor = max(c.maxOpenFor, c.openFor)
 	if len(rb.FailureStatuses) == 0 {
 		for s := 500; s < 600; s++ {
 			c.failures[s/64] |= 1 << (s % 64)
 		}
 	}
 	for _, s := range rb.FailureStatuses {
-		if s < 100 || s > 599 {
-			return c, fmt.Errorf("failure status %d is not an HTTP status", s)
-		}
 		c.failures[s/64] |= 1 << (s % 64)
 	}
 	p, _ := json.Marshal(map[string]any{
@@ -208,8 +194,11 @@ func compileConfig(rb *api.Breaker) (config, error) {
 		"rule":   rb.ID,
 	})
 	c.problem = append(p, '\n')
-	return c, nil
+	return c
 }
+
+// The half-open probe count Validate allows fits the breaker's state word.
+const _ = uint(countMask - api.MaxHalfOpenProbes)
 
 // ForRoute returns the breaker guarding routeID, or nil when no rule covers
 // it (a nil *Breaker admits everything).
@@ -241,24 +230,12 @@ func (s *Set) publish() {
 // gauge of rules gone from next, and publishes next's states. A nil receiver
 // only publishes next.
 func (s *Set) Retire(next *Set) {
-	kept := map[*group]bool{}
-	ids := map[string]bool{}
-	if next != nil {
-		for _, r := range next.rules {
-			kept[r.group] = true
-			ids[r.id] = true
-		}
-	}
 	if s != nil {
-		for _, r := range s.rules {
-			if kept[r.group] {
-				continue
-			}
-			r.group.retired.Store(true)
-			if !ids[r.id] && r.group.gauge != nil {
-				r.group.gauge.DeleteLabelValues(r.id)
-			}
+		var ng *carry.Gen[*group]
+		if next != nil {
+			ng = next.gen
 		}
+		s.gen.Retire(ng, retireGroup)
 	}
 	if next != nil {
 		for _, r := range next.rules {

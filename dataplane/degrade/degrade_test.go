@@ -45,10 +45,28 @@ type clock struct{ now int64 }
 
 func (c *clock) Now() int64 { return c.now }
 
+// validated returns rules as Compile takes them: the degrade rules of a rule
+// set with the routes routeIDs that api.Validated accepted, normalized.
+func validated(rules []api.Degrade, routeIDs ...string) ([]api.Degrade, error) {
+	rs := &api.RuleSet{Namespace: "t", Degrades: rules}
+	for _, id := range routeIDs {
+		rs.Routes = append(rs.Routes, api.Route{ID: id, Upstream: api.Upstream{Targets: []api.Target{{URL: "http://127.0.0.1:1"}}}})
+	}
+	v, err := api.Validated(rs)
+	if err != nil {
+		return nil, err
+	}
+	return v.Rules().Degrades, nil
+}
+
 func MustCompile(tb testing.TB, rules []api.Degrade, prev *Set, opts Options) *Set {
 	tb.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quiet
+	}
+	rules, err := validated(rules, "r", "s")
+	if err != nil {
+		tb.Fatalf("Validated: %v", err)
 	}
 	s, err := Compile(rules, []string{"r", "s"}, prev, opts)
 	if err != nil {
@@ -484,6 +502,8 @@ func TestHotSwap(t *testing.T) {
 	}
 }
 
+// TestCompileErrors checks that the rules Compile cannot serve are refused
+// before it, by api.Validated (the one validation; Compile trusts its output).
 func TestCompileErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -491,14 +511,16 @@ func TestCompileErrors(t *testing.T) {
 		rules []api.Degrade
 		want  string
 	}{
-		{"unknown route", []api.Degrade{autoRule(func(d *api.Degrade) { d.Routes = []string{"x"} })}, `route "x" does not exist`},
+		{"unknown route", []api.Degrade{autoRule(func(d *api.Degrade) { d.Routes = []string{"x"} })}, `route "x", which does not exist`},
 		{"route twice", []api.Degrade{autoRule(nil), autoRule(func(d *api.Degrade) { d.ID = "e" })}, "already covered"},
 		{"bad key", []api.Degrade{autoRule(func(d *api.Degrade) { d.Key = []string{"nose"} })}, "key"},
 		{"bad mode", []api.Degrade{autoRule(func(d *api.Degrade) { d.Mode = "sometimes" })}, "mode"},
+		{"bad level", []api.Degrade{{ID: "m", Mode: api.DegradeManual, Level: 3}}, "must be 0, 1 or 2"},
+		{"shed ratio", []api.Degrade{autoRule(func(d *api.Degrade) { d.Level1ShedRatio = 1.5 })}, "level1ShedRatio"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			_, err := Compile(tc.rules, []string{"r", "s"}, nil, Options{Logger: quiet})
+			_, err := validated(tc.rules, "r", "s")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}

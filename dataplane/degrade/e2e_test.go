@@ -154,6 +154,7 @@ func TestEndToEndBreaker(t *testing.T) {
 		ID: "b", Routes: routes, Window: api.Duration(200 * time.Millisecond), MinRequests: 5, ErrorRatio: 0.5,
 		OpenFor: api.Duration(200 * time.Millisecond), MaxOpenFor: api.Duration(400 * time.Millisecond), HalfOpenProbes: 2,
 	}}
+	rules = (&api.RuleSet{Breakers: rules}).Normalize().Breakers // as api.Validated gives them
 	compile := func(prev *breaker.Set) *breaker.Set {
 		s, err := breaker.Compile(rules, routes, prev, breaker.Options{Logger: quiet})
 		if err != nil {
@@ -233,6 +234,10 @@ func TestEndToEndDegrade(t *testing.T) {
 		RecoverAfter: 2, Level1ShedRatio: 0.5,
 		Fallback: &api.DegradeFallback{JSON: api.RawJSON(`{"code":5031}`)},
 	}}
+	rules, err := validated(rules, routes...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	compile := func(prev *Set) *Set {
 		s, err := Compile(rules, routes, prev, Options{Logger: quiet})
 		if err != nil {

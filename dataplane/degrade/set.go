@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	monotonic "github.com/sluicegw/sluice/dataplane/internal/clock"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
@@ -70,9 +71,11 @@ func (o *overrides) cell(rule string) *atomic.Uint64 {
 	return c
 }
 
+// rule is one degrade rule in one Set: its controller, carried into the next
+// Set while the rule does not change (package carry, keyed by rule id and
+// canonical JSON), and the routes it covers in this Set.
 type rule struct {
 	ctrl   *Controller
-	canon  []byte
 	routes []string
 }
 
@@ -81,97 +84,84 @@ type rule struct {
 // holds no controllers.
 type Set struct {
 	rules   []*rule
-	byRule  map[string]*rule
+	gen     *carry.Gen[*Controller] // controllers by rule id
 	byRoute map[string]*Controller
 	ov      *overrides
 	logs    *logLimiter
 	opts    Options
 }
 
-// Compile builds one Controller per degrade rule (normalized or not: Compile
-// normalizes again) for the routes routeIDs of the same rule set, a rule with
-// no routes covering every route. The Controller of a rule whose normalized
-// canonical JSON equals its namesake's in prev is carried over as it is
-// (level, window, recoverAfter); the others start at their manual level, or 0
-// in auto mode. Overrides carry over by rule id either way. prev may be nil.
-// Compile returns an error naming the rule when a rule is invalid, names a
-// route not in routeIDs, or covers a route another rule covers.
+// Compile builds one Controller per degrade rule for the routes routeIDs,
+// both from one validated, normalized rule set (api.Validated's Rules):
+// Compile trusts them (every range, route reference and the one-plan-per-route
+// rule are Validate's) and checks nothing again. A rule with no routes covers
+// every route. The Controller of a rule whose canonical JSON equals its
+// namesake's in prev is carried over as it is (level, window, recoverAfter);
+// the others start at their manual level, or 0 in auto mode. Overrides carry
+// over by rule id either way. prev may be nil; Compile does not change it,
+// and on error it retains nothing.
 func Compile(rules []api.Degrade, routeIDs []string, prev *Set, opts Options) (*Set, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Set{byRule: map[string]*rule{}, byRoute: map[string]*Controller{}, opts: opts}
+	s := &Set{byRoute: make(map[string]*Controller, len(routeIDs)), rules: make([]*rule, 0, len(rules)), opts: opts}
+	var prevGen *carry.Gen[*Controller]
 	if prev != nil {
-		s.ov, s.logs = prev.ov, prev.logs
+		s.ov, s.logs, prevGen = prev.ov, prev.logs, prev.gen
 	} else {
 		s.ov, s.logs = &overrides{cells: map[string]*atomic.Uint64{}}, newLogLimiter()
 	}
-	known := make(map[string]bool, len(routeIDs))
-	for _, r := range routeIDs {
-		known[r] = true
-	}
+	b := carry.Begin(prevGen, s.ov.retire)
+	defer b.Discard()
 	now := opts.now()
-	norm := (&api.RuleSet{Degrades: rules}).Normalize().Degrades
-	for i := range norm {
-		d := &norm[i]
+	for i := range rules {
+		d := &rules[i]
 		canon, err := json.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("compiling degrade %q: %w", d.ID, err)
 		}
-		if _, dup := s.byRule[d.ID]; dup {
-			return nil, fmt.Errorf("compiling degrade %q: duplicate id", d.ID)
+		c, _, err := b.Provide(d.ID, string(canon), func(*Controller, bool) (*Controller, error) {
+			return s.newController(d, now)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("compiling degrade %q: %w", d.ID, err)
 		}
-		r := &rule{canon: canon}
-		if prev != nil {
-			if p := prev.byRule[d.ID]; p != nil && string(p.canon) == string(canon) {
-				r.ctrl = p.ctrl
-			}
-		}
-		if r.ctrl == nil {
-			c, err := s.newController(d, now)
-			if err != nil {
-				return nil, fmt.Errorf("compiling degrade %q: %w", d.ID, err)
-			}
-			r.ctrl = c
-		}
-		r.routes = d.Routes
+		r := &rule{ctrl: c, routes: d.Routes}
 		if len(r.routes) == 0 {
 			r.routes = routeIDs
 		}
 		for _, route := range r.routes {
-			if !known[route] {
-				return nil, fmt.Errorf("compiling degrade %q: route %q does not exist", d.ID, route)
-			}
-			if other, ok := s.byRoute[route]; ok {
-				return nil, fmt.Errorf("compiling degrade %q: route %q is already covered by degrade %q", d.ID, route, other.rule)
-			}
-			s.byRoute[route] = r.ctrl
+			s.byRoute[route] = c
 		}
 		s.rules = append(s.rules, r)
-		s.byRule[d.ID] = r
 	}
+	s.gen = b.Done()
 	if prev == nil {
 		s.publish(now)
 	}
 	return s, nil
 }
 
+// retire keeps a controller no Set in service holds from writing the level
+// gauge (in-flight requests may still touch it) and, when no rule of its id
+// remains, removes the gauge and the override.
+func (o *overrides) retire(id string, c *Controller, named bool) {
+	c.retired.Store(true)
+	if named {
+		return
+	}
+	if c.gauge != nil {
+		c.gauge.DeleteLabelValues(id)
+	}
+	o.mu.Lock()
+	delete(o.cells, id)
+	o.mu.Unlock()
+}
+
 func (s *Set) newController(d *api.Degrade, now int64) (*Controller, error) {
 	key, err := compileKey(d.Key)
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case d.Window <= 0:
-		return nil, fmt.Errorf("window must be > 0")
-	case d.Level < 0 || d.Level > 2:
-		return nil, ErrBadLevel
-	case d.Level1ShedRatio < 0 || d.Level1ShedRatio > 1 || math.IsNaN(d.Level1ShedRatio):
-		return nil, fmt.Errorf("level1ShedRatio %v is not in [0, 1]", d.Level1ShedRatio)
-	case d.RecoverAfter < 1:
-		return nil, fmt.Errorf("recoverAfter must be >= 1")
-	case d.Mode != api.DegradeAuto && d.Mode != api.DegradeManual:
-		return nil, fmt.Errorf("mode %q is not auto or manual", d.Mode)
 	}
 	c := &Controller{
 		rule:      d.ID,
@@ -225,10 +215,8 @@ func (s *Set) ForRule(id string) *Controller {
 	if s == nil {
 		return nil
 	}
-	if r := s.byRule[id]; r != nil {
-		return r.ctrl
-	}
-	return nil
+	c, _ := s.gen.Get(id)
+	return c
 }
 
 func (s *Set) publish(now int64) {
@@ -244,27 +232,12 @@ func (s *Set) publish(now int64) {
 // override of rules gone from next, and publishes next's levels. A nil
 // receiver only publishes next.
 func (s *Set) Retire(next *Set) {
-	kept := map[*Controller]bool{}
-	if next != nil {
-		for _, r := range next.rules {
-			kept[r.ctrl] = true
-		}
-	}
 	if s != nil {
-		for _, r := range s.rules {
-			if kept[r.ctrl] {
-				continue
-			}
-			r.ctrl.retired.Store(true)
-			if next == nil || next.byRule[r.ctrl.rule] == nil {
-				if r.ctrl.gauge != nil {
-					r.ctrl.gauge.DeleteLabelValues(r.ctrl.rule)
-				}
-				s.ov.mu.Lock()
-				delete(s.ov.cells, r.ctrl.rule)
-				s.ov.mu.Unlock()
-			}
+		var ng *carry.Gen[*Controller]
+		if next != nil {
+			ng = next.gen
 		}
+		s.gen.Retire(ng, s.ov.retire)
 	}
 	if next != nil {
 		next.publish(next.opts.now())

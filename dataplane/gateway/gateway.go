@@ -163,11 +163,12 @@ func (n *Node) apply(ctx context.Context, u source.Update) error {
 	if err != nil {
 		return err
 	}
-	if err := rs.Validate(); err != nil {
+	v, err := api.Validated(rs) // validates, normalizes once, checksums that
+	if err != nil {
 		return err
 	}
 	prev := n.current.Load()
-	meta := snapshot.Meta{Version: u.Version, Checksum: rs.Checksum(), Source: u.Source, AppliedAt: time.Now()}
+	meta := snapshot.Meta{Version: u.Version, Checksum: v.Checksum(), Source: u.Source, AppliedAt: time.Now()}
 	if prev != nil && prev.Checksum == meta.Checksum {
 		// Same rules (a re-publish, or leaving a canary for identical
 		// content): keep every component, take the new version and source.
@@ -177,7 +178,7 @@ func (n *Node) apply(ctx context.Context, u source.Update) error {
 		n.metrics.RulesetVersion.Set(float64(meta.Version))
 		return nil
 	}
-	next, err := snapshot.Compile(ctx, rs, meta, prev, n.cfg.Snapshot)
+	next, err := snapshot.Compile(ctx, v, meta, prev, n.cfg.Snapshot)
 	if err != nil {
 		return fmt.Errorf("compiling rule set: %w", err)
 	}

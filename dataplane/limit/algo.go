@@ -20,22 +20,57 @@ const sec = int64(time.Second)
 // when a slot frees up depends on requests in flight, not on a clock.
 const concurrencyRetryAfter = time.Second
 
-// algKind is an algorithm as a small integer: the hot path switches on it
-// instead of comparing api.Algorithm strings.
+// algKind is an algorithm api declares, as a small integer: the hot path
+// switches on it instead of comparing api.Algorithm strings. Its zero value
+// is no algorithm. newParams makes params only of a kind listed in kinds, so
+// every switch on a kind has a case for every kind and its default is
+// unreachable: it panics with unhandled rather than silently behave as one
+// of the others (a test runs every operation of every algorithm api.Algorithms
+// lists).
 type algKind uint8
 
 const (
-	kUnknown algKind = iota
-	kTokenBucket
+	kTokenBucket algKind = iota + 1
 	kLeakyBucket
 	kFixedWindow
 	kSlidingWindow
 	kConcurrency
 )
 
+// kinds maps every algorithm api declares to its kind.
 var kinds = map[api.Algorithm]algKind{
 	api.TokenBucket: kTokenBucket, api.LeakyBucket: kLeakyBucket, api.FixedWindow: kFixedWindow,
 	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency,
+}
+
+// unhandled is the panic of a switch that misses kind k: a programming
+// error, since newParams admits only the kinds in kinds.
+func unhandled(op string, k algKind) string {
+	return fmt.Sprintf("limit: %s has no case for algorithm kind %d", op, k)
+}
+
+// class is where a limit runs in a route's chain (see Chain): rate limits
+// first, then concurrency limits, then leaky buckets, so that a leaky-bucket
+// wait starts only once every other limit has passed.
+type class uint8
+
+const (
+	classRate class = iota
+	classConcurrency
+	classLeaky
+)
+
+// class returns the chain position of kind k.
+func (k algKind) class() class {
+	switch k {
+	case kTokenBucket, kFixedWindow, kSlidingWindow:
+		return classRate
+	case kConcurrency:
+		return classConcurrency
+	case kLeakyBucket:
+		return classLeaky
+	}
+	panic(unhandled("class", k))
 }
 
 // params are one limit's settings in the units the algorithms compute in.
@@ -109,10 +144,13 @@ func newParams(l api.Limit) (params, error) {
 // capacity is the most units one key can hold: the bucket or queue size, the
 // window's rate, or the concurrency limit.
 func (p *params) capacity() int64 {
-	if p.alg == kTokenBucket || p.alg == kLeakyBucket {
+	switch p.alg {
+	case kTokenBucket, kLeakyBucket:
 		return p.burst
+	case kFixedWindow, kSlidingWindow, kConcurrency:
+		return p.rate
 	}
-	return p.rate
+	panic(unhandled("capacity", p.alg))
 }
 
 // never is the decision for a cost above capacity, which can never be
@@ -127,8 +165,10 @@ func (p *params) never(a, b, now int64) Decision {
 		d.RetryAfter = time.Duration(p.tau)
 	case kConcurrency:
 		d.RetryAfter = concurrencyRetryAfter
-	default:
+	case kFixedWindow, kSlidingWindow:
 		d.RetryAfter = time.Duration(p.period)
+	default:
+		panic(unhandled("never", p.alg))
 	}
 	return d
 }
@@ -170,7 +210,7 @@ func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
 		return p.fwTake(a, b, now, cost)
 	case kSlidingWindow:
 		return p.swTake(a, b, now, cost)
-	default:
+	case kConcurrency:
 		d = Decision{Limit: p.rate}
 		if a+cost > p.rate {
 			d.Remaining = max(0, p.rate-a)
@@ -181,6 +221,7 @@ func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
 		d.Remaining = p.rate - a - cost
 		return a + cost, b, d
 	}
+	panic(unhandled("take", p.alg))
 }
 
 // tbTake is the token bucket as GCRA virtual scheduling. The bucket holds
@@ -353,16 +394,18 @@ func (p *params) refund(a, b, now, cost int64) (int64, int64) {
 		if a == idx+1 {
 			return a, max(0, b-cost)
 		}
+		return a, b // an earlier window: nothing to give back
 	case kSlidingWindow:
 		idx, _ := p.window(now)
 		if a == idx+1 || a == idx {
 			cur := max(0, (b&math.MaxUint32)-cost)
 			return a, b&^math.MaxUint32 | cur
 		}
+		return a, b
 	case kConcurrency:
 		return max(0, a-cost), b
 	}
-	return a, b
+	panic(unhandled("refund", p.alg))
 }
 
 // idle reports whether a key's state is a fresh key's as far as every future
@@ -377,9 +420,10 @@ func (p *params) idle(a, b, now int64) bool {
 	case kSlidingWindow:
 		idx, _ := p.window(now)
 		return (a != idx+1 && a != idx) || b == 0 || (a == idx && b&math.MaxUint32 == 0)
-	default:
+	case kConcurrency:
 		return a == 0
 	}
+	panic(unhandled("idle", p.alg))
 }
 
 // carry converts a key's state under old settings to the state under p with
@@ -427,18 +471,18 @@ func (p *params) carry(old *params, a, b, now int64) (na, nb int64, ok bool) {
 		idx, elapsed := old.window(now)
 		prev, cur := swCounts(a, b, idx)
 		used, capOld = cur+old.swPrevWeight(prev, elapsed), old.rate
+	default: // concurrency returned above
+		panic(unhandled("carry from", old.alg))
 	}
 	used = min(max(used, 0), capOld)
 	switch p.alg {
 	case kTokenBucket, kLeakyBucket:
 		return now + scaleRound(used, p.tau, capOld), 0, true
-	case kFixedWindow:
-		idx, _ := p.window(now)
-		return idx + 1, scaleRound(used, p.rate, capOld), true
-	default: // sliding_window
+	case kFixedWindow, kSlidingWindow:
 		idx, _ := p.window(now)
 		return idx + 1, scaleRound(used, p.rate, capOld), true
 	}
+	panic(unhandled("carry to", p.alg)) // concurrency returned above
 }
 
 // scaleRound returns x·num/den rounded to the nearest integer, for

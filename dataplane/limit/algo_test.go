@@ -300,3 +300,95 @@ func TestPerTIsExactDivision(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryAlgorithmHasEveryOperation runs every operation of the
+// algorithms on every algorithm api declares (and carries between every
+// pair), so that a new algorithm that one switch misses fails here instead
+// of silently behaving as another one in that operation.
+func TestEveryAlgorithmHasEveryOperation(t *testing.T) {
+	t.Parallel()
+	if len(kinds) != len(api.Algorithms) {
+		t.Fatalf("kinds has %d algorithms, api declares %d", len(kinds), len(api.Algorithms))
+	}
+	limitOf := func(a api.Algorithm) api.Limit {
+		l := api.Limit{ID: "x", Algorithm: a, Rate: 10, Period: api.Duration(time.Second)}
+		if a == api.LeakyBucket {
+			l.MaxDelay = api.Duration(time.Second)
+		}
+		return l
+	}
+	const now = int64(1000 * time.Second)
+	for _, a := range api.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			t.Parallel()
+			p, err := newParams(limitOf(a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kinds[a] == 0 || p.alg != kinds[a] {
+				t.Fatalf("kind %d, want kinds[%q] = %d", p.alg, a, kinds[a])
+			}
+			_ = p.alg.class()
+			if p.capacity() <= 0 {
+				t.Fatalf("capacity %d", p.capacity())
+			}
+			na, nb, d := p.take(0, 0, now, 1)
+			if !d.Allowed {
+				t.Fatalf("a fresh key refused one unit: %+v", d)
+			}
+			if p.idle(na, nb, now) {
+				t.Fatal("a key just taken from is idle")
+			}
+			ra, rb := p.refund(na, nb, now, 1)
+			if !p.idle(ra, rb, now) {
+				t.Fatalf("refunding the only unit left state (%d, %d)", ra, rb)
+			}
+			if d := p.never(na, nb, now); d.Allowed || d.RetryAfter <= 0 {
+				t.Fatalf("never = %+v", d)
+			}
+			if _, _, d := p.take(na, nb, now, p.capacity()+1); d.Allowed {
+				t.Fatal("cost above capacity admitted")
+			}
+			for _, from := range api.Algorithms {
+				old, err := newParams(limitOf(from))
+				if err != nil {
+					t.Fatal(err)
+				}
+				oa, ob, _ := old.take(0, 0, now, 5)
+				p.carry(&old, oa, ob, now)
+			}
+		})
+	}
+}
+
+// TestUnknownKindIsUnreachable checks that no algorithm outside api's list
+// makes params, and that an operation on a kind no switch handles panics
+// instead of acting as a concurrency limit (what the default branches did).
+func TestUnknownKindIsUnreachable(t *testing.T) {
+	t.Parallel()
+	if _, err := newParams(api.Limit{ID: "x", Algorithm: "gcra", Rate: 1}); err == nil {
+		t.Fatal("newParams accepted an algorithm api does not declare")
+	}
+	bogus := params{alg: kConcurrency + 1, rate: 10, period: sec, t: 1, burst: 10}
+	tests := []struct {
+		desc string
+		op   func()
+	}{
+		{"take", func() { bogus.take(0, 0, 0, 1) }},
+		{"idle", func() { bogus.idle(0, 0, 0) }},
+		{"refund", func() { bogus.refund(0, 0, 0, 1) }},
+		{"capacity", func() { bogus.capacity() }},
+		{"class", func() { bogus.alg.class() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("%s of an unknown kind did not panic", tc.desc)
+				}
+			}()
+			tc.op()
+		})
+	}
+}

@@ -232,10 +232,10 @@ func BenchmarkKeyed1M(b *testing.B) {
 // BenchmarkAdmit measures a whole Admit for a route with two limits (per-ip
 // token bucket and a global fixed window), allowed, headers included.
 func BenchmarkAdmit(b *testing.B) {
-	s, err := Compile([]api.Limit{
+	s, err := Compile(normalized([]api.Limit{
 		{ID: "per-ip", Key: []string{"ip"}, Algorithm: api.TokenBucket, Rate: 1 << 30},
 		{ID: "global", Algorithm: api.FixedWindow, Rate: 1 << 30},
-	}, nil, Options{SweepInterval: -1})
+	}), nil, Options{SweepInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

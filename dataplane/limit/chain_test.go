@@ -34,7 +34,7 @@ func TestChainsMatchApplies(t *testing.T) {
 	s := mustCompile(t, ls, nil, newClock().opts(Options{}))
 	for _, route := range []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "unnamed"} {
 		var want []string
-		for class := range 3 {
+		for class := range classLeaky + 1 {
 			for _, ru := range s.rules {
 				if ru.class == class && api.Applies(ru.l.Routes, route) {
 					want = append(want, ru.l.ID)
@@ -68,6 +68,7 @@ func BenchmarkCompileChains(b *testing.B) {
 				ls = append(ls, api.Limit{ID: fmt.Sprintf("l%d", i), Routes: []string{fmt.Sprintf("r%d", i)},
 					Algorithm: api.TokenBucket, Rate: 10, Key: []string{"ip"}})
 			}
+			ls = normalized(ls)
 			b.ReportAllocs()
 			for b.Loop() {
 				s, err := Compile(ls, nil, Options{SweepInterval: -1})

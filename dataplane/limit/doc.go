@@ -5,7 +5,7 @@
 //
 // # Integration
 //
-//	set, err := limit.Compile(rs.Normalize().Limits, current, limit.Options{
+//	set, err := limit.Compile(valid.Rules().Limits, current, limit.Options{
 //		Metrics: m, Logger: jsonLogger, Cluster: redisFactory /* nil without --redis */})
 //	// on error: keep current, count sluice_ruleset_apply_errors_total
 //	ptr.Store(set); current.Retire(set)        // swap, then retire the old Set

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
@@ -84,16 +85,16 @@ func Wait(ctx context.Context, d time.Duration) error {
 }
 
 // rule is one compiled limit. Rules whose limit did not change are carried
-// into the next Set as the same pointer, state and all.
+// into the next Set as the same pointer, state and all (package carry, keyed
+// by limit id and canonical JSON).
 type rule struct {
 	l      api.Limit // normalized
-	canon  string    // canonical JSON of l
 	lim    Limiter
 	local  *Local // lim, when node scope
 	key    keySpec
 	cost   costSpec
 	exempt exemptList
-	class  int // evaluation order: 0 rate, 1 concurrency, 2 leaky bucket
+	class  class // evaluation order
 
 	policy   string // RateLimit-Policy item
 	quota    int64  // q of the policy: the rate over w whole seconds
@@ -109,6 +110,7 @@ type rule struct {
 // Compile except for the limiters' states.
 type Set struct {
 	rules  []*rule
+	gen    *carry.Gen[*rule] // rules by id, what the next Set may carry
 	chains map[string]*Chain
 	all    *Chain // routes no limit names
 
@@ -134,18 +136,19 @@ type Chain struct {
 	specs  []keySpec // distinct key specs, hashed once per request
 }
 
-// Compile builds the Set for limits (normalized with api.RuleSet.Normalize;
-// Compile normalizes again, which is harmless). prev is the Set in service,
-// or nil. A limit whose canonical JSON equals the one of the same id in prev
-// keeps its exact limiter and state. A changed node-scope limit over the
-// same key dimensions gets its keys' current fill carried over, scaled to the
-// new capacity (see params.carry). Compile reads prev but never changes what
-// prev decides; it may run concurrently with requests on prev.
+// Compile builds the Set for limits, which must be the limits of a validated,
+// normalized rule set (api.Validated's Rules): Compile trusts them and checks
+// nothing Validate checks. prev is the Set in service, or nil. A limit whose
+// canonical JSON equals the one of the same id in prev keeps its exact
+// limiter and state. A changed node-scope limit over the same key dimensions
+// gets its keys' current fill carried over, scaled to the new capacity (see
+// params.carry). Compile reads prev but never changes what prev decides; it
+// may run concurrently with requests on prev.
 //
 // Errors name the limit: "limits[3]: scope cluster needs --redis on this
-// node". On error nothing is started and prev is untouched.
+// node". On error nothing is started, the cluster limiters Compile made are
+// closed, and prev is untouched.
 func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
-	norm := (&api.RuleSet{Limits: limits}).Normalize().Limits
 	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger}
 	if s.now == nil {
 		s.now = Now
@@ -167,29 +170,29 @@ func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
 		}
 		s.logs = lg
 	}
-	old := map[string]*rule{}
+	var prevGen *carry.Gen[*rule]
 	if prev != nil {
-		for _, ru := range prev.rules {
-			old[ru.l.ID] = ru
-		}
+		prevGen = prev.gen
 	}
+	b := carry.Begin(prevGen, retireRule)
+	defer b.Discard()
 	now := s.now()
-	var created []Limiter // cluster limiters to close if compiling fails
-	for i, l := range norm {
-		ru, fresh, err := compileRule(l, old[l.ID], opts, now)
+	s.rules = make([]*rule, 0, len(limits))
+	for i := range limits {
+		l := &limits[i]
+		canon, err := json.Marshal(l)
 		if err != nil {
-			for _, c := range created {
-				if cl, ok := c.(io.Closer); ok {
-					_ = cl.Close()
-				}
-			}
-			return nil, fmt.Errorf("limits[%d]: %w", i, err)
+			return nil, fmt.Errorf("limits[%d]: encoding limit %q: %w", i, l.ID, err)
 		}
-		if fresh && ru.local == nil {
-			created = append(created, ru.lim)
+		ru, _, err := b.Provide(l.ID, string(canon), func(old *rule, _ bool) (*rule, error) {
+			return compileRule(*l, old, opts, now)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("limits[%d]: %w", i, err)
 		}
 		s.rules = append(s.rules, ru)
 	}
+	s.gen = b.Done()
 	s.buildChains()
 	if opts.SweepInterval >= 0 {
 		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
@@ -198,41 +201,38 @@ func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
 	return s, nil
 }
 
-// compileRule returns prev itself when l did not change, else a new rule.
-// fresh reports a new rule.
-func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fresh bool, err error) {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return nil, false, fmt.Errorf("encoding limit %q: %w", l.ID, err)
+// retireRule closes the cluster limiter of a rule no Set holds any more (a
+// node-scope limiter is memory only).
+func retireRule(_ string, ru *rule, _ bool) {
+	if ru.local == nil {
+		if c, ok := ru.lim.(io.Closer); ok {
+			_ = c.Close()
+		}
 	}
-	canon := string(b)
-	if prev != nil && prev.canon == canon {
-		return prev, false, nil
-	}
-	ru = &rule{l: l, canon: canon}
+}
+
+// compileRule returns a new rule for l, changed from prev (nil when l is new)
+// or new; a node-scope limit takes prev's fill when it can.
+func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, err error) {
+	ru = &rule{l: l}
 	if ru.key, err = parseKey(l.Key, l.IPv6Prefix); err != nil {
-		return nil, false, fmt.Errorf("key: %w", err)
+		return nil, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	p, err := newParams(l)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ru.cost = newCostSpec(l.Cost, p.capacity())
-	switch l.Algorithm {
-	case api.Concurrency:
-		ru.class = 1
-	case api.LeakyBucket:
-		ru.class = 2
-	}
+	ru.class = p.alg.class()
 	if l.Scope == api.ScopeCluster {
 		if opts.Cluster == nil {
-			return nil, false, errors.New("scope cluster needs --redis on this node")
+			return nil, errors.New("scope cluster needs --redis on this node")
 		}
 		if ru.lim, err = opts.Cluster(l); err != nil {
-			return nil, false, fmt.Errorf("cluster limiter: %w", err)
+			return nil, fmt.Errorf("cluster limiter: %w", err)
 		}
 	} else {
 		global := len(ru.key.dims) == 0
@@ -251,7 +251,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, fr
 		ru.mExempt = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionExempt)
 		ru.mStoreErr = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionStoreError)
 	}
-	return ru, true, nil
+	return ru, nil
 }
 
 // setPolicy precomputes the RateLimit-Policy item. The draft's w is whole
@@ -312,7 +312,7 @@ func (s *Set) newChain(rules []*rule) *Chain {
 		return nil
 	}
 	c := &Chain{set: s, rules: rules}
-	slices.SortStableFunc(c.rules, func(a, b *rule) int { return a.class - b.class })
+	slices.SortStableFunc(c.rules, func(a, b *rule) int { return int(a.class) - int(b.class) })
 	specIdx := make(map[string]int, 1)
 	for _, ru := range c.rules {
 		ks := ru.key.String()
@@ -372,19 +372,11 @@ func (s *Set) Retire(next *Set) {
 			close(s.stop)
 			<-s.stopped
 		}
-		kept := map[*rule]bool{} // carried rules are the same pointers
+		var ng *carry.Gen[*rule]
 		if next != nil {
-			for _, ru := range next.rules {
-				kept[ru] = true
-			}
+			ng = next.gen
 		}
-		for _, ru := range s.rules {
-			if ru.local == nil && !kept[ru] {
-				if c, ok := ru.lim.(io.Closer); ok {
-					_ = c.Close()
-				}
-			}
-		}
+		s.gen.Retire(ng, retireRule)
 	})
 }
 
@@ -512,7 +504,7 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 		}
 		inc(ru.mAllow)
 		tk = append(tk, t)
-		if ru.class == 1 {
+		if ru.class == classConcurrency {
 			conc++
 		}
 		if ru.l.Shadow {
@@ -540,7 +532,7 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 	}
 	rl := &release{set: s, items: make([]taken, 0, conc)}
 	for _, t := range tk {
-		if t.ru.class == 1 {
+		if t.ru.class == classConcurrency {
 			rl.items = append(rl.items, t)
 		}
 	}

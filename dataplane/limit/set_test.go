@@ -33,9 +33,13 @@ func ipInfo(ip string) RequestInfo {
 }
 func get(target string) *http.Request { return httptest.NewRequest(http.MethodGet, target, nil) }
 
+// normalized returns ls as Compile takes them: normalized, as in a rule set
+// api.Validated made.
+func normalized(ls []api.Limit) []api.Limit { return (&api.RuleSet{Limits: ls}).Normalize().Limits }
+
 func mustCompile(tb testing.TB, limits []api.Limit, prev *Set, opts Options) *Set {
 	tb.Helper()
-	s, err := Compile(limits, prev, opts)
+	s, err := Compile(normalized(limits), prev, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -598,10 +602,10 @@ func TestCarryScalesEveryAlgorithm(t *testing.T) {
 
 func TestCompileErrors(t *testing.T) {
 	t.Parallel()
-	_, err := Compile(limitsOf(
+	_, err := Compile(normalized(limitsOf(
 		api.Limit{ID: "a", Algorithm: api.TokenBucket, Rate: 1},
 		api.Limit{ID: "b", Algorithm: api.TokenBucket, Rate: 1, Scope: api.ScopeCluster},
-	), nil, Options{SweepInterval: -1})
+	)), nil, Options{SweepInterval: -1})
 	if err == nil || err.Error() != "limits[1]: scope cluster needs --redis on this node" {
 		t.Fatalf("err = %v", err)
 	}

@@ -26,11 +26,13 @@ func benchOptions() Options {
 func BenchmarkCompileSwap(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 20_000} {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
-			versions := []*api.RuleSet{rulegen.Large(n, 1), rulegen.Large(n, 2)}
-			for _, rs := range versions {
-				if err := rs.Validate(); err != nil {
+			var versions []*api.Valid
+			for seed := range int64(2) {
+				v, err := api.Validated(rulegen.Large(n, seed+1))
+				if err != nil {
 					b.Fatal(err)
 				}
+				versions = append(versions, v)
 			}
 			opts := benchOptions()
 			var cur atomic.Pointer[Snapshot]
@@ -63,7 +65,10 @@ func BenchmarkCompileSwap(b *testing.B) {
 func BenchmarkCompileLoad(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 20_000} {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
-			rs := rulegen.Large(n, 1)
+			rs, err := api.Validated(rulegen.Large(n, 1))
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {

@@ -23,10 +23,11 @@ func MustCompile(tb testing.TB, rules string, now func() int64) *Snapshot {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := rs.Validate(); err != nil {
+	v, err := api.Validated(rs)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := Compile(context.Background(), rs, Meta{Version: 1}, nil, Options{
+	s, err := Compile(context.Background(), v, Meta{Version: 1}, nil, Options{
 		Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Now: now,
 	})
 	if err != nil {

@@ -3,13 +3,18 @@
 // requests through it. A Snapshot is built off the hot path, swapped in with
 // an atomic pointer by its owner (package gateway), and read once per request.
 //
-// Compile takes the previous snapshot so that state survives a swap: a limit,
-// breaker or degrade rule whose normalized rule did not change keeps its state
-// object as it is; a changed limit carries its fill over scaled to the new
-// capacity; a changed breaker starts closed and a changed degrade plan at
-// level 0 (unless an operator override holds it). Upstream connections are
-// pooled in one transport shared by every snapshot, so keep-alive connections
-// survive swaps.
+// Compile takes a rule set that api.Validated checked and normalized (the one
+// validation and the one Normalize of an apply; the limit, breaker and degrade
+// compilers trust what it made and check nothing again), and the previous
+// snapshot so that state survives a swap: a limit, breaker or degrade rule
+// whose normalized rule did not change keeps its state object as it is; a
+// changed limit carries its fill over scaled to the new capacity; a changed
+// breaker starts closed and a changed degrade plan at level 0 (unless an
+// operator override holds it). Every component carries its state with one
+// mechanism (package dataplane/internal/carry), and a compile that fails
+// releases everything it took: upstream connection pools, cluster limiters,
+// sweepers. Upstream connections are pooled in one transport shared by every
+// snapshot, so keep-alive connections survive swaps.
 //
 // The request path is: clean the path and match a route → refuse ambiguous
 // key parts (limit.KeyCheck, 400) → degrade → limits → breaker → proxy →
@@ -114,12 +119,13 @@ type route struct {
 	codes    codeCounters
 }
 
-// Compile builds a snapshot of rs (which must have passed Validate), carrying
-// over the state of unchanged rules from prev (which may be nil). It does not
-// change prev, which keeps serving until the caller swaps; after the swap the
-// caller calls prev.Retire(next). On error nothing is retained.
-func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, opts Options) (*Snapshot, error) {
-	norm := rs.Normalize()
+// Compile builds a snapshot of v, carrying over the state of unchanged rules
+// from prev (which may be nil). It does not change prev, which keeps serving
+// until the caller swaps; after the swap the caller calls prev.Retire(next).
+// On error nothing is retained: a deferred discard releases what the
+// snapshot took so far.
+func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts Options) (_ *Snapshot, err error) {
+	norm := v.Rules()
 	if opts.Now == nil {
 		opts.Now = limit.Now
 	}
@@ -128,7 +134,11 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
 		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics}
-	var err error
+	defer func() {
+		if err != nil {
+			s.discard(prev)
+		}
+	}()
 	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
@@ -154,14 +164,11 @@ func Compile(ctx context.Context, rs *api.RuleSet, meta Meta, prev *Snapshot, op
 	if s.breakers, err = breaker.Compile(norm.Breakers, routeIDs, prevBreakers, breaker.Options{
 		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now,
 	}); err != nil {
-		s.limits.Retire(prevLimits)
 		return nil, fmt.Errorf("breakers: %w", err)
 	}
 	if s.degrades, err = degrade.Compile(norm.Degrades, routeIDs, prevDegrades, degrade.Options{
 		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now,
 	}); err != nil {
-		s.limits.Retire(prevLimits)
-		s.breakers.Retire(prevBreakers)
 		return nil, fmt.Errorf("degrades: %w", err)
 	}
 	for _, r := range norm.Routes {
@@ -194,6 +201,39 @@ func routeKeyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
 		}
 	}
 	return limit.NewKeyCheck(keys...)
+}
+
+// discard releases what s, which failed to compile, took that prev (the
+// snapshot in service, or nil) does not hold: its upstreams' references to
+// the shared connection pools, the limits' sweeper and new cluster limiters,
+// the state of new breakers and degrade plans, and the metric series of routes
+// and rules prev does not have. prev is left as it was.
+func (s *Snapshot) discard(prev *Snapshot) {
+	var pl *limit.Set
+	var pb *breaker.Set
+	var pd *degrade.Set
+	if prev != nil {
+		pl, pb, pd = prev.limits, prev.breakers, prev.degrades
+	}
+	if s.router != nil {
+		s.router.CloseIdle()
+	}
+	if s.limits != nil {
+		s.limits.Retire(pl)
+	}
+	if s.breakers != nil {
+		s.breakers.Retire(pb)
+	}
+	if s.degrades != nil {
+		s.degrades.Retire(pd)
+	}
+	if s.metrics != nil {
+		var live metrics.Live // nothing in service before a first compile
+		if prev != nil {
+			live = prev.live()
+		}
+		s.metrics.Prune(live)
+	}
 }
 
 // Retire releases what next did not carry over: limiters' sweepers, cluster
