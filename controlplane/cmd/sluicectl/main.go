@@ -228,7 +228,9 @@ func commands() []*command {
 			example: "sluicectl apply rules/shop.yaml --title 'raise orders limit' -n shop", nargs: [2]int{1, 1}, remote: true, flags: applyFlags, run: cmdApply},
 		{name: "changes", summary: "List, show, approve, reject and publish changes.", sub: []*command{
 			{name: "list", args: "[--state S]", summary: "List the namespace's changes, newest first.", example: "sluicectl changes list --state open -n shop",
-				remote: true, flags: func(fs *flag.FlagSet) { fs.String("state", "", "only changes in this state: open, approved, rejected, published") }, run: cmdChangesList},
+				remote: true, flags: func(fs *flag.FlagSet) {
+					fs.String("state", "", "only changes in this state: open, approved, rejected, published")
+				}, run: cmdChangesList},
 			{name: "show", args: "ID", summary: "Show one change with its diff and warnings.", example: "sluicectl changes show 12 -n shop", nargs: [2]int{1, 1}, remote: true, run: cmdChangesShow},
 			{name: "approve", args: "ID [--comment C]", summary: "Approve a change (never by its author or an editor of its draft).", example: "sluicectl changes approve 12 --comment lgtm -n shop",
 				nargs: [2]int{1, 1}, remote: true, flags: commentFlag, run: cmdReview("approve")},
