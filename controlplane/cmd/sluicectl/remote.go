@@ -308,7 +308,7 @@ func cmdApply(c *cli, fs *flagSet, args []string) error {
 		return c.print(map[string]any{"change": ch, "draft": draft})
 	}
 	fmt.Fprintf(c.stdout, "change %s opened in %s: %s\n", intStr(ch.Id), ns, title)
-	printChangeSummary(c.stdout, &ch)
+	printChangeSummary(c.stdout, &ch, rf.rs)
 	return nil
 }
 
@@ -327,9 +327,11 @@ func changeDiff(ch *client.Change) (*api.Diff, []api.Warning) {
 	return &d, ws
 }
 
-func printChangeSummary(w io.Writer, ch *client.Change) {
+// printChangeSummary prints a change's diff and the server's warnings; next,
+// when known, is the rule set the change leads to.
+func printChangeSummary(w io.Writer, ch *client.Change, next *api.RuleSet) {
 	d, ws := changeDiff(ch)
-	lines, general := summarize(d, ws, nil)
+	lines, general := summarize(d, ws, next)
 	printSummary(w, lines, general)
 }
 
@@ -431,7 +433,7 @@ func cmdChangesShow(c *cli, _ *flagSet, args []string) error {
 		state += " (stale: its base is no longer the newest version)"
 	}
 	fmt.Fprintf(c.stdout, "change %s: %s\nstate: %s\nauthor: %s\nbase version: %s\n\n", intStr(ch.Id), s(ch.Title), state, s(ch.Author), intStr(ch.BaseVersion))
-	printChangeSummary(c.stdout, &ch)
+	printChangeSummary(c.stdout, &ch, nil)
 	return nil
 }
 
