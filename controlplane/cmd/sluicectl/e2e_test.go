@@ -135,6 +135,7 @@ type plane struct {
 	url        string
 	adminToken string
 	bobToken   string
+	bobID      int
 	adminHome  string
 }
 
@@ -179,7 +180,11 @@ func startPlane(t *testing.T) *plane {
 		t.Fatalf("login printed the token or password, or saved none: %+v", r)
 	}
 
-	p.call(t, p.adminToken, "POST", "/api/v1/users", `{"username":"bob","password":"bobs password 1","role":"approver"}`, http.StatusCreated)
+	var bob struct {
+		ID int `json:"id"`
+	}
+	_ = json.Unmarshal(p.call(t, p.adminToken, "POST", "/api/v1/users", `{"username":"bob","password":"bobs password 1","role":"approver"}`, http.StatusCreated), &bob)
+	p.bobID = bob.ID
 	p.call(t, p.adminToken, "POST", "/api/v1/namespaces", `{"name":"shop"}`, http.StatusCreated)
 	bobHome := filepath.Join(work, "bob-home")
 	p.ctl(t, []string{"XDG_CONFIG_HOME=" + bobHome}, "bobs password 1\n", "login", "--username", "bob", "--server", p.url).ok(t)
@@ -443,6 +448,8 @@ func TestApplyRefusesMovedDraft(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	p := startPlane(t)
 	before := p.call(t, p.adminToken, "GET", "/api/v1/namespaces/shop/draft", "", http.StatusOK)
+	// A new password revokes every token of bob's.
+	p.call(t, p.adminToken, "PATCH", fmt.Sprintf("/api/v1/users/%d", p.bobID), `{"password":"bobs password 2"}`, http.StatusOK)
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.yaml")
 	f, err := os.Create(big)
@@ -466,6 +473,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong server URL", []string{"SLUICE_SERVER=http://127.0.0.1:1"}, []string{"apply", file, "--title", "t"}, "cannot reach the admin API at http://127.0.0.1:1"},
 		{"not a URL", []string{"SLUICE_SERVER=127.0.0.1:8080"}, []string{"diff", file}, "must be an http:// or https:// URL"},
 		{"invalid token", []string{"SLUICE_TOKEN=sluice_nonsense"}, []string{"apply", file, "--title", "t"}, "401"},
+		{"revoked token", []string{"SLUICE_TOKEN=" + p.bobToken}, []string{"changes", "list", "-n", "shop"}, "run sluicectl login"},
 		{"not YAML", nil, []string{"apply", notYAML, "--title", "t"}, notYAML + ": "},
 		{"50 MB file", nil, []string{"apply", big, "--title", "t"}, "52428800 bytes"},
 		{"unknown namespace", nil, []string{"apply", nope, "--title", "t"}, "404"},

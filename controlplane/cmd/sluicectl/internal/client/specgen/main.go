@@ -65,6 +65,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The package doc is doc.go's.
+	gen = bytes.Replace(gen, []byte("// Package client provides primitives to interact with the openapi HTTP API.\n//\n"), nil, 1)
+	gen = bytes.Replace(gen, []byte("DO NOT EDIT.\npackage"), []byte("DO NOT EDIT.\n\npackage"), 1)
 	stamp := fmt.Sprintf("// %s%s\n\n", spec.StampPrefix, spec.Sum(src))
 	return os.WriteFile("client.gen.go", append([]byte(stamp), gen...), 0o644)
 }
