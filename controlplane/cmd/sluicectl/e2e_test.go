@@ -359,6 +359,12 @@ func TestGitWorkflow(t *testing.T) {
 		t.Fatalf("apply did not print the server's warnings: %q", r.stdout)
 	}
 	id2 := opened(t, r)
+	if r := p.as(t, p.adminToken, "diff", file2, "--against", "draft"); r.code != 0 {
+		t.Fatalf("diff against the draft just applied: %+v, want exit 0", r)
+	}
+	if r := p.as(t, p.adminToken, "changes", "show", id2, "-n", "shop").ok(t); !strings.Contains(r.stdout, "state: open") || !strings.Contains(r.stdout, "limit orders-per-ip: rate 100 → 1000") {
+		t.Fatalf("changes show: %q", r.stdout)
+	}
 	p.as(t, p.bobToken, "changes", "approve", id2, "-n", "shop").ok(t)
 	p.as(t, p.bobToken, "changes", "publish", id2, "-n", "shop").ok(t)
 	r = p.as(t, p.bobToken, "versions", "list", "-n", "shop", "-o", "json").ok(t)
