@@ -343,6 +343,9 @@ func TestGitWorkflow(t *testing.T) {
 	if r := p.as(t, p.adminToken, "diff", file); r.code != 0 || !strings.Contains(r.stdout, "no differences") {
 		t.Fatalf("diff after publishing the file: %+v, want exit 0", r)
 	}
+	if r := p.as(t, p.adminToken, "apply", file, "--title", "again").ok(t); !strings.Contains(r.stdout, "equals version 1 of shop: nothing to apply") {
+		t.Fatalf("apply of the published file: %q", r.stdout)
+	}
 	file2 := writeFile(t, "shop.yaml", strings.Replace(shopRules, "rate: 100", "rate: 1000", 1))
 	r = p.as(t, p.adminToken, "diff", file2)
 	if r.code != 2 || !strings.Contains(r.stdout, "limit orders-per-ip: rate 100 → 1000 per 1s") || !strings.Contains(r.stdout, "warning limit-loosened") {

@@ -279,6 +279,19 @@ func cmdApply(c *cli, fs *flagSet, args []string) error {
 	if err != nil {
 		return err
 	}
+	newest, n, err := c.published(cl, ns, 0)
+	if err != nil {
+		return err
+	}
+	if n > 0 && api.DiffRuleSets(newest, rf.rs).Empty() {
+		// A change without a difference would be refused after the draft
+		// was written; leave the draft (and anyone's edits in it) alone.
+		if c.output != "table" {
+			return c.print(map[string]any{"change": nil, "version": n})
+		}
+		fmt.Fprintf(c.stdout, "%s equals version %d of %s: nothing to apply\n", args[0], n, ns)
+		return nil
+	}
 	_, etag, err := c.draft(cl, ns)
 	if err != nil {
 		return err
