@@ -1,4 +1,4 @@
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { queryOptions, useMutation, useQuery, useQueryClient, type QueryClient } from '@tanstack/react-query';
 import { client, unwrap, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
 
@@ -11,24 +11,47 @@ export function useVersions(ns: string, limit?: number) {
 
 const empty = (ns: string): RuleSet => ({ namespace: ns });
 
-/** useVersionDoc is a version's rule-set document; version 0 is the empty rule set. */
-export function useVersionDoc(ns: string, n: number | undefined) {
-  return useQuery({
+/** versionDocQuery is a version's rule-set document; version 0 is the empty rule set. */
+export const versionDocQuery = (ns: string, n: number | undefined) =>
+  queryOptions({
     queryKey: keys.version(ns, n ?? -1),
     enabled: n !== undefined,
     staleTime: Infinity,
     queryFn: async (): Promise<RuleSet> =>
       n === 0 ? empty(ns) : unwrap(client.GET('/api/v1/namespaces/{ns}/versions/{n}', { params: { path: { ns, n: n! } } })),
   });
-}
 
-export function useVersionDiff(ns: string, a: number | undefined, b: number | undefined) {
-  return useQuery({
+/** versionDiffQuery is the server's rule diff from version a to version b. */
+export const versionDiffQuery = (ns: string, a: number | undefined, b: number | undefined) =>
+  queryOptions({
     queryKey: keys.versionDiff(ns, a ?? -1, b ?? -1),
     enabled: a !== undefined && b !== undefined,
     staleTime: Infinity,
     queryFn: () => unwrap(client.GET('/api/v1/namespaces/{ns}/versions/{n}/diff/{m}', { params: { path: { ns, n: a!, m: b! } } })),
   });
+
+/** useVersionDoc is a version's rule-set document; version 0 is the empty rule set. */
+export function useVersionDoc(ns: string, n: number | undefined) {
+  return useQuery(versionDocQuery(ns, n));
+}
+
+export function useVersionDiff(ns: string, a: number | undefined, b: number | undefined) {
+  return useQuery(versionDiffQuery(ns, a, b));
+}
+
+/**
+ * prefetchVersionPage starts the version page's big fetches (the version,
+ * and with ?diff= the other version and the server's diff) from the route's
+ * loader, so they run alongside the session check (/me) instead of after it.
+ * Nothing waits for them: the page reads them from the cache.
+ */
+export function prefetchVersionPage(qc: QueryClient, ns: string, n: number, diff: string | null) {
+  if (!Number.isInteger(n)) return;
+  void qc.prefetchQuery(versionDocQuery(ns, n));
+  const other = diff === null || diff === '' ? NaN : Number(diff);
+  if (!Number.isInteger(other)) return;
+  void qc.prefetchQuery(versionDocQuery(ns, other));
+  void qc.prefetchQuery(versionDiffQuery(ns, other, n));
 }
 
 /** useRollout follows a version's publication until every live node runs it. */
