@@ -21,7 +21,7 @@ function summarize(profile) {
     const k = `${f.functionName || '(anon)'} ${f.url.split('/').pop()}:${f.lineNumber}`;
     self.set(k, (self.get(k) ?? 0) + us);
   }
-  return [...self].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([k, us]) => `${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`).join('\n');
+  return [...self].sort((a, b) => b[1] - a[1]).slice(0, 40).map(([k, us]) => `${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`).join('\n');
 }
 
 async function main() {
@@ -68,8 +68,12 @@ async function main() {
         await done;
         cdp.off('Tracing.dataCollected', onData);
         const main = new Map();
-        for (const e of events) if (e.ph === 'X' && e.dur) main.set(e.name, (main.get(e.name) ?? 0) + e.dur);
-        console.log([...main].sort((x, y) => y[1] - x[1]).slice(0, 25).map(([k, us]) => `${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`).join('\n'));
+        const names = new Map(events.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => [`${e.pid}:${e.tid}`, e.args.name]));
+        for (const e of events) if (e.ph === 'X' && e.dur) {
+          const k = `${names.get(`${e.pid}:${e.tid}`) ?? e.tid} ${e.name}`;
+          main.set(k, (main.get(k) ?? 0) + e.dur);
+        }
+        console.log([...main].sort((x, y) => y[1] - x[1]).slice(0, 40).map(([k, us]) => `${(us / 1000).toFixed(1).padStart(8)} ms  ${k}`).join('\n'));
       }
       writeFileSync(`/tmp/diff-${i}.cpuprofile`, JSON.stringify(profile));
       /* global location -- runs in the page */
