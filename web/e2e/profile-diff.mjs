@@ -1,7 +1,8 @@
 // Profiling aid (not a test): CPU profile of the version diff page at 10,000
 // rules through Chromium's DevTools protocol, summarised as self time per
 // function, plus the page's resource timings. Run after make build:
-// node e2e/profile-diff.mjs
+// node e2e/profile-diff.mjs (RUNS=N rounds, 3 by default; TRACE=1 adds a
+// DevTools trace summed by thread and event).
 import { writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { startStack, Api } from './harness.mjs';
