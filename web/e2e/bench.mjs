@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { startStack } from './harness.mjs';
+import { bigRuleSet, publish } from './bignamespace.mjs';
 
 const runs = Number(process.env.RUNS ?? 5);
 const dist = join(import.meta.dirname, '..', 'dist');
@@ -24,25 +25,6 @@ function initialJS() {
     gz += gzipSync(b, { level: 9 }).length;
   }
   return { files, raw, gz };
-}
-
-function bigRuleSet(ns, n, rate) {
-  const routes = [];
-  const limits = [];
-  const nRoutes = n / 4;
-  for (let i = 0; i < nRoutes; i++) routes.push({ id: `r-${i}`, match: { pathPrefix: `/svc/${i}/` }, upstream: { targets: [{ url: 'http://127.0.0.1:9' }] } });
-  for (let i = 0; i < n - nRoutes; i++) {
-    limits.push({ id: `l-${i}`, routes: [`r-${i % nRoutes}`], key: ['ip'], algorithm: 'token_bucket', rate: i < 100 ? rate : 100, period: '1s' });
-  }
-  return { namespace: ns, routes, limits };
-}
-
-async function publish(api, approver, ns, doc, title) {
-  const etag = (await api.ok('GET', `/api/v1/namespaces/${ns}/draft`)).headers.get('etag');
-  await api.ok('PUT', `/api/v1/namespaces/${ns}/draft`, doc, { 'If-Match': etag });
-  const c = (await api.ok('POST', `/api/v1/namespaces/${ns}/changes`, { title })).data;
-  await approver.ok('POST', `/api/v1/namespaces/${ns}/changes/${c.id}/approve`, { comment: 'bench' });
-  return (await approver.ok('POST', `/api/v1/namespaces/${ns}/changes/${c.id}/publish`, {})).data.number;
 }
 
 async function main() {

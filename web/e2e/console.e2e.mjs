@@ -232,6 +232,12 @@ async function main() {
       await v.goto('/namespaces/shop/versions/1');
       await v.getByRole('heading', { name: 'Version 1' }).waitFor();
       assert.equal(await v.getByRole('button', { name: /Roll back/ }).count(), 0);
+      // The version's YAML (written by the page's web worker) and a diff of two versions.
+      await v.getByTestId('yaml-editor').getByText('orders-limit').first().waitFor();
+      await v.goto('/namespaces/shop/versions/2?diff=1');
+      const merge = v.getByRole('region', { name: 'Version 1 and version 2' });
+      await merge.locator('.cm-changedLine').first().waitFor();
+      assert.ok((await merge.locator('.cm-changedText').count()) > 0, 'the changed characters are marked');
       const api = await new Api(base).login('viewer', pw.viewer);
       const etag = (await api.ok('GET', '/api/v1/namespaces/shop/draft')).headers.get('etag');
       const r = await api.call('PUT', '/api/v1/namespaces/shop/draft', { namespace: 'shop' }, { 'If-Match': etag });

@@ -8,6 +8,9 @@ import { ChangesPage } from './features/changes/ChangesPage';
 import { ChangePage } from './features/changes/ChangePage';
 import { VersionsPage } from './features/versions/VersionsPage';
 import { VersionPage } from './features/versions/VersionPage';
+import { prefetchVersionPage } from './features/versions/hooks';
+import { queryClient } from './api/queryClient';
+import { preloadEditor } from './components/code';
 import { AuditPage } from './features/audit/AuditPage';
 import { UsersPage } from './features/users/UsersPage';
 import { TokensPage } from './features/tokens/TokensPage';
@@ -28,7 +31,16 @@ export const router = createBrowserRouter([
       { path: '/namespaces/:ns/changes', element: <ChangesPage /> },
       { path: '/namespaces/:ns/changes/:id', element: <ChangePage /> },
       { path: '/namespaces/:ns/versions', element: <VersionsPage /> },
-      { path: '/namespaces/:ns/versions/:n', element: <VersionPage /> },
+      {
+        path: '/namespaces/:ns/versions/:n',
+        element: <VersionPage />,
+        loader: ({ params, request }) => {
+          const diff = new URL(request.url).searchParams.get('diff');
+          preloadEditor(diff === null ? 'yaml' : 'merge');
+          prefetchVersionPage(queryClient, params.ns!, Number(params.n), diff);
+          return null;
+        },
+      },
       { path: '/namespaces/:ns/nodes', element: <NodesPage /> },
       { path: '/audit', element: <AuditPage /> },
       { path: '/users', element: <UsersPage /> },

@@ -42,6 +42,11 @@ export function setCsrfToken(t: string | undefined) {
   csrfToken = t ?? '';
 }
 
+/** unauthorized reports an expired session seen outside this client (the version page's YAML worker). */
+export function unauthorized() {
+  onUnauthorized();
+}
+
 /** setUnauthorizedHandler is called when a request's session has expired. */
 export function setUnauthorizedHandler(f: () => void) {
   onUnauthorized = f;
@@ -68,7 +73,8 @@ const session: Middleware = {
 export const client = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
 client.use(session);
 
-function asProblem(status: number, error: unknown): Problem {
+/** asProblem is a refused request's body as a problem document, or one made from its status. */
+export function asProblem(status: number, error: unknown): Problem {
   if (error && typeof error === 'object' && 'code' in error) return error as Problem;
   return { type: 'about:blank', title: `HTTP ${status}`, status, code: 'EINTERNAL', detail: typeof error === 'string' ? error : undefined };
 }

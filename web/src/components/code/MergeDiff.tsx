@@ -5,11 +5,14 @@ import { MergeView } from '@codemirror/merge';
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
 import { basicSetup } from 'codemirror';
-import { useEffect, useRef } from 'react';
+import { useLayoutEffect, useRef } from 'react';
+import { lineDiff } from './lineDiff';
 
 export default function MergeDiff({ a, b, label }: { a: string; b: string; label: string }) {
   const host = useRef<HTMLDivElement>(null);
-  useEffect(() => {
+  // A layout effect: the view is built in the same task as the page's commit,
+  // so the page is never painted (or inspected) with an empty region.
+  useLayoutEffect(() => {
     const ro = [basicSetup, yaml(), EditorState.readOnly.of(true), EditorView.editable.of(false)];
     const mv = new MergeView({
       parent: host.current!,
@@ -17,6 +20,7 @@ export default function MergeDiff({ a, b, label }: { a: string; b: string; label
       b: { doc: b, extensions: [...ro, EditorView.contentAttributes.of({ 'aria-label': `${label}: after` })] },
       collapseUnchanged: { margin: 3, minSize: 6 },
       gutter: true,
+      diffConfig: { override: lineDiff },
     });
     return () => mv.destroy();
   }, [a, b, label]);

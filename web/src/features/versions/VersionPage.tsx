@@ -6,9 +6,8 @@ import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 import { summarize } from '../changes/summary';
-import { toYaml } from '../draft/ruleset';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
-import { useRollback, useVersionDiff, useVersionDoc, useVersions } from './hooks';
+import { useRollback, useVersionDiff, useVersions, useVersionYaml } from './hooks';
 
 function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: number; emergency: boolean; opened: boolean; onClose: () => void }) {
   const rollback = useRollback(ns, n);
@@ -55,17 +54,17 @@ export function VersionPage() {
   const other = diffWith === null ? undefined : Number(diffWith);
   const me = useMe();
   useEffect(() => preloadEditor(other !== undefined ? 'merge' : 'yaml'), [other]);
-  const doc = useVersionDoc(ns, n);
-  const otherDoc = useVersionDoc(ns, other);
+  // YAML made by a web worker (fetch, JSON and YAML off the main thread).
+  const doc = useVersionYaml(ns, n);
+  const otherDoc = useVersionYaml(ns, other);
   const diff = useVersionDiff(ns, other, other === undefined ? undefined : n);
   const versions = useVersions(ns);
   const [dialog, setDialog] = useState<'normal' | 'emergency' | null>(null);
   const latest = versions.data?.items?.[0]?.number;
   const numbers = ['', '0', ...(versions.data?.items ?? []).map((v) => String(v.number)).filter((x) => x !== String(n))];
   const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
-  // YAML of 10,000 rules takes a while: once per document, not per render.
-  const docYaml = useMemo(() => (doc.data ? toYaml(doc.data) : undefined), [doc.data]);
-  const otherYaml = useMemo(() => (otherDoc.data ? toYaml(otherDoc.data) : undefined), [otherDoc.data]);
+  const docYaml = doc.data;
+  const otherYaml = otherDoc.data;
 
   return (
     <Page title={`Version ${n}`} crumbs={[...nsCrumbs(ns), { to: `/namespaces/${ns}/versions`, label: 'Versions' }]} actions={<NamespaceNav ns={ns} />}>
@@ -88,7 +87,7 @@ export function VersionPage() {
         )}
       </Group>
       {doc.isPending && <Loading />}
-      <ErrorAlert error={doc.error ?? diff.error} />
+      <ErrorAlert error={doc.error ?? otherDoc.error ?? diff.error} />
       {other !== undefined ? (
         <Stack>
           <Paper withBorder p="md">
