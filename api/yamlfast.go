@@ -1,25 +1,37 @@
 package api
 
-import "strconv"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
-// fastYAML builds the tree of a block-style YAML document in one pass over
-// its lines, for the subset of YAML that rule documents are written in:
-// block mappings and block sequences (indented or not under their key),
-// plain scalars on one line, single- and double-quoted scalars on one line
-// without escapes (a double-quoted one without backslashes), and comment
-// lines. It reads that subset exactly as yaml.v3 and yamlConv do, lines
-// included, but produces no messages: on anything else (flow collections,
-// anchors, aliases, tags, block scalars, multi-line scalars, comments after a
-// value, null, tabs, carriage returns, bytes outside printable ASCII, several
-// documents, duplicate keys, a document too deep or too large, a number it
-// does not read with certainty) it reports false and parseYAML runs yaml.v3,
-// which accepts or refuses the document and names the problem. A fuzz test
-// (FuzzFastYAML) checks that whatever it accepts, yaml.v3 reads alike.
+// fastYAML builds the tree of a YAML document in one pass over its lines,
+// for the subset of YAML that rule documents are written in: block mappings
+// and block sequences (indented or not under their key), plain scalars,
+// single- and double-quoted scalars without escapes (a double-quoted one
+// without backslashes) and flow collections ("[GET, POST]", "{url: "x"}"),
+// each on one line, and comments. It reads that subset exactly as yaml.v3
+// and yamlConv do, lines included, but produces no messages: on anything
+// else (multi-line scalars or flow collections, anchors, aliases, tags, block
+// scalars, null, tabs, carriage returns, control characters, line
+// separators, characters beyond U+FFFF, several documents, duplicate keys, a document too deep or too large, a
+// number it does not read with certainty) it reports false and parseYAML
+// runs yaml.v3, which accepts or refuses the document and names the problem.
+// TestFastYAMLRandomDocuments and FuzzFastYAML check that whatever it
+// accepts, yaml.v3 reads alike.
 func fastYAML(data []byte) (*tree, bool) {
-	for _, c := range data {
-		if c != '\n' && (c < 0x20 || c > 0x7e) {
+	for i := 0; i < len(data); i++ {
+		if c := data[i]; c >= 0x20 && c <= 0x7e || c == '\n' {
+			continue
+		}
+		// yaml.v3's printable characters beyond ASCII, without its line
+		// breaks (U+0085, U+2028, U+2029) and the byte order mark; and
+		// without characters beyond U+FFFF, which it refuses.
+		r, size := utf8.DecodeRune(data[i:])
+		if !(r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029 || r >= 0xe000 && r <= 0xfffd && r != 0xfeff) {
 			return nil, false
 		}
+		i += size - 1
 	}
 	p := &yamlFast{data: data, strs: map[string]string{}}
 	p.advance()
@@ -177,11 +189,9 @@ func (p *yamlFast) mapping(s, col, depth int) (*tree, bool) {
 		if seen != nil {
 			seen[k] = true
 		}
-		for v < p.e && p.data[v] == ' ' {
-			v++
-		}
+		v = p.skipSpaces(v)
 		var val *tree
-		if v == p.e {
+		if p.lineEnds(v) {
 			// The value is on the next lines: more indented, or a sequence
 			// at the key's own indentation. Anything else makes it null.
 			p.advance()
@@ -216,13 +226,10 @@ func (p *yamlFast) sequence(s, col, depth int) (*tree, bool) {
 		return nil, false
 	}
 	for {
-		v := s + 1
-		for v < p.e && p.data[v] == ' ' {
-			v++
-		}
+		v := p.skipSpaces(s + 1)
 		var val *tree
 		switch {
-		case v == p.e: // a lone "-": the item is on the next lines
+		case p.lineEnds(v): // a lone "-": the item is on the next lines
 			p.advance()
 			if p.eof || p.ind <= col {
 				return nil, false
@@ -291,8 +298,9 @@ func (p *yamlFast) quoted(s int) (string, int, bool) {
 	return "", 0, false
 }
 
-// scalar reads the scalar at offset s, which must fill the rest of the
-// current line, and resolves it as yaml.v3 and yamlConv would.
+// scalar reads the value at offset s of a block mapping or sequence entry,
+// which must fill the rest of the current line: a scalar or a flow
+// collection. It resolves scalars as yaml.v3 and yamlConv would.
 func (p *yamlFast) scalar(s, depth int) (*tree, bool) {
 	if depth > MaxDocumentDepth {
 		return nil, false
@@ -301,14 +309,24 @@ func (p *yamlFast) scalar(s, depth int) (*tree, bool) {
 	if p.seqEntry(s) {
 		return nil, false // "key: - x" is an error in YAML
 	}
-	if c := d[s]; c == '"' || c == '\'' {
+	switch d[s] {
+	case '"', '\'':
 		str, end, ok := p.quoted(s)
-		if !ok || end != p.e {
+		if !ok || !p.lineEnds(end) {
 			return nil, false
 		}
 		return p.make(tree{kind: kString, str: str, line: p.line})
+	case '[', '{':
+		t, end, ok := p.flow(s, depth)
+		if !ok || !p.lineEnds(end) {
+			return nil, false
+		}
+		return t, true
 	}
-	// A plain scalar: no ": " or " #" inside, no ':' at its end.
+	// A plain scalar: up to a comment (" #"), without ": " or a ':' at its
+	// end.
+	e := p.e
+scan:
 	for i := s; i < p.e; i++ {
 		switch d[i] {
 		case ':':
@@ -317,14 +335,161 @@ func (p *yamlFast) scalar(s, depth int) (*tree, bool) {
 			}
 		case '#':
 			if d[i-1] == ' ' {
-				return nil, false
+				e = i
+				break scan
 			}
 		}
 	}
-	v := d[s:p.e]
+	for e > s && d[e-1] == ' ' {
+		e--
+	}
+	if e == s {
+		return nil, false
+	}
+	return p.plain(s, e)
+}
+
+// lineEnds reports whether only spaces and a comment follow offset i on the
+// current line.
+func (p *yamlFast) lineEnds(i int) bool {
+	i = p.skipSpaces(i)
+	return i == p.e || p.data[i] == '#' && p.data[i-1] == ' '
+}
+
+// flow reads the flow collection ("[a, b]", "{k: v}") at offset s, which
+// must end on the current line, and returns the offset after it. Inside, it
+// reads nested flow collections, quoted scalars and plain scalars without
+// flow indicators, quotes, '#' or ':'; it refuses empty entries, a trailing
+// comma, a key without a value and an entry of a sequence written "k: v".
+func (p *yamlFast) flow(s, depth int) (*tree, int, bool) {
+	if depth > MaxDocumentDepth {
+		return nil, 0, false
+	}
+	d := p.data
+	open := d[s]
+	kind, closing := kArray, byte(']')
+	if open == '{' {
+		kind, closing = kObject, '}'
+	}
+	t, ok := p.make(tree{kind: kind, line: p.line})
+	if !ok {
+		return nil, 0, false
+	}
+	i := p.skipSpaces(s + 1)
+	if i < p.e && d[i] == closing {
+		return t, i + 1, true
+	}
+	var seen map[string]bool
+	for {
+		if i >= p.e {
+			return nil, 0, false
+		}
+		if kind == kObject {
+			k, v, ok := p.key(i)
+			if !ok || v >= p.e || d[v] != ' ' || dupKey(t.keys, seen, k) {
+				return nil, 0, false
+			}
+			if len(t.keys) == smallObject {
+				seen = make(map[string]bool, 2*smallObject)
+				for _, o := range t.keys {
+					seen[o] = true
+				}
+			}
+			if seen != nil {
+				seen[k] = true
+			}
+			t.keys = append(t.keys, k)
+			i = p.skipSpaces(v)
+		}
+		var val *tree
+		val, i, ok = p.flowValue(i, depth+1)
+		if !ok {
+			return nil, 0, false
+		}
+		t.vals = append(t.vals, val)
+		i = p.skipSpaces(i)
+		if i >= p.e {
+			return nil, 0, false
+		}
+		switch d[i] {
+		case closing:
+			return t, i + 1, true
+		case ',':
+			i = p.skipSpaces(i + 1)
+			if i < p.e && (d[i] == ']' || d[i] == '}' || d[i] == ',') {
+				return nil, 0, false
+			}
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// flowValue reads one value inside a flow collection at offset i.
+func (p *yamlFast) flowValue(i, depth int) (*tree, int, bool) {
+	if i >= p.e {
+		return nil, 0, false
+	}
+	d := p.data
+	switch d[i] {
+	case '[', '{':
+		return p.flow(i, depth)
+	case '"', '\'':
+		if depth > MaxDocumentDepth {
+			return nil, 0, false
+		}
+		str, end, ok := p.quoted(i)
+		if !ok {
+			return nil, 0, false
+		}
+		t, ok := p.make(tree{kind: kString, str: str, line: p.line})
+		return t, end, ok
+	}
+	if depth > MaxDocumentDepth {
+		return nil, 0, false
+	}
+	end := i
+	for end < p.e && !flowStop(d[end]) {
+		end++
+	}
+	if end < p.e && (d[end] == ':' || d[end] == '#' || d[end] == '"' || d[end] == '\'') {
+		return nil, 0, false
+	}
+	e := end
+	for e > i && d[e-1] == ' ' {
+		e--
+	}
+	if e == i {
+		return nil, 0, false
+	}
+	t, ok := p.plain(i, e)
+	return t, end, ok
+}
+
+func flowStop(c byte) bool {
+	switch c {
+	case ',', '[', ']', '{', '}', ':', '#', '"', '\'':
+		return true
+	}
+	return false
+}
+
+func (p *yamlFast) skipSpaces(i int) int {
+	for i < p.e && p.data[i] == ' ' {
+		i++
+	}
+	return i
+}
+
+// plain resolves the plain scalar data[s:e] as yaml.v3 and yamlConv would.
+func (p *yamlFast) plain(s, e int) (*tree, bool) {
+	v := p.data[s:e]
+	if v[0] == '-' && (len(v) == 1 || v[1] == ' ') {
+		return nil, false // a block sequence entry, not a scalar
+	}
 	switch c := v[0]; {
 	case c >= '0' && c <= '9' || c == '-':
-		return p.number(s)
+		return p.number(s, e)
 	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '/' || c == '^' || c == '$':
 		switch string(v) {
 		case "true", "True", "TRUE":
@@ -334,20 +499,23 @@ func (p *yamlFast) scalar(s, depth int) (*tree, bool) {
 		case "null", "Null", "NULL":
 			return nil, false
 		}
-		return p.make(tree{kind: kString, str: p.str(s, p.e), line: p.line})
+		return p.make(tree{kind: kString, str: p.str(s, e), line: p.line})
 	}
 	return nil, false // an indicator, '~', '.', '+' and the rest
 }
 
-// number resolves a plain scalar starting with a digit or '-': a decimal
-// integer, a decimal fraction, or text that cannot be a number (such as
-// "5s"). Every other spelling (hex, octal, exponents, separators, leading
+// number resolves a plain scalar data[s:e] starting with a digit or '-': a
+// decimal integer, a decimal fraction, or text that cannot be a number (such
+// as "5s"). Every other spelling (hex, octal, exponents, separators, leading
 // zeros) is left to yaml.v3.
-func (p *yamlFast) number(s int) (*tree, bool) {
-	v := p.data[s:p.e]
+func (p *yamlFast) number(s, e int) (*tree, bool) {
+	v := p.data[s:e]
 	i := 0
 	if v[0] == '-' {
 		i++
+		if len(v) == 1 || v[1] < '0' || v[1] > '9' {
+			return nil, false // "-.inf" and the like, "-x"
+		}
 	}
 	digits := i
 	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
@@ -379,7 +547,7 @@ func (p *yamlFast) number(s int) (*tree, bool) {
 	// any base with '_' separators, floats with exponents).
 	for _, c := range v {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == 'x' || c == 'X' || c == 'o' || c == 'O' || c == '_' || c == '.' || c == '+' || c == '-') {
-			return p.make(tree{kind: kString, str: p.str(s, p.e), line: p.line})
+			return p.make(tree{kind: kString, str: p.str(s, e), line: p.line})
 		}
 	}
 	return nil, false

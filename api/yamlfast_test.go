@@ -75,6 +75,17 @@ var fastYAMLSeeds = []string{
 	"a: 1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\ng: 7\nh: 8\ni: 9\nj: 10\nk: 11\nl: 12\nm: 13\nn: 14\no: 15\np: 16\nq: 17\nr: 18\n",
 	nestedYAML(20), nestedYAML(40), blockNested(31), blockNested(32), blockNested(33), blockNested(40),
 	strings.Repeat("- ", 40) + "x\n",
+	"a: [GET, POST]\nb: [{url: \"http://x:1\", weight: 1}]\nc: {a: 1, 'b': [x y, -1, 1.5, true], \"c\": {}}\nd: []\ne: [ ]\n",
+	"- [a, b]\n- {a: 1}\n- [[[1]]]\n", "a: [a, b] # c\n", "a: [a,\n  b]\n", "a: [a, b,]\n", "a: [a,, b]\n", "a: [,]\n",
+	"a: {a: 1, a: 2}\n", "a: {a}\n", "a: {a: }\n", "a: {a:1}\n", "a: {\"a\":1}\n", "a: [a: 1]\n", "a: [- a]\n", "a: [-]\n",
+	"a: [a #b]\n", "a: [a#b]\n", "a: ['a'b]\n", "a: ['a' , \"b\"]\n", "a: [it's]\n", "a: [x:y]\n", "a: [http://x]\n",
+	"a: [~, null, .5, 0x1, 1_0, 5s]\n", "a: [a] [b]\n", "a: [a]]\n", "a: {b: [1, {c: d}]}\n", "a: [*x]\n", "a: [&x 1]\n",
+	"a: 1 # c\nb: 'x'   # c\nc: [a] # c\nd: # c\n  e: 1 #c\nf: x#y # z\ng: x #y: z\n- # c\n", "a: # c\n- 1 # c\n- # c\n  b: 1\n",
+	"a: 'x'#c\n", "a: [a]#c\n", "a: x:  # c\n", "a: x # c: d\n", "a:  #c\n", "- #c\n", "a: \"b\" #\n", "#\na: 1 #\n",
+	"a: x ÷ y — z\nb: 'é'\nc: \"\u00a0\"\nd: [ü, ß]\n", "a: é\n", "é: 1\n", "a: x\u0085y\n", "a: x\u2028y\n", "a: x\u2029y\n",
+	"a: x\ufeffy\n", "a: x\U0001F600\n", "a: x\u0080\n", "a: x\u009f\n", "a: x\ue000\n", "a: x\ufffd\n", "a: x\ufffe\n", "a: x\ud7ff\n",
+	"a: -.Inf\nb: -.inf\nc: +.INF\nd: .NaN\ne: -.nan\nf: .inf\n", "a: [-.Inf, +.inf, .nan, -.x, -x, -_]\n", "a: -x\n", "a: -_\n",
+	"a: [!t 1]\n", "a: [? a]\n", "a: [[a, b], c]\n", "a: {x: [}\n", "a: [a b  , c]\n",
 }
 
 // blockNested is a block mapping nested n levels deep.
@@ -195,7 +206,8 @@ func randomBlockYAML(r *rand.Rand) []byte {
 	scalars := []string{"1", "-1", "0", "-0", "00", "1.5", "1.", ".5", "5s", "-5s", "1_0", "0x1f", "1e3", "2024-01-01",
 		"9223372036854775808", "true", "True", "yes", "no", "null", "~", "NULL", "'x'", `"y"`, "'it''s'", `"a\"b"`,
 		"a#b", "a #b", "a: b", "http://x:1", "x:", "-", "- x", "[1]", "{a: 1}", "*a", "&a x", "!t x", "|", ">", `""`, "''",
-		"a  b", "x  ", "x\ty", "^/a/[0-9]+$", "$x", "/p", "'a' b", "é"}
+		"a  b", "x  ", "x\ty", "^/a/[0-9]+$", "$x", "/p", "'a' b", "é", "[a, 1]", "[]", "{a: [b]}", "[a,]", "{a}", "[a: 1]",
+		"[- a]", "{a: 1, a: 2}", "[x] y", "[{'a': \"b\"}, [1.5, -2, 5s]]", "{a: {}}", "[a b, c  ,d]", "[a #b]", "x # c", "x #c: d", "'x' # c", "'x'#c", "[a] # c", "# c", "x#c", "ä", "x ä", "'ä'", "x\u0085y", "x\u2029", "x\U0001F600", "x\u00a0 ", "-.Inf", "+.inf", ".NAN", "-.inf", "-x", "[-.Inf]"}
 	var b strings.Builder
 	for range 1 + r.IntN(12) {
 		b.WriteString(strings.Repeat(" ", r.IntN(7)))
@@ -231,7 +243,7 @@ func randomNestedYAML(r *rand.Rand) []byte {
 	keys := []string{"a", "b", "id", "'a'", `"b"`, "X-T", "1", "true", "a.b", "k"}
 	scalars := []string{"1", "-1", "0", "1.5", "0.25", "5s", "-5s", "1h30m", "true", "False", "yes", "'x'", `"y"`, "'it''s'",
 		"a#b", "http://x:1/p", "^/a/[0-9]+$", "/p", "GET", "x y", "'*.a'", `"4"`, "''", "a,b", "null", "00", "1.",
-		"2024-01-01", "a #b", "x:"}
+		"2024-01-01", "a #b", "x:", "[GET, POST]", "[{url: \"http://x:1\", weight: 1}]", "{a: 1, b: [x]}", "[]", "[a,]", "x # c", "'x' # c", "[1] #c", "x — y", "'ü'", "x\u2028", "-.Inf", "[-.inf, .nan]", "+.inf"}
 	var lines []string
 	var gen func(ind, depth int, first string)
 	scalar := func() string { return scalars[r.IntN(len(scalars))] }
@@ -258,7 +270,7 @@ func randomNestedYAML(r *rand.Rand) []byte {
 					lines = append(lines, p+k+": "+scalar())
 					continue
 				}
-				lines = append(lines, p+k+":")
+				lines = append(lines, p+k+":"+[]string{"", "", " # c", "  #c"}[r.IntN(4)])
 				if r.IntN(2) == 0 {
 					gen(ind, depth+1, "") // a sequence at the key's indentation, or a mapping (then null)
 				} else {
@@ -278,7 +290,7 @@ func randomNestedYAML(r *rand.Rand) []byte {
 			case 2:
 				gen(ind+2, depth+1, p+"- ")
 			case 3:
-				lines = append(lines, p+"-")
+				lines = append(lines, p+"-"+[]string{"", "", " # c"}[r.IntN(3)])
 				gen(ind+1+r.IntN(3), depth+1, "")
 			}
 			if r.IntN(6) == 0 {
