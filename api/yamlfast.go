@@ -26,9 +26,10 @@ func fastYAML(data []byte) (*tree, bool) {
 		}
 		// yaml.v3's printable characters beyond ASCII, without its line
 		// breaks (U+0085, U+2028, U+2029) and the byte order mark; and
-		// without characters beyond U+FFFF, which it refuses.
+		// without characters beyond U+FFFF, which it refuses. A byte that
+		// is not UTF-8 decodes as one byte.
 		r, size := utf8.DecodeRune(data[i:])
-		if !(r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029 || r >= 0xe000 && r <= 0xfffd && r != 0xfeff) {
+		if size == 1 || !(r >= 0xa0 && r <= 0xd7ff && r != 0x2028 && r != 0x2029 || r >= 0xe000 && r <= 0xfffd && r != 0xfeff) {
 			return nil, false
 		}
 		i += size - 1
@@ -359,7 +360,7 @@ func (p *yamlFast) lineEnds(i int) bool {
 // flow reads the flow collection ("[a, b]", "{k: v}") at offset s, which
 // must end on the current line, and returns the offset after it. Inside, it
 // reads nested flow collections, quoted scalars and plain scalars without
-// flow indicators, quotes, '#' or ':'; it refuses empty entries, a trailing
+// flow indicators (",[]{}?"), quotes, '#' or ':'; it refuses empty entries, a trailing
 // comma, a key without a value and an entry of a sequence written "k: v".
 func (p *yamlFast) flow(s, depth int) (*tree, int, bool) {
 	if depth > MaxDocumentDepth {
@@ -452,7 +453,7 @@ func (p *yamlFast) flowValue(i, depth int) (*tree, int, bool) {
 	for end < p.e && !flowStop(d[end]) {
 		end++
 	}
-	if end < p.e && (d[end] == ':' || d[end] == '#' || d[end] == '"' || d[end] == '\'') {
+	if end < p.e && (d[end] == ':' || d[end] == '?' || d[end] == '#' || d[end] == '"' || d[end] == '\'') {
 		return nil, 0, false
 	}
 	e := end
@@ -468,7 +469,7 @@ func (p *yamlFast) flowValue(i, depth int) (*tree, int, bool) {
 
 func flowStop(c byte) bool {
 	switch c {
-	case ',', '[', ']', '{', '}', ':', '#', '"', '\'':
+	case ',', '[', ']', '{', '}', '?', ':', '#', '"', '\'':
 		return true
 	}
 	return false

@@ -207,7 +207,7 @@ func randomBlockYAML(r *rand.Rand) []byte {
 		"9223372036854775808", "true", "True", "yes", "no", "null", "~", "NULL", "'x'", `"y"`, "'it''s'", `"a\"b"`,
 		"a#b", "a #b", "a: b", "http://x:1", "x:", "-", "- x", "[1]", "{a: 1}", "*a", "&a x", "!t x", "|", ">", `""`, "''",
 		"a  b", "x  ", "x\ty", "^/a/[0-9]+$", "$x", "/p", "'a' b", "é", "[a, 1]", "[]", "{a: [b]}", "[a,]", "{a}", "[a: 1]",
-		"[- a]", "{a: 1, a: 2}", "[x] y", "[{'a': \"b\"}, [1.5, -2, 5s]]", "{a: {}}", "[a b, c  ,d]", "[a #b]", "x # c", "x #c: d", "'x' # c", "'x'#c", "[a] # c", "# c", "x#c", "ä", "x ä", "'ä'", "x\u0085y", "x\u2029", "x\U0001F600", "x\u00a0 ", "-.Inf", "+.inf", ".NAN", "-.inf", "-x", "[-.Inf]"}
+		"[- a]", "{a: 1, a: 2}", "[x] y", "[{'a': \"b\"}, [1.5, -2, 5s]]", "{a: {}}", "[a b, c  ,d]", "[a #b]", "[0?]", "[a?b]", "{a: b?}", "a?b", "x # c", "x #c: d", "'x' # c", "'x'#c", "[a] # c", "# c", "x#c", "ä", "x ä", "'ä'", "x\u0085y", "x\u2029", "x\U0001F600", "x\u00a0 ", "-.Inf", "+.inf", ".NAN", "-.inf", "-x", "[-.Inf]"}
 	var b strings.Builder
 	for range 1 + r.IntN(12) {
 		b.WriteString(strings.Repeat(" ", r.IntN(7)))
@@ -243,7 +243,7 @@ func randomNestedYAML(r *rand.Rand) []byte {
 	keys := []string{"a", "b", "id", "'a'", `"b"`, "X-T", "1", "true", "a.b", "k"}
 	scalars := []string{"1", "-1", "0", "1.5", "0.25", "5s", "-5s", "1h30m", "true", "False", "yes", "'x'", `"y"`, "'it''s'",
 		"a#b", "http://x:1/p", "^/a/[0-9]+$", "/p", "GET", "x y", "'*.a'", `"4"`, "''", "a,b", "null", "00", "1.",
-		"2024-01-01", "a #b", "x:", "[GET, POST]", "[{url: \"http://x:1\", weight: 1}]", "{a: 1, b: [x]}", "[]", "[a,]", "x # c", "'x' # c", "[1] #c", "x — y", "'ü'", "x\u2028", "-.Inf", "[-.inf, .nan]", "+.inf"}
+		"2024-01-01", "a #b", "x:", "[GET, POST]", "[{url: \"http://x:1\", weight: 1}]", "{a: 1, b: [x]}", "[]", "[a,]", "[x?]", "x?", "x # c", "'x' # c", "[1] #c", "x — y", "'ü'", "x\u2028", "-.Inf", "[-.inf, .nan]", "+.inf"}
 	var lines []string
 	var gen func(ind, depth int, first string)
 	scalar := func() string { return scalars[r.IntN(len(scalars))] }
