@@ -37,7 +37,8 @@ func sprintf(format string, args ...any) string {
 // problem's path and line; on error the rule set is nil. Decode does not
 // validate: call Validate on the result. Its cost is linear in the
 // document's size: a JSON document that encoding/json finds valid is read in
-// one pass (see fastJSON).
+// one pass (see fastJSON), and so is a YAML document in the block style
+// editors and yaml.Marshal write (see fastYAML).
 func Decode(data []byte) (*RuleSet, error) {
 	var rs RuleSet
 	if err := Unmarshal(data, &rs); err != nil {
@@ -300,7 +301,19 @@ func yamlError(err error) Errors {
 	return Errors{{Message: "invalid YAML: " + msg, Line: line}}
 }
 
-func parseYAML(data []byte) (t *tree, err error) {
+// parseYAML reads a YAML document: in one pass if it is in the subset that
+// fastYAML reads, else with yaml.v3 (parseYAMLNodes), which also names the
+// problem in a document it refuses.
+func parseYAML(data []byte) (*tree, error) {
+	if t, ok := fastYAML(data); ok {
+		return t, nil
+	}
+	return parseYAMLNodes(data)
+}
+
+// parseYAMLNodes reads a YAML document with yaml.v3 and turns its nodes into
+// a tree.
+func parseYAMLNodes(data []byte) (t *tree, err error) {
 	defer func() {
 		// The YAML library should not panic, but a hostile document must never
 		// take the process down with it.
