@@ -554,7 +554,7 @@ func (db *DB) publishLocked(ctx context.Context, tx *gorm.DB, ns string, id int6
 	if active != nil {
 		return nil, sluice.Errorf(sluice.ECONFLICT, "version %d is in canary in namespace %q; promote or abort it first", active.Version, ns)
 	}
-	return db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, Selector: selector})
+	return db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, Selector: selector, Scheduled: due != nil})
 }
 
 // newVersion is what insertVersion stores.
@@ -574,6 +574,9 @@ type newVersion struct {
 	// Selector, when set, publishes the version as a canary to the nodes
 	// it selects; nil publishes it to every node.
 	Selector map[string]string
+	// Scheduled marks the scheduler's publication of a scheduled change:
+	// the audit event records who scheduled it and for when.
+	Scheduled bool
 }
 
 // insertVersion stores version nv.Number of nv.Change, its outbox row (the
@@ -612,7 +615,7 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, nv newVersion) (*s
 	if selector != nil {
 		after["canary"] = map[string]any{"selector": selector}
 	}
-	if r.PublishAt != nil && r.ScheduledBy != nil {
+	if nv.Scheduled && r.PublishAt != nil && r.ScheduledBy != nil {
 		after["scheduledBy"], after["publishAt"] = *r.ScheduledBy, r.PublishAt.UTC()
 	}
 	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: versionObject(ns, n), Namespace: ns,
