@@ -136,11 +136,16 @@ const (
 	ActionChangeReject     = "change.reject"
 	ActionChangeReopen     = "change.reopen"
 	ActionChangePublish    = "change.publish"
-	ActionRollbackRequest  = "version.rollback_request"
-	ActionRollbackEmergent = "version.emergency_rollback"
-	ActionNodeOverride     = "node.override"
-	ActionNodeOverrideDel  = "node.override_delete"
-	ActionCanaryStart      = "canary.start"
-	ActionCanaryPromote    = "canary.promote"
-	ActionCanaryAbort      = "canary.abort"
+	ActionChangeSchedule   = "change.schedule"
+	ActionChangeUnschedule = "change.unschedule"
+	// ActionChangeScheduleSkip is the scheduler dropping a due change it
+	// cannot publish (stale, or a canary is active).
+	ActionChangeScheduleSkip = "change.schedule_skip"
+	ActionRollbackRequest    = "version.rollback_request"
+	ActionRollbackEmergent   = "version.emergency_rollback"
+	ActionNodeOverride       = "node.override"
+	ActionNodeOverrideDel    = "node.override_delete"
+	ActionCanaryStart        = "canary.start"
+	ActionCanaryPromote      = "canary.promote"
+	ActionCanaryAbort        = "canary.abort"
 )

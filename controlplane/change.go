@@ -41,14 +41,19 @@ type Change struct {
 	// the author and everyone who edited the draft since it last equalled a
 	// published version, as of when the change was opened (for a rollback,
 	// the user who asked for it). None of them may approve the change.
-	Contributors     []int64   `json:"contributors"`
-	Checksum         string    `json:"checksum"`
-	RollbackOf       *int64    `json:"rollbackOf,omitempty"`
-	PublishedVersion *int64    `json:"publishedVersion,omitempty"`
-	CreatedAt        time.Time `json:"createdAt"`
-	UpdatedAt        time.Time `json:"updatedAt"`
-	Reviews          []*Review `json:"reviews,omitempty"`
-	Diff             *api.Diff `json:"diff,omitempty"`
+	Contributors     []int64 `json:"contributors"`
+	Checksum         string  `json:"checksum"`
+	RollbackOf       *int64  `json:"rollbackOf,omitempty"`
+	PublishedVersion *int64  `json:"publishedVersion,omitempty"`
+	// PublishAt is when the scheduler publishes an approved change
+	// (ScheduleChange); nil when it is not scheduled. ScheduledBy is the
+	// approver who scheduled it.
+	PublishAt   *time.Time `json:"publishAt,omitempty"`
+	ScheduledBy string     `json:"scheduledBy,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	UpdatedAt   time.Time  `json:"updatedAt"`
+	Reviews     []*Review  `json:"reviews,omitempty"`
+	Diff        *api.Diff  `json:"diff,omitempty"`
 	// Warnings are the risks a reviewer should see: api.Warnings of the
 	// change's rules against its base version, and the ones the control
 	// plane adds from the namespace's nodes (RedisWarning). Never nil.
@@ -167,4 +172,15 @@ type ChangeService interface {
 	// approved or is stale, or a canary is active (promote or abort it
 	// first); EINVALID for a bad selector.
 	PublishChange(ctx context.Context, ns string, id int64, o PublishOptions) (*Version, error)
+	// ScheduleChange has an approved change published at time at by the
+	// control plane's scheduler (any replica, exactly once), with the
+	// scheduler as actor and the scheduling approver recorded. EFORBIDDEN
+	// for a non-approver; EINVALID when at is not in the future; ECONFLICT
+	// when the change is not approved or is stale. Scheduling again moves
+	// the time. A change whose base moved before its time is not published:
+	// its schedule is dropped and it stays stale.
+	ScheduleChange(ctx context.Context, ns string, id int64, at time.Time) (*Change, error)
+	// UnscheduleChange cancels a change's schedule; it stays approved.
+	// EFORBIDDEN for a non-approver; ECONFLICT when it is not scheduled.
+	UnscheduleChange(ctx context.Context, ns string, id int64) (*Change, error)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -351,6 +352,9 @@ func (s *Server) reopenChange(c *gin.Context) error {
 // publishRequest is the optional body of a publication.
 type publishRequest struct {
 	Canary *sluice.CanarySpec `json:"canary"`
+	// At, an RFC 3339 time, schedules the publication (202 with the
+	// change) instead.
+	At *string `json:"at"`
 }
 
 func (s *Server) publishChange(c *gin.Context) error {
@@ -362,12 +366,44 @@ func (s *Server) publishChange(c *gin.Context) error {
 	if err := s.bindJSON(c, &req, true); err != nil {
 		return err
 	}
+	if req.At != nil {
+		if req.Canary != nil {
+			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid publication",
+				Fields: api.Errors{{Path: "at", Message: "a scheduled publication goes to every node; it cannot be a canary"}}}
+		}
+		at, err := time.Parse(time.RFC3339, *req.At)
+		if err != nil {
+			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid publication",
+				Fields: api.Errors{{Path: "at", Message: fmt.Sprintf("%q is not an RFC 3339 time such as 2026-12-01T18:00:00Z", *req.At)}}}
+		}
+		ch, err := s.s.Changes.ScheduleChange(c.Request.Context(), ns, id, at)
+		if err != nil {
+			return err
+		}
+		s.nodeWarnings(c, ns, ch)
+		c.JSON(http.StatusAccepted, ch)
+		return nil
+	}
 	v, err := s.s.Changes.PublishChange(c.Request.Context(), ns, id, sluice.PublishOptions{Canary: req.Canary})
 	if err != nil {
 		return err
 	}
 	c.Header("Location", "/api/v1/namespaces/"+ns+"/versions/"+strconv.FormatInt(v.Number, 10))
 	c.JSON(http.StatusCreated, v)
+	return nil
+}
+
+func (s *Server) unscheduleChange(c *gin.Context) error {
+	ns, id, err := nsNumber(c, "id")
+	if err != nil {
+		return err
+	}
+	ch, err := s.s.Changes.UnscheduleChange(c.Request.Context(), ns, id)
+	if err != nil {
+		return err
+	}
+	s.nodeWarnings(c, ns, ch)
+	c.JSON(http.StatusOK, ch)
 	return nil
 }
 

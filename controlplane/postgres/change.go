@@ -35,7 +35,9 @@ type changeRow struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	Warnings         *string // JSON; nil for changes opened before warnings were stored
-	Latest           int64   `gorm:"->;-:migration"` // the namespace's newest version, read with the row
+	PublishAt        *time.Time
+	ScheduledBy      *string
+	Latest           int64 `gorm:"->;-:migration"` // the namespace's newest version, read with the row
 }
 
 func (changeRow) TableName() string { return "changes" }
@@ -45,6 +47,12 @@ func (r *changeRow) change() *sluice.Change {
 		State: sluice.ChangeState(r.State), BaseVersion: r.BaseVersion, Checksum: r.Checksum, RollbackOf: r.RollbackOf,
 		PublishedVersion: r.PublishedVersion, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	c.Stale = (c.State == sluice.ChangeOpen || c.State == sluice.ChangeApproved) && r.BaseVersion != r.Latest
+	if r.PublishAt != nil {
+		c.PublishAt = ptr(r.PublishAt.UTC())
+	}
+	if r.ScheduledBy != nil {
+		c.ScheduledBy = *r.ScheduledBy
+	}
 	c.Contributors = slices.Clone([]int64(r.Contributors))
 	if c.Contributors == nil {
 		c.Contributors = []int64{}
@@ -222,7 +230,7 @@ func (s *ChangeService) FindChangeByID(ctx context.Context, ns string, id int64)
 // FindChanges lists a namespace's changes newest first, without diffs.
 func (s *ChangeService) FindChanges(ctx context.Context, f sluice.ChangeFilter) ([]*sluice.Change, int64, error) {
 	q := s.db.gorm.WithContext(ctx).Table("changes").
-		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, warnings, "+latestVersionSQL).
+		Select("id, namespace, title, description, author, contributors, state, base_version, checksum, rollback_of, published_version, created_at, updated_at, warnings, publish_at, scheduled_by, "+latestVersionSQL).
 		Where("namespace = ?", f.Namespace)
 	if f.State != "" {
 		q = q.Where("state = ?", string(f.State))
@@ -432,7 +440,7 @@ func (s *ChangeService) UpdateChange(ctx context.Context, ns string, id int64, u
 		if err := tx.Create(&reviewRow{ChangeID: id, Reviewer: actor.Name(), Decision: string(upd.Decision), Comment: upd.Comment, CreatedAt: now}).Error; err != nil {
 			return err
 		}
-		if err := tx.Exec("UPDATE changes SET state = ?, updated_at = ? WHERE id = ?", string(state), now, id).Error; err != nil {
+		if err := tx.Exec("UPDATE changes SET state = ?, updated_at = ?, publish_at = NULL, scheduled_by = NULL WHERE id = ?", string(state), now, id).Error; err != nil {
 			return err
 		}
 		return s.db.appendAudit(ctx, tx, audit{Action: action, Object: changeObject(ns, id), Namespace: ns,
@@ -470,7 +478,7 @@ func (s *ChangeService) ReopenChange(ctx context.Context, ns string, id int64, c
 		if err != nil {
 			return err
 		}
-		if err := tx.Exec("UPDATE changes SET state = 'open', base_version = ?, updated_at = ?, warnings = ? WHERE id = ?", r.Latest, now, warnings, id).Error; err != nil {
+		if err := tx.Exec("UPDATE changes SET state = 'open', base_version = ?, updated_at = ?, warnings = ?, publish_at = NULL, scheduled_by = NULL WHERE id = ?", r.Latest, now, warnings, id).Error; err != nil {
 			return err
 		}
 		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionChangeReopen, Object: changeObject(ns, id), Namespace: ns,
@@ -499,29 +507,8 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 	}
 	var v *sluice.Version
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
-		latest, err := lockNamespace(tx, ns)
-		if err != nil {
-			return err
-		}
-		r, err := lockChange(tx, ns, id)
-		if err != nil {
-			return err
-		}
-		c := r.change()
-		switch {
-		case c.State != sluice.ChangeApproved:
-			return sluice.Errorf(sluice.ECONFLICT, "change %d is %s; only an approved change can be published", id, c.State)
-		case c.Stale:
-			return sluice.Errorf(sluice.ECONFLICT, "change %d is stale: it was based on version %d but version %d is newer; reopen it", id, r.BaseVersion, latest)
-		}
-		active, err := activeCanary(tx, ns)
-		if err != nil {
-			return err
-		}
-		if active != nil {
-			return sluice.Errorf(sluice.ECONFLICT, "version %d is in canary in namespace %q; promote or abort it first", active.Version, ns)
-		}
-		v, err = s.db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, Selector: selector})
+		var err error
+		v, err = s.db.publishLocked(ctx, tx, ns, id, selector, nil)
 		return err
 	})
 	if err != nil {
@@ -529,6 +516,45 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 	}
 	s.db.published(ns)
 	return v, nil
+}
+
+// publishLocked locks namespace ns and change id in tx and publishes the
+// change as the next version, refusing a change that is not approved, is
+// stale, or meets an active canary (the one set of publish checks, for
+// PublishChange and the scheduler). When due is set it is called first with
+// the locked change and the newest version: it returns whether to go on (the
+// scheduler skips a change no longer due, or unschedules a stale one); a nil
+// version and error mean the change was skipped.
+func (db *DB) publishLocked(ctx context.Context, tx *gorm.DB, ns string, id int64, selector map[string]string,
+	due func(r *changeRow) (bool, error)) (*sluice.Version, error) {
+	latest, err := lockNamespace(tx, ns)
+	if err != nil {
+		return nil, err
+	}
+	r, err := lockChange(tx, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	if due != nil {
+		if ok, err := due(r); !ok || err != nil {
+			return nil, err
+		}
+	}
+	c := r.change()
+	switch {
+	case c.State != sluice.ChangeApproved:
+		return nil, sluice.Errorf(sluice.ECONFLICT, "change %d is %s; only an approved change can be published", id, c.State)
+	case c.Stale:
+		return nil, sluice.Errorf(sluice.ECONFLICT, "change %d is stale: it was based on version %d but version %d is newer; reopen it", id, r.BaseVersion, latest)
+	}
+	active, err := activeCanary(tx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if active != nil {
+		return nil, sluice.Errorf(sluice.ECONFLICT, "version %d is in canary in namespace %q; promote or abort it first", active.Version, ns)
+	}
+	return db.insertVersion(ctx, tx, newVersion{Namespace: ns, Number: latest + 1, Change: r, Selector: selector, Scheduled: due != nil})
 }
 
 // newVersion is what insertVersion stores.
@@ -548,6 +574,9 @@ type newVersion struct {
 	// Selector, when set, publishes the version as a canary to the nodes
 	// it selects; nil publishes it to every node.
 	Selector map[string]string
+	// Scheduled marks the scheduler's publication of a scheduled change:
+	// the audit event records who scheduled it and for when.
+	Scheduled bool
 }
 
 // insertVersion stores version nv.Number of nv.Change, its outbox row (the
@@ -585,6 +614,9 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, nv newVersion) (*s
 	after := map[string]any{"version": n, "checksum": r.Checksum, "changeId": r.ID, "rollbackOf": rollbackOf, "reason": reason}
 	if selector != nil {
 		after["canary"] = map[string]any{"selector": selector}
+	}
+	if nv.Scheduled && r.PublishAt != nil && r.ScheduledBy != nil {
+		after["scheduledBy"], after["publishAt"] = *r.ScheduledBy, r.PublishAt.UTC()
 	}
 	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: versionObject(ns, n), Namespace: ns,
 		Emergency: emergency, Before: map[string]any{"version": n - 1}, After: after}); err != nil {

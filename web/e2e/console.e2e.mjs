@@ -324,6 +324,35 @@ async function main() {
       await a.getByText(/^revoked/).waitFor();
       assert.equal((await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } })).status, 401);
     });
+
+    await step('approver schedules an approved change an hour ahead, sees the schedule, and cancels it', async () => {
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 7;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'rate 7 at the peak' })).data.id;
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      await a.getByRole('button', { name: 'Approve' }).click();
+      await a.getByText('approved', { exact: true }).first().waitFor();
+      const t = new Date(Date.now() + 3600_000);
+      const pad = (n) => String(n).padStart(2, '0');
+      const local = `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
+      await a.getByLabel('Publish at').fill(local);
+      await a.getByRole('button', { name: 'Schedule', exact: true }).click();
+      await a.getByLabel('Scheduled').filter({ hasText: 'scheduled by approver' }).waitFor();
+      const c = (await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data;
+      assert.equal(c.scheduledBy, 'approver');
+      assert.equal(new Date(c.publishAt).getTime(), new Date(local).getTime());
+      await a.goto('/namespaces/shop/changes');
+      await a.getByText(/^publishes /).first().waitFor();
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      await a.getByRole('button', { name: 'Cancel schedule' }).click();
+      await a.getByRole('button', { name: 'Schedule', exact: true }).waitFor();
+      assert.equal(await a.getByLabel('Scheduled').count(), 0);
+      assert.equal((await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data.publishAt, undefined);
+    });
   } finally {
     await browser.close();
     await stack.stop();

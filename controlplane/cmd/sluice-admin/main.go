@@ -280,6 +280,7 @@ type Main struct {
 	client    *clientv3.Client
 	publisher *etcd.Publisher
 	watcher   *etcd.NodeWatcher
+	scheduler *postgres.Scheduler
 	hs        *http.Server
 	ln        net.Listener
 	cancel    context.CancelFunc // ends the background goroutines' context
@@ -352,10 +353,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	history := postgres.NewNodeHistory(db)
+	changes := postgres.NewChangeService(db)
 	srv, err := sluicehttp.New(sluicehttp.Settings{
 		Namespaces: namespaces,
 		Drafts:     postgres.NewDraftService(db),
-		Changes:    postgres.NewChangeService(db),
+		Changes:    changes,
 		Versions:   versions,
 		Users:      users,
 		Sessions:   postgres.NewSessionService(db),
@@ -401,6 +403,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.cancel = cancel
 	m.publisher.Start(bg)
 	m.watcher.Start(bg)
+	m.scheduler = postgres.NewScheduler(changes, time.Second, logger)
+	m.scheduler.Start(bg)
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
@@ -420,7 +424,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 // Close shuts down in order: stop accepting requests and finish those in
 // flight (30s at most), stop the publisher (a write in progress finishes or
-// stays pending) and the node watcher, stop listening for notifications,
+// stays pending), the node watcher and the publish scheduler, stop listening for notifications,
 // then close the etcd client, the database and the embedded etcd. It waits
 // for every goroutine Run started, and may be called after a failed Run or
 // more than once.
@@ -440,6 +444,9 @@ func (m *Main) Close() error {
 		}
 		if m.watcher != nil {
 			m.watcher.Close()
+		}
+		if m.scheduler != nil {
+			m.scheduler.Close()
 		}
 		m.cancel()
 		m.wg.Wait()

@@ -226,7 +226,7 @@ func commands() []*command {
 			example: "sluicectl diff rules/shop.yaml --against published -n shop", nargs: [2]int{1, 1}, remote: true, flags: diffFlags, run: cmdDiff},
 		{name: "apply", args: "FILE --title T [--description D]", summary: "Write FILE to the draft (If-Match from its own read: refused if the draft moved), open a change and print its id.",
 			example: "sluicectl apply rules/shop.yaml --title 'raise orders limit' -n shop", nargs: [2]int{1, 1}, remote: true, flags: applyFlags, run: cmdApply},
-		{name: "changes", summary: "List, show, approve, reject and publish changes.", sub: []*command{
+		{name: "changes", summary: "List, show, approve, reject, publish and schedule changes.", sub: []*command{
 			{name: "list", args: "[--state S]", summary: "List the namespace's changes, newest first.", example: "sluicectl changes list --state open -n shop",
 				remote: true, flags: func(fs *flag.FlagSet) {
 					fs.String("state", "", "only changes in this state: open, approved, rejected, published")
@@ -238,6 +238,8 @@ func commands() []*command {
 				nargs: [2]int{1, 1}, remote: true, flags: commentFlag, run: cmdReview("reject")},
 			{name: "publish", args: "ID [--at TIME] [--canary k=v,...]", summary: "Publish an approved change as the next version, to every node or to a canary selector.",
 				example: "sluicectl changes publish 12 --canary zone=eu-1 -n shop", nargs: [2]int{1, 1}, remote: true, flags: publishFlags, run: cmdPublish},
+			{name: "unschedule", args: "ID", summary: "Cancel a change's scheduled publication (publish --at); it stays approved.",
+				example: "sluicectl changes unschedule 12 -n shop", nargs: [2]int{1, 1}, remote: true, run: cmdUnschedule},
 		}},
 		{name: "versions", summary: "List, show, diff and roll back versions.", sub: []*command{
 			{name: "list", summary: "List versions, newest first, with their publication state.", example: "sluicectl versions list -n shop", remote: true, run: cmdVersionsList},

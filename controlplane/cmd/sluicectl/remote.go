@@ -517,8 +517,21 @@ func cmdPublish(c *cli, fs *flagSet, args []string) error {
 	}
 	b, _ := json.Marshal(body)
 	var raw []byte
-	if _, err := c.into(&raw)(cl.PostApiV1NamespacesNsChangesIdPublishWithBody(ctx(), ns, id, "application/json", bytes.NewReader(b))); err != nil {
+	resp, err := c.into(&raw)(cl.PostApiV1NamespacesNsChangesIdPublishWithBody(ctx(), ns, id, "application/json", bytes.NewReader(b)))
+	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusAccepted { // scheduled: the answer is the change
+		var ch client.Change
+		if err := json.Unmarshal(raw, &ch); err != nil || ch.PublishAt == nil {
+			return fmt.Errorf("the answer of %s is not a scheduled change: %s", c.server, raw)
+		}
+		if c.output != "table" {
+			return c.print(json.RawMessage(raw))
+		}
+		fmt.Fprintf(c.stdout, "change %d of %s scheduled: published at %s (cancel with sluicectl changes unschedule %d)\n",
+			id, ns, ch.PublishAt.UTC().Format(time.RFC3339), id)
+		return nil
 	}
 	var v client.Version
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -532,6 +545,22 @@ func cmdPublish(c *cli, fs *flagSet, args []string) error {
 		where = "the canary nodes"
 	}
 	fmt.Fprintf(c.stdout, "change %d published as version %s of %s, to %s\n", id, intStr(v.Number), ns, where)
+	return nil
+}
+
+func cmdUnschedule(c *cli, _ *flagSet, args []string) error {
+	cl, ns, id, err := c.change(args)
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	if _, err := c.into(&raw)(cl.PostApiV1NamespacesNsChangesIdUnschedule(ctx(), ns, id)); err != nil {
+		return err
+	}
+	if c.output != "table" {
+		return c.print(json.RawMessage(raw))
+	}
+	fmt.Fprintf(c.stdout, "change %d of %s is no longer scheduled; it stays approved\n", id, ns)
 	return nil
 }
 

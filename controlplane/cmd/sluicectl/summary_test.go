@@ -115,7 +115,7 @@ func TestCompletion(t *testing.T) {
 			if code := run([]string{"completion", shell}, strings.NewReader(""), &out, io.Discard); code != 0 {
 				t.Fatalf("exit %d", code)
 			}
-			for _, w := range []string{`"changes") echo "list show approve reject publish"`, `"node degrade") echo "--help --admin --admin-token -o --ttl"`, `"apply") echo`, "--against"} {
+			for _, w := range []string{`"changes") echo "list show approve reject publish unschedule"`, `"node degrade") echo "--help --admin --admin-token -o --ttl"`, `"apply") echo`, "--against"} {
 				if !strings.Contains(out.String(), w) {
 					t.Fatalf("%s completion lacks %q", shell, w)
 				}

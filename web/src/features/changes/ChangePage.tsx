@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, ThemeIcon, Title, Tooltip } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, TextInput, ThemeIcon, Title, Tooltip } from '@mantine/core';
 import { useEffect, useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import type { Change } from '../../api/client';
@@ -11,7 +11,7 @@ import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useRollout, useVersionDoc } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
-import { useChange, useChangeAction, usePublish } from './hooks';
+import { useChange, useChangeAction, usePublish, useUnschedule } from './hooks';
 import { summarize, warningsOf, type Warning } from './summary';
 
 /** approveBlock says why the signed-in user may not approve, or null when they may. */
@@ -89,7 +89,9 @@ export function ChangePage() {
   const q = useChange(ns, id);
   const action = useChangeAction(ns, id);
   const publish = usePublish(ns, id);
+  const unschedule = useUnschedule(ns, id);
   const [comment, setComment] = useState('');
+  const [publishAt, setPublishAt] = useState('');
   const c = q.data;
   const base = useVersionDoc(ns, c ? (c.baseVersion ?? 0) : undefined);
   const published = useVersionDoc(ns, c?.publishedVersion ?? undefined);
@@ -113,7 +115,11 @@ export function ChangePage() {
   const block = approveBlock(me.data, c);
   const canReview = allows(me.data?.role, 'approver');
   const canPublish = canReview && c.state === 'approved' && !c.stale;
-  const publishedVersion = publish.data?.number ?? c.publishedVersion ?? undefined;
+  const publishedNow = publish.data && 'number' in publish.data ? publish.data : undefined;
+  const publishedVersion = publishedNow?.number ?? c.publishedVersion ?? undefined;
+  // A datetime-local value is local time; the API takes RFC 3339.
+  const scheduleAt = publishAt ? new Date(publishAt) : undefined;
+  const scheduleValid = scheduleAt !== undefined && !Number.isNaN(scheduleAt.getTime());
 
   return (
     <Page
@@ -128,6 +134,12 @@ export function ChangePage() {
       <Group gap="xs" wrap="wrap">
         <Badge color={stateColor[c.state ?? ''] ?? 'gray'}>{c.state}</Badge>
         {c.stale && <Badge color="yellow">stale</Badge>}
+        {c.publishAt && c.state === 'approved' && (
+          <Badge color="indigo" aria-label="Scheduled">
+            publishes {when(c.publishAt)}
+            {c.scheduledBy ? ` (scheduled by ${c.scheduledBy})` : ''}
+          </Badge>
+        )}
         {c.rollbackOf ? <Badge color="grape">rollback to v{c.rollbackOf}</Badge> : null}
         <Text size="sm">
           by {c.author}, {when(c.createdAt)}; against v{c.baseVersion ?? 0}
@@ -197,8 +209,8 @@ export function ChangePage() {
         </Paper>
       )}
 
-      {publishedVersion !== undefined && <Rollout ns={ns} n={publishedVersion} follow={publish.data !== undefined} />}
-      <ErrorAlert error={action.error ?? publish.error} />
+      {publishedVersion !== undefined && <Rollout ns={ns} n={publishedVersion} follow={publishedNow !== undefined} />}
+      <ErrorAlert error={action.error ?? publish.error ?? unschedule.error} />
 
       {canReview && (c.state === 'open' || c.state === 'approved') && (
         <Paper withBorder p="md" component="section" aria-label="Review">
@@ -222,11 +234,24 @@ export function ChangePage() {
                 Reject
               </Button>
               {canPublish && (
-                <Button onClick={() => publish.mutate()} loading={publish.isPending}>
+                <Button onClick={() => publish.mutate(undefined)} loading={publish.isPending && !publish.variables}>
                   Publish
                 </Button>
               )}
             </Group>
+            {canPublish && (
+              <Group wrap="wrap" align="flex-end">
+                <TextInput type="datetime-local" label="Publish at" description="Your local time; the control plane publishes it then" value={publishAt} onChange={(e) => setPublishAt(e.currentTarget.value)} />
+                <Button variant="light" disabled={!scheduleValid} loading={publish.isPending && !!publish.variables} onClick={() => scheduleAt && publish.mutate(scheduleAt.toISOString())}>
+                  {c.publishAt ? 'Reschedule' : 'Schedule'}
+                </Button>
+                {c.publishAt && (
+                  <Button variant="default" onClick={() => unschedule.mutate()} loading={unschedule.isPending}>
+                    Cancel schedule
+                  </Button>
+                )}
+              </Group>
+            )}
             {block && c.state === 'open' && (
               <Text size="sm" c="dimmed" id="approve-block">
                 {block}

@@ -51,7 +51,8 @@ export function ChangesPage() {
                     )}
                   </Table.Td>
                   <Table.Td>
-                    <Badge color={stateColor[c.state ?? ''] ?? 'gray'}>{c.state}</Badge> {c.stale && <Badge color="yellow">stale</Badge>}
+                    <Badge color={stateColor[c.state ?? ''] ?? 'gray'}>{c.state}</Badge> {c.stale && <Badge color="yellow">stale</Badge>}{' '}
+                    {c.publishAt && c.state === 'approved' && <Badge color="indigo">publishes {when(c.publishAt)}</Badge>}
                   </Table.Td>
                   <Table.Td>{c.author}</Table.Td>
                   <Table.Td>{when(c.updatedAt)}</Table.Td>

@@ -48,10 +48,26 @@ export function useChangeAction(ns: string, id: number) {
   });
 }
 
+/**
+ * usePublish publishes an approved change now, or with at (an RFC 3339 time)
+ * schedules it: the answer is then the scheduled change, not a version.
+ */
 export function usePublish(ns: string, id: number) {
   const qc = useQueryClient();
   return useMutation({
-    mutationFn: () => unwrap(client.POST('/api/v1/namespaces/{ns}/changes/{id}/publish', { params: { path: { ns, id } }, body: {} })),
+    mutationFn: (at?: string) => unwrap(client.POST('/api/v1/namespaces/{ns}/changes/{id}/publish', { params: { path: { ns, id } }, body: at ? { at } : {} })),
     onSuccess: () => qc.invalidateQueries({ queryKey: keys.namespace(ns) }),
+  });
+}
+
+/** useUnschedule cancels a change's scheduled publication. */
+export function useUnschedule(ns: string, id: number) {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: () => unwrap(client.POST('/api/v1/namespaces/{ns}/changes/{id}/unschedule', { params: { path: { ns, id } } })),
+    onSuccess: (c) => {
+      qc.setQueryData(keys.change(ns, id), c);
+      return qc.invalidateQueries({ queryKey: keys.namespace(ns) });
+    },
   });
 }
