@@ -347,6 +347,9 @@ async function main() {
       assert.equal(new Date(c.publishAt).getTime(), new Date(local).getTime());
       await a.goto('/namespaces/shop/changes');
       await a.getByText(/^publishes /).first().waitFor();
+      await a.goto('/namespaces/shop');
+      await a.getByRole('heading', { name: 'Scheduled publishes' }).waitFor();
+      await a.getByText(/publishes .*\(scheduled by approver\)/).waitFor();
       await a.goto(`/namespaces/shop/changes/${id}`);
       await a.getByRole('button', { name: 'Cancel schedule' }).click();
       await a.getByRole('button', { name: 'Schedule', exact: true }).waitFor();

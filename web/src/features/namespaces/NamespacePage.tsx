@@ -38,6 +38,8 @@ export function NamespacePage() {
   const q = useNamespace(ns);
   const versions = useVersions(ns, 1);
   const open = useChanges(ns, 'open');
+  const approved = useChanges(ns, 'approved');
+  const scheduled = (approved.data?.items ?? []).filter((c) => c.publishAt);
   const nodes = useNodes(ns);
   const latest = versions.data?.items?.[0];
   const live = (nodes.data?.items ?? []).filter((n) => n.live);
@@ -74,6 +76,22 @@ export function NamespacePage() {
             </Text>
           ))}
           {open.data && (open.data.items ?? []).length === 0 && <Text c="dimmed">None.</Text>}
+          {scheduled.length > 0 && (
+            <>
+              <Title order={3} size="h6" mt="sm">
+                Scheduled publishes
+              </Title>
+              {scheduled.map((c) => (
+                <Text key={c.id}>
+                  <Anchor component={Link} to={`/namespaces/${ns}/changes/${c.id}`}>
+                    #{c.id} {c.title}
+                  </Anchor>{' '}
+                  publishes {when(c.publishAt!)}
+                  {c.scheduledBy ? ` (scheduled by ${c.scheduledBy})` : ''}
+                </Text>
+              ))}
+            </>
+          )}
         </Paper>
         <Paper withBorder p="md">
           <Title order={2} size="h5">
