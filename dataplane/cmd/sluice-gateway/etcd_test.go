@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +20,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
@@ -146,39 +143,15 @@ func mustPKI(tb testing.TB, dir string) testPKI {
 	}
 }
 
-// startEtcd runs an embedded etcd for the test; with pki, it serves TLS
-// only and requires client certificates signed by the test CA.
+// startEtcd runs the shared test etcd (etcdtest) and returns its endpoint;
+// with pki, it serves TLS only and requires client certificates signed by
+// the test CA.
 func startEtcd(tb testing.TB, pki *testPKI) string {
 	tb.Helper()
-	return startEtcdAt(tb, etcdtest.FreeLoopbackURL(tb), pki)
-}
-
-func startEtcdAt(tb testing.TB, u url.URL, pki *testPKI) string {
-	tb.Helper()
-	peer := etcdtest.FreeLoopbackURL(tb)
-	cfg := embed.NewConfig()
-	cfg.Name = "test"
-	cfg.Dir = filepath.Join(tb.TempDir(), "data")
-	if pki != nil {
-		u.Scheme = "https"
-		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: pki.serverCert, KeyFile: pki.serverKey, TrustedCAFile: pki.ca, ClientCertAuth: true}
+	if pki == nil {
+		return etcdtest.Start(tb).Endpoints[0]
 	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{u}, []url.URL{u}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(tb.TempDir(), "etcd.log")}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		tb.Fatal("etcd not ready")
-	}
-	return u.String()
+	return etcdtest.StartTLS(tb, etcdtest.TLS{CertFile: pki.serverCert, KeyFile: pki.serverKey, TrustedCAFile: pki.ca}).Endpoints[0]
 }
 
 func dialFor(tb testing.TB, args ...string) (*etcdDeps, error) {
@@ -283,7 +256,9 @@ func TestEtcdAuthRoles(t *testing.T) {
 // TestEtcdAuthAtStart starts a node with a user while etcd is down: it
 // does not fail, and authenticates once etcd is there.
 func TestEtcdAuthAtStart(t *testing.T) {
-	u := etcdtest.FreeLoopbackURL(t)
+	srv := etcdtest.Start(t)
+	srv.Stop() // down until the node has started; Restart keeps the address
+	ep := srv.Endpoints[0]
 	old := etcdDialTimeout
 	etcdDialTimeout = time.Second // etcd is down: fail fast, then authenticate in the background
 	t.Cleanup(func() { etcdDialTimeout = old })
@@ -291,7 +266,7 @@ func TestEtcdAuthAtStart(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("node-pw"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dialFor(t, "--etcd", u.String(), "--etcd-username", "gw-1", "--etcd-password-file", pw)
+	d, err := dialFor(t, "--etcd", ep, "--etcd-username", "gw-1", "--etcd-password-file", pw)
 	if err != nil {
 		t.Fatalf("dial while etcd is down: %v", err)
 	}
@@ -300,7 +275,7 @@ func TestEtcdAuthAtStart(t *testing.T) {
 		t.Fatal("authenticated while etcd is down")
 	default:
 	}
-	ep := startEtcdAt(t, u, nil)
+	srv.Restart()
 	setupAuth(t, ep)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
