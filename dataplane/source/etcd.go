@@ -231,21 +231,8 @@ func (e *Etcd) init() error {
 	if e.ConnectTimeout <= 0 {
 		e.ConnectTimeout = 3 * time.Second
 	}
-	if e.OpTimeout <= 0 {
-		e.OpTimeout = 5 * time.Second
-	}
-	if e.Heartbeat <= 0 {
-		e.Heartbeat = 5 * time.Second
-	}
-	if e.MinBackoff <= 0 {
-		e.MinBackoff = 250 * time.Millisecond
-	}
-	if e.MaxBackoff <= 0 {
-		e.MaxBackoff = 30 * time.Second
-	}
-	if e.MaxBackoff < e.MinBackoff {
-		e.MaxBackoff = e.MinBackoff
-	}
+	// OpTimeout, Heartbeat and the backoff bounds are the follower's:
+	// etcdwatch.New fills their defaults.
 	if e.Logger == nil {
 		e.Logger = slog.Default()
 	}

@@ -217,18 +217,7 @@ func cmdDiff(c *cli, fs *flagSet, args []string) error {
 	if against != "draft" && against != "published" {
 		return fmt.Errorf("--against %q: must be draft or published", against)
 	}
-	rf, err := readRuleFile(args[0])
-	if err != nil {
-		return err
-	}
-	if err := c.check(rf); err != nil {
-		return err
-	}
-	ns, err := c.ns(rf)
-	if err != nil {
-		return err
-	}
-	cl, err := c.api(true)
+	rf, cl, ns, err := c.fileClient(args[0])
 	if err != nil {
 		return err
 	}
@@ -264,18 +253,7 @@ func cmdApply(c *cli, fs *flagSet, args []string) error {
 	if strings.TrimSpace(title) == "" {
 		return errors.New("--title is required: the change's title")
 	}
-	rf, err := readRuleFile(args[0])
-	if err != nil {
-		return err
-	}
-	if err := c.check(rf); err != nil {
-		return err
-	}
-	ns, err := c.ns(rf)
-	if err != nil {
-		return err
-	}
-	cl, err := c.api(true)
+	rf, cl, ns, err := c.fileClient(args[0])
 	if err != nil {
 		return err
 	}
@@ -368,6 +346,24 @@ func idArg(what, a string) (int, error) {
 		return 0, fmt.Errorf("%s %q: must be a number", what, a)
 	}
 	return n, nil
+}
+
+// fileClient reads and validates a rule file (offline, as validate does),
+// settles its namespace against -n, and returns an authenticated client.
+func (c *cli) fileClient(name string) (*ruleFile, *client.Client, string, error) {
+	rf, err := readRuleFile(name)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := c.check(rf); err != nil {
+		return nil, nil, "", err
+	}
+	ns, err := c.ns(rf)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cl, err := c.api(true)
+	return rf, cl, ns, err
 }
 
 func (c *cli) nsClient() (*client.Client, string, error) {
