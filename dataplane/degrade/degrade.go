@@ -97,6 +97,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // Tuning constants, documented in the package comment.
@@ -126,7 +128,7 @@ type Controller struct {
 	seed      uint64
 	base      int64 // the rule's recoverAfter
 	l1, l2    *api.Trigger
-	key       []keyPart
+	key       limit.Key
 	fb        fallback
 	ov        *atomic.Uint64 // override cell shared across hot swaps: until<<2 | level, 0 = none
 	logs      *logLimiter
@@ -162,6 +164,20 @@ func (c *Controller) Rule() string { return c.rule }
 // counted and logged here; the caller answers it with WriteFallback and
 // neither forwards nor Records it.
 func (c *Controller) Admit(clientKey uint64, now int64) (shed bool, level int) {
+	return c.admit(clientKey, now, nil)
+}
+
+// AdmitView is Admit for the request v, keyed on KeyHash(v); a shed is
+// logged as a decision line naming v (reqview.LogDecision: its trace id,
+// request id, path and client).
+func (c *Controller) AdmitView(v *reqview.View, now int64) (shed bool, level int) {
+	if c == nil {
+		return false, 0
+	}
+	return c.admit(c.key.StableHash(v), now, v)
+}
+
+func (c *Controller) admit(clientKey uint64, now int64, v *reqview.View) (shed bool, level int) {
 	if c == nil {
 		return false, 0
 	}
@@ -178,7 +194,7 @@ func (c *Controller) Admit(clientKey uint64, now int64) (shed bool, level int) {
 			return false, 1
 		}
 	}
-	c.onShed(now, level)
+	c.onShed(now, level, v)
 	return true, level
 }
 
@@ -224,13 +240,13 @@ func (c *Controller) effective(now int64) int {
 	return int(c.level.Load())
 }
 
-func (c *Controller) onShed(now int64, level int) {
+func (c *Controller) onShed(now int64, level int, v *reqview.View) {
 	c.shedWin.Add(1)
 	if c.shedCtr != nil {
 		c.shedCtr.Inc()
 	}
 	if c.logs.allow(now) {
-		c.log.Info("request shed by degrade", "rule", c.rule, "level", level)
+		reqview.LogDecision(c.log, slog.LevelInfo, v, reqview.MsgDegrade, c.rule, "shed", slog.Int("level", level))
 	} else if c.dropped != nil {
 		c.dropped.Inc()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
@@ -296,7 +297,7 @@ func TestConsistentShedding(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		for i := range clients {
 			ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-			k := c.KeyHash(r, ip, "r")
+			k := c.KeyHash(viewOf(r, ip))
 			first, _ := c.Admit(k, 1000*sec)
 			for j := range 3 {
 				if again, _ := c.Admit(k, 1000*sec+int64(j)); again != first {
@@ -324,6 +325,13 @@ func TestConsistentShedding(t *testing.T) {
 	if same > 600 || same < 400 {
 		t.Fatalf("rules a and b agree on %d of 1000 clients; seeds look shared", same)
 	}
+}
+
+// viewOf is the request view of r from the client ip on route "r".
+func viewOf(r *http.Request, ip netip.Addr) *reqview.View {
+	v := reqview.FromRequest(r)
+	v.ClientIP, v.RouteID = ip, "r"
+	return &v
 }
 
 func TestKeyHash(t *testing.T) {
@@ -363,7 +371,7 @@ func TestKeyHash(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := mk(tc.key...)
-			ha, hb := c.KeyHash(tc.a, tc.ipA, "r"), c.KeyHash(tc.b, tc.ipB, "r")
+			ha, hb := c.KeyHash(viewOf(tc.a, tc.ipA)), c.KeyHash(viewOf(tc.b, tc.ipB))
 			if (ha == hb) != tc.same {
 				t.Fatalf("hashes %x %x, same=%v want %v", ha, hb, ha == hb, tc.same)
 			}
@@ -371,7 +379,8 @@ func TestKeyHash(t *testing.T) {
 	}
 	c := mk("ip", "header:X-User", "query:u", "cookie:sid")
 	r := req("/?u=1", "X-User", "a", "Cookie", "sid=x")
-	if n := testing.AllocsPerRun(100, func() { c.KeyHash(r, ip1, "r") }); n != 0 {
+	v := viewOf(r, ip1)
+	if n := testing.AllocsPerRun(100, func() { c.KeyHash(v) }); n != 0 {
 		t.Fatalf("KeyHash allocates %v times", n)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 )
 
@@ -72,7 +73,9 @@ func (c *chain) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := Now()
 	ip, _ := netip.ParseAddr(r.Header.Get("X-Client"))
 	dc := s.dg.ForRoute("r")
-	if shed, _ := dc.Admit(dc.KeyHash(r, ip, "r"), now); shed {
+	v := reqview.FromRequest(r)
+	v.ClientIP, v.RouteID = ip, "r"
+	if shed, _ := dc.AdmitView(&v, now); shed {
 		dc.WriteFallback(w, r, now)
 		return
 	}

@@ -2,123 +2,41 @@ package degrade
 
 import (
 	"fmt"
-	"net/http"
-	"net/netip"
-	"net/textproto"
-	"strings"
 
-	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/limit"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
-type keyKind uint8
-
-const (
-	keyIP keyKind = iota
-	keyRoute
-	keyGlobal
-	keyHeader
-	keyQuery
-	keyCookie
-)
-
-type keyPart struct {
-	kind keyKind
-	name string // canonical header name, query parameter or cookie name
-}
-
-func compileKey(key []string) ([]keyPart, error) {
-	parts := make([]keyPart, 0, len(key))
-	for _, k := range key {
-		if err := api.ValidateKey(k); err != nil {
-			return nil, fmt.Errorf("key: %w", err)
-		}
-		switch k {
-		case "ip":
-			parts = append(parts, keyPart{kind: keyIP})
-		case "route":
-			parts = append(parts, keyPart{kind: keyRoute})
-		case "global":
-			parts = append(parts, keyPart{kind: keyGlobal})
-		default:
-			kind, name, _ := strings.Cut(k, ":")
-			switch kind {
-			case "header":
-				parts = append(parts, keyPart{kind: keyHeader, name: textproto.CanonicalMIMEHeaderKey(name)})
-			case "query":
-				parts = append(parts, keyPart{kind: keyQuery, name: name})
-			case "cookie":
-				parts = append(parts, keyPart{kind: keyCookie, name: name})
-			}
-		}
+// compileKey compiles a degrade rule's key with the limits' compiler
+// (limit.ParseKey: one reading of key parts for every rule); IPv6 clients
+// are keyed by their api.DefaultIPv6Prefix (/64).
+func compileKey(key []string) (limit.Key, error) {
+	k, err := limit.ParseKey(key, 0)
+	if err != nil {
+		return limit.Key{}, fmt.Errorf("key: %w", err)
 	}
-	return parts, nil
+	return k, nil
 }
-
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
-}
-
-func fnvSep(h uint64) uint64 { return (h ^ 0xff) * fnvPrime }
 
 // HashKey returns the 64-bit hash Admit takes for a client key that the
-// caller has already built as a string (for example the limit package's key
-// for the same dimensions). Equal strings give equal hashes.
-func HashKey(key string) uint64 { return fnvString(fnvOffset, key) }
+// caller has already built as a string. Equal strings give equal hashes, on
+// every node (limit.StableHashString).
+func HashKey(key string) uint64 { return limit.StableHashString(key) }
 
 // KeyHash returns the hash of the request's client key over the rule's key
-// dimensions (default [ip]): clientIP (as api.ClientIP resolved it; an IPv6
-// client by its /64, see api.KeyAddr), routeID, and header, query parameter
-// and cookie values read exactly as limits read them (limit.HeaderPart,
-// QueryPart, CookiePart: a query value percent-decoded, so that respelling
-// it does not draw another shed decision), each dimension separated so that
-// values cannot run into one another. An absent or empty header, parameter
-// or cookie hashes as empty. Requests whose parts are ambiguous are refused
-// before (limit.KeyCheck covers degrade keys too). It does not allocate,
-// except to decode a percent-encoded query value.
-func (c *Controller) KeyHash(r *http.Request, clientIP netip.Addr, routeID string) uint64 {
-	return c.KeyHashValues(r, nil, clientIP, routeID)
-}
-
-// KeyHashValues is KeyHash reading the parts kv holds (from the route's
-// limit.KeyCheck.Read) from kv instead of parsing them again; kv may be nil.
-func (c *Controller) KeyHashValues(r *http.Request, kv *limit.KeyValues, clientIP netip.Addr, routeID string) uint64 {
-	h := uint64(fnvOffset)
+// dimensions (default [ip]), read from the request view exactly as limits
+// read them (limit.Key; see package reqview for what each part means: a
+// query value percent-decoded, so ?u=a%20b and ?u=a+b are one client; an
+// absent or empty part hashes as "missing", one client for all who omit
+// it), with the stable hash (limit.Key.StableHash) so that a client is shed
+// alike on every node. Requests whose parts are ambiguous are refused before
+// (limit.KeyCheck covers degrade keys too, and records the checked values in
+// v). It does not allocate, except to decode a percent-encoded query value
+// no check read. A nil Controller returns the hash of the global key.
+func (c *Controller) KeyHash(v *reqview.View) uint64 {
 	if c == nil {
-		return h
+		var global limit.Key
+		return global.StableHash(v)
 	}
-	for _, p := range c.key {
-		switch p.kind {
-		case keyIP:
-			b := api.KeyAddr(clientIP, api.DefaultIPv6Prefix).As16() // an IPv6 client by its /64
-			for _, x := range b {
-				h = (h ^ uint64(x)) * fnvPrime
-			}
-		case keyRoute:
-			h = fnvString(h, routeID)
-		case keyGlobal:
-		case keyHeader:
-			if v, ok := kv.Header(r, p.name); ok {
-				h = fnvSep(fnvString(h, v))
-			}
-		case keyQuery:
-			if v, ok := kv.Query(r, p.name); ok {
-				h = fnvSep(fnvString(h, v))
-			}
-		case keyCookie:
-			if v, ok := kv.Cookie(r, p.name); ok {
-				h = fnvSep(fnvString(h, v))
-			}
-		}
-		h = fnvSep(h)
-	}
-	return h
+	return c.key.StableHash(v)
 }

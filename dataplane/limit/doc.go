@@ -10,7 +10,10 @@
 //	// on error: keep current, count sluice_ruleset_apply_errors_total
 //	ptr.Store(set); current.Retire(set)        // swap, then retire the old Set
 //	...
-//	// per request, right after route matching:
+//	// per request, right after route matching, on the request's one view
+//	// (package reqview: route, client IP, request id, trace context):
+//	done, ok := ptr.Load().Chain(route.ID).AdmitView(w, &view)
+//	// or, from a bare *http.Request:
 //	done, ok := ptr.Load().Chain(route.ID).Admit(w, r, limit.RequestInfo{
 //		RouteID: route.ID, ClientIP: api.ClientIP(peer, r.Header.Values("X-Forwarded-For"), trusted),
 //		RequestID: reqID})
@@ -131,10 +134,10 @@
 // A key must read exactly what the upstream acts on, or a client could send
 // a value the gateway keys on beside another that the upstream reads. So a
 // request is refused with 400 application/problem+json naming the part
-// (KeyCheck.Read, run by the integrator after routing and before degrade
-// and limits, so that it consumes nothing; the values it checked are then
-// what degrade and limits key on, through KeyValues, so the request is
-// parsed once) when a query, header or cookie part
+// (KeyCheck.ReadView, run by the integrator after routing and before
+// degrade and limits, so that it consumes nothing; the values it checked are
+// recorded in the request's reqview.View and are then what degrade and
+// limits key on, so the request is parsed once) when a query, header or cookie part
 // that one of its route's limits or degrade plans keys on is:
 //
 //   - repeated: query:NAME in two pairs (names compared after

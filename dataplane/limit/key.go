@@ -9,11 +9,11 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // dimKind is one kind of key dimension.
@@ -36,16 +36,23 @@ type dim struct {
 	bits int    // ip: the prefix length IPv6 clients are keyed by (1-128)
 }
 
-// keySpec is a limit's key: its dimensions in rule order. "global" parts
-// contribute nothing; a key of only "global" parts is one key for everyone.
-type keySpec struct {
+// Key is a compiled rule key (a limit's or a degrade plan's key): its
+// dimensions in rule order. "global" parts contribute nothing; a key of only
+// "global" parts is one key for everyone. It is the one reading of key parts
+// for every rule: each part is read from the request view (see package
+// reqview for what each kind means) and encoded the same way for Hash,
+// StableHash and Text. The zero value is the global key. It is immutable and
+// safe for concurrent use.
+type Key struct {
 	dims []dim
 }
 
-// parseKey compiles a limit's key; ipv6Prefix is the limit's (0 means
-// api.DefaultIPv6Prefix).
-func parseKey(key []string, ipv6Prefix int) (keySpec, error) {
-	var ks keySpec
+// ParseKey compiles a rule key as written in the rule document ([ip],
+// [header:X-User, query:page], ...); ipv6Prefix is the length of the prefix
+// IPv6 clients are keyed by (0 means api.DefaultIPv6Prefix). Errors name the
+// bad part (api.ValidateKey).
+func ParseKey(key []string, ipv6Prefix int) (Key, error) {
+	var ks Key
 	if ipv6Prefix <= 0 || ipv6Prefix > 128 {
 		ipv6Prefix = api.DefaultIPv6Prefix
 	}
@@ -76,7 +83,7 @@ func parseKey(key []string, ipv6Prefix int) (keySpec, error) {
 	return ks, nil
 }
 
-func (ks keySpec) String() string {
+func (ks Key) String() string {
 	parts := make([]string, len(ks.dims))
 	for i, d := range ks.dims {
 		parts[i] = d.spec
@@ -88,60 +95,39 @@ func (ks keySpec) String() string {
 }
 
 // part returns the value of one dimension for a request and whether it is
-// present (an empty value is not). It reads the first occurrence: requests
-// where that is ambiguous (see KeyCheck) are refused before any limit
-// decides. It allocates only for a percent-encoded query parameter.
-func (d *dim) part(r *http.Request, info *RequestInfo, kv *KeyValues, ipBuf *[16]byte) (string, bool) {
+// present (an empty value is not). It reads through the view: the value a
+// key check kept, else the first occurrence (requests where that is
+// ambiguous are refused before any rule decides, see KeyCheck). It
+// allocates only for a percent-encoded query parameter the check did not
+// read.
+func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 	switch d.kind {
 	case dimIP:
-		if !info.ClientIP.IsValid() {
+		if !v.ClientIP.IsValid() {
 			return "", false
 		}
-		*ipBuf = api.KeyAddr(info.ClientIP, d.bits).As16()
+		*ipBuf = api.KeyAddr(v.ClientIP, d.bits).As16()
 		return unsafeString(ipBuf[:]), true
 	case dimRoute:
-		return info.RouteID, true
+		return v.RouteID, true
 	case dimHeader:
-		return kv.Header(r, d.name)
+		return v.HeaderPart(d.name)
 	case dimQuery:
-		return kv.Query(r, d.name)
+		return v.QueryPart(d.name)
 	case dimCookie:
-		return kv.Cookie(r, d.name)
+		return v.CookiePart(d.name)
 	}
 	return "", true
 }
 
-// HeaderPart returns the value a header:NAME key part reads (name in
-// canonical form): the header's first value, and false when it is absent or
-// empty. Limits and degrade plans key on it alike; requests where it is
-// ambiguous are refused first (KeyCheck).
-func HeaderPart(h http.Header, name string) (string, bool) {
-	if vs := h[name]; len(vs) > 0 && vs[0] != "" {
-		return vs[0], true
-	}
-	return "", false
-}
+// HeaderPart is reqview.HeaderPart: the value a header:NAME part reads.
+func HeaderPart(h http.Header, name string) (string, bool) { return reqview.HeaderPart(h, name) }
 
-// QueryPart returns the value a query:NAME key part reads from a raw query:
-// the first parameter whose decoded name is name, percent-decoded (as
-// url.ParseQuery decodes it), and false when it is absent or empty. It
-// allocates only for a percent-encoded value.
-func QueryPart(rawQuery, name string) (string, bool) {
-	return nonEmpty(queryValue(rawQuery, name))
-}
+// QueryPart is reqview.QueryPart: the value a query:NAME part reads.
+func QueryPart(rawQuery, name string) (string, bool) { return reqview.QueryPart(rawQuery, name) }
 
-// CookiePart returns the value a cookie:NAME key part reads from the Cookie
-// header lines: the first cookie named name, without its double quotes, and
-// false when it is absent or empty.
-func CookiePart(lines []string, name string) (string, bool) {
-	return nonEmpty(cookieValue(lines, name))
-}
-
-// nonEmpty makes an empty value a missing one: stacks disagree on whether
-// "?user=" carries a parameter (Python's parse_qs drops it), and an empty
-// header or cookie is absent to most applications, so empty and missing are
-// one key and alternating them gains nothing.
-func nonEmpty(v string, ok bool) (string, bool) { return v, ok && v != "" }
+// CookiePart is reqview.CookiePart: the value a cookie:NAME part reads.
+func CookiePart(lines []string, name string) (string, bool) { return reqview.CookiePart(lines, name) }
 
 // ipText is the ip part of a key as text: an IPv4 client's address, an
 // IPv6 client's prefix ("2001:db8:1:2::/64"; the address itself for /128),
@@ -164,17 +150,15 @@ const (
 	partMissing = 0x02
 )
 
-// hash returns the 64-bit hash of the request's key under ks (maphash, the
-// process-wide seed). It does not allocate (except for percent-encoded query
-// values). A missing part (header, query parameter or cookie absent, or no
-// client address) hashes as a "missing" marker distinct from every value,
-// including the empty one: all requests that omit it share one key (with the
-// other parts), so omitting a header never escapes the limit; it lands in
-// one shared bucket.
-func (ks *keySpec) hash(r *http.Request, info *RequestInfo) uint64 { return ks.hashKV(r, info, nil) }
-
-// hashKV is hash reading the parts kv holds from kv (see KeyValues).
-func (ks *keySpec) hashKV(r *http.Request, info *RequestInfo, kv *KeyValues) uint64 {
+// Hash returns the 64-bit hash of the request's key (maphash, the
+// process-wide seed: the hash node-scope limiters store keys by). It does not
+// allocate (except for percent-encoded query values no check read). A
+// missing part (header, query parameter or cookie absent, or no client
+// address) hashes as a "missing" marker distinct from every value, including
+// the empty one: all requests that omit it share one key (with the other
+// parts), so omitting a header never escapes the limit; it lands in one
+// shared bucket.
+func (ks *Key) Hash(v *reqview.View) uint64 {
 	if len(ks.dims) == 0 {
 		return 0
 	}
@@ -183,20 +167,66 @@ func (ks *keySpec) hashKV(r *http.Request, info *RequestInfo, kv *KeyValues) uin
 	var ipBuf [16]byte
 	var lenBuf [9]byte
 	for i := range ks.dims {
-		v, ok := ks.dims[i].part(r, info, kv, &ipBuf)
+		p, ok := ks.dims[i].part(v, &ipBuf)
 		if !ok {
 			h.WriteByte(partMissing)
 			continue
 		}
 		lenBuf[0] = partPresent
-		binary.LittleEndian.PutUint64(lenBuf[1:], uint64(len(v)))
+		binary.LittleEndian.PutUint64(lenBuf[1:], uint64(len(p)))
 		h.Write(lenBuf[:])
-		h.WriteString(v)
+		h.WriteString(p)
 	}
 	return h.Sum64()
 }
 
-// text returns the request's key as text, for logs and for cluster limiters
+// FNV-1a, the hash of StableHash.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvBytes(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// StableHash returns the request's key hashed with FNV-1a over the same
+// encoding as Hash (the same parts, markers and lengths), so that it is the
+// same on every node and in every process: what degrade plans shed
+// consistently by. The global key hashes to the FNV offset. It does not
+// allocate (except as Hash).
+func (ks *Key) StableHash(v *reqview.View) uint64 {
+	h := uint64(fnvOffset)
+	var ipBuf [16]byte
+	var lenBuf [9]byte
+	for i := range ks.dims {
+		p, ok := ks.dims[i].part(v, &ipBuf)
+		if !ok {
+			h = (h ^ partMissing) * fnvPrime
+			continue
+		}
+		lenBuf[0] = partPresent
+		binary.LittleEndian.PutUint64(lenBuf[1:], uint64(len(p)))
+		h = fnvString(fnvBytes(h, lenBuf[:]), p)
+	}
+	return h
+}
+
+// StableHashString is StableHash's FNV-1a over a string, for keys a caller
+// builds itself (seeds, tests).
+func StableHashString(s string) uint64 { return fnvString(fnvOffset, s) }
+
+// Text returns the request's key as text, for logs and for cluster limiters
 // (whose stores need the same key on every node):
 // "ip=10.1.2.3|header:X-User=#5d41402abc4b2a76b9719d91". The client IP and
 // route are written as they are; header, query and cookie values are written
@@ -205,10 +235,7 @@ func (ks *keySpec) hashKV(r *http.Request, info *RequestInfo, kv *KeyValues) uin
 // must reach neither the logs nor Redis — the same value always gives the
 // same digest, so a client can still be followed across lines and nodes. A
 // missing part reads "<missing>".
-func (ks *keySpec) text(r *http.Request, info *RequestInfo) string { return ks.textKV(r, info, nil) }
-
-// textKV is text reading the parts kv holds from kv (see KeyValues).
-func (ks *keySpec) textKV(r *http.Request, info *RequestInfo, kv *KeyValues) string {
+func (ks *Key) Text(v *reqview.View) string {
 	if len(ks.dims) == 0 {
 		return "global"
 	}
@@ -222,68 +249,22 @@ func (ks *keySpec) textKV(r *http.Request, info *RequestInfo, kv *KeyValues) str
 		b.WriteString(d.spec)
 		b.WriteByte('=')
 		if d.kind == dimIP {
-			b.WriteString(ipText(info.ClientIP, d.bits))
+			b.WriteString(ipText(v.ClientIP, d.bits))
 			continue
 		}
-		v, ok := d.part(r, info, kv, &ipBuf)
+		p, ok := d.part(v, &ipBuf)
 		switch {
 		case !ok:
 			b.WriteString("<missing>")
 		case d.kind == dimRoute:
-			b.WriteString(v)
+			b.WriteString(p)
 		default:
-			sum := sha256.Sum256([]byte(v))
+			sum := sha256.Sum256([]byte(p))
 			b.WriteByte('#')
 			b.WriteString(hex.EncodeToString(sum[:12]))
 		}
 	}
 	return b.String()
-}
-
-// queryValue returns the first value of the query parameter name in a raw
-// query, decoded, and whether it is present. Names are compared decoded.
-func queryValue(raw, name string) (string, bool) {
-	for raw != "" {
-		var kv string
-		kv, raw, _ = strings.Cut(raw, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			if !strings.ContainsAny(k, "%+") {
-				continue
-			}
-			if dk, err := url.QueryUnescape(k); err != nil || dk != name {
-				continue
-			}
-		}
-		if strings.ContainsAny(v, "%+") {
-			if dv, err := url.QueryUnescape(v); err == nil {
-				return dv, true
-			}
-		}
-		return v, true
-	}
-	return "", false
-}
-
-// cookieValue returns the value of the first cookie named name in the Cookie
-// header lines, without its quotes, and whether it is present.
-func cookieValue(lines []string, name string) (string, bool) {
-	for _, line := range lines {
-		for line != "" {
-			var part string
-			part, line, _ = strings.Cut(line, ";")
-			part = strings.TrimSpace(part)
-			k, v, ok := strings.Cut(part, "=")
-			if !ok || k != name {
-				continue
-			}
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // costSpec says how many units a request costs for one limit.
@@ -312,10 +293,10 @@ func newCostSpec(c *api.Cost, capacity int64) costSpec {
 //     cannot be measured before it is read, so it is charged the limit's
 //     whole capacity (burst, or rate for windows): streaming a body does not
 //     dodge its cost, and clients that want a fair charge send Content-Length.
-func (c *costSpec) cost(r *http.Request) int64 {
+func (c *costSpec) cost(v *reqview.View) int64 {
 	switch {
 	case c.header != "":
-		vs := r.Header[c.header]
+		vs := v.Header[c.header]
 		if len(vs) == 0 {
 			return 1
 		}
@@ -328,13 +309,13 @@ func (c *costSpec) cost(r *http.Request) int64 {
 		}
 		return max(1, n)
 	case c.perUnit > 0:
-		if r.ContentLength < 0 {
+		if v.ContentLength < 0 {
 			return max(1, c.capacity)
 		}
-		if r.ContentLength == 0 {
+		if v.ContentLength == 0 {
 			return 1
 		}
-		return (r.ContentLength-1)/c.perUnit + 1
+		return (v.ContentLength-1)/c.perUnit + 1
 	}
 	return 1
 }

@@ -10,7 +10,7 @@ import (
 // a composite key of every kind of part (ip, route, header, query, cookie),
 // on a request of typical size (several query parameters and cookies).
 func BenchmarkKeyHash(b *testing.B) {
-	ks, err := parseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
+	ks, err := ParseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -19,16 +19,17 @@ func BenchmarkKeyHash(b *testing.B) {
 	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
 	info := RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("2001:db8::1")}
 	b.ReportAllocs()
-	cpuLoop(b, func() { ks.hash(r, &info) })
+	v := info.View(r)
+	cpuLoop(b, func() { ks.Hash(&v) })
 }
 
 // BenchmarkKeyCheckAndHash is what the request path does: the ambiguity
-// check (KeyCheck.Read over the same key), then the hash over the values it
+// check (KeyCheck.ReadView over the same key), then the hash over the values it
 // kept. The whole cost of key extraction per request. Peer:
 // BenchmarkKeyHash (extraction and hash, no check).
 func BenchmarkKeyCheckAndHash(b *testing.B) {
 	key := []string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}
-	ks, err := parseKey(key, 0)
+	ks, err := ParseKey(key, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,11 +40,11 @@ func BenchmarkKeyCheckAndHash(b *testing.B) {
 	info := RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("2001:db8::1")}
 	b.ReportAllocs()
 	cpuLoop(b, func() {
-		var kv KeyValues
-		if err := kc.Read(r, &kv); err != nil {
+		v := info.View(r)
+		if err := kc.ReadView(&v); err != nil {
 			b.Fatal(err)
 		}
-		ks.hashKV(r, &info, &kv)
+		ks.Hash(&v)
 	})
 }
 

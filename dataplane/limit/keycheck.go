@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // Bounds above which the standard library's parsers read nothing at all: a
@@ -37,7 +39,7 @@ func (e *AmbiguousError) Error() string { return e.Part + " " + e.Reason }
 // and the upstream (or two upstream stacks) could read different values, so
 // that a client could key its requests on one value while the upstream acts
 // on another. Build one per route with NewKeyCheck over every key that applies
-// to the route (limits and degrade plans), and call Read (or Check) before
+// to the route (limits and degrade plans), and call ReadView (or Check) before
 // degrade and limits decide. A nil *KeyCheck checks nothing. It is
 // immutable and safe for concurrent use.
 //
@@ -52,79 +54,12 @@ type KeyCheck struct {
 	aliasOf []int    // header index of each alias
 	scanAll bool     // too many aliases to list: scan the header names
 	cookies []string
+	names   reqview.KeyNames // the names above, in the order the view records their values
 }
 
 type queryName struct {
 	name  string
 	plain bool // name has no byte that must be percent-encoded in a query
-}
-
-// KeyValues holds the key parts KeyCheck.Read checked in one request, one
-// value per query, header and cookie name of the check ("" for missing or
-// empty). Its methods answer for the parts it holds and read any other from
-// the request, as limits do without a check. The zero value holds nothing.
-// It lives for one request; keep it on the stack (it is small).
-type KeyValues struct {
-	kc   *KeyCheck // nil until Read succeeds
-	buf  [8]string
-	more []string
-}
-
-func (kv *KeyValues) set(i int, v string) {
-	if i < len(kv.buf) {
-		kv.buf[i] = v
-	} else {
-		kv.more[i-len(kv.buf)] = v
-	}
-}
-
-func (kv *KeyValues) get(i int) (string, bool) {
-	v := ""
-	if i < len(kv.buf) {
-		v = kv.buf[i]
-	} else {
-		v = kv.more[i-len(kv.buf)]
-	}
-	return v, v != ""
-}
-
-// Query returns the value of the query:NAME part: the checked one when kv
-// holds it, else QueryPart of r.
-func (kv *KeyValues) Query(r *http.Request, name string) (string, bool) {
-	if kv != nil && kv.kc != nil {
-		for i := range kv.kc.queries {
-			if kv.kc.queries[i].name == name {
-				return kv.get(i)
-			}
-		}
-	}
-	return QueryPart(r.URL.RawQuery, name)
-}
-
-// Header returns the value of the header:NAME part (name canonical): the
-// checked one when kv holds it, else HeaderPart of r.
-func (kv *KeyValues) Header(r *http.Request, name string) (string, bool) {
-	if kv != nil && kv.kc != nil {
-		for i, h := range kv.kc.headers {
-			if h == name {
-				return kv.get(len(kv.kc.queries) + i)
-			}
-		}
-	}
-	return HeaderPart(r.Header, name)
-}
-
-// Cookie returns the value of the cookie:NAME part: the checked one when kv
-// holds it, else CookiePart of r.
-func (kv *KeyValues) Cookie(r *http.Request, name string) (string, bool) {
-	if kv != nil && kv.kc != nil {
-		for i, c := range kv.kc.cookies {
-			if c == name {
-				return kv.get(len(kv.kc.queries) + len(kv.kc.headers) + i)
-			}
-		}
-	}
-	return CookiePart(r.Header["Cookie"], name)
 }
 
 // NewKeyCheck returns the check of the query, header and cookie parts of
@@ -158,6 +93,10 @@ func NewKeyCheck(keys ...[]string) *KeyCheck {
 	if len(kc.queries)+len(kc.headers)+len(kc.cookies) == 0 {
 		return nil
 	}
+	for _, q := range kc.queries {
+		kc.names.Queries = append(kc.names.Queries, q.name)
+	}
+	kc.names.Headers, kc.names.Cookies = kc.headers, kc.cookies
 	for i, name := range kc.headers {
 		for _, a := range cgiAliases(name) {
 			if a != name && !slices.Contains(kc.aliases, a) {
@@ -203,47 +142,43 @@ func cgiAliases(name string) []string {
 }
 
 // Check returns an *AmbiguousError when one of r's key parts is ambiguous,
-// nil otherwise. It is Read without keeping the values.
+// nil otherwise. It is ReadView on r's view without keeping the view.
 func (kc *KeyCheck) Check(r *http.Request) error {
-	var kv KeyValues
-	return kc.Read(r, &kv)
+	v := reqview.FromRequest(r)
+	return kc.ReadView(&v)
 }
 
-// Read is Check that also keeps, in kv, the value of every part it checked,
-// so that limits and degrade plans key on what was checked without parsing
-// the request again (pass kv to Chain.AdmitValues and the degrade
-// controller's KeyHashValues). kv is reset first; on error it holds nothing.
-// Read does not allocate for a request that passes, except to decode a
-// percent-encoded query value (as keying on it would) and for a check of
-// more than eight parts.
-func (kc *KeyCheck) Read(r *http.Request, kv *KeyValues) error {
-	*kv = KeyValues{}
+// ReadView is Check on a request view that also records, in v, the value of
+// every part it checked (View.SetChecked), so that limits and degrade plans
+// key on what was checked without parsing the request again. On error v
+// keeps no checked value. It does not allocate for a request that passes,
+// except to decode a percent-encoded query value (as keying on it would) and
+// for a check of more than eight parts.
+func (kc *KeyCheck) ReadView(v *reqview.View) error {
 	if kc == nil {
 		return nil
 	}
-	if n := len(kc.queries) + len(kc.headers) + len(kc.cookies); n > len(kv.buf) {
-		kv.more = make([]string, n-len(kv.buf))
-	}
+	v.StartCheck(&kc.names)
 	if len(kc.queries) > 0 {
-		if err := checkQuery(r.URL.RawQuery, kc.queries, kv); err != nil {
-			*kv = KeyValues{}
+		if err := checkQuery(v.RawQuery, kc.queries, v); err != nil {
+			v.EndCheck(&kc.names, false)
 			return err
 		}
 	}
 	if len(kc.headers) > 0 {
-		if err := kc.checkHeaders(r.Header, kv); err != nil {
-			*kv = KeyValues{}
+		if err := kc.checkHeaders(v.Header, v); err != nil {
+			v.EndCheck(&kc.names, false)
 			return err
 		}
 	}
 	if len(kc.cookies) > 0 {
-		if err := checkCookies(r.Header["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), kv); err != nil {
-			*kv = KeyValues{}
+		if err := checkCookies(v.Header["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), v); err != nil {
+			v.EndCheck(&kc.names, false)
 			return err
 		}
 	}
-	kv.kc = kc
-	if conn := r.Header["Connection"]; len(conn) > 0 {
+	v.EndCheck(&kc.names, true)
+	if conn := v.Header["Connection"]; len(conn) > 0 {
 		return kc.checkConnection(conn)
 	}
 	return nil
@@ -287,7 +222,7 @@ func queryPart(name string) string { return fmt.Sprintf("query parameter %q", na
 // it), is not spelled exactly NAME (a different case, spaces, or
 // percent-encoding a name that needs none), or has a value that is not
 // well-formed percent-encoding of valid UTF-8 without control characters.
-func checkQuery(raw string, names []queryName, kv *KeyValues) error {
+func checkQuery(raw string, names []queryName, kv *reqview.View) error {
 	if raw == "" {
 		return nil
 	}
@@ -347,7 +282,7 @@ func checkQuery(raw string, names []queryName, kv *KeyValues) error {
 // checkPair applies the rule to one query pair, keeping the value of a
 // pair that passes in kv; semi says the pair shares its "&"-separated
 // segment with a ";".
-func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool, kv *KeyValues) error {
+func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool, kv *reqview.View) error {
 	for i := range names {
 		q := &names[i]
 		if !queryConcerns(rawName, q) {
@@ -371,7 +306,7 @@ func checkPair(rawName, rawVal string, names []queryName, seen []bool, semi bool
 		if why != "" {
 			return part(why)
 		}
-		kv.set(i, v)
+		kv.SetChecked(i, v)
 	}
 	return nil
 }
@@ -514,7 +449,7 @@ func plainQueryName(name string) bool {
 // the value, as every common stack reads it), with no control character (a
 // tab inside) in its value, and no other field may map to the same name
 // once "_" is read as "-" (CGI, WSGI and PHP turn both into HTTP_X_API_KEY).
-func (kc *KeyCheck) checkHeaders(h http.Header, kv *KeyValues) error {
+func (kc *KeyCheck) checkHeaders(h http.Header, kv *reqview.View) error {
 	for i, name := range kc.headers {
 		vs := h[name]
 		if len(vs) > 1 {
@@ -524,7 +459,7 @@ func (kc *KeyCheck) checkHeaders(h http.Header, kv *KeyValues) error {
 			if why := checkText(vs[0]); why != "" {
 				return &AmbiguousError{Part: fmt.Sprintf("header %q", name), Reason: why}
 			}
-			kv.set(len(kc.queries)+i, vs[0])
+			kv.SetChecked(len(kc.queries)+i, vs[0])
 		}
 	}
 	alias := func(k, name string) error {
@@ -585,7 +520,7 @@ func lower(c byte) byte {
 // others keep; a different case), has no "=", or has a value that is not
 // made of cookie-octets (RFC 6265) other than "[" and "]" (which Python's
 // parser stops at), optionally in double quotes.
-func checkCookies(lines []string, names []string, off int, kv *KeyValues) error {
+func checkCookies(lines []string, names []string, off int, kv *reqview.View) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -654,7 +589,7 @@ func checkCookies(lines []string, names []string, off int, kv *KeyValues) error 
 					return fail("has a malformed value")
 				}
 			}
-			kv.set(off+k, val)
+			kv.SetChecked(off+k, val)
 		}
 	}
 	if nparts > MaxCookies {

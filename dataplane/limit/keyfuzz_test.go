@@ -27,7 +27,7 @@ var fuzzKey = []string{"query:user", "header:X-Api-Key", "cookie:sid"}
 // keyView is what one side read of the three parts of fuzzKey; "" is a
 // missing part (the gateway keys an empty value as missing). several is
 // set when the upstream read a part more than once, or when the gateway's
-// checked value (KeyValues) differs from parsing the request again.
+// checked value (kept in the reqview.View) differs from parsing the request again.
 type keyView struct {
 	parts   [3]string
 	several string
@@ -78,24 +78,24 @@ func newKeyRig(tb testing.TB) *keyRig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.CloseIdle(); tr.CloseIdle() })
-	ks, err := parseKey(fuzzKey, 0)
+	ks, err := ParseKey(fuzzKey, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	kc := NewKeyCheck(fuzzKey)
 	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var kvs KeyValues
-		if err := kc.Read(r, &kvs); err != nil {
+		info := RequestInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
+		checked, plainView := info.View(r), info.View(r)
+		if err := kc.ReadView(&checked); err != nil {
 			proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
 			return
 		}
 		m := rt.Match(r)
 		var v keyView
 		var ipBuf [16]byte
-		info := RequestInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
 		for i := range ks.dims {
-			v.parts[i], _ = ks.dims[i].part(r, &info, &kvs, &ipBuf)
-			if plain, _ := ks.dims[i].part(r, &info, nil, &ipBuf); plain != v.parts[i] {
+			v.parts[i], _ = ks.dims[i].part(&checked, &ipBuf)
+			if plain, _ := ks.dims[i].part(&plainView, &ipBuf); plain != v.parts[i] {
 				v.several = fmt.Sprintf("%s: the check kept %q, parsing again reads %q", ks.dims[i].spec, v.parts[i], plain)
 			}
 		}

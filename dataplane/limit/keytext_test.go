@@ -12,7 +12,7 @@ import (
 // often credentials; equal values give equal text.
 func TestKeyTextHidesValues(t *testing.T) {
 	t.Parallel()
-	ks, err := parseKey([]string{"ip", "route", "header:Authorization", "query:api_key", "cookie:session", "header:X-Absent"}, 0)
+	ks, err := ParseKey([]string{"ip", "route", "header:Authorization", "query:api_key", "cookie:session", "header:X-Absent"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,8 @@ func TestKeyTextHidesValues(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer "+token)
 		r.Header.Set("Cookie", "session=s-"+token)
 		info := &RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("192.0.2.7")}
-		return ks.text(r, info)
+		v := info.View(r)
+		return ks.Text(&v)
 	}
 	a, b, a2 := req("s3cret-one"), req("s3cret-two"), req("s3cret-one")
 	for _, secret := range []string{"s3cret", "Bearer"} {
@@ -51,11 +52,12 @@ func TestKeyTextIPv6Prefix(t *testing.T) {
 		{128, "2001:db8:1:2::9", "ip=2001:db8:1:2::9"},
 		{64, "192.0.2.7", "ip=192.0.2.7"},
 	} {
-		ks, err := parseKey([]string{"ip"}, tt.bits)
+		ks, err := ParseKey([]string{"ip"}, tt.bits)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ks.text(r, &RequestInfo{ClientIP: netip.MustParseAddr(tt.addr)}); got != tt.want {
+		v := RequestInfo{ClientIP: netip.MustParseAddr(tt.addr)}.View(r)
+		if got := ks.Text(&v); got != tt.want {
 			t.Errorf("/%d %s: key text %q, want %q", tt.bits, tt.addr, got, tt.want)
 		}
 	}

@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // ProblemType is the type URI of the problem+json body of a rejection.
@@ -76,7 +77,7 @@ type problem struct {
 // 1), the RateLimit headers, and either the rule's body with its content type
 // (text/plain when unset) or a problem+json body naming the rule and the
 // request id.
-func writeReject(w http.ResponseWriter, ru *rule, d Decision, info *RequestInfo) {
+func writeReject(w http.ResponseWriter, ru *rule, d Decision, requestID string) {
 	h := w.Header()
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)
@@ -104,7 +105,7 @@ func writeReject(w http.ResponseWriter, ru *rule, d Decision, info *RequestInfo)
 		Status:    status,
 		Detail:    fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry),
 		Rule:      ru.l.ID,
-		RequestID: info.RequestID,
+		RequestID: requestID,
 	})
 	h.Set("Content-Type", api.ContentTypeProblemJSON)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -113,10 +114,13 @@ func writeReject(w http.ResponseWriter, ru *rule, d Decision, info *RequestInfo)
 	_, _ = w.Write(body)
 }
 
-// logReject logs one rejection (or shadow rejection) if the log bucket has a
-// token, else counts a dropped line. An attack cannot flood the log: at most
-// LogBurst lines at once and LogsPerSecond after that, across every limit.
-func (s *Set) logReject(r *http.Request, ru *rule, ks *keySpec, d Decision, info *RequestInfo, now int64) {
+// logReject logs one rejection (or shadow rejection) as a decision line
+// (reqview.LogDecision: trace id, request id, path, client, rule, then the
+// key as text, the limit and what remains) if the log bucket has a token,
+// else counts a dropped line. An attack cannot flood the log: at most
+// LogBurst lines at once and LogsPerSecond after that, across every limit
+// and every breaker refusal (LogDecision).
+func (s *Set) logReject(v *reqview.View, ru *rule, ks *Key, d Decision, now int64) {
 	if s.logger == nil {
 		return
 	}
@@ -124,19 +128,30 @@ func (s *Set) logReject(r *http.Request, ru *rule, ks *keySpec, d Decision, info
 		inc(s.drops)
 		return
 	}
-	msg, level := "limit rejected request", slog.LevelWarn
+	level, decision := slog.LevelWarn, metrics.DecisionReject
 	if ru.l.Shadow {
-		msg, level = "shadow limit would reject request", slog.LevelInfo
+		level, decision = slog.LevelInfo, metrics.DecisionShadowDeny
 	}
-	s.logger.LogAttrs(context.WithoutCancel(r.Context()), level, msg,
-		slog.String("request_id", info.RequestID),
-		slog.String("rule", ru.l.ID),
-		slog.String("key", ks.text(r, info)),
+	reqview.LogDecision(s.logger, level, v, reqview.MsgRateLimit, ru.l.ID, decision,
+		slog.String("key", ks.Text(v)),
 		slog.Int64("limit", d.Limit),
 		slog.Int64("remaining", max(d.Remaining, 0)),
 		slog.Duration("retry_after", d.RetryAfter),
-		slog.String("route", info.RouteID),
-		slog.String("client_ip", info.ClientIP.String()),
 		slog.Bool("shadow", ru.l.Shadow),
 	)
+}
+
+// LogDecision writes a decision line that is not a limit's (a breaker
+// refusal: reqview.MsgBreaker) through the same log bucket as the limits'
+// rejections, so that together they stay within LogsPerSecond. A nil Set
+// or a Set without a logger logs nothing.
+func (s *Set) LogDecision(v *reqview.View, level slog.Level, msg, rule, decision string, attrs ...slog.Attr) {
+	if s == nil || s.logger == nil {
+		return
+	}
+	if !s.logs.TakeHash(0, 1, s.now()).Allowed {
+		inc(s.drops)
+		return
+	}
+	reqview.LogDecision(s.logger, level, v, msg, rule, decision, attrs...)
 }

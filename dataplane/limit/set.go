@@ -20,6 +20,7 @@ import (
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // Defaults of Options.
@@ -68,6 +69,14 @@ type RequestInfo struct {
 	RequestID string
 }
 
+// View returns the request view of r with info's route, client and request
+// id: what Admit decides on.
+func (info RequestInfo) View(r *http.Request) reqview.View {
+	v := reqview.FromRequest(r)
+	v.RouteID, v.ClientIP, v.RequestID = info.RouteID, info.ClientIP, info.RequestID
+	return v
+}
+
 // Wait blocks for d or until ctx is done, whichever is first, and returns
 // ctx's error in the second case. It is the wait of leaky-bucket requests.
 func Wait(ctx context.Context, d time.Duration) error {
@@ -91,7 +100,7 @@ type rule struct {
 	l      api.Limit // normalized
 	lim    Limiter
 	local  *Local // lim, when node scope
-	key    keySpec
+	key    Key
 	cost   costSpec
 	exempt exemptList
 	class  class // evaluation order
@@ -132,8 +141,8 @@ type Set struct {
 type Chain struct {
 	set    *Set
 	rules  []*rule
-	keyIdx []int     // per rule: index into specs
-	specs  []keySpec // distinct key specs, hashed once per request
+	keyIdx []int // per rule: index into specs
+	specs  []Key // distinct key specs, hashed once per request
 }
 
 // Compile builds the Set for limits, which must be the limits of a validated,
@@ -215,7 +224,7 @@ func retireRule(_ string, ru *rule, _ bool) {
 // or new; a node-scope limit takes prev's fill when it can.
 func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, err error) {
 	ru = &rule{l: l}
-	if ru.key, err = parseKey(l.Key, l.IPv6Prefix); err != nil {
+	if ru.key, err = ParseKey(l.Key, l.IPv6Prefix); err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
@@ -441,13 +450,15 @@ func noop() {}
 // (remaining ÷ limit), ties going to the fewer remaining units, then to the
 // earlier limit in evaluation order.
 func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) (done func(), ok bool) {
-	return c.AdmitValues(w, r, info, nil)
+	v := info.View(r)
+	return c.AdmitView(w, &v)
 }
 
-// AdmitValues is Admit keying on the parts kv holds (from the route's
-// KeyCheck.Read, which must have passed) instead of parsing them again; kv
-// may be nil.
-func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info RequestInfo, kv *KeyValues) (done func(), ok bool) {
+// AdmitView is Admit on the request's view (package reqview), as the gateway
+// serves: keyed on the parts the route's KeyCheck recorded in v (ReadView,
+// which must have passed), costed on v's header and content length, and
+// logged with v's request id and trace context. It writes rejections to w.
+func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), ok bool) {
 	if c == nil {
 		return noop, true
 	}
@@ -462,28 +473,28 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 	var delay time.Duration
 	conc := 0
 	for i, ru := range c.rules {
-		if ru.exempt.contains(info.ClientIP) {
+		if ru.exempt.contains(v.ClientIP) {
 			inc(ru.mExempt)
 			continue
 		}
-		t := taken{ru: ru, cost: ru.cost.cost(r)}
+		t := taken{ru: ru, cost: ru.cost.cost(v)}
 		var d Decision
 		if ru.local != nil {
 			k := c.keyIdx[i]
 			switch {
 			case k >= len(hashBuf):
-				t.h = c.specs[k].hashKV(r, &info, kv)
+				t.h = c.specs[k].Hash(v)
 			case haveBuf[k]:
 				t.h = hashBuf[k]
 			default:
-				t.h = c.specs[k].hashKV(r, &info, kv)
+				t.h = c.specs[k].Hash(v)
 				hashBuf[k], haveBuf[k] = t.h, true
 			}
 			d = ru.local.TakeHash(t.h, t.cost, now)
 		} else {
-			t.key = ru.key.textKV(r, &info, kv)
+			t.key = ru.key.Text(v)
 			var err error
-			if d, err = ru.lim.Take(r.Context(), t.key, t.cost, now); err != nil {
+			if d, err = ru.lim.Take(v.Context(), t.key, t.cost, now); err != nil {
 				inc(ru.mStoreErr)
 				t.storeFailed = true
 			}
@@ -491,15 +502,15 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 		if !d.Allowed {
 			if ru.l.Shadow {
 				inc(ru.mShadow)
-				s.logReject(r, ru, &c.specs[c.keyIdx[i]], d, &info, now)
+				s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
 				continue
 			}
 			inc(ru.mReject)
 			for j := range tk {
-				tk[j].refund(r.Context(), now)
+				tk[j].refund(v.Context(), now)
 			}
-			s.logReject(r, ru, &c.specs[c.keyIdx[i]], d, &info, now)
-			writeReject(w, ru, d, &info)
+			s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
+			writeReject(w, ru, d, v.RequestID)
 			return nil, false
 		}
 		inc(ru.mAllow)
@@ -516,7 +527,7 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 		}
 	}
 	if delay > 0 {
-		if err := s.wait(r.Context(), delay); err != nil {
+		if err := s.wait(v.Context(), delay); err != nil {
 			now = s.now()
 			for j := range tk {
 				tk[j].refund(context.Background(), now)

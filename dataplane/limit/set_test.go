@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // fakeClock is an injected clock; tests move it by hand.
@@ -32,6 +33,9 @@ func ipInfo(ip string) RequestInfo {
 	return RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr(ip), RequestID: "req-1"}
 }
 func get(target string) *http.Request { return httptest.NewRequest(http.MethodGet, target, nil) }
+
+// viewOf is the request view Admit builds for r and info.
+func viewOf(r *http.Request, info RequestInfo) *reqview.View { v := info.View(r); return &v }
 
 // normalized returns ls as Compile takes them: normalized, as in a rule set
 // api.Validated made.
@@ -76,7 +80,7 @@ func TestStackedLimitsConsumeNothingOnRejection(t *testing.T) {
 	// per-ip (evaluated before global) and slow (after) gave back or never took.
 	perIP := s.rules[0].local
 	ks := s.rules[0].key
-	h := ks.hash(get("/"), &info)
+	h := ks.Hash(viewOf(get("/"), info))
 	if d := perIP.TakeHash(h, 1, clk.now()); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("per-ip after rejections: %+v, want allowed with 1 remaining", d)
 	}
@@ -261,10 +265,13 @@ func TestShadowExemptAndLogging(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"request_id", "rule", "key", "limit", "remaining"} {
+	for _, k := range []string{"traceId", "requestId", "path", "ip", "rule", "decision", "key", "limit", "remaining"} {
 		if _, ok := entry[k]; !ok {
 			t.Fatalf("log line lacks %q: %s", k, lines[0])
 		}
+	}
+	if entry["msg"] != reqview.MsgRateLimit || entry["requestId"] != "req-1" || entry["ip"] != "10.1.2.3" {
+		t.Fatalf("log line %s: want msg %s, requestId req-1, ip 10.1.2.3", lines[0], reqview.MsgRateLimit)
 	}
 	// After a second, one more line fits: the second request is a shadow
 	// rejection (logged), the third one's line is dropped.
@@ -525,7 +532,7 @@ func TestCompileAndCarryOver(t *testing.T) {
 	if byID(s1, "tb") == byID(s2, "tb") {
 		t.Fatal("changed rule kept its old settings")
 	}
-	h := byID(s2, "tb").key.hash(get("/"), &info)
+	h := byID(s2, "tb").key.Hash(viewOf(get("/"), info))
 	// tb: 5 of 10 used (half full) → 10 of 20 used: 10 remain, 9 after this take.
 	if d := byID(s2, "tb").local.TakeHash(h, 1, clk.now()); d.Remaining != 9 {
 		t.Fatalf("tb carried: remaining %d after one take, want 9 (half of 20, minus 1)", d.Remaining)
@@ -556,7 +563,7 @@ func TestCompileAndCarryOver(t *testing.T) {
 	tb3 := tb2
 	tb3.Key = []string{"ip", "route"}
 	s3 := mustCompile(t, limitsOf(tb3), s2, opts)
-	h3 := byID(s3, "tb").key.hash(get("/"), &info)
+	h3 := byID(s3, "tb").key.Hash(viewOf(get("/"), info))
 	if d := byID(s3, "tb").local.TakeHash(h3, 1, clk.now()); d.Remaining != 19 {
 		t.Fatalf("tb with new key: remaining %d, want 19", d.Remaining)
 	}

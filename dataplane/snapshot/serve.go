@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -8,8 +9,8 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/breaker"
-	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // ServeHTTP serves one request: match → key check → degrade → limits →
@@ -33,21 +34,26 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := s.routes[m.Route.ID]
 	rt.upstream.GuardBody(w, r) // the route's bodyTimeout, before any 429 or 503
+	// The request's one view: every stage below reads the request only
+	// through it.
+	v := reqview.FromRequest(r)
+	v.Path, v.RouteID, v.RequestID = m.Path, rt.id, reqID
+	v.Trace = reqview.EnsureTrace(r.Header) // forwarded upstream with the request
 	// A request whose key parts could be read two ways is refused before
-	// anything decides on them, so nothing is consumed for it.
-	var kv limit.KeyValues // the checked key parts, read once for degrade and limits
-	if err := rt.keys.Read(r, &kv); err != nil {
+	// anything decides on them, so nothing is consumed for it; the values
+	// checked are kept in v for degrade and limits.
+	if err := rt.keys.ReadView(&v); err != nil {
 		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
 		s.finish(rt, start, s.now(), http.StatusBadRequest)
 		return
 	}
 	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
-	client := s.clientIP(r)
+	v.ClientIP = s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.
 	if d := rt.degrade; d != nil {
-		if shed, _ := d.Admit(d.KeyHashValues(r, &kv, client, rt.id), start); shed {
+		if shed, _ := d.AdmitView(&v, start); shed {
 			sw := &statusWriter{ResponseWriter: w}
 			d.WriteFallback(sw, r, start)
 			s.finish(rt, start, s.now(), sw.status)
@@ -56,7 +62,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := rt.limits; c != nil {
 		sw := &statusWriter{ResponseWriter: w}
-		done, ok := c.AdmitValues(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID}, &kv)
+		done, ok := c.AdmitView(sw, &v)
 		if !ok {
 			if sw.status == 0 {
 				sw.status = statusClientClosed // gone while waiting in a leaky bucket
@@ -70,6 +76,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b := rt.breaker; b != nil {
 		t, err := b.Allow(start)
 		if err != nil {
+			s.limits.LogDecision(&v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
 			sw := &statusWriter{ResponseWriter: w}
 			b.WriteFallback(sw, r, start)
 			s.finish(rt, start, s.now(), sw.status)

@@ -1,0 +1,137 @@
+package reqview
+
+import (
+	"math/rand/v2"
+	"net/http"
+)
+
+// W3C Trace Context header names (https://www.w3.org/TR/trace-context/), in
+// canonical form.
+const (
+	HeaderTraceparent = "Traceparent"
+	HeaderTracestate  = "Tracestate"
+)
+
+// traceparentLen is the length of a version-00 traceparent:
+// "00-" 32 hex "-" 16 hex "-" 2 hex.
+const traceparentLen = 55
+
+// Trace is a request's W3C trace context. The zero value is no trace.
+type Trace struct {
+	// Parent is the traceparent header value the request is forwarded with:
+	// the client's when it was valid, else one the gateway started.
+	Parent string
+	// Started is true when the gateway started the trace: no traceparent
+	// came, or it was invalid (its tracestate is then dropped too, as the
+	// specification requires).
+	Started bool
+}
+
+// TraceID returns the trace id: 32 lower-case hex digits, "" for no trace.
+func (t Trace) TraceID() string {
+	if len(t.Parent) < traceparentLen {
+		return ""
+	}
+	return t.Parent[3:35]
+}
+
+// ParentID returns the parent (span) id: 16 lower-case hex digits, "" for
+// no trace.
+func (t Trace) ParentID() string {
+	if len(t.Parent) < traceparentLen {
+		return ""
+	}
+	return t.Parent[36:52]
+}
+
+// ValidTraceparent reports whether s is a traceparent the gateway passes on
+// as it is: version 00 of exactly 55 characters, or a later version (not
+// ff) whose first 55 characters have version 00's shape and which goes on,
+// if at all, with "-"; lower-case hex, a trace id and parent id not all
+// zeros.
+func ValidTraceparent(s string) bool {
+	if len(s) < traceparentLen {
+		return false
+	}
+	if !lowerHex(s[0:2]) || s[2] != '-' || !lowerHex(s[3:35]) || s[35] != '-' ||
+		!lowerHex(s[36:52]) || s[52] != '-' || !lowerHex(s[53:55]) {
+		return false
+	}
+	switch {
+	case s[0:2] == "ff":
+		return false
+	case s[0:2] == "00":
+		if len(s) != traceparentLen {
+			return false
+		}
+	case len(s) > traceparentLen && s[traceparentLen] != '-':
+		return false
+	}
+	return !allZero(s[3:35]) && !allZero(s[36:52])
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// EnsureTrace returns the trace context of a request whose header is h and
+// makes h carry it upstream: a single valid traceparent is kept as it is,
+// with its tracestate; otherwise (none, several, or an invalid one) a new
+// trace is started — a random trace id and parent id, flags 01 (sampled:
+// the gateway's decision lines record it) — h's traceparent is set to it and
+// its tracestate removed. It allocates only to start a trace.
+func EnsureTrace(h http.Header) Trace {
+	if vs := h[HeaderTraceparent]; len(vs) == 1 && ValidTraceparent(vs[0]) {
+		return Trace{Parent: vs[0]}
+	}
+	t := Trace{Parent: NewTraceparent(), Started: true}
+	h[HeaderTraceparent] = []string{t.Parent}
+	delete(h, HeaderTracestate)
+	return t
+}
+
+// NewTraceparent returns a new version-00 traceparent with a random trace id
+// and parent id and the sampled flag.
+func NewTraceparent() string {
+	var b [traceparentLen]byte
+	b[0], b[1], b[2] = '0', '0', '-'
+	for {
+		hi, lo := rand.Uint64(), rand.Uint64()
+		if hi|lo != 0 {
+			putHex(b[3:19], hi)
+			putHex(b[19:35], lo)
+			break
+		}
+	}
+	b[35] = '-'
+	span := rand.Uint64()
+	for span == 0 {
+		span = rand.Uint64()
+	}
+	putHex(b[36:52], span)
+	b[52], b[53], b[54] = '-', '0', '1'
+	return string(b[:])
+}
+
+func putHex(dst []byte, x uint64) {
+	const digits = "0123456789abcdef"
+	for i := len(dst) - 1; i >= 0; i-- {
+		dst[i] = digits[x&0xf]
+		x >>= 4
+	}
+}

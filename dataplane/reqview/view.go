@@ -1,0 +1,256 @@
+// Package reqview is the gateway's one view of a request: method, host,
+// cleaned path, raw query, header, cookies, client IP, request id and trace
+// context, built once per request by the serving stack and read by every
+// rule (limits, degrade plans, breakers) and by the decision log, so that two
+// rules can never read one request two ways.
+//
+// # One meaning for key parts
+//
+// A rule's key (limits[].key, degrades[].key) reads parts of the request
+// through the View, and only through it:
+//
+//   - header:NAME is the header's first value (NAME in canonical form).
+//   - query:NAME is the first parameter of the raw query whose name, decoded,
+//     is NAME; its value percent-decoded the way url.ParseQuery decodes it
+//     ("+" is a space), so ?user=a%20b and ?user=a+b are one client to every
+//     rule; a value whose escapes are malformed is read raw.
+//   - cookie:NAME is the first cookie named NAME in the Cookie header lines,
+//     without its double quotes.
+//
+// An empty value is a missing one (stacks disagree on whether "?user="
+// carries a parameter). Requests where any of this is ambiguous (a repeated
+// parameter, a respelled name, a header named in Connection, ...) are refused
+// before any rule decides, by limit.KeyCheck, which records the values it
+// checked in the View (SetChecked) so that rules read what was checked.
+package reqview
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// View is one request as the rules read it. The serving stack fills it once
+// per request (FromRequest for net/http, then the matched Path, ClientIP,
+// RouteID, RequestID and Trace) and hands a pointer to every stage; stages
+// only read it. The zero value is an empty request (no header, no client).
+// A View is not safe for concurrent mutation; it lives for one request and
+// is meant to stay on the stack.
+type View struct {
+	// Method is the request method, as sent.
+	Method string
+	// Host is the request's host (the Host header or the :authority).
+	Host string
+	// Path is the cleaned path the route was matched on (what is forwarded).
+	Path string
+	// RawQuery is the query, undecoded, without its "?".
+	RawQuery string
+	// Header is the request's header, read only. Its keys are canonical.
+	Header http.Header
+	// ContentLength is the declared body length, -1 when unknown.
+	ContentLength int64
+	// ClientIP is the client address (the peer, or the X-Forwarded-For
+	// client of a trusted proxy; see api.ClientIP).
+	ClientIP netip.Addr
+	// RouteID is the matched route's id.
+	RouteID string
+	// RequestID is the request's X-Request-Id (the client's, or a new one).
+	RequestID string
+	// Trace is the request's W3C trace context (the client's, or a new one).
+	Trace Trace
+	// Ctx is the request's context: done when the client goes away.
+	Ctx context.Context
+
+	checked checked
+}
+
+// checked holds the key part values a key check read, by the check's index.
+type checked struct {
+	names *KeyNames // nil until SetChecked
+	buf   [8]string
+	more  []string
+}
+
+// KeyNames are the query, header (canonical) and cookie names one key check
+// reads, in the order its values are recorded: queries, then headers, then
+// cookies. It is built once per route and is immutable.
+type KeyNames struct {
+	Queries, Headers, Cookies []string
+}
+
+// Len is the number of names.
+func (n *KeyNames) Len() int { return len(n.Queries) + len(n.Headers) + len(n.Cookies) }
+
+// FromRequest returns the view of r as net/http parsed it: Method, Host,
+// Path (r.URL.Path; the caller sets the cleaned one), RawQuery, Header,
+// ContentLength and Ctx. The rest is the caller's to fill.
+func FromRequest(r *http.Request) View {
+	return View{Method: r.Method, Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
+		ContentLength: r.ContentLength, Ctx: r.Context()}
+}
+
+// Context returns Ctx, or context.Background when Ctx is nil.
+func (v *View) Context() context.Context {
+	if v.Ctx == nil {
+		return context.Background()
+	}
+	return v.Ctx
+}
+
+// StartCheck resets the checked values and prepares room for the values of
+// names (one per name, recorded with SetChecked). Until EndCheck(true) the
+// view answers from the request.
+func (v *View) StartCheck(names *KeyNames) {
+	v.checked = checked{}
+	if n := names.Len(); n > len(v.checked.buf) {
+		v.checked.more = make([]string, n-len(v.checked.buf))
+	}
+}
+
+// SetChecked records the checked value of the i-th name ("" for missing).
+func (v *View) SetChecked(i int, val string) {
+	if i < len(v.checked.buf) {
+		v.checked.buf[i] = val
+	} else {
+		v.checked.more[i-len(v.checked.buf)] = val
+	}
+}
+
+// EndCheck ends a check: when ok, the values recorded since StartCheck answer
+// for names from now on; otherwise they are dropped.
+func (v *View) EndCheck(names *KeyNames, ok bool) {
+	if !ok {
+		v.checked = checked{}
+		return
+	}
+	v.checked.names = names
+}
+
+func (v *View) get(i int) (string, bool) {
+	val := ""
+	if i < len(v.checked.buf) {
+		val = v.checked.buf[i]
+	} else {
+		val = v.checked.more[i-len(v.checked.buf)]
+	}
+	return val, val != ""
+}
+
+// HeaderPart returns the value a header:NAME key part reads (name in
+// canonical form): the checked value when a check read it, else the
+// header's first value; false when it is absent or empty.
+func (v *View) HeaderPart(name string) (string, bool) {
+	if n := v.checked.names; n != nil {
+		for i, h := range n.Headers {
+			if h == name {
+				return v.get(len(n.Queries) + i)
+			}
+		}
+	}
+	return HeaderPart(v.Header, name)
+}
+
+// QueryPart returns the value a query:NAME key part reads: the checked value
+// when a check read it, else QueryPart of the raw query.
+func (v *View) QueryPart(name string) (string, bool) {
+	if n := v.checked.names; n != nil {
+		for i, q := range n.Queries {
+			if q == name {
+				return v.get(i)
+			}
+		}
+	}
+	return QueryPart(v.RawQuery, name)
+}
+
+// CookiePart returns the value a cookie:NAME key part reads: the checked
+// value when a check read it, else CookiePart of the Cookie header lines.
+func (v *View) CookiePart(name string) (string, bool) {
+	if n := v.checked.names; n != nil {
+		for i, c := range n.Cookies {
+			if c == name {
+				return v.get(len(n.Queries) + len(n.Headers) + i)
+			}
+		}
+	}
+	return CookiePart(v.Header["Cookie"], name)
+}
+
+// HeaderPart returns the value a header:NAME key part reads from h (name in
+// canonical form): the first value, and false when it is absent or empty.
+func HeaderPart(h http.Header, name string) (string, bool) {
+	if vs := h[name]; len(vs) > 0 && vs[0] != "" {
+		return vs[0], true
+	}
+	return "", false
+}
+
+// QueryPart returns the value a query:NAME key part reads from a raw query:
+// the first parameter whose decoded name is name, percent-decoded (as
+// url.ParseQuery decodes it: "+" is a space), and false when it is absent or
+// empty. A value whose escapes are malformed is returned raw. It allocates
+// only for a percent-encoded value.
+func QueryPart(rawQuery, name string) (string, bool) {
+	return nonEmpty(queryValue(rawQuery, name))
+}
+
+// CookiePart returns the value a cookie:NAME key part reads from the Cookie
+// header lines: the first cookie named name, without its double quotes, and
+// false when it is absent or empty.
+func CookiePart(lines []string, name string) (string, bool) {
+	return nonEmpty(cookieValue(lines, name))
+}
+
+// nonEmpty makes an empty value a missing one: stacks disagree on whether
+// "?user=" carries a parameter (Python's parse_qs drops it), and an empty
+// header or cookie is absent to most applications, so empty and missing are
+// one key and alternating them gains nothing.
+func nonEmpty(v string, ok bool) (string, bool) { return v, ok && v != "" }
+
+// queryValue returns the first value of the query parameter name in a raw
+// query, decoded, and whether it is present. Names are compared decoded.
+func queryValue(raw, name string) (string, bool) {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			if dk, err := url.QueryUnescape(k); err != nil || dk != name {
+				continue
+			}
+		}
+		if strings.ContainsAny(v, "%+") {
+			if dv, err := url.QueryUnescape(v); err == nil {
+				return dv, true
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// cookieValue returns the value of the first cookie named name in the Cookie
+// header lines, without its quotes, and whether it is present.
+func cookieValue(lines []string, name string) (string, bool) {
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v, true
+		}
+	}
+	return "", false
+}
