@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 const sec = int64(time.Second)

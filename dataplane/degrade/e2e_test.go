@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/breaker"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // flaky is an upstream told to succeed or fail.
