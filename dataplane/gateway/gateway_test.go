@@ -26,12 +26,14 @@ func MustStart(tb testing.TB, rules string) (*Node, string, string) {
 	return MustStartConfig(tb, rules, Config{})
 }
 
-// MustStartConfig is MustStart with settings; listen addresses, logger and
-// shutdown timeout are the test's.
+// MustStartConfig is MustStart with settings; listen addresses and shutdown
+// timeout are the test's, and so is the logger unless cfg has one.
 func MustStartConfig(tb testing.TB, rules string, cfg Config) (*Node, string, string) {
 	tb.Helper()
 	cfg.Listen, cfg.Admin, cfg.ShutdownTimeout = "127.0.0.1:0", "127.0.0.1:0", 5*time.Second
-	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
 	n := New(cfg)
 	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
 		tb.Fatalf("applying rules: %v", err)
