@@ -485,6 +485,12 @@ func (b *Breaker) RetryAfter(now int64) time.Duration {
 // fallback body and content type, or an application/problem+json body naming
 // the rule when it has none.
 func (b *Breaker) WriteFallback(w http.ResponseWriter, r *http.Request, now int64) {
+	b.WriteFallbackMethod(w, r.Method, now)
+}
+
+// WriteFallbackMethod is WriteFallback for a request whose method is method
+// (a request view's), for any serving stack.
+func (b *Breaker) WriteFallbackMethod(w http.ResponseWriter, method string, now int64) {
 	h := w.Header()
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(b.RetryAfter(now)/time.Second), 10))
 	h.Set("Cache-Control", "no-store")
@@ -496,14 +502,14 @@ func (b *Breaker) WriteFallback(w http.ResponseWriter, r *http.Request, now int6
 		h.Set("Content-Type", ct)
 		h.Set("Content-Length", strconv.Itoa(len(b.cfg.body)))
 		w.WriteHeader(b.cfg.status)
-		if r.Method != http.MethodHead {
+		if method != http.MethodHead {
 			_, _ = w.Write(b.cfg.body)
 		}
 		return
 	}
 	h.Set("Content-Type", api.ContentTypeProblemJSON)
 	w.WriteHeader(b.cfg.status)
-	if r.Method != http.MethodHead {
+	if method != http.MethodHead {
 		_, _ = w.Write(b.cfg.problem)
 	}
 }

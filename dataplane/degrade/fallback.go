@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 type fallback struct {
@@ -136,12 +137,19 @@ func (c *Controller) RetryAfter(now int64) time.Duration {
 // request's Accept header chooses (see negotiate in the source: HTML for
 // browsers, JSON for API clients, otherwise none).
 func (c *Controller) WriteFallback(w http.ResponseWriter, r *http.Request, now int64) {
+	v := reqview.FromRequest(r)
+	c.WriteFallbackView(w, &v, now)
+}
+
+// WriteFallbackView is WriteFallback for the request view v (its Accept
+// header and method), for any serving stack.
+func (c *Controller) WriteFallbackView(w http.ResponseWriter, v *reqview.View, now int64) {
 	h := w.Header()
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(c.RetryAfter(now)/time.Second), 10))
 	h.Set("Cache-Control", "no-store")
 	h.Set("Vary", "Accept")
 	var body []byte
-	switch negotiate(r.Header.Get("Accept"), len(c.fb.html) > 0, len(c.fb.json) > 0) {
+	switch negotiate(v.Header.Get("Accept"), len(c.fb.html) > 0, len(c.fb.json) > 0) {
 	case bodyHTML:
 		body = c.fb.html
 		h.Set("Content-Type", "text/html; charset=utf-8")
@@ -151,7 +159,7 @@ func (c *Controller) WriteFallback(w http.ResponseWriter, r *http.Request, now i
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(c.fb.status)
-	if len(body) > 0 && r.Method != http.MethodHead {
+	if len(body) > 0 && v.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
 }

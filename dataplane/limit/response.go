@@ -42,18 +42,25 @@ func ceilSeconds(d time.Duration, lo int64) int64 {
 // later: a Structured Fields list of items with the policy id as a String).
 // Concurrency limits have no window: no w, and no t in RateLimit.
 func setHeaders(h http.Header, ru *rule, d Decision) {
-	remaining := strconv.FormatInt(max(d.Remaining, 0), 10)
-	reset := strconv.FormatInt(ceilSeconds(d.Reset, 0), 10)
+	// One string holds the RateLimit value; remaining and reset are
+	// substrings of it, so the five values cost two allocations (that
+	// string and their one backing array), not five.
 	rl := make([]byte, 0, 64)
 	rl = strconv.AppendQuote(rl, ru.l.ID)
 	rl = append(rl, ";r="...)
-	rl = append(rl, remaining...)
-	if ru.window > 0 {
-		rl = append(rl, ";t="...)
-		rl = append(rl, reset...)
+	r0 := len(rl)
+	rl = strconv.AppendInt(rl, max(d.Remaining, 0), 10)
+	r1 := len(rl)
+	rl = append(rl, ";t="...)
+	t0 := len(rl)
+	rl = strconv.AppendInt(rl, ceilSeconds(d.Reset, 0), 10)
+	all := string(rl)
+	remaining, reset := all[r0:r1], all[t0:]
+	rateLimit := all
+	if ru.window == 0 {
+		rateLimit = all[:r1] // no window: no t
 	}
-	// One backing array for the five values: one allocation, not five.
-	vals := [5]string{ru.policy, string(rl), ru.quotaStr, remaining, reset}
+	vals := [5]string{ru.policy, rateLimit, ru.quotaStr, remaining, reset}
 	vs := vals[:]
 	h[hdrPolicy] = vs[0:1:1]
 	h[hdrRateLimit] = vs[1:2:2]

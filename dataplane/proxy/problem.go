@@ -48,7 +48,12 @@ type problem struct {
 // elsewhere: a limit's 429 names its rule (package limit), and breaker and
 // degrade fallbacks are bodies compiled with their rule.
 func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
-	id := EnsureRequestID(nil, r)
+	WriteProblemID(w, EnsureRequestID(nil, r), status, title, detail)
+}
+
+// WriteProblemID is WriteProblem for the request whose id is id (its
+// reqview.View's RequestID): the writer for any serving stack.
+func WriteProblemID(w http.ResponseWriter, id string, status int, title, detail string) {
 	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")
 	if slug == "" {
 		slug = strconv.Itoa(status)
@@ -69,7 +74,12 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, det
 
 // WriteNoRoute answers a request that no route matches: 404 problem+json.
 func WriteNoRoute(w http.ResponseWriter, r *http.Request) {
-	WriteProblem(w, r, http.StatusNotFound, "No route", "no route matches this request")
+	WriteNoRouteID(w, EnsureRequestID(nil, r))
+}
+
+// WriteNoRouteID is WriteNoRoute for the request whose id is id.
+func WriteNoRouteID(w http.ResponseWriter, id string) {
+	WriteProblemID(w, id, http.StatusNotFound, "No route", "no route matches this request")
 }
 
 // EnsureRequestID returns r's request id, setting r's X-Request-Id header

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // Route is one compiled route: its id, its place in the rule set and its
@@ -257,6 +258,20 @@ func (rt *Router) Match(r *http.Request) Match {
 		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
 	}
 	return Match{Route: rt.Lookup(r.Host, r.Method, path, r.Header), Path: path}
+}
+
+// MatchView is Match on a request view: v.Method, v.Host, v.RawPath (the
+// escaped path as sent) and v.Header, for any serving stack. It does not
+// set v.Path; the caller sets it to the returned Match's Path.
+func (rt *Router) MatchView(v *reqview.View) Match {
+	if !rt.knownMethod(v.Method) {
+		return Match{Invalid: fmt.Sprintf("method %q is not a registered HTTP method (methods are case-sensitive) and no route lists it", clipMethod(v.Method))}
+	}
+	path := normalizePath(v.RawPath, rt.slashes == SlashDecode)
+	if rt.slashes == SlashReject && hasEncodedSlash(path) {
+		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
+	}
+	return Match{Route: rt.Lookup(v.Host, v.Method, path, v.Header), Path: path}
 }
 
 // knownMethod reports whether method is matched at all: a registered HTTP

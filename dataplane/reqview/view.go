@@ -43,7 +43,11 @@ type View struct {
 	Method string
 	// Host is the request's host (the Host header or the :authority).
 	Host string
-	// Path is the cleaned path the route was matched on (what is forwarded).
+	// RawPath is the path as sent, escaped (url.URL.EscapedPath): what
+	// the router cleans and matches on.
+	RawPath string
+	// Path is the cleaned path the route was matched on (what is
+	// forwarded); the router's match sets it.
 	Path string
 	// RawQuery is the query, undecoded, without its "?".
 	RawQuery string
@@ -84,11 +88,12 @@ type KeyNames struct {
 func (n *KeyNames) Len() int { return len(n.Queries) + len(n.Headers) + len(n.Cookies) }
 
 // FromRequest returns the view of r as net/http parsed it: Method, Host,
-// Path (r.URL.Path; the caller sets the cleaned one), RawQuery, Header,
-// ContentLength and Ctx. The rest is the caller's to fill.
+// RawPath (r.URL.EscapedPath), Path (r.URL.Path until the router sets the
+// cleaned one), RawQuery, Header, ContentLength and Ctx. The rest is the
+// caller's to fill.
 func FromRequest(r *http.Request) View {
-	return View{Method: r.Method, Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
-		ContentLength: r.ContentLength, Ctx: r.Context()}
+	return View{Method: r.Method, Host: r.Host, RawPath: r.URL.EscapedPath(), Path: r.URL.Path, RawQuery: r.URL.RawQuery,
+		Header: r.Header, ContentLength: r.ContentLength, Ctx: r.Context()}
 }
 
 // Context returns Ctx, or context.Background when Ctx is nil.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/sluicegw/sluice/api"
@@ -13,62 +14,139 @@ import (
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
-// ServeHTTP serves one request: match → key check → degrade → limits →
-// breaker → proxy → record. It writes every answer itself (404, 400, 429,
-// 503, 502/504 or the upstream's response).
+// Exchange is one request's response side and upstream exchange as a
+// serving stack hands them to the request path (Serve); the request itself
+// is its reqview.View. The path decides on the view alone and writes only
+// through the Exchange, so a stack needs nothing else to drive it: net/http
+// is one (ServeHTTP), and another HTTP/1.1 engine would be a second
+// Exchange, with no decision written twice. Methods are called from the
+// request's goroutine only.
+type Exchange interface {
+	// ResponseWriter receives the answers the gateway writes itself (400,
+	// 404, 429, 503) and the headers rules set on a forwarded answer
+	// (RateLimit, X-Request-Id).
+	http.ResponseWriter
+	// Routed is called once the route is known, before any rule reads the
+	// view: the stack applies the route's body timeout and its
+	// protocol-switch policy (proxy.FilterUpgrade) to the request.
+	Routed(u *proxy.Upstream)
+	// Forward sends the request to u on m.Path, relays the answer, and
+	// reports how it went.
+	Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome
+	// Status is the status of the answer written through the
+	// ResponseWriter so far (200 for a body without WriteHeader), 0 for
+	// none: what the gateway's own answers are recorded as.
+	Status() int
+}
+
+// ServeHTTP serves one request from net/http: it builds the request's view
+// (request id, trace context, client address; see package reqview) and runs
+// Serve on it. It writes every answer itself (404, 400, 429, 503, 502/504
+// or the upstream's response).
 func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v := reqview.FromRequest(r)
+	v.RequestID = proxy.EnsureRequestID(w, r)
+	v.Trace = reqview.EnsureTrace(r.Header) // forwarded upstream with the request
+	v.ClientIP = s.clientIP(r)
+	x := exchanges.Get().(*httpExchange)
+	x.ResponseWriter, x.r = w, r
+	aborted := s.Serve(x, &v)
+	*x = httpExchange{}
+	exchanges.Put(x)
+	if aborted {
+		// The upstream's body was cut off after its header went out: abort the
+		// client's response too rather than let it look complete.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// httpExchange is the net/http Exchange.
+type httpExchange struct {
+	http.ResponseWriter
+	r      *http.Request
+	status int
+}
+
+func (x *httpExchange) WriteHeader(code int) {
+	if x.status == 0 {
+		x.status = code
+	}
+	x.ResponseWriter.WriteHeader(code)
+}
+
+func (x *httpExchange) Write(b []byte) (int, error) {
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	return x.ResponseWriter.Write(b)
+}
+
+func (x *httpExchange) Status() int { return x.status }
+
+var exchanges = sync.Pool{New: func() any { return new(httpExchange) }}
+
+func (x *httpExchange) Routed(u *proxy.Upstream) {
+	u.GuardBody(x.ResponseWriter, x.r) // the route's bodyTimeout, before any 429 or 503
+	proxy.FilterUpgrade(x.r)           // only WebSocket may switch protocols
+}
+
+func (x *httpExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
+	return u.Forward(x.ResponseWriter, x.r, m)
+}
+
+// Serve runs the request path on one request: match → key check → degrade
+// → limits → breaker → forward → record. v must carry the request's
+// RequestID, Trace and ClientIP (the serving stack fills them); Serve sets
+// its cleaned Path and RouteID. Every stage reads the request only through
+// v and answers only through x. It reports whether the forwarded response
+// was cut off after its header went out (proxy.Outcome.Aborted): the stack
+// must then abort the client's response rather than let it look complete.
+func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
-	reqID := proxy.EnsureRequestID(w, r)
-	m := s.router.Match(r)
+	m := s.router.MatchView(v)
+	v.Path = m.Path
 	if m.Invalid != "" {
-		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", m.Invalid)
+		proxy.WriteProblemID(x, v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
 		s.metrics.Requests.WithLabelValues("", "400").Inc()
 		s.metrics.Served.Count(http.StatusBadRequest)
-		return
+		return false
 	}
 	if m.Route == nil {
-		proxy.WriteNoRoute(w, r)
+		proxy.WriteNoRouteID(x, v.RequestID)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
 		s.metrics.Served.Count(http.StatusNotFound)
-		return
+		return false
 	}
 	rt := s.routes[m.Route.ID]
-	rt.upstream.GuardBody(w, r) // the route's bodyTimeout, before any 429 or 503
-	// The request's one view: every stage below reads the request only
-	// through it.
-	v := reqview.FromRequest(r)
-	v.Path, v.RouteID, v.RequestID = m.Path, rt.id, reqID
-	v.Trace = reqview.EnsureTrace(r.Header) // forwarded upstream with the request
+	v.RouteID = rt.id
+	x.Routed(rt.upstream)
 	// A request whose key parts could be read two ways is refused before
 	// anything decides on them, so nothing is consumed for it; the values
 	// checked are kept in v for degrade and limits.
-	if err := rt.keys.ReadView(&v); err != nil {
-		proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
+	if err := rt.keys.ReadView(v); err != nil {
+		proxy.WriteProblemID(x, v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
 		s.finish(rt, start, s.now(), http.StatusBadRequest)
-		return
+		return false
 	}
-	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
-	v.ClientIP = s.clientIP(r)
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.
 	if d := rt.degrade; d != nil {
-		if shed, _ := d.AdmitView(&v, start); shed {
-			sw := &statusWriter{ResponseWriter: w}
-			d.WriteFallback(sw, r, start)
-			s.finish(rt, start, s.now(), sw.status)
-			return
+		if shed, _ := d.AdmitView(v, start); shed {
+			d.WriteFallbackView(x, v, start)
+			s.finish(rt, start, s.now(), x.Status())
+			return false
 		}
 	}
 	if c := rt.limits; c != nil {
-		sw := &statusWriter{ResponseWriter: w}
-		done, ok := c.AdmitView(sw, &v)
+		done, ok := c.AdmitView(x, v)
 		if !ok {
-			if sw.status == 0 {
-				sw.status = statusClientClosed // gone while waiting in a leaky bucket
+			status := x.Status()
+			if status == 0 {
+				status = statusClientClosed // gone while waiting in a leaky bucket
 			}
-			s.finish(rt, start, s.now(), sw.status)
-			return
+			s.finish(rt, start, s.now(), status)
+			return false
 		}
 		defer done()
 	}
@@ -76,15 +154,14 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b := rt.breaker; b != nil {
 		t, err := b.Allow(start)
 		if err != nil {
-			s.limits.LogDecision(&v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
-			sw := &statusWriter{ResponseWriter: w}
-			b.WriteFallback(sw, r, start)
-			s.finish(rt, start, s.now(), sw.status)
-			return
+			s.limits.LogDecision(v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
+			b.WriteFallbackMethod(x, v.Method, start)
+			s.finish(rt, start, s.now(), x.Status())
+			return false
 		}
 		ticket = t
 	}
-	out := rt.upstream.Forward(w, r, m)
+	out := x.Forward(rt.upstream, m)
 	end := s.now()
 	failed := rt.breaker.IsFailure(out.Status, out.Err != nil) // a nil breaker counts 5xx
 	if b := rt.breaker; b != nil && out.ClientGone {
@@ -100,11 +177,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.Record(end, !failed)
 	}
 	s.finish(rt, start, end, out.Status)
-	if out.Aborted {
-		// The upstream's body was cut off after its header went out: abort the
-		// client's response too rather than let it look complete.
-		panic(http.ErrAbortHandler)
-	}
+	return out.Aborted
 }
 
 // finish records one answered request: its route's series, and the node's
@@ -135,24 +208,3 @@ func (s *Snapshot) clientIP(r *http.Request) netip.Addr {
 // statusClientClosed is the status recorded (never sent) for a client that
 // went away before an answer, as nginx does.
 const statusClientClosed = proxy.StatusClientClosed
-
-// statusWriter remembers the status of an answer the gateway writes itself
-// (fallbacks and rejections), for sluice_requests_total.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (sw *statusWriter) WriteHeader(code int) {
-	if sw.status == 0 {
-		sw.status = code
-	}
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *statusWriter) Write(b []byte) (int, error) {
-	if sw.status == 0 {
-		sw.status = http.StatusOK
-	}
-	return sw.ResponseWriter.Write(b)
-}
