@@ -32,9 +32,11 @@
 // next one and read the outcome back from a response recorder of its own;
 // here Forward returns one proxy.Outcome and each stage is handed what it
 // needs of it, so the outcome is read once and judged once (IsFailure).
-// The stages also share what was read of the request once: the matched
-// route, the checked key parts (limit.KeyValues, read for degrade and
-// limits alike) and the client address; and the Snapshot itself, which the
+// The stages also share what was read of the request once: its view
+// (package reqview: the matched route and cleaned path, the checked key
+// parts, read for degrade and limits alike, the client address, request id
+// and trace context), which Serve takes from whichever serving stack built
+// it (ServeHTTP for net/http; see Exchange); and the Snapshot itself, which the
 // gateway loads once per request, is the compiled chain: every check ran in
 // Compile, and serving only decides.
 package snapshot
