@@ -57,8 +57,17 @@ const (
 
 // Listeners are the node's bound sockets, for callers that listen on port 0.
 type Listeners struct {
+	// Traffic serves cleartext HTTP/1.1 and h2c (prior knowledge, or an
+	// "Upgrade: h2c" request).
 	Traffic net.Listener
-	Admin   net.Listener
+	// TLS, when not nil, is a listener of TLS connections (one that yields
+	// *tls.Conn, such as tls.NewListener over a bound socket, with
+	// NextProtos "h2" and "http/1.1"): each connection is served by HTTP/2
+	// when ALPN chose "h2", else by HTTP/1.1, with the same request path as
+	// Traffic. The caller owns the TLS configuration (certificates and their
+	// reload); Serve closes the listener when it stops.
+	TLS   net.Listener
+	Admin net.Listener
 }
 
 // Listen binds the traffic and admin addresses. Serve uses them; binding
@@ -92,13 +101,23 @@ func (n *Node) AdminHandler() http.Handler {
 	})
 }
 
-// Serve serves traffic and the admin endpoint on ls until ctx ends, then
-// stops accepting, fails /readyz, and drains in-flight requests for up to
-// ShutdownTimeout. It returns nil after a clean drain.
+// Serve serves traffic (ls.Traffic, and ls.TLS when set) and the admin
+// endpoint on ls until ctx ends, then stops accepting, fails /readyz, and
+// drains in-flight requests for up to ShutdownTimeout. It returns nil after
+// a clean drain.
+//
+// Each traffic connection is dispatched once, by protocol (see
+// dispatcher): a TLS connection by ALPN ("h2" to HTTP/2, else HTTP/1.1), a
+// cleartext one by whether it opens with the HTTP/2 preface (h2c with prior
+// knowledge) or not (HTTP/1.1, where "Upgrade: h2c" is still honoured).
+// Both protocols serve every request through the node's one request path
+// (ServeHTTP, then snapshot.Serve).
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
+	h2s := &http2.Server{IdleTimeout: IdleTimeout}
 	traffic := &http.Server{
-		// h2c lets clients speak HTTP/2 without TLS; HTTP/1.1 is served as usual.
-		Handler: h2c.NewHandler(n, &http2.Server{IdleTimeout: IdleTimeout}),
+		// h2c lets clients speak HTTP/2 without TLS by upgrading an
+		// HTTP/1.1 request; prior knowledge is dispatched before.
+		Handler: h2c.NewHandler(n, h2s),
 		// Bodies and responses are bounded per route (bodyTimeout,
 		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
 		// request header and the idle time between requests.
@@ -107,26 +126,40 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		MaxHeaderBytes:    proxy.MaxHeaderBytes,
 		ErrorLog:          nil,
 	}
+	d, err := newDispatcher(traffic, h2s, n, ls.Traffic.Addr())
+	if err != nil {
+		return fmt.Errorf("configuring HTTP/2: %w", err)
+	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
 	traffic.ConnState = fresh.track
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
 		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 2)
+	errc := make(chan error, 4)
 	var wg sync.WaitGroup
-	for _, s := range []struct {
-		srv *http.Server
-		l   net.Listener
-	}{{traffic, ls.Traffic}, {adm, ls.Admin}} {
+	run := func(serve func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.srv.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				errc <- err
 			}
 		}()
 	}
-	n.log.Info("gateway serving", "listen", ls.Traffic.Addr().String(), "admin", ls.Admin.Addr().String(), "build", Build)
+	trafficLns := []net.Listener{ls.Traffic}
+	if ls.TLS != nil {
+		trafficLns = append(trafficLns, ls.TLS)
+	}
+	run(d.serveH1)
+	for _, l := range trafficLns {
+		run(func() error { return d.serve(l) })
+	}
+	run(func() error { return adm.Serve(ls.Admin) })
+	attrs := []any{"listen", ls.Traffic.Addr().String(), "admin", ls.Admin.Addr().String(), "build", Build}
+	if ls.TLS != nil {
+		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
+	}
+	n.log.Info("gateway serving", attrs...)
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -141,7 +174,10 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	// been silent for a second so a drain takes as long as the real work.
 	stopReaper := make(chan struct{})
 	go fresh.reap(stopReaper, time.Second)
-	err := traffic.Shutdown(sctx)
+	for _, l := range trafficLns {
+		l.Close() // stop accepting; the dispatcher's serve loops return
+	}
+	err = d.shutdown(sctx)
 	close(stopReaper)
 	_ = adm.Shutdown(sctx)
 	wg.Wait()

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// h2Preface is the start of an HTTP/2 client connection preface (RFC 9113
+// §3.4): a cleartext connection that opens with it speaks h2c with prior
+// knowledge.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// dispatcher hands each traffic connection to the server of its protocol,
+// decided once per connection: on a TLS connection (a listener that yields
+// *tls.Conn, such as tls.NewListener) by ALPN, "h2" to the HTTP/2 server
+// and "http/1.1" or none to the HTTP/1 engine; on a cleartext connection by
+// its first bytes, the h2c preface to the HTTP/2 server and anything else to
+// the HTTP/1 engine (where an "Upgrade: h2c" request is still served by the
+// h2c handler). The HTTP/1 engine is an http.Server fed through a listener
+// of its own (h1), so another HTTP/1 engine can take its place without
+// changing the dispatch. It is safe for concurrent use.
+type dispatcher struct {
+	h1      *http.Server // the HTTP/1 engine; serves h1ln
+	h1ln    *connListener
+	h2      *http2.Server // configured on h1 (graceful shutdown)
+	handler http.Handler  // what HTTP/2 connections serve
+	// sniffTimeout bounds the wait for a connection's first bytes or TLS
+	// handshake (the server's ReadHeaderTimeout).
+	sniffTimeout time.Duration
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // connections not yet dispatched
+	closed  bool
+	h2conns sync.WaitGroup // HTTP/2 connections being served
+}
+
+func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler, addr net.Addr) (*dispatcher, error) {
+	if err := http2.ConfigureServer(h1, h2); err != nil {
+		return nil, err
+	}
+	return &dispatcher{h1: h1, h1ln: newConnListener(addr), h2: h2, handler: handler,
+		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{}}, nil
+}
+
+// serveH1 runs the HTTP/1 engine until shutdown.
+func (d *dispatcher) serveH1() error { return d.h1.Serve(d.h1ln) }
+
+// serve accepts connections from ln and dispatches each until ln is closed.
+// It returns ln's accept error (net.ErrClosed after shutdown).
+func (d *dispatcher) serve(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// A transient failure (out of file descriptors): back off as
+				// net/http does.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		if !d.track(c) {
+			c.Close()
+			return net.ErrClosed
+		}
+		go d.dispatch(c)
+	}
+}
+
+// track records c as pending; false once the dispatcher is shut down.
+func (d *dispatcher) track(c net.Conn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.pending[c] = struct{}{}
+	return true
+}
+
+// untrack removes c from the pending connections; false when shutdown
+// closed it meanwhile.
+func (d *dispatcher) untrack(c net.Conn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.pending[c]
+	delete(d.pending, c)
+	return ok && !d.closed
+}
+
+// dispatch decides c's protocol and hands it on.
+func (d *dispatcher) dispatch(c net.Conn) {
+	h2, conn, err := d.sniff(c)
+	if !d.untrack(c) || err != nil {
+		c.Close()
+		return
+	}
+	if !h2 {
+		if !d.h1ln.push(conn) {
+			conn.Close()
+		}
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		conn.Close()
+		return
+	}
+	d.h2conns.Add(1)
+	d.mu.Unlock()
+	defer d.h2conns.Done()
+	d.h2.ServeConn(conn, &http2.ServeConnOpts{BaseConfig: d.h1, Handler: d.handler})
+}
+
+// sniff reads what decides c's protocol: the TLS handshake's ALPN, or the
+// first bytes of a cleartext connection (kept for the server that takes it).
+func (d *dispatcher) sniff(c net.Conn) (h2 bool, conn net.Conn, err error) {
+	if d.sniffTimeout > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(d.sniffTimeout))
+		defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), max(d.sniffTimeout, time.Second))
+		defer cancel()
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return false, nil, err
+		}
+		return tc.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS, tc, nil
+	}
+	br := bufio.NewReaderSize(c, len(h2Preface))
+	// Peek waits for the whole preface only while the bytes so far match
+	// it: an HTTP/1 request line differs by its first byte or so.
+	for n := 1; n <= len(h2Preface); n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false, nil, err
+		}
+		if b[n-1] != h2Preface[n-1] {
+			return false, &peekedConn{Conn: c, r: br}, nil
+		}
+	}
+	return true, &peekedConn{Conn: c, r: br}, nil
+}
+
+// shutdown stops dispatching: connections still being sniffed are closed,
+// the HTTP/1 engine drains (http.Server.Shutdown, which also starts the
+// graceful shutdown of HTTP/2 connections), and shutdown waits for the
+// HTTP/2 connections to finish, until ctx ends.
+func (d *dispatcher) shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	for c := range d.pending {
+		c.Close()
+	}
+	d.mu.Unlock()
+	err := d.h1.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { d.h2conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// peekedConn is a connection whose first bytes were read ahead into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the connection when it can, so that net/http can
+// send an error answer (400, 431) and a FIN before closing, rather than a
+// reset that may discard the answer.
+func (c *peekedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// connListener is a net.Listener of connections pushed to it: how the
+// dispatcher feeds the HTTP/1 engine.
+type connListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// push hands c to Accept; false once the listener is closed.
+func (l *connListener) push(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
