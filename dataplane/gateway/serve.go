@@ -20,10 +20,23 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// ServeHTTP serves one request through the current snapshot, read once. A
-// request that already went through this node (its Via names it) or through
-// too many proxies is refused first, with 508, before it costs any limit.
+// ServeHTTP serves one request through the current snapshot, read once. An
+// HTTP/1 request whose target is not a path is refused first (400, see
+// strictTarget); a request that already went through this node (its Via
+// names it) or through too many proxies is refused next, with 508, before it
+// costs any limit.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		if why := strictTarget(r); why != "" {
+			// Refused before anything else reads it, and the connection
+			// is closed after the answer.
+			w.Header().Set("Connection", "close")
+			proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", why)
+			n.metrics.Requests.WithLabelValues("", "400").Inc()
+			n.metrics.Served.Count(http.StatusBadRequest)
+			return
+		}
+	}
 	if n.cfg.Snapshot.Transport.Looping(r) {
 		proxy.WriteLoopDetected(w, r)
 		n.metrics.Requests.WithLabelValues("", "508").Inc()
