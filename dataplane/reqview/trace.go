@@ -3,6 +3,7 @@ package reqview
 import (
 	"math/rand/v2"
 	"net/http"
+	"unsafe"
 )
 
 // W3C Trace Context header names (https://www.w3.org/TR/trace-context/), in
@@ -99,16 +100,31 @@ func EnsureTrace(h http.Header) Trace {
 	if vs := h[HeaderTraceparent]; len(vs) == 1 && ValidTraceparent(vs[0]) {
 		return Trace{Parent: vs[0]}
 	}
-	t := Trace{Parent: NewTraceparent(), Started: true}
-	h[HeaderTraceparent] = []string{t.Parent}
+	// One allocation holds the new value and the header's slice of it.
+	st := new(startedTrace)
+	putTraceparent(&st.b)
+	st.v[0] = unsafe.String(&st.b[0], len(st.b)) // st.b is never written again
+	h[HeaderTraceparent] = st.v[:]
 	delete(h, HeaderTracestate)
-	return t
+	return Trace{Parent: st.v[0], Started: true}
+}
+
+// startedTrace is the storage of a traceparent EnsureTrace starts.
+type startedTrace struct {
+	v [1]string
+	b [traceparentLen]byte
 }
 
 // NewTraceparent returns a new version-00 traceparent with a random trace id
 // and parent id and the sampled flag.
 func NewTraceparent() string {
 	var b [traceparentLen]byte
+	putTraceparent(&b)
+	return string(b[:])
+}
+
+// putTraceparent writes a new version-00 traceparent into b.
+func putTraceparent(b *[traceparentLen]byte) {
 	b[0], b[1], b[2] = '0', '0', '-'
 	for {
 		hi, lo := rand.Uint64(), rand.Uint64()
@@ -125,7 +141,6 @@ func NewTraceparent() string {
 	}
 	putHex(b[36:52], span)
 	b[52], b[53], b[54] = '-', '0', '1'
-	return string(b[:])
 }
 
 func putHex(dst []byte, x uint64) {
