@@ -177,10 +177,13 @@ func (kc *KeyCheck) ReadView(v *reqview.View) error {
 			return err
 		}
 	}
-	v.EndCheck(&kc.names, true)
 	if conn := v.Header["Connection"]; len(conn) > 0 {
-		return kc.checkConnection(conn)
+		if err := kc.checkConnection(conn); err != nil {
+			v.EndCheck(&kc.names, false)
+			return err
+		}
 	}
+	v.EndCheck(&kc.names, true)
 	return nil
 }
 
