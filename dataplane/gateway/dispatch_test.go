@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,6 +175,13 @@ routes:
 		{"h2c", h2c, plain + "/slow"},
 		{"TLS h2", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}, secure + "/slow"},
 	}
+	// A client that connected but sent nothing yet is not waited for: the
+	// drain closes its connection.
+	silent, err := net.Dial("tcp", strings.TrimPrefix(plain, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
 	errs := make(chan error, len(clients))
 	for _, c := range clients {
 		go func() {
@@ -200,5 +209,9 @@ routes:
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the silent connection after the drain: %v, want EOF", err)
 	}
 }
