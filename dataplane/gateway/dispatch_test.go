@@ -73,12 +73,9 @@ func startTLS(tb testing.TB, rules string) (plain, secure string, roots *x509.Ce
 		tb.Fatal(err)
 	}
 	cert, roots := testCert(tb)
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if ls.TLS, err = n.ListenTLS("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}); err != nil {
 		tb.Fatal(err)
 	}
-	ls.TLS = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"},
-		MinVersion: tls.VersionTLS12})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx, ls) }()
@@ -89,7 +86,7 @@ func startTLS(tb testing.TB, rules string) (plain, secure string, roots *x509.Ce
 		return serveErr
 	}
 	tb.Cleanup(func() { _ = stop() })
-	return "http://" + ls.Traffic.Addr().String(), "https://" + raw.Addr().String(), roots, stop
+	return "http://" + ls.Traffic.Addr().String(), "https://" + ls.TLS.Addr().String(), roots, stop
 }
 
 // TestDispatchByProtocol: one node serves HTTP/1.1 and h2c on its cleartext

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -99,6 +100,28 @@ func (n *Node) Listen() (*Listeners, error) {
 	// whatever port 0 became.
 	n.cfg.Snapshot.Transport.SetListeners(tl.Addr().String(), al.Addr().String())
 	return &Listeners{Traffic: tl, Admin: al}, nil
+}
+
+// ListenTLS binds addr for TLS traffic and returns the listener to set as
+// Listeners.TLS: tls.NewListener over the socket with cfg (cloned; ALPN
+// "h2" and "http/1.1" when cfg names no NextProtos). The address is also
+// registered as the node's own, so routes whose targets point at it are
+// refused like routes to --listen. cfg is the caller's: certificates and
+// their reload (GetCertificate), versions and cipher suites.
+func (n *Node) ListenTLS(addr string, cfg *tls.Config) (net.Listener, error) {
+	if cfg == nil {
+		return nil, errors.New("listening for TLS: no TLS configuration")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on TLS address %s: %w", addr, err)
+	}
+	n.cfg.Snapshot.Transport.SetListeners(addr, ln.Addr().String())
+	cfg = cfg.Clone()
+	if len(cfg.NextProtos) == 0 {
+		cfg.NextProtos = []string{http2.NextProtoTLS, "http/1.1"}
+	}
+	return tls.NewListener(ln, cfg), nil
 }
 
 // AdminHandler returns the node admin endpoint's handler.
