@@ -112,7 +112,10 @@
 //
 // # Keys and costs
 //
-// Key dimensions: ip (RequestInfo.ClientIP, computed by the caller with
+// Keys are compiled by ParseKey into a Key, which degrade plans use too (one
+// reading of key parts for every rule; what each part means is documented
+// in package reqview), and read from the request's reqview.View.
+// Key dimensions: ip (View.ClientIP, computed by the caller with
 // api.ClientIP; X-Forwarded-For is never read here; IPv4-mapped IPv6 is the
 // IPv4 client; an IPv6 client is keyed by its /ipv6Prefix, default /64, see
 // api.KeyAddr, while exempt matches its whole address), route, global,
