@@ -71,10 +71,20 @@ func ValidTraceparent(s string) bool {
 	return !allZero(s[3:35]) && !allZero(s[36:52])
 }
 
+// isLowerHex marks the bytes 0-9 and a-f.
+var isLowerHex = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
 func lowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+		if !isLowerHex[s[i]] {
 			return false
 		}
 	}
