@@ -60,10 +60,10 @@ func (d *dispatcher) serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// A transient failure (out of file descriptors): back off as
-				// net/http does.
+			var tmp interface{ Temporary() bool }
+			if !errors.Is(err, net.ErrClosed) && errors.As(err, &tmp) && tmp.Temporary() {
+				// A transient failure (EMFILE: out of file descriptors):
+				// back off and retry, as net/http's Serve does.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				time.Sleep(delay)
 				continue
