@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
 // ProblemType is the type URI of the problem+json body of a rejection.
@@ -76,11 +77,20 @@ type problem struct {
 // 1), the RateLimit headers, and either the rule's body with its content type
 // (text/plain when unset) or a problem+json body naming the rule and the
 // request id.
-func writeReject(w http.ResponseWriter, ru *rule, d Decision, info *RequestInfo) {
+//
+// A gRPC request (proxy.IsGRPC) gets a gRPC answer instead, with the same
+// headers: grpc-status 8 RESOURCE_EXHAUSTED and a grpc-message naming the
+// rule (proxy.WriteGRPCStatus).
+func writeReject(w http.ResponseWriter, r *http.Request, ru *rule, d Decision, info *RequestInfo) {
 	h := w.Header()
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+	if proxy.IsGRPC(r) {
+		proxy.WriteGRPCStatus(w, r, api.DefaultLimitRejectStatus, proxy.GRPCResourceExhausted,
+			fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry))
+		return
+	}
 	status := api.DefaultLimitRejectStatus
 	if resp := ru.l.Response; resp != nil {
 		if resp.Status != 0 {

@@ -499,7 +499,7 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 				tk[j].refund(r.Context(), now)
 			}
 			s.logReject(r, ru, &c.specs[c.keyIdx[i]], d, &info, now)
-			writeReject(w, ru, d, &info)
+			writeReject(w, r, ru, d, &info)
 			return nil, false
 		}
 		inc(ru.mAllow)

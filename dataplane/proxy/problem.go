@@ -42,6 +42,8 @@ type problem struct {
 // be short fixed phrases safe to show a client, never an internal error's
 // text. The request id (see EnsureRequestID) is set on the response as
 // X-Request-Id and named in the body; instance is "urn:sluice:request:<id>".
+// A gRPC request (IsGRPC) is answered with the gRPC status GRPCCodeFor(status)
+// and grpc-message "title: detail" instead (WriteGRPCStatus).
 // It is the data plane's one problem writer: for the traffic port and for the
 // node admin endpoint (package admin's guard, the breaker and degrade
 // handlers) alike. Only rejections whose body a rule shapes are written
@@ -49,6 +51,11 @@ type problem struct {
 // degrade fallbacks are bodies compiled with their rule.
 func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
 	id := EnsureRequestID(nil, r)
+	if IsGRPC(r) {
+		w.Header()[api.HeaderRequestID] = []string{id}
+		WriteGRPCStatus(w, r, status, GRPCCodeFor(status), title+": "+detail)
+		return
+	}
 	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")
 	if slug == "" {
 		slug = strconv.Itoa(status)

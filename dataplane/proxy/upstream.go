@@ -138,7 +138,9 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		}
 		t.tr = tr
 		t.weight = max(tg.Weight, 1)
-		t.origin = tr.acquire(t.originKey(tg.URL), strings.HasPrefix(tg.URL, "h2c:"))
+		if t.origin, err = tr.acquireWire(&r.Upstream, tg.URL, t.originKey(tg.URL)); err != nil {
+			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
+		}
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
 			Transport:      t.origin.rt,
@@ -272,7 +274,11 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	rec.bodyDetail = u.bodyDetail
 	ctx, cancel := context.WithCancel(r.Context())
 	rec.cancel = cancel
-	rec.timer = time.AfterFunc(u.timeout, rec.expire)
+	timeout, grpc := u.timeout, IsGRPC(r)
+	if grpc {
+		timeout, _ = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
+	}
+	rec.timer = time.AfterFunc(timeout, rec.expire)
 
 	out := r.WithContext(ctx)
 	ou := *r.URL
@@ -295,6 +301,10 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		_ = SetWriteDeadline(w, time.Now().Add(u.writeTimeout))
 	}
 	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
+	if aborted && grpc && rec.wrote {
+		endGRPC(w, o.Timeout) // gRPC ends a broken stream with trailers, not a reset
+		o.Aborted = false
+	}
 	if o.Status == 0 {
 		o.Status = http.StatusOK // nothing written: net/http sends 200
 	}

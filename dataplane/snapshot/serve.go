@@ -143,6 +143,10 @@ func (sw *statusWriter) WriteHeader(code int) {
 	sw.ResponseWriter.WriteHeader(code)
 }
 
+// RecordStatus records the HTTP status a gRPC answer (sent as 200) stands
+// for: see proxy.StatusRecorder.
+func (sw *statusWriter) RecordStatus(code int) { sw.status = code }
+
 func (sw *statusWriter) Write(b []byte) (int, error) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
