@@ -59,6 +59,7 @@ const (
 type Listeners struct {
 	Traffic net.Listener
 	Admin   net.Listener
+	tls     *tlsListener // Config.ListenTLS; see TLSAddr
 }
 
 // Listen binds the traffic and admin addresses. Serve uses them; binding
@@ -76,7 +77,13 @@ func (n *Node) Listen() (*Listeners, error) {
 	// Rule sets compiled from now on refuse targets that are these sockets,
 	// whatever port 0 became.
 	n.cfg.Snapshot.Transport.SetListeners(tl.Addr().String(), al.Addr().String())
-	return &Listeners{Traffic: tl, Admin: al}, nil
+	tlsl, err := n.listenTLS()
+	if err != nil {
+		tl.Close()
+		al.Close()
+		return nil, err
+	}
+	return &Listeners{Traffic: tl, Admin: al, tls: tlsl}, nil
 }
 
 // AdminHandler returns the node admin endpoint's handler.
@@ -112,12 +119,23 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
 		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	var wg sync.WaitGroup
-	for _, s := range []struct {
+	servers := []struct {
 		srv *http.Server
 		l   net.Listener
-	}{{traffic, ls.Traffic}, {adm, ls.Admin}} {
+	}{{traffic, ls.Traffic}, {adm, ls.Admin}}
+	tlsSrv, tlsL, reloadCerts := n.tlsServer(ls, traffic)
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	if tlsSrv != nil {
+		servers = append(servers, struct {
+			srv *http.Server
+			l   net.Listener
+		}{tlsSrv, tlsL})
+		wg.Go(func() { reloadCerts(reloadCtx) })
+	}
+	for _, s := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -141,9 +159,17 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	// been silent for a second so a drain takes as long as the real work.
 	stopReaper := make(chan struct{})
 	go fresh.reap(stopReaper, time.Second)
+	var tlsErr error
+	var tlsDone sync.WaitGroup
+	if tlsSrv != nil {
+		tlsDone.Go(func() { tlsErr = tlsSrv.Shutdown(sctx) })
+	}
 	err := traffic.Shutdown(sctx)
+	tlsDone.Wait()
+	err = errors.Join(err, tlsErr)
 	close(stopReaper)
 	_ = adm.Shutdown(sctx)
+	stopReload()
 	wg.Wait()
 	if s := n.current.Load(); s != nil {
 		s.Retire(nil)
