@@ -77,6 +77,9 @@ type Config struct {
 	// ListenTLS, reloaded when they change (a bad new pair is refused and
 	// the old one kept serving).
 	TLSCertFile, TLSKeyFile string
+	// TLSReloadInterval is how often the certificate files are checked for
+	// a change; zero means tlsreload.DefaultInterval (1s).
+	TLSReloadInterval time.Duration
 }
 
 // Node is one gateway node. Create it with New; it is safe for concurrent use.

@@ -41,7 +41,7 @@ func (n *Node) listenTLS() (*tlsListener, error) {
 		Help: "Expiry (Unix time) of the TLS certificate the traffic listener serves.",
 	})
 	certs, err := tlsreload.New(tlsreload.Settings{
-		CertFile: n.cfg.TLSCertFile, KeyFile: n.cfg.TLSKeyFile, Logger: n.log,
+		CertFile: n.cfg.TLSCertFile, KeyFile: n.cfg.TLSKeyFile, Logger: n.log, Interval: n.cfg.TLSReloadInterval,
 		OnReload: func(err error, leaf *x509.Certificate) {
 			if err != nil {
 				reloads.WithLabelValues("error").Inc()
