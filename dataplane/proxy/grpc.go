@@ -223,3 +223,16 @@ func endGRPC(w http.ResponseWriter, timedOut bool) {
 // RecordStatus makes the outcome's status the HTTP status a gRPC answer of
 // the gateway's stands for (see StatusRecorder).
 func (rec *recorder) RecordStatus(code int) { rec.status = code }
+
+// pastDue reports whether the gRPC deadline the upstream was given has
+// passed: an upstream that gives up on the call at that moment (a gRPC
+// server resets the stream when its deadline expires) fails because of the
+// deadline, as a timeout, even when the gateway's own timer has not fired
+// yet. It marks the exchange timed out when so.
+func (rec *recorder) pastDue() bool {
+	if rec.due.IsZero() || time.Now().Before(rec.due) {
+		return false
+	}
+	rec.timedOut.Store(true)
+	return true
+}

@@ -277,6 +277,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	timeout, grpc := u.timeout, IsGRPC(r)
 	if grpc {
 		timeout, _ = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
+		rec.due = start.Add(timeout)
 	}
 	rec.timer = time.AfterFunc(timeout, rec.expire)
 
@@ -302,6 +303,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	}
 	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
 	if aborted && grpc && rec.wrote {
+		o.Timeout = o.Timeout || rec.pastDue()
 		endGRPC(w, o.Timeout) // gRPC ends a broken stream with trailers, not a reset
 		o.Aborted = false
 	}
@@ -416,7 +418,7 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		rec.w.Header().Set("Connection", "close")
 		WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
 		rec.bodyStalled = true
-	case rec.timedOut.Load():
+	case rec.timedOut.Load() || rec.pastDue():
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
 		rec.status = StatusClientClosed
@@ -449,6 +451,7 @@ type recorder struct {
 	bodyStalled  bool        // errorHandler answered 408: the client's body stalled
 	body         *bodyReader // the client's body, when it has one
 	bodyDetail   string
+	due          time.Time // gRPC: the deadline passed on to the upstream (see pastDue)
 }
 
 var recorders = sync.Pool{New: func() any {
