@@ -97,7 +97,7 @@ func echoDesc(d *echoDeadlines) *grpc.ServiceDesc {
 	return &grpc.ServiceDesc{
 		ServiceName: "sluice.test.Echo",
 		HandlerType: (*echoServer)(nil),
-		Methods:     []grpc.MethodDesc{m("Unary"), m("Slow"), m("Limited"), m("Shed")},
+		Methods:     []grpc.MethodDesc{m("Unary"), m("Slow"), m("Limited"), m("Shed"), m("Broken"), m("Tight")},
 		Streams: []grpc.StreamDesc{
 			{StreamName: "Count", ServerStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
 				var in []byte
@@ -173,7 +173,7 @@ func grpcUpstream(tb testing.TB, cert *tls.Certificate) (string, *echoDeadlines)
 // on Limited and a degrade plan shedding every call to Shed.
 //
 // Broken goes to dead, a port nothing listens on, behind a breaker that
-// opens on the first failure.
+// opens on the first failure; Tight has such a breaker too.
 func grpcRules(target, dead, upstreamExtra string) string {
 	up := fmt.Sprintf("{targets: [{url: %q}]%s}", target, upstreamExtra)
 	return fmt.Sprintf(`namespace: grpc
@@ -187,6 +187,9 @@ routes:
   - id: broken
     match: {path: /sluice.test.Echo/Broken}
     upstream: {targets: [{url: %[4]q}]%[2]s}
+  - id: tight
+    match: {path: /sluice.test.Echo/Tight}
+    upstream: %[3]s
   - id: limited
     match: {path: /sluice.test.Echo/Limited}
     upstream: %[3]s
@@ -200,6 +203,7 @@ limits:
   - {id: one-a-minute, routes: [limited], key: [global], algorithm: token_bucket, rate: 1, period: 1m}
 breakers:
   - {id: broken-upstream, routes: [broken], window: 10s, consecutiveFailures: 1, openFor: 1m}
+  - {id: tight-upstream, routes: [tight], window: 10s, consecutiveFailures: 1, openFor: 1m}
 degrades:
   - {id: shed-all, routes: [shed], mode: manual, level: 2}
 `, target, upstreamExtra, up, dead)
@@ -381,6 +385,20 @@ func TestGRPCThroughGateway(t *testing.T) {
 			_, err = invoke(ctx, cc, "Broken", "x")
 			if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), `breaker "broken-upstream" is open`) {
 				t.Fatalf("broken, breaker open: %v", err)
+			}
+
+			// Calls that run out of their clients' own short deadlines are no
+			// failures of the upstream: Tight's breaker stays closed.
+			for range 3 {
+				tctx, tcancel := context.WithTimeout(ctx, 150*time.Millisecond)
+				_, err = invoke(tctx, cc, "Tight", "block:600ms")
+				tcancel()
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Fatalf("tight: %v", err)
+				}
+			}
+			if out, err := invoke(ctx, cc, "Tight", "x"); err != nil || out != "echo:x" {
+				t.Fatalf("after client deadlines: %q, %v (the breaker counted them)", out, err)
 			}
 
 			// A limit rejection is RESOURCE_EXHAUSTED naming the rule.

@@ -52,8 +52,9 @@ type Outcome struct {
 	// ClientGone is set when the client went away, or stalled: Status is
 	// then 499, or 408 when the client's request body stalled past the
 	// route's bodyTimeout; a client that took nothing of the response for the
-	// route's writeTimeout is 499 too. Such a request says nothing about the
-	// upstream's health.
+	// route's writeTimeout is 499 too; or 504 when a gRPC client's own
+	// deadline (grpc-timeout shorter than the route's timeout) ran out.
+	// Such a request says nothing about the upstream's health.
 	ClientGone bool
 	// Upgraded is set when the connection was switched to another protocol
 	// (WebSocket): Duration is then the connection's whole life, and should
@@ -274,9 +275,9 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	rec.bodyDetail = u.bodyDetail
 	ctx, cancel := context.WithCancel(r.Context())
 	rec.cancel = cancel
-	timeout, grpc := u.timeout, IsGRPC(r)
+	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r), false
 	if grpc {
-		timeout, _ = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
+		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
 		rec.due = start.Add(timeout)
 	}
 	rec.timer = time.AfterFunc(timeout, rec.expire)
@@ -322,6 +323,12 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
 	case rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted):
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
+	}
+	if clientDeadline && o.Timeout && !o.ClientGone {
+		// A gRPC client's own deadline, shorter than the route's, ran out:
+		// the client chose it, so it says nothing of the upstream's health
+		// (and a client cannot open a breaker with grpc-timeout: 1n).
+		o.ClientGone, o.Err = true, nil
 	}
 	o.Duration = time.Since(start)
 	if o.Err != nil && !o.ClientGone {
