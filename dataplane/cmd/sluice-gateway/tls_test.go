@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +90,18 @@ func TestTLSProcess(t *testing.T) {
 	}
 	if !strings.Contains(g.stderr.String(), "tls certificate reloaded") {
 		t.Fatalf("no reload logged:\n%s", g.stderr.String())
+	}
+	// SIGTERM drains both listeners and exits 0.
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-g.done:
+		g.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, g.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit within 10s of SIGTERM")
 	}
 }
