@@ -205,6 +205,10 @@ func grpcTimeout(r *http.Request, route time.Duration) (time.Duration, bool) {
 	return route, false
 }
 
+// clientDeadlineDetail is the grpc-message detail of a call that ran out of
+// the client's own deadline before the upstream answered.
+const clientDeadlineDetail = "the upstream did not answer within the client's deadline (grpc-timeout)"
+
 // endGRPC ends a gRPC response that was cut off after its header went out
 // (the route's timeout fired mid-stream, or the upstream's stream broke)
 // with trailers, as a gRPC server would, instead of a reset: grpc-status

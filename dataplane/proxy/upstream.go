@@ -278,7 +278,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r), false
 	if grpc {
 		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
-		rec.due = start.Add(timeout)
+		rec.due, rec.clientDeadline = start.Add(timeout), clientDeadline
 	}
 	rec.timer = time.AfterFunc(timeout, rec.expire)
 
@@ -425,6 +425,8 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		rec.w.Header().Set("Connection", "close")
 		WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
 		rec.bodyStalled = true
+	case (rec.timedOut.Load() || rec.pastDue()) && rec.clientDeadline:
+		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
 	case rec.timedOut.Load() || rec.pastDue():
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
@@ -459,6 +461,9 @@ type recorder struct {
 	body         *bodyReader // the client's body, when it has one
 	bodyDetail   string
 	due          time.Time // gRPC: the deadline passed on to the upstream (see pastDue)
+	// clientDeadline: gRPC, and due is the client's grpc-timeout, shorter
+	// than the route's timeout.
+	clientDeadline bool
 }
 
 var recorders = sync.Pool{New: func() any {
