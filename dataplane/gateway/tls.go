@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 
@@ -89,7 +90,9 @@ func (n *Node) tlsServer(ls *Listeners, traffic *http.Server) (*http.Server, net
 		IdleTimeout:       traffic.IdleTimeout,
 		MaxHeaderBytes:    traffic.MaxHeaderBytes,
 		ConnState:         traffic.ConnState,
-		ErrorLog:          traffic.ErrorLog,
+		// Failed handshakes (scanners, clients that distrust the
+		// certificate) are the client's business: debug logs, not stderr.
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
 	n.log.Info("gateway serving TLS", "listen_tls", ls.tls.l.Addr().String(), "cert", n.cfg.TLSCertFile)
 	return srv, tls.NewListener(ls.tls.l, srv.TLSConfig), func(ctx context.Context) { _ = ls.tls.certs.Run(ctx) }
