@@ -27,7 +27,7 @@ func Normalizations() int64 { return normalizations.Load() }
 // responses, breaker and degrade settings (except three fields that came after
 // versions were published and are written as absent when they hold their
 // default, so that older documents keep their checksums: limits' ipv6Prefix
-// (64) and upstreams' bodyTimeout and writeTimeout); upper-case methods, lower-case hosts,
+// (64) and upstreams' bodyTimeout, writeTimeout, protocol and tls); upper-case methods, lower-case hosts,
 // canonical header names (X-Canary), and JSON fallback bodies with sorted
 // keys. The same rules written with and without their defaults normalize to
 // the same value, and Normalize of a normalized rule set changes nothing. rs
@@ -73,6 +73,7 @@ func (rs *RuleSet) Normalize() *RuleSet {
 				r.Upstream.Targets[j].Weight = 1
 			}
 		}
+		normalizeUpstream(&r.Upstream) // protocol and tls: absent at their defaults
 	}
 	for i := range n.Limits {
 		l := &n.Limits[i]

@@ -40,6 +40,8 @@ var goOnly = map[string][]string{
 		"header-names-differ-in-case"},
 	"a JSON fallback body is at most MaxFallbackBodyBytes of compact JSON (the size of an arbitrary value)": {
 		"degrade-fallback-json-too-large"},
+	"upstream.tls.ca is PEM CERTIFICATE blocks that crypto/x509 parses (a parser, not a pattern)": {
+		"upstream-tls-ca-not-pem", "upstream-tls-ca-private-key", "upstream-tls-ca-bad-der"},
 }
 
 func mustCompileSchema(tb testing.TB) *jsonschema.Schema {
@@ -177,6 +179,8 @@ func TestSchemaPatternsAreGos(t *testing.T) {
 	}{
 		{"Match.hosts[]", prop("Match", "hosts")["items"].(schemaNode)["pattern"], HostPatternSource},
 		{"Target.url", prop("Target", "url")["pattern"], TargetURLPatternSource},
+		{"UpstreamTLS.ca", prop("UpstreamTLS", "ca")["pattern"], CAPatternSource},
+		{"UpstreamTLS.serverName", prop("UpstreamTLS", "serverName")["pattern"], ServerNamePatternSource},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

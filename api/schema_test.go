@@ -63,6 +63,7 @@ func enums() map[reflect.Type][]string {
 	add(reflect.TypeFor[ClusterMode](), reflect.ValueOf(ClusterModes))
 	add(reflect.TypeFor[StoreErrorPolicy](), reflect.ValueOf(StoreErrorPolicies))
 	add(reflect.TypeFor[DegradeMode](), reflect.ValueOf(DegradeModes))
+	add(reflect.TypeFor[UpstreamProtocol](), reflect.ValueOf(UpstreamProtocols))
 	return m
 }
 

@@ -83,6 +83,45 @@ type Upstream struct {
 	WriteTimeout Duration `json:"writeTimeout,omitempty"`
 	// StripPrefix removes the route's pathPrefix before forwarding.
 	StripPrefix bool `json:"stripPrefix,omitempty"`
+	// Protocol is the HTTP version spoken to the targets; empty means by
+	// each target's scheme: HTTP/1.1 to http://, ALPN (h2 or http/1.1) to
+	// https://, cleartext HTTP/2 to h2c://. See UpstreamProtocol.
+	Protocol UpstreamProtocol `json:"protocol,omitempty"`
+	// TLS verifies https:// targets against a CA of its own and names the
+	// server expected; nil means the system roots and each target's host.
+	// Every target must be https:// when it is set.
+	TLS *UpstreamTLS `json:"tls,omitempty"`
+}
+
+// UpstreamProtocol is the HTTP version a route speaks to its targets.
+type UpstreamProtocol string
+
+// The protocols an Upstream may name.
+const (
+	// ProtocolHTTP1 is HTTP/1.1 only, also over TLS (no ALPN h2); targets
+	// are http:// or https://.
+	ProtocolHTTP1 UpstreamProtocol = "http1"
+	// ProtocolH2 is HTTP/2 over TLS (ALPN h2, required); targets are
+	// https://. For gRPC upstreams with TLS.
+	ProtocolH2 UpstreamProtocol = "h2"
+	// ProtocolH2C is HTTP/2 over cleartext TCP with prior knowledge;
+	// targets are http:// or h2c://. For gRPC upstreams without TLS.
+	ProtocolH2C UpstreamProtocol = "h2c"
+)
+
+// UpstreamProtocols lists every UpstreamProtocol.
+var UpstreamProtocols = []UpstreamProtocol{ProtocolHTTP1, ProtocolH2, ProtocolH2C}
+
+// UpstreamTLS is how the gateway verifies its https:// targets.
+type UpstreamTLS struct {
+	// CA holds PEM "CERTIFICATE" blocks, the roots that target
+	// certificates must chain to, in place of the system roots; empty
+	// means the system roots. The certificates travel inline (they are
+	// public), so one rule set means the same on every node.
+	CA string `json:"ca,omitempty"`
+	// ServerName is the name the targets' certificates must carry (and the
+	// SNI sent); empty means each target's host.
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // Target is one upstream server. Weight zero means 1.
@@ -334,4 +373,5 @@ const (
 	MaxKeyParts               = 8
 	MaxRegexLength            = 1024
 	MaxFallbackBodyBytes      = 64 << 10
+	MaxUpstreamCABytes        = 64 << 10 // upstream.tls.ca
 )

@@ -315,6 +315,7 @@ func (v validator) route(p string, r *Route) {
 	if up.StripPrefix && m.PathPrefix == "" {
 		v.add(upp+".stripPrefix", "needs match.pathPrefix")
 	}
+	v.upstreamProtocol(up, upp)
 }
 
 // MaxRegexInstructions bounds the compiled program of a pathRegex (RE2

@@ -69,6 +69,17 @@ type Config struct {
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.
 	Snapshot snapshot.Options
+	// ListenTLS is the TLS traffic address; empty means no TLS listener.
+	// It serves TLS 1.2+ with ALPN h2 and http/1.1 (see package tlsreload
+	// and gateway/tls.go).
+	ListenTLS string
+	// TLSCertFile and TLSKeyFile are the PEM certificate chain and key of
+	// ListenTLS, reloaded when they change (a bad new pair is refused and
+	// the old one kept serving).
+	TLSCertFile, TLSKeyFile string
+	// TLSReloadInterval is how often the certificate files are checked for
+	// a change; zero means tlsreload.DefaultInterval (1s).
+	TLSReloadInterval time.Duration
 }
 
 // Node is one gateway node. Create it with New; it is safe for concurrent use.

@@ -30,6 +30,14 @@ func MustStart(tb testing.TB, rules string) (*Node, string, string) {
 // timeout are the test's, and so is the logger unless cfg has one.
 func MustStartConfig(tb testing.TB, rules string, cfg Config) (*Node, string, string) {
 	tb.Helper()
+	n, ls := MustStartListeners(tb, rules, cfg)
+	return n, "http://" + ls.Traffic.Addr().String(), "http://" + ls.Admin.Addr().String()
+}
+
+// MustStartListeners is MustStartConfig returning the node's Listeners (for
+// the TLS address, see Listeners.TLSAddr).
+func MustStartListeners(tb testing.TB, rules string, cfg Config) (*Node, *Listeners) {
+	tb.Helper()
 	cfg.Listen, cfg.Admin, cfg.ShutdownTimeout = "127.0.0.1:0", "127.0.0.1:0", 5*time.Second
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -53,7 +61,7 @@ func MustStartConfig(tb testing.TB, rules string, cfg Config) (*Node, string, st
 			tb.Errorf("Serve: %v\ngoroutines:\n%s", err, buf.String())
 		}
 	})
-	return n, "http://" + ls.Traffic.Addr().String(), "http://" + ls.Admin.Addr().String()
+	return n, ls
 }
 
 func okUpstream(tb testing.TB) *httptest.Server {

@@ -82,6 +82,7 @@ type Listeners struct {
 	// reload); Serve closes the listener when it stops.
 	TLS   net.Listener
 	Admin net.Listener
+	tls   *tlsListener // Config.ListenTLS: the certificate reloader; see TLSAddr
 }
 
 // Listen binds the traffic and admin addresses. Serve uses them; binding
@@ -99,7 +100,17 @@ func (n *Node) Listen() (*Listeners, error) {
 	// Rule sets compiled from now on refuse targets that are these sockets,
 	// whatever port 0 became.
 	n.cfg.Snapshot.Transport.SetListeners(tl.Addr().String(), al.Addr().String())
-	return &Listeners{Traffic: tl, Admin: al}, nil
+	tlsl, err := n.listenTLS()
+	if err != nil {
+		tl.Close()
+		al.Close()
+		return nil, err
+	}
+	ls := &Listeners{Traffic: tl, Admin: al, tls: tlsl}
+	if tlsl != nil {
+		ls.TLS = tls.NewListener(tlsl.l, tlsl.certs.ServerConfig())
+	}
+	return ls, nil
 }
 
 // ListenTLS binds addr for TLS traffic and returns the listener to set as
@@ -191,6 +202,11 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		run(func() error { return d.serve(l) })
 	}
 	run(func() error { return adm.Serve(ls.Admin) })
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	if ls.tls != nil {
+		wg.Go(func() { _ = ls.tls.certs.Run(reloadCtx) })
+	}
 	attrs := []any{"listen", ls.Traffic.Addr().String(), "admin", ls.Admin.Addr().String(), "build", Build}
 	if ls.TLS != nil {
 		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
@@ -216,6 +232,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	err = d.shutdown(sctx)
 	close(stopReaper)
 	_ = adm.Shutdown(sctx)
+	stopReload()
 	wg.Wait()
 	if s := n.current.Load(); s != nil {
 		s.Retire(nil)

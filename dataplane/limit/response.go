@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
@@ -84,11 +85,20 @@ type problem struct {
 // 1), the RateLimit headers, and either the rule's body with its content type
 // (text/plain when unset) or a problem+json body naming the rule and the
 // request id.
-func writeReject(w http.ResponseWriter, ru *rule, d Decision, requestID string) {
+//
+// A gRPC request (proxy.IsGRPC on its header reqHeader) gets a gRPC answer
+// instead, with the same headers: grpc-status 8 RESOURCE_EXHAUSTED and a
+// grpc-message naming the rule (proxy.WriteGRPCStatus).
+func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decision, requestID string) {
 	h := w.Header()
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+	if proxy.IsGRPC(reqHeader) {
+		proxy.WriteGRPCStatus(w, reqHeader, api.DefaultLimitRejectStatus, proxy.GRPCResourceExhausted,
+			fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry))
+		return
+	}
 	status := api.DefaultLimitRejectStatus
 	if resp := ru.l.Response; resp != nil {
 		if resp.Status != 0 {

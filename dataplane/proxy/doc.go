@@ -120,4 +120,22 @@
 // The server, not this package, bounds request headers: set
 // http.Server.MaxHeaderBytes to MaxHeaderBytes; a larger header is refused
 // with 431 before any handler runs.
+//
+// # Protocols and gRPC
+//
+// A route's upstream.protocol and upstream.tls choose how its targets are
+// spoken to (transport_h2.go): HTTP/1.1 only, HTTP/2 over TLS only (ALPN h2
+// required), cleartext HTTP/2, or, left out, by each target's scheme;
+// https:// targets are verified against the system roots or tls.ca, under
+// tls.serverName. Each origin, protocol and TLS setting has its own pool.
+//
+// gRPC requests (IsGRPC: content-type application/grpc*) are forwarded as
+// any other, with trailers; their deadline is the shorter of the client's
+// grpc-timeout and the route's timeout, and the upstream is sent that one.
+// Every answer the gateway writes itself to a gRPC request is a gRPC answer
+// (WriteGRPCStatus: HTTP 200, Trailers-Only, grpc-status and grpc-message),
+// written from the one problem writer (WriteProblem, mapping the status
+// with GRPCCodeFor) and from the limit, breaker and degrade writers; a
+// response cut off mid-stream ends with grpc-status trailers instead of a
+// reset.
 package proxy

@@ -42,18 +42,26 @@ type problem struct {
 // be short fixed phrases safe to show a client, never an internal error's
 // text. The request id (see EnsureRequestID) is set on the response as
 // X-Request-Id and named in the body; instance is "urn:sluice:request:<id>".
+// A gRPC request (IsGRPC) is answered with the gRPC status GRPCCodeFor(status)
+// and grpc-message "title: detail" instead (WriteGRPCStatus).
 // It is the data plane's one problem writer: for the traffic port and for the
 // node admin endpoint (package admin's guard, the breaker and degrade
 // handlers) alike. Only rejections whose body a rule shapes are written
 // elsewhere: a limit's 429 names its rule (package limit), and breaker and
 // degrade fallbacks are bodies compiled with their rule.
 func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
-	WriteProblemID(w, EnsureRequestID(nil, r), status, title, detail)
+	WriteProblemID(w, r.Header, EnsureRequestID(nil, r), status, title, detail)
 }
 
-// WriteProblemID is WriteProblem for the request whose id is id (its
-// reqview.View's RequestID): the writer for any serving stack.
-func WriteProblemID(w http.ResponseWriter, id string, status int, title, detail string) {
+// WriteProblemID is WriteProblem for the request whose header is reqHeader
+// and whose id is id (its reqview.View's Header and RequestID): the writer
+// for any serving stack.
+func WriteProblemID(w http.ResponseWriter, reqHeader http.Header, id string, status int, title, detail string) {
+	if IsGRPC(reqHeader) {
+		w.Header()[api.HeaderRequestID] = []string{id}
+		WriteGRPCStatus(w, reqHeader, status, GRPCCodeFor(status), title+": "+detail)
+		return
+	}
 	slug := strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "-")
 	if slug == "" {
 		slug = strconv.Itoa(status)
@@ -74,12 +82,13 @@ func WriteProblemID(w http.ResponseWriter, id string, status int, title, detail 
 
 // WriteNoRoute answers a request that no route matches: 404 problem+json.
 func WriteNoRoute(w http.ResponseWriter, r *http.Request) {
-	WriteNoRouteID(w, EnsureRequestID(nil, r))
+	WriteNoRouteID(w, r.Header, EnsureRequestID(nil, r))
 }
 
-// WriteNoRouteID is WriteNoRoute for the request whose id is id.
-func WriteNoRouteID(w http.ResponseWriter, id string) {
-	WriteProblemID(w, id, http.StatusNotFound, "No route", "no route matches this request")
+// WriteNoRouteID is WriteNoRoute for the request whose header is reqHeader
+// and whose id is id.
+func WriteNoRouteID(w http.ResponseWriter, reqHeader http.Header, id string) {
+	WriteProblemID(w, reqHeader, id, http.StatusNotFound, "No route", "no route matches this request")
 }
 
 // EnsureRequestID returns r's request id, setting r's X-Request-Id header

@@ -131,19 +131,8 @@ func NewTransport(s Settings) *Transport {
 	}
 }
 
-// acquire returns the transport of the origin key ("h2c://host:port" and so
-// on), creating it on first use, and counts one more user.
-func (t *Transport) acquire(key string, h2c bool) *origin {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	o := t.origins[key]
-	if o == nil {
-		o = &origin{owner: t, key: key, rt: t.newTransport(h2c)}
-		t.origins[key] = o
-	}
-	o.refs++
-	return o
-}
+// Targets take their pool with acquireWire (transport_h2.go): pools are
+// named by origin, protocol and TLS settings.
 
 // release counts one user less; the last one out closes the origin's idle
 // connections and forgets it.

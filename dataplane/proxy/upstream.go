@@ -52,8 +52,9 @@ type Outcome struct {
 	// ClientGone is set when the client went away, or stalled: Status is
 	// then 499, or 408 when the client's request body stalled past the
 	// route's bodyTimeout; a client that took nothing of the response for the
-	// route's writeTimeout is 499 too. Such a request says nothing about the
-	// upstream's health.
+	// route's writeTimeout is 499 too; or 504 when a gRPC client's own
+	// deadline (grpc-timeout shorter than the route's timeout) ran out.
+	// Such a request says nothing about the upstream's health.
 	ClientGone bool
 	// Upgraded is set when the connection was switched to another protocol
 	// (WebSocket): Duration is then the connection's whole life, and should
@@ -138,7 +139,9 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		}
 		t.tr = tr
 		t.weight = max(tg.Weight, 1)
-		t.origin = tr.acquire(t.originKey(tg.URL), strings.HasPrefix(tg.URL, "h2c:"))
+		if t.origin, err = tr.acquireWire(&r.Upstream, tg.URL, t.originKey(tg.URL)); err != nil {
+			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
+		}
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
 			Transport:      t.origin.rt,
@@ -272,7 +275,12 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	rec.bodyDetail = u.bodyDetail
 	ctx, cancel := context.WithCancel(r.Context())
 	rec.cancel = cancel
-	rec.timer = time.AfterFunc(u.timeout, rec.expire)
+	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r.Header), false
+	if grpc {
+		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
+		rec.due, rec.clientDeadline = start.Add(timeout), clientDeadline
+	}
+	rec.timer = time.AfterFunc(timeout, rec.expire)
 
 	out := r.WithContext(ctx)
 	ou := *r.URL
@@ -295,6 +303,11 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		_ = SetWriteDeadline(w, time.Now().Add(u.writeTimeout))
 	}
 	o := Outcome{Status: rec.status, Err: rec.err, Timeout: rec.timedOut.Load(), Upgraded: rec.upgraded, Aborted: aborted}
+	if aborted && grpc && rec.wrote {
+		o.Timeout = o.Timeout || rec.pastDue()
+		endGRPC(w, o.Timeout) // gRPC ends a broken stream with trailers, not a reset
+		o.Aborted = false
+	}
 	if o.Status == 0 {
 		o.Status = http.StatusOK // nothing written: net/http sends 200
 	}
@@ -310,6 +323,12 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
 	case rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted):
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
+	}
+	if clientDeadline && o.Timeout && !o.ClientGone {
+		// A gRPC client's own deadline, shorter than the route's, ran out:
+		// the client chose it, so it says nothing of the upstream's health
+		// (and a client cannot open a breaker with grpc-timeout: 1n).
+		o.ClientGone, o.Err = true, nil
 	}
 	o.Duration = time.Since(start)
 	if o.Err != nil && !o.ClientGone {
@@ -406,7 +425,9 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		rec.w.Header().Set("Connection", "close")
 		WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
 		rec.bodyStalled = true
-	case rec.timedOut.Load():
+	case (rec.timedOut.Load() || rec.pastDue()) && rec.clientDeadline:
+		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
+	case rec.timedOut.Load() || rec.pastDue():
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
 		rec.status = StatusClientClosed
@@ -439,6 +460,10 @@ type recorder struct {
 	bodyStalled  bool        // errorHandler answered 408: the client's body stalled
 	body         *bodyReader // the client's body, when it has one
 	bodyDetail   string
+	due          time.Time // gRPC: the deadline passed on to the upstream (see pastDue)
+	// clientDeadline: gRPC, and due is the client's grpc-timeout, shorter
+	// than the route's timeout.
+	clientDeadline bool
 }
 
 var recorders = sync.Pool{New: func() any {

@@ -19,6 +19,11 @@
 // --etcd-key, --etcd-username and --etcd-password-file (or
 // SLUICE_ETCD_PASSWORD) reach an etcd with TLS and auth.
 //
+// --listen-tls ADDR with --tls-cert FILE and --tls-key FILE (PEM) also
+// serves TLS 1.2+ with ALPN h2 and http/1.1; the pair is reloaded when the
+// files change, and a bad new pair is refused (logged, counted in
+// sluice_tls_cert_reloads_total{result="error"}) while the old one serves.
+//
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
 // last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
@@ -88,6 +93,7 @@ type options struct {
 	etcdUser, etcdPassword     string
 	etcdPasswordFile           string
 	encodedSlashes             proxy.SlashPolicy
+	listenTLS, tlsCert, tlsKey string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -125,6 +131,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
 	fs.StringVar(&o.etcdUser, "etcd-username", "", "etcd user, with etcd auth enabled (password from --etcd-password-file or SLUICE_ETCD_PASSWORD)")
 	fs.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the etcd user's password")
+	fs.StringVar(&o.listenTLS, "listen-tls", "", "TLS traffic address (TLS 1.2+, ALPN h2 and http/1.1), with --tls-cert and --tls-key")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -161,6 +170,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--etcd needs --trust-keys FILE (the control plane's public signing keys), or --insecure-accept-unsigned to accept unsigned values")
 	case o.trustKeys != "" && o.insecureUnsigned:
 		return nil, errors.New("--trust-keys and --insecure-accept-unsigned are exclusive")
+	case o.listenTLS != "" && (o.tlsCert == "" || o.tlsKey == ""):
+		return nil, errors.New("--listen-tls needs --tls-cert FILE and --tls-key FILE")
+	case o.listenTLS == "" && (o.tlsCert != "" || o.tlsKey != ""):
+		return nil, errors.New("--tls-cert and --tls-key need --listen-tls ADDR to serve on")
 	}
 	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if o.etcdPasswordFile != "" {
@@ -268,6 +281,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 		AdminAllowedHosts: splitList(o.adminAllowedHosts),
 		NodeID:            o.nodeID,
+		ListenTLS:         o.listenTLS,
+		TLSCertFile:       o.tlsCert,
+		TLSKeyFile:        o.tlsKey,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

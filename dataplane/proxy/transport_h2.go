@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// wire is how one target is spoken to: the HTTP version and, for https://,
+// the TLS client configuration. Targets with the same origin and wire share
+// a connection pool.
+type wire struct {
+	// proto is what the connection speaks: ProtocolHTTP1, ProtocolH2,
+	// ProtocolH2C, or "" for ALPN's choice of h2 and http/1.1 (an https://
+	// target without upstream.protocol).
+	proto api.UpstreamProtocol
+	tls   *tls.Config // https:// only; nil means the Transport's Settings.TLSClientConfig
+	key   string      // protocol and TLS settings, for the pool's name
+}
+
+// wireFor resolves the wire of target url (its scheme as configured) under
+// up's protocol and tls. Validate has checked that they go together.
+func wireFor(up *api.Upstream, url string) (wire, error) {
+	scheme, _, _ := strings.Cut(url, ":")
+	scheme = strings.ToLower(scheme)
+	w := wire{proto: up.Protocol}
+	switch {
+	case scheme == "h2c":
+		w.proto = api.ProtocolH2C
+	case w.proto == "" && scheme == "http":
+		w.proto = api.ProtocolHTTP1
+	}
+	if scheme == "https" && up.TLS != nil {
+		cfg, err := up.TLS.ClientConfig()
+		if err != nil {
+			return wire{}, err
+		}
+		w.tls = cfg
+		sum := sha256.Sum256([]byte(up.TLS.CA + "\x00" + up.TLS.ServerName))
+		w.key = "|tls=" + hex.EncodeToString(sum[:8])
+	}
+	if scheme == "https" && w.proto == api.ProtocolH2C || scheme != "https" && w.proto == api.ProtocolH2 {
+		return wire{}, fmt.Errorf("protocol %s cannot reach %s:// targets", w.proto, scheme)
+	}
+	w.key = "|" + string(w.proto) + w.key
+	return w, nil
+}
+
+// acquireWire is acquire for a target of up: its pool is named by the
+// target's origin and wire.
+func (t *Transport) acquireWire(up *api.Upstream, url, originKey string) (*origin, error) {
+	w, err := wireFor(up, url)
+	if err != nil {
+		return nil, err
+	}
+	key := originKey + w.key
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.origins[key]
+	if o == nil {
+		o = &origin{owner: t, key: key, rt: t.newWireTransport(w)}
+		t.origins[key] = o
+	}
+	o.refs++
+	return o, nil
+}
+
+// newWireTransport is newTransport with w's protocol and TLS settings:
+//
+//   - http1: HTTP/1.1 only, over TLS too (ALPN offers http/1.1 alone);
+//   - h2: HTTP/2 over TLS only: a target that does not negotiate h2 is a
+//     transport error (502), not a silent fall back to HTTP/1.1;
+//   - h2c: HTTP/2 with prior knowledge over cleartext TCP;
+//   - "": ALPN's choice of h2 and http/1.1 (https:// targets).
+//
+// Each HTTP/2 connection multiplexes many requests (gRPC streams among
+// them), and request and response bodies stream both ways at once.
+func (t *Transport) newWireTransport(w wire) *http.Transport {
+	tr := t.newTransport(false)
+	if w.tls != nil {
+		tr.TLSClientConfig = w.tls
+	} else if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	p := new(http.Protocols)
+	switch w.proto {
+	case api.ProtocolHTTP1:
+		p.SetHTTP1(true)
+	case api.ProtocolH2:
+		p.SetHTTP2(true)
+	case api.ProtocolH2C:
+		p.SetUnencryptedHTTP2(true)
+	default:
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+	}
+	tr.Protocols = p
+	return tr
+}
