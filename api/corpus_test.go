@@ -40,6 +40,12 @@ var goOnly = map[string][]string{
 		"header-names-differ-in-case"},
 	"a JSON fallback body is at most MaxFallbackBodyBytes of compact JSON (the size of an arbitrary value)": {
 		"degrade-fallback-json-too-large"},
+	"reserve and shedOrder name declared classes (a reference between rules)": {
+		"reserve-unknown-class", "shedorder-unknown-class"},
+	"reserve shares and variant weights add up to less than 1 and at most 100 (a sum over a map or list)": {
+		"reserve-shares-add-up-to-one", "variant-weights-above-100"},
+	"adaptive maxLimit is not below minLimit (comparing two fields)": {
+		"adaptive-max-below-min"},
 }
 
 func mustCompileSchema(tb testing.TB) *jsonschema.Schema {
