@@ -138,5 +138,7 @@ func (s *Set) logReject(r *http.Request, ru *rule, ks *keySpec, d Decision, info
 		slog.String("route", info.RouteID),
 		slog.String("client_ip", info.ClientIP.String()),
 		slog.Bool("shadow", ru.l.Shadow),
+		slog.String("class", s.cls.ID(info.Class)),
+		slog.String("variant", ru.variant),
 	)
 }
