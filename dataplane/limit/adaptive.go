@@ -22,6 +22,9 @@ const (
 	// adaptiveMinSamples is the number of latency samples a window needs
 	// before it is judged; a window with fewer is extended.
 	adaptiveMinSamples = 10
+	// adaptiveReprobeWindows is how many windows after a probe that found
+	// the minimum RTT well below the one it replaced the next probe runs.
+	adaptiveReprobeWindows = 4
 	// adaptiveProbeJitter is the relative jitter of the probe interval.
 	adaptiveProbeJitter = 0.25
 	// histBuckets is the latency histogram's size: 8 linear sub-buckets
@@ -104,7 +107,11 @@ func newAdaptive(s *api.AdaptiveSettings, now int64, seed uint64) *adaptive {
 	}
 	c.limit.Store(a.InitialLimit)
 	c.winMin.Store(math.MaxInt64)
+	// The first window is a probe: the minimum is then measured at half the
+	// initial limit rather than at whatever load the limit starts under.
+	c.probing = true
 	c.probeAt = now + c.jitter(c.probe)
+	c.limit.Store(max(a.MinLimit, a.InitialLimit/2))
 	return c
 }
 
@@ -185,7 +192,7 @@ func (c *adaptive) update(now int64) {
 		counts[i] = c.hist[i].Swap(0)
 		total += uint64(counts[i])
 	}
-	wmin := c.winMin.Swap(math.MaxInt64)
+	wmin := c.winMin.Swap(math.MaxInt64) // the sample is at least the window's fastest
 	c.samples.Store(0)
 	peak := c.peak.Swap(0)
 	if total == 0 {
@@ -204,20 +211,46 @@ func (c *adaptive) update(now int64) {
 	sample = max(sample, float64(wmin))
 	c.lastRTT = int64(sample)
 
-	switch {
-	case c.probing:
-		// The probe window's smallest RTT is the new minimum: the old one
-		// is forgotten, so that an upstream that became slower for good
-		// is not judged against a latency it can no longer reach.
-		c.minRTT, c.probing = wmin, false
+	if c.probing {
+		// The probe window ran at half the limit. A lower latency than the
+		// minimum is the new minimum. A higher one replaces it only when
+		// the probe ran at minLimit (the limit had nowhere lower to go):
+		// then it is the upstream's own latency at the least load the
+		// limit allows, an upstream that became slower for good, and
+		// judging it against a latency it can no longer reach would pin
+		// the limit at minLimit forever. Above minLimit a higher probe
+		// latency may be queueing (the upstream still drains a backlog,
+		// or half the limit still exceeds its capacity); taking it would
+		// let the limit ratchet up from probe to probe.
+		probeRan := int64(max(c.minLimit, c.exact/2))
+		switch {
+		case c.minRTT == 0 || int64(sample) < c.minRTT:
+			if c.minRTT > 0 && sample < 0.9*float64(c.minRTT) {
+				// The minimum was well above what the upstream can do
+				// (first measured under load): probe again soon, until
+				// it settles, rather than a whole interval later.
+				c.probeAt = now + adaptiveReprobeWindows*c.window
+			}
+			c.minRTT = int64(sample)
+		case probeRan <= int64(c.minLimit):
+			c.minRTT = int64(sample)
+		}
+		c.probing = false
 		c.probeSeen++
-		return // the limit holds while measuring
-	case c.minRTT == 0 || wmin < c.minRTT:
-		c.minRTT = wmin
+		c.set(int64(c.exact))
+		return
+	}
+	if c.minRTT == 0 || int64(sample) < c.minRTT {
+		c.minRTT = int64(sample)
 	}
 	if now >= c.probeAt {
+		// The next window is a probe: at half the limit (never below
+		// minLimit), so that the latency measured is one of an upstream
+		// with room to spare.
 		c.probing = true
 		c.probeAt = now + c.jitter(c.probe)
+		c.set(int64(max(c.minLimit, c.exact/2)))
+		return
 	}
 	gradient := min(1, max(adaptiveMinGradient, float64(c.minRTT)*(1+c.buffer)/sample))
 	next := c.exact*gradient + math.Sqrt(c.exact)
@@ -226,7 +259,11 @@ func (c *adaptive) update(now int64) {
 	}
 	next = c.exact*(1-adaptiveSmoothing) + next*adaptiveSmoothing
 	c.exact = min(c.maxLimit, max(c.minLimit, next))
-	lim := int64(c.exact)
+	c.set(int64(c.exact))
+}
+
+// set puts lim in force and reports a change. c.mu must be held.
+func (c *adaptive) set(lim int64) {
 	if lim != c.limit.Swap(lim) && c.onChange != nil {
 		c.onChange(lim)
 	}

@@ -257,7 +257,11 @@ func (l *Local) TakeHashClass(h uint64, cost, now int64, class int) Decision {
 	if cost < 1 {
 		cost = 1
 	}
-	return l.st.takeClass(&l.p, keyHash(h), now, cost, class)
+	d := l.st.takeClass(&l.p, keyHash(h), now, cost, class)
+	if l.p.ad != nil && d.Allowed {
+		l.p.ad.admitted(d.Limit - d.Remaining)
+	}
+	return d
 }
 
 // RefundHashPool gives back what TakeHashClass took, to the pool (d.Pool())

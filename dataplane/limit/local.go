@@ -97,7 +97,11 @@ func (l *Local) TakeHash(h uint64, cost, now int64) Decision {
 		cost = 1
 	}
 	if !l.single {
-		return l.st.take(&l.p, keyHash(h), now, cost)
+		d := l.st.take(&l.p, keyHash(h), now, cost)
+		if l.p.ad != nil && d.Allowed {
+			l.p.ad.admitted(d.Limit - d.Remaining)
+		}
+		return d
 	}
 	switch l.p.alg {
 	case kTokenBucket, kLeakyBucket:

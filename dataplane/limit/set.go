@@ -562,9 +562,6 @@ func (c *Chain) AdmitValues(w http.ResponseWriter, r *http.Request, info Request
 			return nil, false
 		}
 		inc(m.allow)
-		if ru.ad != nil {
-			ru.ad.admitted(d.Limit - d.Remaining)
-		}
 		tk = append(tk, t)
 		if ru.class == classConcurrency {
 			conc++
