@@ -32,15 +32,15 @@ type simConfig struct {
 	timeout int64             // client timeout, ns
 	from    int64             // measure completions from this time on
 	seed    uint64
-	sample  int64                   // every sample ns, record the limit
+	sample  int64                    // every sample ns, record the limit
 	onTick  func(t int64, lim int64) // called every sample ns
 }
 
 // simResult is what one run measured over [from, dur).
 type simResult struct {
-	goodput float64 // answers within the timeout, per second
-	p50     time.Duration
-	p99     time.Duration // upstream latency (queue + service) of requests served
+	goodput            float64 // answers within the timeout, per second
+	p50                time.Duration
+	p99                time.Duration // upstream latency (queue + service) of requests served
 	admitted, rejected int
 }
 
