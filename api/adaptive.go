@@ -63,6 +63,8 @@ type AdaptiveSettings struct {
 // LimitVariant is an A/B variant of a limit: the clients whose key hashes
 // into its Weight percent get the limit with the variant's non-zero fields in
 // place of the limit's own (Limit.WithVariant), and their own counters.
+// As for a limit, a token or leaky bucket variant that sets Rate and no
+// Burst has a burst of its rate (Normalize writes it out).
 type LimitVariant struct {
 	ID string `json:"id"`
 	// Weight is the percentage of clients (1-100) the variant takes; the
@@ -240,6 +242,9 @@ func (n *RuleSet) normalizeAdaptiveParts() {
 		}
 		for j := range l.Variants {
 			v := &l.Variants[j]
+			if (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) && v.Rate != 0 && v.Burst == 0 {
+				v.Burst = v.Rate // as for the limit: zero burst means the rate
+			}
 			if v.Cost != nil && v.Cost.Header != "" {
 				v.Cost.Header = textproto.CanonicalMIMEHeaderKey(v.Cost.Header)
 			}
