@@ -47,7 +47,6 @@ type adaptive struct {
 	peak    atomic.Int64 // most requests in flight seen this window
 	winEnd  atomic.Int64 // when the current window closes; 0 before the first sample
 	winMin  atomic.Int64 // smallest RTT this window (ns); MaxInt64 when none
-	samples atomic.Int64 // samples this window
 	hist    [histBuckets]atomic.Uint32
 
 	mu        sync.Mutex
@@ -143,13 +142,12 @@ func (c *adaptive) observe(rtt, now int64) {
 			break
 		}
 	}
-	n := c.samples.Add(1)
 	end := c.winEnd.Load()
 	if end == 0 {
 		c.winEnd.CompareAndSwap(0, now+c.window)
 		return
 	}
-	if now < end || n < adaptiveMinSamples {
+	if now < end {
 		return
 	}
 	if !c.winEnd.CompareAndSwap(end, now+c.window) {
@@ -186,18 +184,21 @@ func histValue(i int) float64 {
 func (c *adaptive) update(now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var counts [histBuckets]uint32
 	var total uint64
+	for i := range c.hist {
+		total += uint64(c.hist[i].Load())
+	}
+	if total < adaptiveMinSamples {
+		return // too few samples to judge: the window goes on (it was extended)
+	}
+	var counts [histBuckets]uint32
+	total = 0
 	for i := range c.hist {
 		counts[i] = c.hist[i].Swap(0)
 		total += uint64(counts[i])
 	}
 	wmin := c.winMin.Swap(math.MaxInt64) // the sample is at least the window's fastest
-	c.samples.Store(0)
 	peak := c.peak.Swap(0)
-	if total == 0 {
-		return
-	}
 	want := uint64(math.Ceil(c.pct * float64(total)))
 	var cum uint64
 	sample := 0.0
