@@ -152,6 +152,11 @@ type Controller struct {
 	quiet    int64
 	lastDown int64 // window index of the last step down
 	lastEff  int   // last published effective level
+
+	// shedOrder (shed.go): nil plan without one.
+	plan           *shedPlan
+	classArrivals  []atomic.Int64  // this window's arrivals per plan slot
+	classShedBelow []atomic.Uint64 // level 1 threshold per plan slot
 }
 
 // Rule returns the degrade rule's id.
@@ -246,6 +251,7 @@ func (c *Controller) roll(w, now int64) {
 	}
 	arrivals, recorded, failed := c.arrivals.Swap(0), c.recorded.Swap(0), c.failed.Swap(0)
 	c.shedWin.Store(0)
+	c.replan()
 	if cur != notStarted {
 		c.evaluate(cur, arrivals, recorded, failed)
 		// Idle windows are healthy; stop early once nothing can change.

@@ -43,11 +43,11 @@ type adaptive struct {
 	pct, buffer        float64
 	window, probe      int64 // ns
 
-	limit   atomic.Int64 // the limit in force, integer
-	peak    atomic.Int64 // most requests in flight seen this window
-	winEnd  atomic.Int64 // when the current window closes; 0 before the first sample
-	winMin  atomic.Int64 // smallest RTT this window (ns); MaxInt64 when none
-	hist    [histBuckets]atomic.Uint32
+	limit  atomic.Int64 // the limit in force, integer
+	peak   atomic.Int64 // most requests in flight seen this window
+	winEnd atomic.Int64 // when the current window closes; 0 before the first sample
+	winMin atomic.Int64 // smallest RTT this window (ns); MaxInt64 when none
+	hist   [histBuckets]atomic.Uint32
 
 	mu        sync.Mutex
 	exact     float64 // the limit, unrounded
