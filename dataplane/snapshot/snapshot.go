@@ -139,7 +139,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 			s.discard(prev)
 		}
 	}()
-	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
+	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes, Metrics: opts.Metrics}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	var prevLimits *limit.Set
