@@ -100,3 +100,14 @@ func VariantOf(l *api.Limit, key string) string {
 	}
 	return BaseVariant
 }
+
+// KeyText returns the text of limit l's key (l normalized) for request r of
+// info: what VariantOf takes and decision logs show. It returns the key's
+// parse error.
+func KeyText(l *api.Limit, r *http.Request, info RequestInfo) (string, error) {
+	ks, err := parseKey(l.Key, l.IPv6Prefix)
+	if err != nil {
+		return "", err
+	}
+	return ks.text(r, &info), nil
+}

@@ -43,11 +43,12 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	proxy.FilterUpgrade(r) // only WebSocket may switch protocols
 	client := s.clientIP(r)
+	class := s.classes.Classify(r, rt.id) // priority class: degrade's shedOrder, limits' reserve
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.
 	if d := rt.degrade; d != nil {
-		if shed, _ := d.Admit(d.KeyHashValues(r, &kv, client, rt.id), start); shed {
+		if shed, _ := d.AdmitClass(d.KeyHashValues(r, &kv, client, rt.id), class, start); shed {
 			sw := &statusWriter{ResponseWriter: w}
 			d.WriteFallback(sw, r, start)
 			s.finish(rt, start, s.now(), sw.status)
@@ -56,7 +57,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c := rt.limits; c != nil {
 		sw := &statusWriter{ResponseWriter: w}
-		done, ok := c.AdmitValues(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID}, &kv)
+		done, ok := c.AdmitValues(sw, r, limit.RequestInfo{RouteID: rt.id, ClientIP: client, RequestID: reqID, Class: class}, &kv)
 		if !ok {
 			if sw.status == 0 {
 				sw.status = statusClientClosed // gone while waiting in a leaky bucket
