@@ -520,3 +520,108 @@ func mapsEqual(a, b map[string]bool) bool {
 	}
 	return true
 }
+
+// TestUpstreamHealthEndToEnd is issue 15's healthy-upstream case through a
+// real gateway process: a target that is down when the rules are loaded
+// never gets a request (active checks), and one of the other three that
+// starts answering 500 is ejected within 1s and used again once healed.
+func TestUpstreamHealthEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a gateway process")
+	}
+	var failing atomic.Bool
+	var badHits atomic.Int64
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return // its health checks pass: only outlier detection can catch it
+		}
+		badHits.Add(1)
+		if failing.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+		}
+	}))
+	defer bad.Close()
+	ok1, ok2 := newQueueing(t, 100, time.Millisecond), newQueueing(t, 100, time.Millisecond)
+	deadAddr := freeAddr(t) // nothing listens there
+	g := startStandalone(t, fmt.Sprintf(`namespace: e2e
+routes:
+  - id: orders
+    upstream:
+      targets: [{url: "http://%s"}, {url: "%s"}, {url: "%s"}, {url: "%s"}]
+      healthCheck: {path: /healthz, interval: 500ms, timeout: 200ms}
+      outlier: {consecutiveFailures: 3, baseEjection: 500ms, maxEjectedRatio: 0.5}
+`, deadAddr, ok1.URL, ok2.URL, bad.URL))
+	url := "http://" + g.listen + "/"
+	get := func() int {
+		res, err := openClient.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for range 40 {
+		if code := get(); code != 200 {
+			t.Fatalf("status %d: a request reached the dead target", code)
+		}
+	}
+	failing.Store(true)
+	start := time.Now()
+	var ejected time.Duration
+	for time.Since(start) < 3*time.Second {
+		get()
+		if st := targetsOf(t, g); !st[3].Healthy {
+			ejected = time.Since(start)
+			break
+		}
+	}
+	if ejected == 0 || ejected > time.Second {
+		t.Fatalf("the failing target was not ejected within 1s (%v)", ejected)
+	}
+	hits := badHits.Load()
+	for range 20 {
+		if code := get(); code != 200 {
+			t.Fatalf("status %d while the failing target is ejected", code)
+		}
+	}
+	if badHits.Load() != hits {
+		t.Errorf("the ejected target got %d requests", badHits.Load()-hits)
+	}
+	failing.Store(false)
+	time.Sleep(600 * time.Millisecond)
+	for range 30 {
+		get()
+	}
+	if badHits.Load() < hits+5 {
+		t.Errorf("the healed target got %d of 30 requests", badHits.Load()-hits)
+	}
+	t.Logf("ejected after %v; targets: %+v", ejected, targetsOf(t, g))
+	if m := scrape(t, g.admin); !strings.Contains(m, `sluice_upstream_target_healthy{route="orders",target="http://`+deadAddr+`"} 0`) {
+		t.Error("/metrics does not show the dead target unhealthy")
+	}
+}
+
+type targetStatus struct {
+	Target  string `json:"target"`
+	Healthy bool   `json:"healthy"`
+}
+
+func targetsOf(tb testing.TB, g *fileGateway) []targetStatus {
+	tb.Helper()
+	res, err := statusClient.Get("http://" + g.admin + "/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st struct {
+		Targets []targetStatus `json:"targets"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		tb.Fatal(err)
+	}
+	if len(st.Targets) != 4 {
+		tb.Fatalf("/status lists %d targets", len(st.Targets))
+	}
+	return st.Targets
+}
