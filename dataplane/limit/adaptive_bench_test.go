@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +84,8 @@ func BenchmarkInFlight(b *testing.B) {
 // upstream's p99 (ms) for: no limit, the adaptive limit, Gradient2 (the
 // documented algorithm; see gradient2Sim) and a fixed concurrency limit of
 // 10, the capacity, as the hindsight optimum. Each b.N iteration is one
-// whole simulated run with a new seed; the figures are those of the last.
+// whole simulated run with a new seed (each -count round too); the figures
+// are those of the last.
 func BenchmarkAdaptiveScenario(b *testing.B) {
 	peers := []struct {
 		name string
@@ -100,10 +102,9 @@ func BenchmarkAdaptiveScenario(b *testing.B) {
 	for _, p := range peers {
 		b.Run(p.name, func(b *testing.B) {
 			var r simResult
-			seed := uint64(0)
 			for b.Loop() {
-				seed++
-				r = simulate(overloadConfig(seed), p.lim())
+				// Each run a new seed: the nth run of every peer has seed n.
+				r = simulate(overloadConfig(scenarioRuns.next(p.name)), p.lim())
 			}
 			b.ReportMetric(r.goodput, "goodput/s")
 			b.ReportMetric(100*r.goodput/simCap, "goodput%")
@@ -112,4 +113,20 @@ func BenchmarkAdaptiveScenario(b *testing.B) {
 		})
 	}
 	b.Logf("unloaded p99 %v; capacity %.0f/s", base.p99, simCap)
+}
+
+// scenarioRuns counts each peer's simulated runs (their seeds), across
+// -count rounds.
+var scenarioRuns = runCounter{n: map[string]uint64{}}
+
+type runCounter struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+func (c *runCounter) next(name string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[name]++
+	return c.n[name]
 }
