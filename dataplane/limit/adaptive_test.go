@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
 func TestHistogramBuckets(t *testing.T) {
@@ -267,5 +269,66 @@ func TestAdaptiveCompareGradient2(t *testing.T) {
 		ad.p99, ad.goodput, g2.p99, g2.goodput, fx.p99, fx.goodput)
 	if ad.goodput < 0.9*g2.goodput {
 		t.Errorf("adaptive goodput %.0f below 90%% of Gradient2's %.0f", ad.goodput, g2.goodput)
+	}
+}
+
+// TestAdaptiveThroughAdmit drives an adaptive limit through Set.Admit with
+// an injected clock: done feeds the RTT (admission to done), the limit
+// follows it, sluice_limit_adaptive_limit shows it, a shadow limit admits
+// beyond it, and a recompiled (changed) limit starts from the learned value.
+func TestAdaptiveThroughAdmit(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	m := metrics.New()
+	l := api.Limit{ID: "ad", Algorithm: api.Adaptive, Adaptive: &api.AdaptiveSettings{MinLimit: 2, MaxLimit: 100, InitialLimit: 10,
+		Window: api.Duration(100 * time.Millisecond), ProbeInterval: api.Duration(time.Hour)}}
+	s := mustCompile(t, limitsOf(l), nil, clk.opts(Options{Metrics: m}))
+	info := ipInfo("192.0.2.1")
+	// round admits n requests at once, then finishes them after rtt.
+	round := func(s *Set, n int, rtt time.Duration) (admitted int) {
+		var dones []func()
+		for range n {
+			if _, done, ok := admit(s, get("/"), info); ok {
+				dones = append(dones, done)
+			}
+		}
+		clk.add(rtt)
+		for _, d := range dones {
+			d()
+		}
+		return len(dones)
+	}
+	if got := round(s, 20, 100*time.Millisecond); got != 5 {
+		t.Fatalf("first window (the initial probe, at half of 10) admitted %d, want 5", got)
+	}
+	for range 40 { // fast and busy: the limit grows
+		round(s, 200, 100*time.Millisecond)
+	}
+	grown := s.rules[0].ad.current()
+	if grown <= 20 {
+		t.Fatalf("limit %d after 40 busy windows at a steady RTT", grown)
+	}
+	if g := testutil.ToFloat64(m.AdaptiveLimit.WithLabelValues("ad", "")); int64(g) != grown {
+		t.Errorf("sluice_limit_adaptive_limit = %v, limit %d", g, grown)
+	}
+	for range 40 { // the upstream slows down 4×: the limit falls
+		round(s, 200, 400*time.Millisecond)
+	}
+	if fell := s.rules[0].ad.current(); fell >= grown/2 {
+		t.Errorf("limit %d after the RTT quadrupled (was %d)", fell, grown)
+	}
+	// A changed limit (here: shadow) starts from what was learned.
+	learned := s.rules[0].ad.current()
+	l.Shadow = true
+	s2 := mustCompile(t, limitsOf(l), s, clk.opts(Options{Metrics: m}))
+	if got := s2.rules[0].ad.current(); got != learned {
+		t.Errorf("recompiled limit starts at %d, learned %d", got, learned)
+	}
+	// Shadow: everything is admitted, the would-be rejections counted.
+	if got := round(s2, 300, 400*time.Millisecond); got != 300 {
+		t.Errorf("shadow adaptive limit admitted %d of 300", got)
+	}
+	if n := testutil.ToFloat64(m.LimitDecision("ad", metrics.DecisionShadowDeny, "", "")); n == 0 {
+		t.Error("no shadow rejection counted")
 	}
 }
