@@ -129,7 +129,12 @@ const (
 	DefaultOutlierMaxEjectedRatio     = 0.5
 	MaxClasses                        = 64
 	MaxVariants                       = 16
+	MaxReservedClasses                = 4 // per limit
 )
+
+// BaseVariant labels the clients of a limit with variants that no variant
+// takes (metrics, logs); no variant may use it as its id.
+const BaseVariant = "base"
 
 // Concurrent reports whether the algorithm limits requests in flight
 // (concurrency, adaptive) rather than a rate.
@@ -353,6 +358,9 @@ func (v validator) adaptiveLimit(p string, l *Limit, routes map[string]int) {
 		if !l.Algorithm.Concurrent() && l.Algorithm != "" {
 			v.add(p+".reserve", "applies only to the concurrency and adaptive algorithms")
 		}
+		if len(l.Reserve) > MaxReservedClasses {
+			v.add(p+".reserve", "reserves capacity for %d classes; the limit is %d", len(l.Reserve), MaxReservedClasses)
+		}
 		sum := 0.0
 		for _, c := range slices.Sorted(maps.Keys(l.Reserve)) {
 			cp := joinKey(p+".reserve", c)
@@ -378,6 +386,9 @@ func (v validator) adaptiveLimit(p string, l *Limit, routes map[string]int) {
 		vr := &l.Variants[i]
 		vp := fmt.Sprintf("%s.variants[%d]", p, i)
 		v.id(vp+".id", vr.ID)
+		if vr.ID == BaseVariant {
+			v.add(vp+".id", "%q names the clients no variant takes; it cannot be a variant's id", vr.ID)
+		}
 		for j := range i {
 			if vr.ID != "" && l.Variants[j].ID == vr.ID {
 				v.add(vp+".id", "duplicate id %q (also variants[%d])", vr.ID, j)

@@ -43,6 +43,13 @@ func TestValidateAdaptive(t *testing.T) {
 		{"reserve share one", func(rs *RuleSet) { rs.Limits[2].Reserve["batch"] = 1 }, "(0, 1)", []string{"limits[2].reserve.batch"}},
 		{"reserve sums to one", func(rs *RuleSet) { rs.Limits[2].Reserve["batch"] = 0.8 }, "add up to 1", []string{"limits[2].reserve"}},
 		{"reserve on a rate limit", func(rs *RuleSet) { rs.Limits[1].Reserve = map[string]float64{"critical": 0.5} }, "only to the concurrency and adaptive", []string{"limits[1].reserve"}},
+		{"variant id base", func(rs *RuleSet) { rs.Limits[1].Variants[0].ID = BaseVariant }, "cannot be a variant's id", []string{"limits[1].variants[0].id"}},
+		{"reserve for five classes", func(rs *RuleSet) {
+			for _, id := range []string{"c3", "c4", "c5"} {
+				rs.Classes = append(rs.Classes, Class{ID: id, Match: ClassMatch{Methods: []string{"PUT"}}})
+				rs.Limits[2].Reserve[id] = 0.1
+			}
+		}, "the limit is 4", []string{"limits[2].reserve"}},
 		{"variant weight zero", func(rs *RuleSet) { rs.Limits[1].Variants[0].Weight = 0 }, "between 1 and 100", []string{"limits[1].variants[0].weight"}},
 		{"variant weights over 100", func(rs *RuleSet) {
 			rs.Limits[1].Variants = append(rs.Limits[1].Variants, LimitVariant{ID: "more", Weight: 95, Rate: 5})

@@ -18,7 +18,7 @@ import (
 
 // BaseVariant is the variant label of the clients of a limit with variants
 // that no variant took.
-const BaseVariant = "base"
+const BaseVariant = api.BaseVariant
 
 const (
 	fnvOffset64 = 14695981039346656037
