@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -129,4 +130,46 @@ func (c *runCounter) next(name string) uint64 {
 	defer c.mu.Unlock()
 	c.n[name]++
 	return c.n[name]
+}
+
+// BenchmarkAdmitInFlight is BenchmarkInFlight through the whole Set.Admit
+// and done of one request (chain, headers, the release), per in-flight
+// limit: the figure a request pays. Peer: the plain concurrency limit.
+func BenchmarkAdmitInFlight(b *testing.B) {
+	cls := testClasses()
+	pinned := &api.AdaptiveSettings{MinLimit: 1000, MaxLimit: 1 << 20, InitialLimit: 1 << 20}
+	for _, c := range []struct {
+		name  string
+		limit api.Limit
+		class int
+	}{
+		{"concurrency", api.Limit{ID: "c", Algorithm: api.Concurrency, Rate: 1 << 20}, 0},
+		{"adaptive", api.Limit{ID: "a", Algorithm: api.Adaptive, Adaptive: pinned}, 0},
+		{"concurrency-reserve", api.Limit{ID: "c", Algorithm: api.Concurrency, Rate: 1 << 20,
+			Reserve: map[string]float64{"critical": 0.3, "batch": 0.2}}, cls.Index("critical")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			now := t0
+			s, err := Compile(normalized(limitsOf(c.limit)), nil, Options{SweepInterval: -1, Classes: cls,
+				Now: func() int64 { now += 500; return now }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ch := s.Chain("orders")
+			r := get("/")
+			info := ipInfo("192.0.2.1")
+			info.Class = c.class
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			cpuLoop(b, func() {
+				clear(w.Header())
+				done, ok := ch.Admit(w, r, info)
+				if !ok {
+					b.Fatal("rejected")
+				}
+				done()
+			})
+		})
+	}
 }
