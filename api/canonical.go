@@ -89,7 +89,7 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		if l.Cost != nil && l.Cost.Header != "" {
 			l.Cost.Header = textproto.CanonicalMIMEHeaderKey(l.Cost.Header)
 		}
-		if l.Algorithm != Concurrency && l.Period == 0 {
+		if !l.Algorithm.Concurrent() && l.Period == 0 {
 			l.Period = Duration(DefaultPeriod)
 		}
 		if (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) && l.Burst == 0 {
@@ -156,6 +156,7 @@ func (rs *RuleSet) Normalize() *RuleSet {
 			d.Fallback.JSON = d.Fallback.JSON.canonical()
 		}
 	}
+	n.normalizeAdaptiveParts()
 	return n
 }
 

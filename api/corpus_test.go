@@ -42,6 +42,12 @@ var goOnly = map[string][]string{
 		"degrade-fallback-json-too-large"},
 	"upstream.tls.ca is PEM CERTIFICATE blocks that crypto/x509 parses (a parser, not a pattern)": {
 		"upstream-tls-ca-not-pem", "upstream-tls-ca-private-key", "upstream-tls-ca-bad-der"},
+	"reserve and shedOrder name declared classes (a reference between rules)": {
+		"reserve-unknown-class", "shedorder-unknown-class"},
+	"reserve shares and variant weights add up to less than 1 and at most 100 (a sum over a map or list)": {
+		"reserve-shares-add-up-to-one", "variant-weights-above-100"},
+	"adaptive maxLimit is not below minLimit (comparing two fields)": {
+		"adaptive-max-below-min"},
 }
 
 func mustCompileSchema(tb testing.TB) *jsonschema.Schema {

@@ -309,6 +309,9 @@ func TestSchemaRequired(t *testing.T) {
 	docs := map[string][]byte{
 		"minimal.yaml": MustReadFile(t, "minimal.yaml"),
 		"full.yaml":    MustReadFile(t, "full.yaml"),
+		// What issue 15 added, in a document of its own so that full.yaml's
+		// pinned canonical form stays as it was.
+		"adaptive.yaml": MustReadFile(t, "adaptive.yaml"),
 	}
 	conditional := map[string]bool{} // "Def.field"
 	for name, d := range defs {
@@ -320,9 +323,18 @@ func TestSchemaRequired(t *testing.T) {
 				}
 			}
 		}
-		if then, ok := d["then"].(schemaNode); ok {
-			for _, f := range then["required"].([]any) {
-				conditional[name+"."+f.(string)] = true
+		conds := []any{d}
+		if all, ok := d["allOf"].([]any); ok {
+			conds = append(conds, all...)
+		}
+		for _, c := range conds {
+			for _, branch := range []string{"then", "else"} {
+				if then, ok := c.(schemaNode)[branch].(schemaNode); ok {
+					req, _ := then["required"].([]any)
+					for _, f := range req {
+						conditional[name+"."+f.(string)] = true
+					}
+				}
 			}
 		}
 	}

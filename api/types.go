@@ -45,6 +45,9 @@ type RuleSet struct {
 	Limits    []Limit   `json:"limits,omitempty"`
 	Breakers  []Breaker `json:"breakers,omitempty"`
 	Degrades  []Degrade `json:"degrades,omitempty"`
+	// Classes are the priority classes (see Class); empty means every
+	// request is of class "default".
+	Classes []Class `json:"classes,omitempty"`
 }
 
 // Route sends the requests it matches to an upstream.
@@ -83,6 +86,10 @@ type Upstream struct {
 	WriteTimeout Duration `json:"writeTimeout,omitempty"`
 	// StripPrefix removes the route's pathPrefix before forwarding.
 	StripPrefix bool `json:"stripPrefix,omitempty"`
+	// HealthCheck, when set, probes every target actively (see HealthCheck).
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// Outlier, when set, ejects targets that fail in a row (see Outlier).
+	Outlier *Outlier `json:"outlier,omitempty"`
 	// Protocol is the HTTP version spoken to the targets; empty means by
 	// each target's scheme: HTTP/1.1 to http://, ALPN (h2 or http/1.1) to
 	// https://, cleartext HTTP/2 to h2c://. See UpstreamProtocol.
@@ -140,10 +147,11 @@ const (
 	FixedWindow   Algorithm = "fixed_window"
 	LeakyBucket   Algorithm = "leaky_bucket"
 	Concurrency   Algorithm = "concurrency"
+	Adaptive      Algorithm = "adaptive" // a concurrency limit that follows upstream latency
 )
 
 // Algorithms lists every Algorithm, in documentation order.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket, Concurrency}
+var Algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket, Concurrency, Adaptive}
 
 // Scope says where a limit's counters live.
 type Scope string
@@ -225,6 +233,16 @@ type Limit struct {
 	// Response overrides the rejection; nil means status 429 and the default
 	// problem+json body.
 	Response *LimitResponse `json:"response,omitempty"`
+	// Adaptive holds the adaptive algorithm's settings; nil means the
+	// defaults (see AdaptiveSettings). Only for algorithm adaptive.
+	Adaptive *AdaptiveSettings `json:"adaptive,omitempty"`
+	// Reserve maps class ids to the share of this limit's capacity that
+	// only requests of that class may use (see Class). Only for the
+	// concurrency and adaptive algorithms.
+	Reserve map[string]float64 `json:"reserve,omitempty"`
+	// Variants give a share of clients (chosen by a stable hash of the
+	// limit's key) other settings (see LimitVariant).
+	Variants []LimitVariant `json:"variants,omitempty"`
 }
 
 // DefaultIPv6Prefix is the prefix length IPv6 clients are keyed by in ip
@@ -325,6 +343,10 @@ type Degrade struct {
 	// dimensions as Limit.Key); empty means [ip].
 	Key      []string         `json:"key,omitempty"`
 	Fallback *DegradeFallback `json:"fallback,omitempty"`
+	// ShedOrder lists class ids (see Class) that level 1 sheds first, in
+	// this order, before any other class; empty sheds clients of every
+	// class alike.
+	ShedOrder []string `json:"shedOrder,omitempty"`
 }
 
 // DegradeTriggers holds the conditions for each level; either may be nil.

@@ -78,7 +78,8 @@ func (rs *RuleSet) Validate() error {
 }
 
 type validator struct {
-	errs *Errors
+	errs    *Errors
+	classes map[string]bool // declared class ids (RuleSet.Classes)
 }
 
 func (v validator) add(path, format string, args ...any) { v.errs.add(path, format, args...) }
@@ -114,6 +115,7 @@ func (v validator) ruleSet(rs *RuleSet) {
 			}
 		}
 	}
+	v.classes = v.classesOf(rs.Classes, routes)
 	ids := map[string]int{}
 	dupID := func(p, kind, id string, i int) {
 		if id == "" {
@@ -148,6 +150,7 @@ func (v validator) ruleSet(rs *RuleSet) {
 		p := fmt.Sprintf("degrades[%d]", i)
 		d := &rs.Degrades[i]
 		v.degrade(p, d, routes)
+		v.classRefs(p+".shedOrder", d.ShedOrder, v.classes)
 		dupID(p, "degrades", d.ID, i)
 		v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
 	}
@@ -249,7 +252,7 @@ func (v validator) route(p string, r *Route) {
 			v.add(mp+".pathRegex", "%v", err)
 		}
 	}
-	var seenHosts, seenMethods map[string]bool
+	var seenHosts map[string]bool
 	for i, h := range m.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", mp, i)
 		switch _, port, ok := strings.Cut(h, ":"); {
@@ -262,30 +265,8 @@ func (v validator) route(p string, r *Route) {
 			v.add(hp, "%q is listed twice", h)
 		}
 	}
-	for i, meth := range m.Methods {
-		mp := fmt.Sprintf("%s.methods[%d]", mp, i)
-		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
-			v.add(mp, "%q is not an upper-case HTTP method", meth)
-		}
-		if listedBefore(m.Methods, i, &seenMethods) {
-			v.add(mp, "%q is listed twice", meth)
-		}
-	}
-	seenHeader := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
-		hp := joinKey(mp+".headers", name)
-		if !tokenPattern.MatchString(name) {
-			v.add(hp, "%q is not a valid header name", name)
-		}
-		canon := textproto.CanonicalMIMEHeaderKey(name)
-		if other, dup := seenHeader[canon]; dup {
-			v.add(hp, "header %q is listed twice (also as %q); header names ignore case", name, other)
-		}
-		seenHeader[canon] = name
-		if strings.ContainsAny(m.Headers[name], "\r\n\x00") {
-			v.add(hp, "value must not contain CR, LF or NUL")
-		}
-	}
+	v.methods(mp, m.Methods)
+	v.headers(mp+".headers", m.Headers)
 	up := &r.Upstream
 	upp := p + ".upstream"
 	if len(up.Targets) == 0 {
@@ -316,6 +297,42 @@ func (v validator) route(p string, r *Route) {
 		v.add(upp+".stripPrefix", "needs match.pathPrefix")
 	}
 	v.upstreamProtocol(up, upp)
+	v.upstreamHealth(upp, up)
+}
+
+// methods checks the methods list of a match at mp (a route's or a
+// class's).
+func (v validator) methods(mp string, methods []string) {
+	var seenMethods map[string]bool
+	for i, meth := range methods {
+		mp := fmt.Sprintf("%s.methods[%d]", mp, i)
+		if !tokenPattern.MatchString(meth) || strings.ToUpper(meth) != meth {
+			v.add(mp, "%q is not an upper-case HTTP method", meth)
+		}
+		if listedBefore(methods, i, &seenMethods) {
+			v.add(mp, "%q is listed twice", meth)
+		}
+	}
+}
+
+// headers checks the exact header matches of a match at p (a route's or a
+// class's).
+func (v validator) headers(p string, headers map[string]string) {
+	seenHeader := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		hp := joinKey(p, name)
+		if !tokenPattern.MatchString(name) {
+			v.add(hp, "%q is not a valid header name", name)
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if other, dup := seenHeader[canon]; dup {
+			v.add(hp, "header %q is listed twice (also as %q); header names ignore case", name, other)
+		}
+		seenHeader[canon] = name
+		if strings.ContainsAny(headers[name], "\r\n\x00") {
+			v.add(hp, "value must not contain CR, LF or NUL")
+		}
+	}
 }
 
 // MaxRegexInstructions bounds the compiled program of a pathRegex (RE2
@@ -463,17 +480,21 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 	v.key(p+".key", l.Key)
 	if !slices.Contains(Algorithms, l.Algorithm) {
 		if l.Algorithm == "" {
-			v.add(p+".algorithm", "is required (one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency)")
+			v.add(p+".algorithm", "is required (one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive)")
 		} else {
-			v.add(p+".algorithm", "%q is not one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency", l.Algorithm)
+			v.add(p+".algorithm", "%q is not one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive", l.Algorithm)
 		}
 	}
-	if l.Rate <= 0 {
+	switch {
+	case l.Algorithm == Adaptive: // adaptiveLimit checks rate
+	case l.Rate <= 0:
 		v.add(p+".rate", "must be > 0")
-	} else if l.Rate > 1_000_000_000 {
+	case l.Rate > 1_000_000_000:
 		v.add(p+".rate", "must be at most 1000000000")
 	}
-	if l.Algorithm == Concurrency {
+	if l.Algorithm == Adaptive {
+		// adaptiveLimit checks period, burst and cost.
+	} else if l.Algorithm == Concurrency {
 		if l.Period != 0 {
 			v.add(p+".period", "does not apply to the concurrency algorithm")
 		}
@@ -560,6 +581,7 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 		v.body(p+".response.body", r.Body)
 		v.contentType(p+".response.contentType", r.ContentType)
 	}
+	v.adaptiveLimit(p, l, routes)
 }
 
 func (v validator) status(p string, s int) {

@@ -154,6 +154,11 @@ type Controller struct {
 	quiet    int64
 	lastDown int64 // window index of the last step down
 	lastEff  int   // last published effective level
+
+	// shedOrder (shed.go): nil plan without one.
+	plan           *shedPlan
+	classArrivals  []atomic.Int64  // this window's arrivals per plan slot
+	classShedBelow []atomic.Uint64 // level 1 threshold per plan slot
 }
 
 // Rule returns the degrade rule's id.
@@ -167,14 +172,14 @@ func (c *Controller) Admit(clientKey uint64, now int64) (shed bool, level int) {
 	return c.admit(clientKey, now, nil)
 }
 
-// AdmitView is Admit for the request v, keyed on KeyHash(v); a shed is
-// logged as a decision line naming v (reqview.LogDecision: its trace id,
-// request id, path and client).
+// AdmitView is AdmitClass for the request v, keyed on KeyHash(v), of class
+// v.Class; a shed is logged as a decision line naming v
+// (reqview.LogDecision: its trace id, request id, path and client).
 func (c *Controller) AdmitView(v *reqview.View, now int64) (shed bool, level int) {
 	if c == nil {
 		return false, 0
 	}
-	return c.admit(c.key.StableHash(v), now, v)
+	return c.admitClass(c.key.StableHash(v), v.Class, now, v)
 }
 
 func (c *Controller) admit(clientKey uint64, now int64, v *reqview.View) (shed bool, level int) {
@@ -262,6 +267,7 @@ func (c *Controller) roll(w, now int64) {
 	}
 	arrivals, recorded, failed := c.arrivals.Swap(0), c.recorded.Swap(0), c.failed.Swap(0)
 	c.shedWin.Store(0)
+	c.replan()
 	if cur != notStarted {
 		c.evaluate(cur, arrivals, recorded, failed)
 		// Idle windows are healthy; stop early once nothing can change.

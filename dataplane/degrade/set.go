@@ -44,6 +44,10 @@ type Options struct {
 	// read off the hot path only (overrides, Status, the admin handlers);
 	// nil means Now.
 	Now func() int64
+	// Classes are the rule set's priority class ids by index (index 0 is
+	// "default", then the rule set's classes in order), which shedOrder
+	// refers to and AdmitClass's class indexes; nil means none.
+	Classes []string
 }
 
 func (o Options) now() int64 {
@@ -185,6 +189,13 @@ func (s *Set) newController(d *api.Degrade, now int64) (*Controller, error) {
 	}
 	if d.Triggers != nil {
 		c.l1, c.l2 = d.Triggers.Level1, d.Triggers.Level2
+	}
+	if c.plan = newShedPlan(d.ShedOrder, s.opts.Classes); c.plan != nil {
+		c.classArrivals = make([]atomic.Int64, c.plan.slots)
+		c.classShedBelow = make([]atomic.Uint64, c.plan.slots)
+		for i := range c.classShedBelow {
+			c.classShedBelow[i].Store(c.shedBelow) // until a window is measured
+		}
 	}
 	if !c.auto {
 		c.manual = int32(d.Level)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
@@ -226,6 +227,10 @@ type Status struct {
 	Degrades       int            `json:"degrades"`
 	Draining       bool           `json:"draining,omitempty"`
 	Components     map[string]any `json:"components,omitempty"`
+	// Targets is the health of the upstream targets with outlier detection
+	// or health checks; Adaptive the adaptive limits' state (issue 15).
+	Targets  []proxy.TargetHealth `json:"targets,omitempty"`
+	Adaptive []limit.AdaptiveRule `json:"adaptive,omitempty"`
 }
 
 // Status reports the applied version and the last apply error.
@@ -234,6 +239,7 @@ func (n *Node) Status() Status {
 	if s := n.current.Load(); s != nil {
 		st.Version, st.Checksum, st.Source, st.AppliedAt = s.Version, s.Checksum, s.Source, s.AppliedAt
 		st.Routes, st.Limits, st.Breakers, st.Degrades = len(s.Rules.Routes), len(s.Rules.Limits), len(s.Rules.Breakers), len(s.Rules.Degrades)
+		st.Targets, st.Adaptive = s.Targets(), s.Adaptive()
 	}
 	n.statusMu.Lock()
 	st.LastApplyError, st.LastErrorAt = n.lastApplyError, n.lastErrorAt

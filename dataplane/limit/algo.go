@@ -34,14 +34,19 @@ const (
 	kLeakyBucket
 	kFixedWindow
 	kSlidingWindow
+	kAdaptive // a concurrency limit whose capacity follows latency (adaptive.go)
 	kConcurrency
 )
 
 // kinds maps every algorithm api declares to its kind.
 var kinds = map[api.Algorithm]algKind{
 	api.TokenBucket: kTokenBucket, api.LeakyBucket: kLeakyBucket, api.FixedWindow: kFixedWindow,
-	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency,
+	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency, api.Adaptive: kAdaptive,
 }
+
+// inFlight reports whether kind k counts requests in flight (concurrency,
+// adaptive) rather than units over time.
+func (k algKind) inFlight() bool { return k == kConcurrency || k == kAdaptive }
 
 // unhandled is the panic of a switch that misses kind k: a programming
 // error, since newParams admits only the kinds in kinds.
@@ -65,7 +70,7 @@ func (k algKind) class() class {
 	switch k {
 	case kTokenBucket, kFixedWindow, kSlidingWindow:
 		return classRate
-	case kConcurrency:
+	case kConcurrency, kAdaptive:
 		return classConcurrency
 	case kLeakyBucket:
 		return classLeaky
@@ -83,6 +88,16 @@ type params struct {
 	t        int64 // token/leaky bucket emission interval, ns (≥ 1)
 	tau      int64 // token/leaky bucket tolerance: burst × t, ≤ maxTau
 	invT     float64
+	ad       *adaptive // adaptive: the controller whose limit applies (rate is maxLimit)
+	resv     *reserve  // concurrency, adaptive: the reserved pools; nil for none
+}
+
+// inFlightLimit is the current capacity of a concurrency or adaptive limit.
+func (p *params) inFlightLimit() int64 {
+	if p.ad != nil {
+		return p.ad.current()
+	}
+	return p.rate
 }
 
 // perT returns floor(x/t) for 0 ≤ x ≤ tau without a hardware division (which
@@ -102,6 +117,13 @@ func (p *params) perT(x int64) int64 {
 // newParams converts a normalized limit to params.
 func newParams(l api.Limit) (params, error) {
 	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
+	if p.alg == kAdaptive {
+		// The controller is attached by the caller (newAdaptive); until
+		// then the limit is the initial one, at most maxLimit.
+		s := adaptiveSettings(l.Adaptive)
+		p.rate, p.period = s.MaxLimit, 0
+		return p, nil
+	}
 	if p.rate <= 0 {
 		return p, fmt.Errorf("rate %d: must be > 0", p.rate)
 	}
@@ -147,7 +169,7 @@ func (p *params) capacity() int64 {
 	switch p.alg {
 	case kTokenBucket, kLeakyBucket:
 		return p.burst
-	case kFixedWindow, kSlidingWindow, kConcurrency:
+	case kFixedWindow, kSlidingWindow, kConcurrency, kAdaptive:
 		return p.rate
 	}
 	panic(unhandled("capacity", p.alg))
@@ -163,7 +185,7 @@ func (p *params) never(a, b, now int64) Decision {
 	switch p.alg {
 	case kTokenBucket, kLeakyBucket:
 		d.RetryAfter = time.Duration(p.tau)
-	case kConcurrency:
+	case kConcurrency, kAdaptive:
 		d.RetryAfter = concurrencyRetryAfter
 	case kFixedWindow, kSlidingWindow:
 		d.RetryAfter = time.Duration(p.period)
@@ -210,15 +232,16 @@ func (p *params) take(a, b, now, cost int64) (na, nb int64, d Decision) {
 		return p.fwTake(a, b, now, cost)
 	case kSlidingWindow:
 		return p.swTake(a, b, now, cost)
-	case kConcurrency:
-		d = Decision{Limit: p.rate}
-		if a+cost > p.rate {
-			d.Remaining = max(0, p.rate-a)
+	case kConcurrency, kAdaptive:
+		lim := p.inFlightLimit()
+		d = Decision{Limit: lim}
+		if a+cost > lim {
+			d.Remaining = max(0, lim-a)
 			d.RetryAfter = concurrencyRetryAfter
 			return a, b, d
 		}
 		d.Allowed = true
-		d.Remaining = p.rate - a - cost
+		d.Remaining = lim - a - cost
 		return a + cost, b, d
 	}
 	panic(unhandled("take", p.alg))
@@ -402,7 +425,7 @@ func (p *params) refund(a, b, now, cost int64) (int64, int64) {
 			return a, b&^math.MaxUint32 | cur
 		}
 		return a, b
-	case kConcurrency:
+	case kConcurrency, kAdaptive:
 		return max(0, a-cost), b
 	}
 	panic(unhandled("refund", p.alg))
@@ -420,8 +443,8 @@ func (p *params) idle(a, b, now int64) bool {
 	case kSlidingWindow:
 		idx, _ := p.window(now)
 		return (a != idx+1 && a != idx) || b == 0 || (a == idx && b&math.MaxUint32 == 0)
-	case kConcurrency:
-		return a == 0
+	case kConcurrency, kAdaptive:
+		return a == 0 && b == 0 // b: requests in reserved pools
 	}
 	panic(unhandled("idle", p.alg))
 }
@@ -442,11 +465,14 @@ func (p *params) carry(old *params, a, b, now int64) (na, nb int64, ok bool) {
 	if old.idle(a, b, now) {
 		return 0, 0, false
 	}
-	if (p.alg == kConcurrency) != (old.alg == kConcurrency) {
+	if p.alg.inFlight() != old.alg.inFlight() {
 		return 0, 0, false
 	}
-	if p.alg == kConcurrency {
-		return a, 0, true
+	if p.alg.inFlight() {
+		if !p.resv.sameLayout(old.resv) {
+			return 0, 0, false
+		}
+		return a, b, true
 	}
 	// Same windowed algorithm and period: scale each count.
 	if p.alg == old.alg && p.period == old.period && (p.alg == kFixedWindow || p.alg == kSlidingWindow) {

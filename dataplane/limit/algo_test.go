@@ -21,6 +21,12 @@ func mustLocal(tb testing.TB, l api.Limit) *Local {
 	if tb != nil {
 		tb.Helper()
 	}
+	if l.Algorithm == api.Adaptive && l.Adaptive == nil {
+		// The generic tests give every algorithm a rate: an adaptive limit
+		// pinned at it (minLimit = maxLimit) decides as a concurrency one.
+		l.Adaptive = &api.AdaptiveSettings{MinLimit: l.Rate, MaxLimit: l.Rate, InitialLimit: l.Rate}
+		l.Rate = 0
+	}
 	rs := (&api.RuleSet{Limits: []api.Limit{l}}).Normalize()
 	lo, err := NewLocal(rs.Limits[0], 0)
 	if err != nil {

@@ -240,4 +240,104 @@
 // "limits[i]: scope cluster needs --redis on this node". Retire(next) stops
 // the old Set's sweeper and closes (io.Closer) the cluster limiters next did
 // not carry over.
+//
+// # Adaptive limits
+//
+// algorithm: adaptive is a concurrency limit (at most L requests in flight
+// per key, released by done as for concurrency) whose L a gradient
+// controller moves with the upstream's latency (adaptive.go). Each finished
+// request gives a round-trip sample: from its admission (after a
+// leaky-bucket wait, if any) to done. Samples go into a log-linear
+// histogram (8 buckets per power of two, about 9% wide; lock-free atomics,
+// no allocation). A window (adaptive.window) closes at the first sample
+// after its end once it holds at least 10 samples (a quieter window is
+// extended, not judged); the request that closes it computes:
+//
+//	sample   = the window's percentile (adaptive.percentile) RTT
+//	minRTT   = min(minRTT, sample)
+//	gradient = clamp(minRTT·(1+buffer) / sample, 0.5, 1)
+//	next     = L·gradient + √L                  the queue allowance
+//	L        = clamp(L·0.5 + next·0.5, minLimit, maxLimit)
+//
+// so L grows by about √L/2 per window while latency stays within the buffer
+// of the best seen, and shrinks by up to a quarter per window when it does
+// not. A window in which the key's in-flight count never reached L/2 does not
+// raise L (an idle limit would otherwise creep up to maxLimit and protect
+// nothing when load arrives). minRTT and sample are the same percentile, so
+// the upstream's natural spread does not read as queueing.
+//
+// The minimum RTT is measured again every adaptive.probeInterval ±25%
+// (random jitter, so that nodes and limits do not probe together), and
+// right at the start: the probe window runs at half the limit (never below
+// minLimit, so a probe refuses no more than a limit pinned at minLimit
+// would, and usually much less: Envoy pins the limit at its minimum for the
+// whole measurement), and its sample becomes minRTT if it is lower. A higher
+// probe sample replaces minRTT only when the probe ran at minLimit: the
+// limit had nowhere lower to go, so the latency is the upstream's own (it
+// became slower for good) and judging it against a latency it can no longer
+// reach would pin L at minLimit forever. Above minLimit a higher probe
+// sample may be queueing (half the limit still above capacity, or a
+// backlog draining) and taking it would let the limit ratchet up from probe
+// to probe, the creep users of other gradient limiters report under
+// moderate overload. A probe that lowered minRTT by more than 10% is
+// repeated 4 windows later, so that a minimum first measured under load
+// settles quickly. After a probe the limit is restored. The limit in force
+// is exported as sluice_limit_adaptive_limit{rule,variant} and in the
+// node's /status (Set.Adaptive).
+//
+// Shadow: an adaptive limit with shadow: true admits everything, counts and
+// logs what it would have refused, and its controller learns from the
+// unlimited traffic (its L is what it would enforce).
+//
+// Failure modes, by design or known:
+//
+//   - One controller per limit (per variant): the upstream's latency is one
+//     signal, so the limit L applies to each key of the limit, not a
+//     controller per key. With key [global] (the common case) that is one
+//     limit for the upstream; keyed by client it bounds each client to L.
+//   - RTT is measured in the gateway from admission to done, so a slow
+//     client (the response write) or the limits after it in the chain add
+//     to it: the limit is conservative, never looser.
+//   - The buffer must cover the upstream's jitter between windows: with a
+//     very small buffer and a noisy upstream L drifts down (safe, but it
+//     underuses the upstream).
+//   - An initial limit far above capacity needs a few probes (repeated
+//     quickly while minRTT falls) before minRTT is right; meanwhile L sits
+//     above what the latency target allows. Start low.
+//   - A window with fewer than 10 samples is not judged, so a limit on a
+//     route with a request every few seconds adapts slowly.
+//   - When the upstream becomes slower for good, L falls to minLimit and
+//     stays there until the next probe (within probeInterval ±25%) measures
+//     the new latency at minLimit; in that time it refuses what a limit of
+//     minLimit would.
+//   - State is per node: N nodes each learn their own L.
+//
+// # Priority classes and reserved capacity
+//
+// The rule set's classes (api.Class, compiled by NewClasses) give each
+// request a class index (Classes.Classify: the first class that matches,
+// else 0, "default"), which the integrator passes as RequestInfo.Class. A
+// concurrency or adaptive limit with reserve splits its capacity C (for
+// adaptive, the current L) into a pool per reserved class, floor(share·C)
+// (at most 65,535; at most 4 reserved classes per limit), and an unreserved
+// pool of the rest. A request of a reserved class takes from its own pool
+// while it has room, then from the unreserved one; any other request only
+// from the unreserved one. Pools are counted in the key's state under the
+// shard's lock, so a take is atomic: no pool, and so not the key, ever holds
+// more than its size (TestReserveNeverOverAdmits: 64 goroutines, -race).
+// done gives the slot back to the pool it came from (Decision.Pool). The
+// decisions of a limit with a reserve are counted per class
+// (sluice_limit_decisions_total{class}); every rejection log line carries
+// the request's class.
+//
+// # Variants
+//
+// A limit's variants (api.LimitVariant; variants.go) give weight percent of
+// its clients the limit with the variant's settings (api.Limit.WithVariant),
+// with its own limiter and counters. A client's variant is fixed by
+// FNV-1a(limit id, 0, key text) mod 100 (VariantBucket): no seed, so the
+// same client gets the same variant on every node and after every restart.
+// Computing it builds the key's text, one allocation per request on limits
+// with variants only. Their decisions carry variant="<id>" or "base" on
+// sluice_limit_decisions_total, and the rejection log line the variant.
 package limit

@@ -23,6 +23,9 @@ type Decision struct {
 	// Delay is, for leaky_bucket, how long the admitted request must wait for
 	// its turn before going on; zero for every other algorithm.
 	Delay time.Duration
+	// pool is, for a limit with reserved pools, where the units went (see
+	// Decision.Pool).
+	pool int8
 }
 
 // Limiter is one compiled limit rule over many keys. Implementations are safe

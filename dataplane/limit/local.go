@@ -42,11 +42,15 @@ func NewLocal(l api.Limit, maxKeys int) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.alg == kAdaptive {
+		// A Local of its own learns on its own: Observe feeds it.
+		p.ad = newAdaptive(l.Adaptive, Now(), VariantSeed(l.ID, "", Now()))
+	}
 	return newLocal(p, isGlobal(l.Key), maxKeys), nil
 }
 
 func newLocal(p params, keyless bool, maxKeys int) *Local {
-	lo := &Local{p: p, keyless: keyless, single: keyless && p.alg != kConcurrency}
+	lo := &Local{p: p, keyless: keyless, single: keyless && !p.alg.inFlight()}
 	switch {
 	case lo.single:
 	case keyless:
@@ -93,7 +97,11 @@ func (l *Local) TakeHash(h uint64, cost, now int64) Decision {
 		cost = 1
 	}
 	if !l.single {
-		return l.st.take(&l.p, keyHash(h), now, cost)
+		d := l.st.take(&l.p, keyHash(h), now, cost)
+		if l.p.ad != nil && d.Allowed {
+			l.p.ad.admitted(d.Limit - d.Remaining)
+		}
+		return d
 	}
 	switch l.p.alg {
 	case kTokenBucket, kLeakyBucket:
@@ -181,7 +189,7 @@ func carried(old *Local, p params, global bool, maxKeys int, now int64) *Local {
 	if old.keyless != global {
 		return newLocal(p, global, maxKeys)
 	}
-	if p.alg == kConcurrency && old.p.alg == kConcurrency {
+	if p.alg.inFlight() && old.p.alg.inFlight() && p.resv.sameLayout(old.p.resv) {
 		return &Local{p: p, keyless: old.keyless, st: old.st}
 	}
 	nl := newLocal(p, global, maxKeys)

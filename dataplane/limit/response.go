@@ -155,6 +155,8 @@ func (s *Set) logReject(v *reqview.View, ru *rule, ks *Key, d Decision, now int6
 		slog.Int64("remaining", max(d.Remaining, 0)),
 		slog.Duration("retry_after", d.RetryAfter),
 		slog.Bool("shadow", ru.l.Shadow),
+		slog.String("class", s.cls.ID(v.Class)),
+		slog.String("variant", ru.variant),
 	)
 }
 

@@ -58,6 +58,9 @@ type Options struct {
 	// LogsPerSecond and LogBurst size the token bucket of rejection log lines
 	// (0 means the defaults); lines over it are dropped and counted.
 	LogsPerSecond, LogBurst int64
+	// Classes are the rule set's priority classes (NewClasses), which
+	// limits with a reserve and decision logs refer to; nil means none.
+	Classes *Classes
 }
 
 // RequestInfo is what the integrator knows about a request before limits:
@@ -67,13 +70,16 @@ type RequestInfo struct {
 	RouteID   string
 	ClientIP  netip.Addr
 	RequestID string
+	// Class is the request's priority class index (Classes.Classify of the
+	// Options' Classes); 0 is the default class.
+	Class int
 }
 
 // View returns the request view of r with info's route, client and request
 // id: what Admit decides on.
 func (info RequestInfo) View(r *http.Request) reqview.View {
 	v := reqview.FromRequest(r)
-	v.RouteID, v.ClientIP, v.RequestID = info.RouteID, info.ClientIP, info.RequestID
+	v.RouteID, v.ClientIP, v.RequestID, v.Class = info.RouteID, info.ClientIP, info.RequestID, info.Class
 	return v
 }
 
@@ -111,6 +117,19 @@ type rule struct {
 	window   int64 // w of the policy in seconds; 0 for concurrency
 
 	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
+
+	// Adaptive protection (adaptive.go, classes.go, variants.go).
+	ad       *adaptive     // adaptive: the controller; nil otherwise
+	variant  string        // a variant's rule: the variant id; "" for the limit itself
+	variants []*rule       // the limit's variants, in document order
+	ends     []int         // cumulative weights of variants
+	byClass  []decCounters // per class index, for limits with a reserve; nil otherwise
+	dc       decCounters   // the m* counters above, for counters
+}
+
+// decCounters are one rule's decision counters for one class.
+type decCounters struct {
+	allow, reject, shadow, exempt, storeErr prometheus.Counter
 }
 
 // Set is a compiled rule set's limits: what one rule-set version enforces.
@@ -128,6 +147,7 @@ type Set struct {
 	logger *slog.Logger
 	logs   *Local // token bucket of log lines, carried across Sets
 	drops  prometheus.Counter
+	cls    *Classes
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -158,7 +178,7 @@ type Chain struct {
 // node". On error nothing is started, the cluster limiters Compile made are
 // closed, and prev is untouched.
 func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
-	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger}
+	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger, cls: opts.Classes}
 	if s.now == nil {
 		s.now = Now
 	}
@@ -221,9 +241,27 @@ func retireRule(_ string, ru *rule, _ bool) {
 }
 
 // compileRule returns a new rule for l, changed from prev (nil when l is new)
-// or new; a node-scope limit takes prev's fill when it can.
-func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, err error) {
-	ru = &rule{l: l}
+// or new; a node-scope limit takes prev's fill when it can. Each of l's
+// variants becomes a rule of its own (compileVariants).
+func compileRule(l api.Limit, prev *rule, opts Options, now int64) (*rule, error) {
+	label := ""
+	if len(l.Variants) > 0 {
+		label = BaseVariant
+	}
+	ru, err := compileOne(l, prev, opts, now, label)
+	if err != nil {
+		return nil, err
+	}
+	if err := ru.compileVariants(prev, opts, now); err != nil {
+		return nil, err
+	}
+	return ru, nil
+}
+
+// compileOne compiles one limit, or one variant's limit (variant is its
+// label: "" for a limit without variants, BaseVariant or the variant id).
+func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant string) (ru *rule, err error) {
+	ru = &rule{l: l, variant: variant}
 	if ru.key, err = ParseKey(l.Key, l.IPv6Prefix); err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
@@ -233,6 +271,13 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, er
 	p, err := newParams(l)
 	if err != nil {
 		return nil, err
+	}
+	if p.resv, err = newReserve(l.Reserve, opts.Classes); err != nil {
+		return nil, err
+	}
+	if p.alg == kAdaptive {
+		ru.ad = compileAdaptive(l, prev, opts, now, variant)
+		p.ad = ru.ad
 	}
 	ru.cost = newCostSpec(l.Cost, p.capacity())
 	ru.class = p.alg.class()
@@ -254,11 +299,14 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, er
 	}
 	ru.setPolicy(p)
 	if m := opts.Metrics; m != nil {
-		ru.mAllow = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionAllow)
-		ru.mReject = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionReject)
-		ru.mShadow = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionShadowDeny)
-		ru.mExempt = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionExempt)
-		ru.mStoreErr = m.LimitDecisions.WithLabelValues(l.ID, metrics.DecisionStoreError)
+		dc := newDecCounters(m, l.ID, "", variant)
+		ru.mAllow, ru.mReject, ru.mShadow, ru.mExempt, ru.mStoreErr = dc.allow, dc.reject, dc.shadow, dc.exempt, dc.storeErr
+		ru.dc = dc
+		if p.resv != nil {
+			for _, id := range opts.Classes.IDs() {
+				ru.byClass = append(ru.byClass, newDecCounters(m, l.ID, id, variant))
+			}
+		}
 	}
 	return ru, nil
 }
@@ -268,7 +316,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (ru *rule, er
 // to it: 10 per 100ms reads q=100;w=1. Concurrency has no window: q only.
 func (ru *rule) setPolicy(p params) {
 	ru.quota = p.rate
-	if p.alg != kConcurrency {
+	if !p.alg.inFlight() {
 		ru.window = max(1, (p.period+sec-1)/sec)
 		if ru.window*sec != p.period {
 			hi, lo := bits.Mul64(uint64(p.rate), uint64(ru.window*sec))
@@ -401,6 +449,8 @@ type taken struct {
 	// storeFailed: the store failed and its failure policy decided; the
 	// units were never taken from the store, so they are not refunded to it.
 	storeFailed bool
+	pool        int8  // the reserved pool taken from (Decision.Pool)
+	start       int64 // when the request was admitted: an adaptive limit's RTT starts here
 }
 
 func (t *taken) refund(ctx context.Context, now int64) {
@@ -408,7 +458,7 @@ func (t *taken) refund(ctx context.Context, now int64) {
 		return
 	}
 	if t.ru.local != nil {
-		t.ru.local.RefundHash(t.h, t.cost, now)
+		t.ru.local.RefundHashPool(t.h, t.cost, now, t.pool)
 		return
 	}
 	t.ru.lim.Refund(ctx, t.key, t.cost, now)
@@ -425,7 +475,11 @@ func (rl *release) done() {
 	rl.once.Do(func() {
 		now := rl.set.now()
 		for i := range rl.items {
-			rl.items[i].refund(context.Background(), now)
+			it := &rl.items[i]
+			if it.ru.ad != nil {
+				it.ru.ad.observe(now-it.start, now)
+			}
+			it.refund(context.Background(), now)
 		}
 	})
 }
@@ -477,7 +531,11 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			inc(ru.mExempt)
 			continue
 		}
-		t := taken{ru: ru, cost: ru.cost.cost(v)}
+		if ru.variants != nil {
+			ru = ru.pick(v)
+		}
+		m := ru.counters(v.Class)
+		t := taken{ru: ru, cost: ru.cost.cost(v), start: now}
 		var d Decision
 		if ru.local != nil {
 			k := c.keyIdx[i]
@@ -490,22 +548,23 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 				t.h = c.specs[k].Hash(v)
 				hashBuf[k], haveBuf[k] = t.h, true
 			}
-			d = ru.local.TakeHash(t.h, t.cost, now)
+			d = ru.local.TakeHashClass(t.h, t.cost, now, v.Class)
+			t.pool = d.pool
 		} else {
 			t.key = ru.key.Text(v)
 			var err error
 			if d, err = ru.lim.Take(v.Context(), t.key, t.cost, now); err != nil {
-				inc(ru.mStoreErr)
+				inc(m.storeErr)
 				t.storeFailed = true
 			}
 		}
 		if !d.Allowed {
 			if ru.l.Shadow {
-				inc(ru.mShadow)
+				inc(m.shadow)
 				s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
 				continue
 			}
-			inc(ru.mReject)
+			inc(m.reject)
 			for j := range tk {
 				tk[j].refund(v.Context(), now)
 			}
@@ -513,7 +572,7 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			writeReject(w, v.Header, ru, d, v.RequestID)
 			return nil, false
 		}
-		inc(ru.mAllow)
+		inc(m.allow)
 		tk = append(tk, t)
 		if ru.class == classConcurrency {
 			conc++
@@ -542,8 +601,13 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 		return noop, true
 	}
 	rl := &release{set: s, items: make([]taken, 0, conc)}
+	start := now
+	if delay > 0 {
+		start = s.now() // the adaptive RTT starts once the wait is over
+	}
 	for _, t := range tk {
 		if t.ru.class == classConcurrency {
+			t.start = start
 			rl.items = append(rl.items, t)
 		}
 	}

@@ -184,7 +184,7 @@ func (sh *shard) evict(p *params, now int64) bool {
 			continue
 		}
 		idle := p.idle(sl.a, sl.b, now)
-		if idle || (sl.h&refBit == 0 && p.alg != kConcurrency) {
+		if idle || (sl.h&refBit == 0 && !p.alg.inFlight()) {
 			sh.deleteAt(i)
 			// Deletion shifts later entries of the probe run back, into
 			// slots at or after i: start the next turn at i so that the hand

@@ -16,7 +16,7 @@ type Metrics struct {
 
 	Requests           *prometheus.CounterVec   // sluice_requests_total{route,code}
 	RequestDuration    *prometheus.HistogramVec // sluice_request_duration_seconds{route}
-	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision}
+	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant}; see LimitDecision
 	BreakerState       *prometheus.GaugeVec     // sluice_breaker_state{rule}
 	BreakerTransitions *prometheus.CounterVec   // sluice_breaker_transitions_total{rule,from,to}
 	DegradeLevel       *prometheus.GaugeVec     // sluice_degrade_level{rule}
@@ -29,6 +29,9 @@ type Metrics struct {
 	StoreRepairs       *prometheus.CounterVec   // sluice_store_repairs_total{store}
 	LogsDropped        prometheus.Counter       // sluice_log_dropped_total
 	Panics             *prometheus.CounterVec   // sluice_panics_total{component}
+	AdaptiveLimit      *prometheus.GaugeVec     // sluice_limit_adaptive_limit{rule,variant}
+	TargetHealthy      *prometheus.GaugeVec     // sluice_upstream_target_healthy{route,target}
+	TargetEjections    *prometheus.CounterVec   // sluice_upstream_target_ejections_total{route,target}
 
 	// Served counts every request answered, for the node's own figures.
 	Served Served
@@ -56,8 +59,17 @@ func New() *Metrics {
 			Buckets: durationBuckets[:],
 		}, []string{"route"}),
 		LimitDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision.",
-		}, []string{"rule", "decision"}),
+			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants (empty otherwise).",
+		}, []string{"rule", "decision", "class", "variant"}),
+		AdaptiveLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_limit_adaptive_limit", Help: "The current limit of an adaptive limit (requests in flight per key), by rule and variant (empty for the limit itself).",
+		}, []string{"rule", "variant"}),
+		TargetHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_upstream_target_healthy", Help: "Upstream target health: 1 in use, 0 ejected by outlier detection or failing its active health check.",
+		}, []string{"route", "target"}),
+		TargetEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_upstream_target_ejections_total", Help: "Upstream targets ejected by outlier detection, by route and target.",
+		}, []string{"route", "target"}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
 		}, []string{"rule"}),
@@ -98,6 +110,7 @@ func New() *Metrics {
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.RulesetVersion, m.RulesetApplyErrors,
 		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
+		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -132,6 +145,9 @@ func (m *Metrics) Prune(live Live) int {
 	n += prune(m.Requests, "route", routes)
 	n += prune(m.RequestDuration, "route", routes)
 	n += prune(m.LimitDecisions, "rule", limits)
+	n += prune(m.AdaptiveLimit, "rule", limits)
+	n += prune(m.TargetHealthy, "route", routes)
+	n += prune(m.TargetEjections, "route", routes)
 	n += prune(m.BreakerState, "rule", breakers)
 	n += prune(m.BreakerTransitions, "rule", breakers)
 	n += prune(m.DegradeLevel, "rule", degrades)
@@ -180,4 +196,11 @@ func prune(v vec, label string, keep map[string]bool) int {
 		}
 	}
 	return n
+}
+
+// LimitDecision returns the sluice_limit_decisions_total counter of one
+// rule's decision; class and variant are "" where they do not apply (a
+// limit without reserved capacity, without variants).
+func (m *Metrics) LimitDecision(rule, decision, class, variant string) prometheus.Counter {
+	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant)
 }

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicegw/sluice/dataplane/internal/clock"
 )
 
 // scheduleLimit is the largest total weight (after dividing by the weights'
@@ -17,6 +20,13 @@ var scheduleLimit = 4096
 // When the total weight is small the whole sequence is computed once and
 // walked with an atomic counter, so picking takes no lock; otherwise the
 // classic algorithm runs under a mutex.
+//
+// pick (health.go) builds on it: the round-robin candidate, skipping
+// targets that outlier detection ejected or active health checks failed,
+// against a second one drawn at random, the one with fewer requests
+// outstanding per unit of weight going (power of two choices; a tie keeps
+// the round-robin one, so an idle upstream sees the exact weighted
+// sequence).
 type balancer struct {
 	n        int
 	schedule []uint16
@@ -26,10 +36,17 @@ type balancer struct {
 	weights []int
 	current []int
 	total   int
+
+	w      []int64       // each target's weight, as configured
+	ts     []targetState // per target: outstanding requests and health
+	health *healthPolicy // nil: no outlier detection and no health checks
 }
 
 func newBalancer(weights []int) *balancer {
-	b := &balancer{n: len(weights)}
+	b := &balancer{n: len(weights), ts: make([]targetState, len(weights))}
+	for _, w := range weights {
+		b.w = append(b.w, int64(max(w, 1)))
+	}
 	if b.n <= 1 {
 		return b
 	}
@@ -64,6 +81,46 @@ func (b *balancer) next() int {
 	i := b.step()
 	b.mu.Unlock()
 	return i
+}
+
+// pick returns the index of the target for one request and counts it
+// outstanding; the caller reports the outcome with done(i, ...).
+func (b *balancer) pick() int {
+	if b.n <= 1 {
+		return 0
+	}
+	var now int64
+	if b.health != nil {
+		now = clock.Now()
+	}
+	c1 := b.next()
+	if b.health != nil && !b.usable(c1, now) {
+		found := false
+		for range b.n {
+			if c1 = b.next(); b.usable(c1, now) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			// Every target is out: use them all rather than none (Envoy's
+			// panic threshold at 100%), round-robin.
+			b.ts[c1].inflight.Add(1)
+			return c1
+		}
+	}
+	c2 := rand.IntN(b.n - 1)
+	if c2 >= c1 {
+		c2++
+	}
+	// c2 wins if it has fewer outstanding per unit of weight:
+	// in2/w2 < in1/w1.
+	if in1, in2 := b.ts[c1].inflight.Load(), b.ts[c2].inflight.Load(); in2*b.w[c1] < in1*b.w[c2] &&
+		(b.health == nil || b.usable(c2, now)) {
+		c1 = c2
+	}
+	b.ts[c1].inflight.Add(1)
+	return c1
 }
 
 // step is one round of smooth weighted round-robin: every target gains its

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/metrics"
 )
 
 // Route is one compiled route: its id, its place in the rule set and its
@@ -48,6 +49,9 @@ type RouterSettings struct {
 	// EncodedSlashes is what to do with %2F in request paths (see
 	// SlashPolicy); the zero value is SlashReject.
 	EncodedSlashes SlashPolicy
+	// Metrics receives the upstream target health metrics (health.go); nil
+	// exports none.
+	Metrics *metrics.Metrics
 }
 
 // entry is one (route, host pattern) pair: a route with several host
@@ -134,6 +138,7 @@ func NewRouterWith(routes []api.Route, tr *Transport, s RouterSettings) (*Router
 			rt.CloseIdle()
 			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
 		}
+		up.startHealth(r, s.Metrics)
 		route := &Route{ID: r.ID, Index: i, Upstream: up}
 		rt.routes = append(rt.routes, route)
 		rt.byID[r.ID] = route

@@ -83,6 +83,7 @@ type Upstream struct {
 	strip         string // canonical escaped prefix removed before forwarding; "" for none
 	balance       *balancer
 	log           *slog.Logger
+	health        *healthChecker // active health checks (health.go); nil without
 }
 
 // target is one upstream server with its own ReverseProxy.
@@ -196,6 +197,7 @@ func (t *target) originKey(raw string) string {
 }
 
 func (u *Upstream) release() {
+	u.health.stop()
 	for _, t := range u.targets {
 		if t.origin != nil {
 			// Transport is reached through the origin's owner; every
@@ -266,7 +268,8 @@ func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 // never panics because of the exchange, but see Outcome.Aborted.
 func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outcome {
 	start := time.Now()
-	t := u.targets[u.balance.next()]
+	ti := u.balance.pick()
+	t := u.targets[ti]
 	id := EnsureRequestID(w, r)
 
 	rec := getRecorder(w, r.Context())
@@ -331,6 +334,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		o.ClientGone, o.Err = true, nil
 	}
 	o.Duration = time.Since(start)
+	u.balance.done(ti, o.Err != nil || o.Status >= 500, o.ClientGone)
 	if o.Err != nil && !o.ClientGone {
 		u.log.Debug("upstream exchange failed", "route", u.routeID, "target", t.url, "status", o.Status,
 			"timeout", o.Timeout, "aborted", aborted, "err", o.Err)

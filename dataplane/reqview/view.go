@@ -66,6 +66,10 @@ type View struct {
 	Trace Trace
 	// Ctx is the request's context: done when the client goes away.
 	Ctx context.Context
+	// Class is the request's priority class index (limit.Classes.Classify
+	// of the route's rule set, set once the route is known); 0 is the
+	// default class. Limits' reserves and degrade's shedOrder read it.
+	Class int
 
 	checked checked
 }

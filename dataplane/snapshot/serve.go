@@ -132,6 +132,7 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 		s.finish(rt, start, s.now(), http.StatusBadRequest)
 		return false
 	}
+	v.Class = s.classes.Classify(v, rt.id) // priority class: degrade's shedOrder, limits' reserve
 
 	// Degrade first: shed traffic costs no limit tokens and never reaches a
 	// failing upstream.

@@ -106,6 +106,7 @@ type Snapshot struct {
 	trusted  []netip.Prefix
 	now      func() int64
 	metrics  *metrics.Metrics
+	classes  *limit.Classes // priority classes (issue 15); never nil
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -141,9 +142,10 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 			s.discard(prev)
 		}
 	}()
-	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
+	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes, Metrics: opts.Metrics}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
+	s.classes = limit.NewClasses(norm.Classes)
 	var prevLimits *limit.Set
 	var prevBreakers *breaker.Set
 	var prevDegrades *degrade.Set
@@ -156,6 +158,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	}
 	if s.limits, err = limit.Compile(norm.Limits, prevLimits, limit.Options{
 		Metrics: opts.Metrics, Logger: opts.Logger, MaxKeys: opts.MaxKeysPerLimit, Cluster: cluster, Now: opts.Now,
+		Classes: s.classes,
 	}); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}
@@ -169,7 +172,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 		return nil, fmt.Errorf("breakers: %w", err)
 	}
 	if s.degrades, err = degrade.Compile(norm.Degrades, routeIDs, prevDegrades, degrade.Options{
-		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now,
+		Metrics: opts.Metrics, Logger: opts.Logger, Now: opts.Now, Classes: s.classes.IDs(),
 	}); err != nil {
 		return nil, fmt.Errorf("degrades: %w", err)
 	}
@@ -279,6 +282,13 @@ func (s *Snapshot) live() metrics.Live {
 
 // Breakers returns the snapshot's breakers, for the admin endpoint.
 func (s *Snapshot) Breakers() *breaker.Set { return s.breakers }
+
+// Targets returns the health of the upstream targets that have outlier
+// detection or health checks (proxy.Router.Health).
+func (s *Snapshot) Targets() []proxy.TargetHealth { return s.router.Health() }
+
+// Adaptive returns the state of the adaptive limits (limit.Set.Adaptive).
+func (s *Snapshot) Adaptive() []limit.AdaptiveRule { return s.limits.Adaptive() }
 
 // Degrades returns the snapshot's degrade controllers, for the admin
 // endpoint and operator overrides.

@@ -1,0 +1,301 @@
+package limit
+
+import (
+	"fmt"
+	"maps"
+	"net/textproto"
+	"slices"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
+)
+
+// Classes is a rule set's compiled priority classes (api.Class): Classify
+// gives a request's class as an index, 0 for api.DefaultClass and i+1 for
+// the rule set's classes[i]. Immutable after NewClasses and safe for
+// concurrent use; a nil *Classes classifies every request as default.
+type Classes struct {
+	ids []string // by index; ids[0] is api.DefaultClass
+	cs  []classMatch
+}
+
+type classMatch struct {
+	routes  map[string]bool // nil: every route
+	methods []string
+	headers []headerEq
+}
+
+type headerEq struct{ name, value string }
+
+// NewClasses compiles classes, which must be validated and normalized
+// (header names canonical).
+func NewClasses(classes []api.Class) *Classes {
+	c := &Classes{ids: []string{api.DefaultClass}}
+	for _, cl := range classes {
+		c.ids = append(c.ids, cl.ID)
+		m := classMatch{methods: cl.Match.Methods}
+		if len(cl.Match.Routes) > 0 {
+			m.routes = map[string]bool{}
+			for _, r := range cl.Match.Routes {
+				m.routes[r] = true
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(cl.Match.Headers)) {
+			m.headers = append(m.headers, headerEq{textproto.CanonicalMIMEHeaderKey(name), cl.Match.Headers[name]})
+		}
+		c.cs = append(c.cs, m)
+	}
+	return c
+}
+
+// Classify returns the index of r's class on route routeID: the first class
+// whose every set condition holds, else 0 (default). It allocates nothing.
+func (c *Classes) Classify(v *reqview.View, routeID string) int {
+	if c == nil {
+		return 0
+	}
+	for i := range c.cs {
+		m := &c.cs[i]
+		if m.routes != nil && !m.routes[routeID] {
+			continue
+		}
+		if len(m.methods) > 0 && !slices.Contains(m.methods, v.Method) {
+			continue
+		}
+		ok := true
+		for _, h := range m.headers {
+			// Header names are canonical: read the map directly (Get would
+			// canonicalize again).
+			if hv := v.Header[h.name]; len(hv) == 0 || hv[0] != h.value {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// ID returns the id of class index i ("default" for 0 and for an index out
+// of range).
+func (c *Classes) ID(i int) string {
+	if c == nil || i <= 0 || i >= len(c.ids) {
+		return api.DefaultClass
+	}
+	return c.ids[i]
+}
+
+// IDs returns every class id by index; IDs()[0] is "default".
+func (c *Classes) IDs() []string {
+	if c == nil {
+		return []string{api.DefaultClass}
+	}
+	return slices.Clone(c.ids)
+}
+
+// Index returns the index of class id, or -1.
+func (c *Classes) Index(id string) int {
+	if id == api.DefaultClass {
+		return 0
+	}
+	if c == nil {
+		return -1
+	}
+	return slices.Index(c.ids, id)
+}
+
+// maxReservedClasses is how many classes one limit may reserve capacity for:
+// their in-flight counts share one int64 of the key's state, 16 bits each.
+const maxReservedClasses = 4
+
+// reservedPoolMax is the largest reserved pool (16 bits).
+const reservedPoolMax = 1<<16 - 1
+
+// reserve is a concurrency or adaptive limit's reserved pools: slot[class]
+// is the pool of class index class (−1: none), share[j] the share of the
+// capacity pool j holds. A key's state is then a = requests in flight in
+// the unreserved (shared) pool, b = the reserved pools' counts, 16 bits
+// each. Immutable.
+type reserve struct {
+	slot  []int8
+	share []float64
+	ids   []string // class id of each pool
+}
+
+// newReserve compiles a limit's reserve against the rule set's classes.
+func newReserve(res map[string]float64, classes *Classes) (*reserve, error) {
+	if len(res) == 0 {
+		return nil, nil
+	}
+	if len(res) > maxReservedClasses {
+		return nil, fmt.Errorf("reserve: %d classes; a limit may reserve capacity for at most %d", len(res), maxReservedClasses)
+	}
+	rv := &reserve{slot: make([]int8, len(classes.IDs()))}
+	for i := range rv.slot {
+		rv.slot[i] = -1
+	}
+	for _, id := range slices.Sorted(maps.Keys(res)) {
+		i := classes.Index(id)
+		if i < 0 {
+			return nil, fmt.Errorf("reserve: class %q is not declared", id)
+		}
+		rv.slot[i] = int8(len(rv.share))
+		rv.share = append(rv.share, res[id])
+		rv.ids = append(rv.ids, id)
+	}
+	return rv, nil
+}
+
+// sameLayout reports whether two reserves keep a key's state alike, so that
+// requests admitted under one can be released under the other.
+func (rv *reserve) sameLayout(o *reserve) bool {
+	if rv == nil || o == nil {
+		return rv == nil && o == nil
+	}
+	return slices.Equal(rv.slot, o.slot)
+}
+
+// pools returns the reserved pool sizes for capacity c and the unreserved
+// remainder.
+func (rv *reserve) pools(c int64) (res [maxReservedClasses]int64, shared int64) {
+	shared = c
+	for j, s := range rv.share {
+		res[j] = min(reservedPoolMax, int64(s*float64(c)))
+		shared -= res[j]
+	}
+	return res, max(shared, 0)
+}
+
+// takeReserved is take for a concurrency or adaptive limit with reserved
+// pools: a request of a class with a pool takes from it while it has room,
+// then from the shared pool; any other request only from the shared pool.
+// In flight, every pool stays within its size, so the key never holds more
+// than the capacity. d.pool records where the units went (0 shared, j+1
+// reserved pool j) for refundReserved.
+func (p *params) takeReserved(a, b, cost int64, class int) (na, nb int64, d Decision) {
+	rv := p.resv
+	c := p.inFlightLimit()
+	res, shared := rv.pools(c)
+	d = Decision{Limit: c}
+	j := int8(-1)
+	if class >= 0 && class < len(rv.slot) {
+		j = rv.slot[class]
+	}
+	room := max(0, shared-a)
+	if j >= 0 {
+		used := b >> (16 * j) & reservedPoolMax
+		if free := res[j] - used; free >= cost {
+			d.Allowed, d.pool = true, j+1
+			d.Remaining = room + free - cost
+			return a, b + cost<<(16*j), d
+		} else if free > 0 {
+			room += free
+		}
+	}
+	if a+cost <= shared {
+		d.Allowed = true
+		d.Remaining = room - cost
+		return a + cost, b, d
+	}
+	d.Remaining = room
+	d.RetryAfter = concurrencyRetryAfter
+	return a, b, d
+}
+
+// refundReserved gives back cost units to the pool they came from.
+func refundReserved(a, b, cost int64, pool int8) (int64, int64) {
+	if pool == 0 {
+		return max(0, a-cost), b
+	}
+	j := pool - 1
+	used := b >> (16 * j) & reservedPoolMax
+	return a, b - min(used, cost)<<(16*j)
+}
+
+// takeClass is store.take for a limit with reserved pools.
+func (s *store) takeClass(p *params, h uint64, now, cost int64, class int) Decision {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	i := sh.find(h)
+	if i < 0 {
+		if i = sh.insert(s, p, h, now); i < 0 {
+			sh.mu.Unlock()
+			return p.never(0, 0, now)
+		}
+	}
+	sl := &sh.slots[i]
+	sl.h |= refBit
+	var d Decision
+	sl.a, sl.b, d = p.takeReserved(sl.a, sl.b, cost, class)
+	sh.mu.Unlock()
+	return d
+}
+
+// refundPool is store.refund for a limit with reserved pools.
+func (s *store) refundPool(h uint64, cost int64, pool int8) {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	if i := sh.find(h); i >= 0 {
+		sl := &sh.slots[i]
+		sl.a, sl.b = refundReserved(sl.a, sl.b, cost, pool)
+	}
+	sh.mu.Unlock()
+}
+
+// TakeHashClass is TakeHash for a request of class index class (see
+// Classes): a concurrency or adaptive limit with reserved pools admits it
+// from its class's pool, then from the unreserved one. For any other limit
+// it is TakeHash. Release what it took with RefundHashPool and the
+// decision's Pool.
+func (l *Local) TakeHashClass(h uint64, cost, now int64, class int) Decision {
+	if l.p.resv == nil {
+		return l.TakeHash(h, cost, now)
+	}
+	if cost < 1 {
+		cost = 1
+	}
+	d := l.st.takeClass(&l.p, keyHash(h), now, cost, class)
+	if l.p.ad != nil && d.Allowed {
+		l.p.ad.admitted(d.Limit - d.Remaining)
+	}
+	return d
+}
+
+// RefundHashPool gives back what TakeHashClass took, to the pool (d.Pool())
+// it came from.
+func (l *Local) RefundHashPool(h uint64, cost, now int64, pool int8) {
+	if l.p.resv == nil {
+		l.RefundHash(h, cost, now)
+		return
+	}
+	if cost < 1 {
+		cost = 1
+	}
+	l.st.refundPool(keyHash(h), cost, pool)
+}
+
+// Pool is where an admitted request of a limit with reserved pools took its
+// units: 0 the unreserved pool, j+1 reserved pool j.
+func (d Decision) Pool() int8 { return d.pool }
+
+func newDecCounters(m *metrics.Metrics, rule, class, variant string) decCounters {
+	return decCounters{
+		allow:    m.LimitDecision(rule, metrics.DecisionAllow, class, variant),
+		reject:   m.LimitDecision(rule, metrics.DecisionReject, class, variant),
+		shadow:   m.LimitDecision(rule, metrics.DecisionShadowDeny, class, variant),
+		exempt:   m.LimitDecision(rule, metrics.DecisionExempt, class, variant),
+		storeErr: m.LimitDecision(rule, metrics.DecisionStoreError, class, variant),
+	}
+}
+
+// counters returns the decision counters of class index class: the class's
+// own for a limit with a reserve, else the rule's.
+func (ru *rule) counters(class int) *decCounters {
+	if class >= 0 && class < len(ru.byClass) {
+		return &ru.byClass[class]
+	}
+	return &ru.dc
+}
