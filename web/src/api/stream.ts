@@ -7,7 +7,7 @@
 // stream is reopened with a backoff and the stats refetched.
 import type { QueryClient } from '@tanstack/react-query';
 import { useEffect, useSyncExternalStore } from 'react';
-import type { Stats } from './fleet';
+import type { Stats, StatsTick } from './fleet';
 import { keys } from './keys';
 import { mergeStats } from '../features/traffic/series';
 
@@ -24,7 +24,7 @@ function setState(e: Entry, s: StreamState) {
 }
 
 /** applyStats merges a stream stats update into every stats query of ns (query key: ns, range seconds, node). */
-export function applyStats(qc: QueryClient, ns: string, update: Stats, nowSeconds = Date.now() / 1000) {
+export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
   for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
     const [, , , range, node] = q.queryKey as [string, string, string, number, string];
     const since = nowSeconds - range;
@@ -63,7 +63,7 @@ function open(qc: QueryClient, ns: string, e: Entry) {
     } else setState(e, 'reconnecting');
   };
   es.addEventListener('stats', (ev) => {
-    const u = parse(ev as MessageEvent) as Stats | undefined;
+    const u = parse(ev as MessageEvent) as StatsTick | undefined;
     if (u && Array.isArray(u.series)) applyStats(qc, ns, u);
   });
   es.addEventListener('event', () => {

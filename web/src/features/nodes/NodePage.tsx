@@ -13,9 +13,9 @@ import { useNodes } from '../namespaces/hooks';
 import { useStats } from '../traffic/hooks';
 import { parseDuration, stepSeconds } from '../traffic/series';
 import { useVersionDoc, useVersions } from '../versions/hooks';
-import { useCanary, useClearOverride, useSetOverride } from './hooks';
-import { formatLabels, versionStatus } from './labels';
-import { ms, NodeState, pct, sourceLabel } from './NodesPage';
+import { useClearOverride, useSetOverride } from './hooks';
+import { formatLabels } from './labels';
+import { ms, NodeState, pct, sourceLabel, statusColor } from './NodesPage';
 
 const maxTTL = 30 * 24 * 3600;
 
@@ -99,21 +99,34 @@ function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades
   );
 }
 
-function RuleStates({ ns, id }: { ns: string; id: string }) {
+function RuleStates({ ns, id, node }: { ns: string; id: string; node: Node }) {
   const stats = useStats(ns, 300, id);
   const step = stepSeconds(stats.data?.step);
-  const rows = useMemo(
-    () =>
-      (stats.data?.series ?? [])
-        .filter((s) => !s.node || s.node === id)
-        .map((s) => {
-          const last = s.points[s.points.length - 1];
-          const sum = s.points.reduce((a, p) => [a[0] + Math.max(0, p[1]), a[1] + Math.max(0, p[2]), a[2] + Math.max(0, p[3])], [0, 0, 0]);
-          return { rule: s.rule, kind: s.kind, last, sum };
-        })
-        .sort((a, b) => a.rule.localeCompare(b.rule)),
-    [stats.data, id],
-  );
+  const breakers = node.report?.breakers;
+  const degrades = node.report?.degrades;
+  const forced = node.override?.degradeLevels;
+  const rows = useMemo(() => {
+    const out = new Map<string, { rule: string; kind: string; last?: number[]; sum?: number[] }>();
+    for (const s of stats.data?.series ?? []) {
+      if (s.node && s.node !== id) continue;
+      const last = s.points[s.points.length - 1];
+      const sum = s.points.reduce((a, p) => [a[0] + Math.max(0, p[1]), a[1] + Math.max(0, p[2]), a[2] + Math.max(0, p[3])], [0, 0, 0]);
+      out.set(`${s.kind} ${s.rule}`, { rule: s.rule, kind: s.kind, last, sum });
+    }
+    // Rules the last report names without traffic still show their state.
+    for (const r of Object.keys(breakers ?? {})) if (!out.has(`breaker ${r}`)) out.set(`breaker ${r}`, { rule: r, kind: 'breaker' });
+    for (const r of Object.keys(degrades ?? {})) if (!out.has(`degrade ${r}`)) out.set(`degrade ${r}`, { rule: r, kind: 'degrade' });
+    return [...out.values()].sort((a, b) => a.rule.localeCompare(b.rule) || a.kind.localeCompare(b.kind));
+  }, [stats.data, id, breakers, degrades]);
+  const stateOf = (r: { rule: string; kind: string }): string => {
+    if (r.kind === 'breaker') return breakers?.[r.rule] ?? '';
+    if (r.kind === 'degrade') {
+      const lvl = degrades?.[r.rule];
+      const f = forced?.[r.rule];
+      return `${lvl === undefined ? '' : `level ${lvl}`}${f === undefined ? '' : ` (forced ${f})`}`;
+    }
+    return '';
+  };
   return (
     <Paper withBorder p="md" component="section" aria-label="Rule states">
       <Title order={2} size="h4" mb="xs">
@@ -121,12 +134,13 @@ function RuleStates({ ns, id }: { ns: string; id: string }) {
       </Title>
       {stats.isPending && <Loading />}
       <ErrorAlert error={stats.error} title="Stats unavailable" />
-      {stats.data && rows.length === 0 && <Text c="dimmed">This node reported no rule traffic in the last 5 minutes.</Text>}
+      {stats.data && rows.length === 0 && <Text c="dimmed">This node reported no rule traffic or state in the last 5 minutes.</Text>}
       {rows.length > 0 && (
         <Table aria-label="Rules on this node">
           <Table.Thead>
             <Table.Tr>
               <Table.Th>Rule</Table.Th>
+              <Table.Th>State</Table.Th>
               <Table.Th ta="right">Allowed/s (latest)</Table.Th>
               <Table.Th ta="right">Rejected/s (latest)</Table.Th>
               <Table.Th ta="right">Shed/s (latest)</Table.Th>
@@ -139,12 +153,11 @@ function RuleStates({ ns, id }: { ns: string; id: string }) {
                 <Table.Td>
                   {r.kind} {r.rule}
                 </Table.Td>
+                <Table.Td>{stateOf(r)}</Table.Td>
                 <Table.Td ta="right">{r.last ? (r.last[1] / step).toFixed(2) : ''}</Table.Td>
                 <Table.Td ta="right">{r.last ? (r.last[2] / step).toFixed(2) : ''}</Table.Td>
                 <Table.Td ta="right">{r.last ? (r.last[3] / step).toFixed(2) : ''}</Table.Td>
-                <Table.Td ta="right">
-                  {r.sum[0]} / {r.sum[1]} / {r.sum[2]}
-                </Table.Td>
+                <Table.Td ta="right">{r.sum ? `${r.sum[0]} / ${r.sum[1]} / ${r.sum[2]}` : ''}</Table.Td>
               </Table.Tr>
             ))}
           </Table.Tbody>
@@ -163,10 +176,9 @@ export function NodePage() {
   const me = useMe();
   const nodes = useNodes(ns);
   const versions = useVersions(ns, 1);
-  const canary = useCanary(ns);
-  const published = versions.data?.items?.[0]?.number;
-  const doc = useVersionDoc(ns, published);
   const n = (nodes.data?.items ?? []).find((x) => x.nodeId === id);
+  const published = n?.publishedVersion ?? versions.data?.items?.[0]?.number;
+  const doc = useVersionDoc(ns, published);
   const degrades = (doc.data?.degrades ?? []).map((d) => d.id);
   const crumbs = [...nsCrumbs(ns), { to: `/namespaces/${ns}/nodes`, label: 'Nodes' }];
 
@@ -178,12 +190,12 @@ export function NodePage() {
         {!nodes.error && <Alert color="gray">No node {id} follows this namespace (or it is gone past the retention).</Alert>}
       </Page>
     );
-  const st = versionStatus(n, published, canary.data ?? undefined);
+  const st = n.versionState;
   const facts: [string, ReactNode][] = [
     ['State', <NodeState key="s" n={n} />],
     ['Labels', formatLabels(n.labels) || '(none)'],
     ['Build', n.build],
-    ['Version', <>v{n.version} {st !== 'current' && st !== 'none' && <Badge ml={4}>{st}</Badge>} {published !== undefined && <Text span size="sm" c="dimmed">(published v{published})</Text>}</>],
+    ['Version', <>v{n.version} {st && st !== 'current' && <Badge ml={4} color={statusColor[st]}>{st}</Badge>} {published !== undefined && <Text span size="sm" c="dimmed">(published v{published})</Text>}</>],
     ['Applied', when(n.appliedAt)],
     ['Source', sourceLabel(n.source)],
     ['Last apply error', n.lastApplyError || 'none'],
@@ -193,6 +205,8 @@ export function NodePage() {
     ['Requests/s', n.rps?.toFixed(1)],
     ['Reject rate', pct(n.rejectRate)],
     ['p99', ms(n.p99Seconds)],
+    ['5xx rate', pct(n.report?.errorRate5xx)],
+    ['Last report', when(n.report?.at)],
   ];
   return (
     <Page title={`Node ${id}`} crumbs={crumbs} actions={<Group gap="sm"><NamespaceNav ns={ns} /><StreamBadge state={stream} /></Group>}>
@@ -208,7 +222,7 @@ export function NodePage() {
           </Table.Tbody>
         </Table>
       </Paper>
-      <RuleStates ns={ns} id={id} />
+      <RuleStates ns={ns} id={id} node={n} />
       {allows(me.data?.role, 'approver') ? (
         <OverrideForm key={`${n.override?.revision ?? 0}`} ns={ns} node={n} degrades={degrades} />
       ) : (

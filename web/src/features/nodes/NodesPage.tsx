@@ -11,9 +11,9 @@ import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useVersions } from '../versions/hooks';
 import { useCanary } from './hooks';
-import { matches, parseSelector, versionStatus, type VersionStatus } from './labels';
+import { matches, parseSelector } from './labels';
 
-const statusColor: Record<VersionStatus, string> = { current: 'green', behind: 'orange', ahead: 'grape', canary: 'yellow', none: 'gray' };
+export const statusColor: Record<string, string> = { current: 'green', behind: 'orange', ahead: 'grape', canary: 'yellow' };
 
 export function pct(x: number | undefined): string {
   return x === undefined ? '' : `${(x * 100).toFixed(x < 0.01 && x > 0 ? 2 : 1)}%`;
@@ -102,7 +102,7 @@ export function NodesPage() {
             </Table.Thead>
             <Table.Tbody>
               {items.map((n) => {
-                const st = versionStatus(n, published, canary.data ?? undefined);
+                const st = n.versionState;
                 return (
                   <Table.Tr key={n.nodeId}>
                     <Table.Td>
@@ -130,7 +130,7 @@ export function NodesPage() {
                     <Table.Td>
                       <Group gap={4} wrap="nowrap">
                         <Text size="sm">v{n.version}</Text>
-                        {st !== 'current' && st !== 'none' && <Badge color={statusColor[st]}>{st}</Badge>}
+                        {st && st !== 'current' && <Badge color={statusColor[st]}>{st}</Badge>}
                       </Group>
                     </Table.Td>
                     <Table.Td>{sourceLabel(n.source)}</Table.Td>

@@ -4,8 +4,8 @@ import { keys } from '../../api/keys';
 
 export type OverrideInput = { drain?: boolean; degradeLevels?: Record<string, number>; ttl?: string; reason?: string };
 
-/** useCanary is the namespace's active canary, or null when none is. */
-export function useCanary(ns: string) {
+/** useCanary is the namespace's active canary (with its running comparison), or null when none is; refetched every interval ms. */
+export function useCanary(ns: string, interval = 10_000) {
   return useQuery({
     queryKey: keys.canary(ns),
     queryFn: async () => {
@@ -16,7 +16,7 @@ export function useCanary(ns: string) {
         throw e;
       }
     },
-    refetchInterval: 10_000,
+    refetchInterval: interval,
   });
 }
 

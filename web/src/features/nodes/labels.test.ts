@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatLabels, matches, parseSelector, versionStatus } from './labels';
+import { formatLabels, matches, parseSelector } from './labels';
 
 describe('parseSelector', () => {
   it.each([
@@ -20,24 +20,11 @@ describe('parseSelector', () => {
 });
 
 describe('matches', () => {
-  it.each([
+  it.each<{ desc: string; labels: Record<string, string> | undefined; sel: Record<string, string>; want: boolean }>([
     { desc: 'empty selector matches all', labels: { a: '1' }, sel: {}, want: true },
     { desc: 'subset', labels: { a: '1', b: '2' }, sel: { a: '1' }, want: true },
     { desc: 'other value', labels: { a: '1' }, sel: { a: '2' }, want: false },
     { desc: 'missing key', labels: undefined, sel: { a: '1' }, want: false },
   ])('$desc', (c) => expect(matches(c.labels, c.sel)).toBe(c.want));
   it('formats labels sorted', () => expect(formatLabels({ z: '1', a: '2' })).toBe('a=2, z=1'));
-});
-
-describe('versionStatus', () => {
-  const canary = { version: 5, selector: { pool: 'canary' }, state: 'active' };
-  it.each([
-    { desc: 'runs the published version', node: { version: 4 }, pub: 4, canary: undefined, want: 'current' },
-    { desc: 'behind', node: { version: 3 }, pub: 4, canary: undefined, want: 'behind' },
-    { desc: 'ahead (a version not yet published to all)', node: { version: 5 }, pub: 4, canary: undefined, want: 'ahead' },
-    { desc: 'canary node running the canary', node: { version: 5, labels: { pool: 'canary' } }, pub: 4, canary, want: 'canary' },
-    { desc: 'canary version on a node the selector does not match', node: { version: 5, labels: { pool: 'main' } }, pub: 4, canary, want: 'ahead' },
-    { desc: 'ended canary', node: { version: 5, labels: { pool: 'canary' } }, pub: 4, canary: { ...canary, state: 'aborted' }, want: 'ahead' },
-    { desc: 'nothing applied', node: {}, pub: 4, canary: undefined, want: 'none' },
-  ])('$desc', (c) => expect(versionStatus(c.node, c.pub, c.canary)).toBe(c.want));
 });

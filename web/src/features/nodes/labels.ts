@@ -36,18 +36,3 @@ export function formatLabels(labels: Record<string, string> | undefined): string
     .map(([k, v]) => `${k}=${v}`)
     .join(', ');
 }
-
-export type VersionStatus = 'current' | 'behind' | 'ahead' | 'canary' | 'none';
-
-/**
- * versionStatus compares what a node runs with what is published: canary
- * when it runs the active canary's version and its labels match the
- * canary's selector, else behind or ahead of the published version.
- */
-export function versionStatus(node: { version?: number; labels?: Record<string, string> }, published: number | undefined, canary?: { version?: number; selector?: Selector; state?: string }): VersionStatus {
-  const v = node.version ?? 0;
-  if (v === 0) return 'none';
-  if (canary && canary.state !== 'promoted' && canary.state !== 'aborted' && canary.version === v && matches(node.labels, canary.selector ?? {})) return 'canary';
-  if (published === undefined || v === published) return 'current';
-  return v < published ? 'behind' : 'ahead';
-}

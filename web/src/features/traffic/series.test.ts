@@ -48,7 +48,7 @@ describe('mergeStats', () => {
     ],
   };
   it('merges a stream update by rule and node, adds new series and keeps untouched ones', () => {
-    const got = mergeStats(base, { step: '5s', series: [{ rule: 'a', kind: 'limit', points: [[110, 3, 1, 0]] }, { rule: 'a', kind: 'limit', node: 'gw-1', points: [[110, 3, 1, 0]] }] }, 0);
+    const got = mergeStats(base, { series: [{ rule: 'a', kind: 'limit', points: [[110, 3, 1, 0]] }, { rule: 'a', kind: 'limit', node: 'gw-1', points: [[110, 3, 1, 0]] }] }, 0);
     expect(got.series.map((s) => [s.rule, s.node, s.points.map((p) => p[0])])).toEqual([
       ['a', undefined, [100, 105, 110]],
       ['b', undefined, [105]],
@@ -58,13 +58,13 @@ describe('mergeStats', () => {
     expect(base.series[0].points).toHaveLength(2);
   });
   it('drops what fell out of the range', () => {
-    const got = mergeStats(base, { step: '5s', series: [] }, 105);
+    const got = mergeStats(base, { series: [] }, 105);
     expect(got.series[0].points.map((p) => p[0])).toEqual([105]);
     expect(got.series[1]).toBe(base.series[1]);
   });
-  it('starts from the update when nothing was loaded, and honours accept', () => {
-    const got = mergeStats(undefined, { step: '5s', series: [{ rule: 'a', kind: 'limit', points: [[1, 1, 1, 1]] }, { rule: 'a', kind: 'limit', node: 'n', points: [[1, 1, 1, 1]] }] }, 0, (s) => !s.node);
-    expect(got.series).toHaveLength(1);
+  it('honours accept (a one-node query takes only that node’s series)', () => {
+    const got = mergeStats({ step: '5s', series: [] }, { series: [{ rule: 'a', kind: 'limit', points: [[1, 1, 1, 1]] }, { rule: 'a', kind: 'limit', node: 'n', points: [[1, 1, 1, 1]] }] }, 0, (s) => s.node === 'n');
+    expect(got.series.map((s) => s.node)).toEqual(['n']);
   });
 });
 
@@ -73,15 +73,15 @@ describe('fleetSeries', () => {
     const got = fleetSeries({
       step: '5s',
       series: [
-        { rule: 'r', kind: 'limit', node: 'a', points: [[10, 1, 2, 3], [15, 1, 0, 0]] },
-        { rule: 'r', kind: 'limit', node: 'b', points: [[10, 10, 20, 30]] },
+        { rule: 'r', kind: 'limit', node: 'a', points: [[10, 1, 2, 3, 1, 0], [15, 1, 0, 0, 0, 0]] },
+        { rule: 'r', kind: 'limit', node: 'b', points: [[10, 10, 20, 30, 4, 0]] },
         { rule: 'q', kind: 'limit', points: [[10, 7, 0, 0]] },
         { rule: 'q', kind: 'limit', node: 'a', points: [[10, 99, 0, 0]] },
       ],
     });
     expect(got).toEqual([
       { rule: 'q', kind: 'limit', points: [[10, 7, 0, 0]] },
-      { rule: 'r', kind: 'limit', points: [[10, 11, 22, 33], [15, 1, 0, 0]] },
+      { rule: 'r', kind: 'limit', points: [[10, 11, 22, 33, 5, 0], [15, 1, 0, 0, 0, 0]] },
     ]);
   });
 });
@@ -114,7 +114,7 @@ describe('thresholdPerSecond', () => {
 });
 
 describe('markers', () => {
-  const ev = (id: number, at: number, kind: string, rule?: string, node?: string): FleetEvent => ({ id, at: new Date(at * 1000).toISOString(), kind, rule, node });
+  const ev = (id: number, at: number, kind: FleetEvent['kind'], rule?: string, node?: string): FleetEvent => ({ id, at: new Date(at * 1000).toISOString(), kind, rule, node });
   const events = [
     ev(1, 1000, 'publish'),
     ev(2, 1010, 'degrade', 'r', 'a'),
@@ -138,7 +138,7 @@ describe('markers', () => {
   });
 
   it('labels an event for people', () => {
-    expect(eventLabel({ id: 1, at: '', kind: 'degrade', rule: 'r', from: 0, to: 1, node: 'gw-1' })).toBe('degrade r 0 → 1 on gw-1');
+    expect(eventLabel({ id: 1, at: '', kind: 'degrade', rule: 'r', from: '0', to: '1', node: 'gw-1' })).toBe('degrade r 0 → 1 on gw-1');
     expect(eventLabel({ id: 1, at: '', kind: 'publish', version: 4, actor: 'approver' })).toBe('publish v4 by approver');
     expect(eventLabel({ id: 1, at: '', kind: 'node_joined', node: 'gw-2' })).toBe('node joined on gw-2');
   });

@@ -69,10 +69,9 @@ export function mergePoints(prev: StatPoint[], next: StatPoint[], since: number)
  * (unix seconds, the start of the page's range) is dropped. A series the
  * update does not name keeps its identity, so its chart need not redraw.
  */
-export function mergeStats(prev: Stats | undefined, update: Stats, since: number, accept: (s: StatSeries) => boolean = () => true): Stats {
-  if (!prev) return { step: update.step, series: update.series.filter(accept).map((s) => ({ ...s, points: mergePoints([], s.points, since) })) };
+export function mergeStats(prev: Stats, update: { series?: StatSeries[] }, since: number, accept: (s: StatSeries) => boolean = () => true): Stats {
   const byKey = new Map<string, StatSeries>();
-  for (const s of update.series) if (accept(s)) byKey.set(seriesKey(s), s);
+  for (const s of update.series ?? []) if (accept(s)) byKey.set(seriesKey(s), s);
   const series: StatSeries[] = [];
   for (const s of prev.series) {
     const k = seriesKey(s);
@@ -83,7 +82,7 @@ export function mergeStats(prev: Stats | undefined, update: Stats, since: number
     else series.push(s);
   }
   for (const u of byKey.values()) series.push({ ...u, points: mergePoints([], u.points, since) });
-  return { step: prev.step, series };
+  return { ...prev, series };
 }
 
 /**
@@ -102,13 +101,10 @@ export function fleetSeries(stats: Stats | undefined): StatSeries[] {
     if (fleet.has(rule)) continue;
     const sum = new Map<number, StatPoint>();
     for (const s of list)
-      for (const [t, a, r, sh] of s.points) {
-        const p = sum.get(t);
-        if (p) {
-          p[1] += a;
-          p[2] += r;
-          p[3] += sh;
-        } else sum.set(t, [t, a, r, sh]);
+      for (const pt of s.points) {
+        const p = sum.get(pt[0]);
+        if (!p) sum.set(pt[0], [...pt]);
+        else for (let i = 1; i < pt.length; i++) p[i] = (p[i] ?? 0) + pt[i];
       }
     fleet.set(rule, { rule, kind: list[0].kind, points: [...sum.values()].sort((x, y) => x[0] - y[0]) });
   }
