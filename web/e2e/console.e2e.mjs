@@ -356,6 +356,79 @@ async function main() {
       assert.equal(await a.getByLabel('Scheduled').count(), 0);
       assert.equal((await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data.publishAt, undefined);
     });
+
+    // The fleet pages: node reports, the stats and the stream (issue 13).
+    await step('the nodes page shows a node drained from its page within 5 s, and the override is cleared', async () => {
+      const a = approver.page;
+      await a.goto('/namespaces/shop/nodes/gw-e2e');
+      const f2 = a.getByRole('form', { name: 'Override' });
+      await f2.getByRole('switch', { name: 'Drain this node' }).or(f2.getByRole('checkbox', { name: 'Drain this node' })).check();
+      await f2.getByLabel('TTL').fill('10m');
+      await f2.getByLabel('Reason').fill('e2e: drain before maintenance');
+      await f2.getByRole('button', { name: 'Save override' }).click();
+      await f2.getByRole('status').filter({ hasText: 'Draining.' }).waitFor();
+      const t0 = Date.now();
+      await a.getByRole('link', { name: 'Nodes', exact: true }).first().click();
+      const row = a.getByRole('table', { name: 'Nodes' }).getByRole('row', { name: /gw-e2e/ });
+      await row.getByText('draining', { exact: true }).waitFor({ timeout: 5_000 });
+      const ms = Date.now() - t0;
+      assert.ok(ms <= 5_000, `drained node shown after ${ms} ms`);
+      await a.screenshot({ path: join(shots, 'nodes-page.png') });
+      await a.goto('/namespaces/shop/nodes/gw-e2e');
+      await a.getByRole('button', { name: 'Clear override' }).click();
+      await a.getByText('No override: the node follows its rules.').waitFor();
+      await until('the node to stop draining', async () => {
+        const n = (await stack.api.ok('GET', '/api/v1/namespaces/shop/nodes')).data.items.find((x) => x.nodeId === 'gw-e2e');
+        return n && !n.draining;
+      });
+    });
+
+    await step('the live chart of a limit rises when traffic starts', async () => {
+      const a = approver.page;
+      await a.goto('/namespaces/shop/traffic');
+      const chart = a.getByRole('region', { name: 'limit orders-limit' });
+      await chart.getByRole('img', { name: /Traffic of orders-limit/ }).waitFor();
+      await a.getByRole('status', { name: 'Stream live' }).waitFor();
+      const rate = async () => {
+        const t = (await chart.getByLabel('rejected now').textContent()) ?? '';
+        const m = t.match(/([\d.]+)\/s/);
+        return m ? Number(m[1]) : 0;
+      };
+      const before = await rate();
+      // The limit allows 2 a minute (v4): nearly all of 20 requests a second are rejected.
+      let sending = true;
+      const load = (async () => {
+        while (sending) {
+          await Promise.all(Array.from({ length: 10 }, () => fetch(`${stack.gateway}/orders/1`).then((r) => r.arrayBuffer()).catch(() => {})));
+          await sleep(500);
+        }
+      })();
+      try {
+        await until('the rejected rate to rise on the chart', async () => (await rate()) > before + 5, 30_000);
+      } finally {
+        sending = false;
+        await load;
+      }
+      await a.screenshot({ path: join(shots, 'traffic-page.png') });
+    });
+
+    await step('an event marker appears on the chart after a publish; the events page lists it', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 600;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'loosen for the marker' })).data.id;
+      const ap = await new Api(base).login('approver', pw.approver);
+      await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'ok' });
+      const v = (await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/publish`, {})).data.number;
+      const chart = a.getByRole('region', { name: 'limit orders-limit' });
+      await chart.getByRole('button', { name: new RegExp(`^Event: .*publish v${v}\\b`) }).waitFor({ timeout: 20_000 });
+      await a.goto('/namespaces/shop/events?kind=publish');
+      await a.getByRole('table', { name: 'Events' }).getByRole('link', { name: `v${v}`, exact: true }).waitFor();
+      await a.screenshot({ path: join(shots, 'events-page.png') });
+    });
   } finally {
     await browser.close();
     await stack.stop();

@@ -82,7 +82,7 @@ export class Api {
  * the gateway's build does not know yet is left out (the list is read from
  * its --help), so adding one is one line.
  */
-const optionalGatewayFlags = [];
+const optionalGatewayFlags = [['--report-interval', '1s']];
 
 export async function startStack() {
   mkdirSync(out, { recursive: true });

@@ -1,4 +1,4 @@
-import { useInfiniteQuery, useQuery } from '@tanstack/react-query';
+import { keepPreviousData, useInfiniteQuery, useQuery } from '@tanstack/react-query';
 import { client, unwrap } from '../../api/client';
 import { keys } from '../../api/keys';
 
@@ -29,6 +29,7 @@ export function useRecentEvents(ns: string, sinceSeconds: number) {
   const since = new Date(Math.floor(sinceSeconds / 60) * 60 * 1000).toISOString();
   return useQuery({
     queryKey: keys.events(ns, { since, markers: '1' }),
+    placeholderData: keepPreviousData,
     queryFn: () => unwrap(client.GET('/api/v1/namespaces/{ns}/events', { params: { path: { ns }, query: { since, limit: 500 } } })),
   });
 }

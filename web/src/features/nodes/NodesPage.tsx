@@ -23,10 +23,11 @@ export function ms(seconds: number | undefined): string {
   return seconds === undefined ? '' : `${(seconds * 1000).toFixed(seconds < 0.01 ? 2 : 0)} ms`;
 }
 
+/** sourceLabel names where a node's rules came from: etcd ("etcd:<endpoints>"), its on-disk cache, or a file. */
 export function sourceLabel(source: string | undefined): string {
   if (!source) return '';
-  if (source === 'etcd') return 'etcd';
-  if (source === 'cache' || source === 'disk' || source === 'state') return 'booted from cache';
+  if (/cache/i.test(source)) return 'booted from cache';
+  if (source.startsWith('etcd')) return 'etcd';
   return source;
 }
 
@@ -35,7 +36,7 @@ export function NodeState({ n }: { n: Node }) {
   return (
     <Group gap={4} wrap="nowrap">
       {n.live ? <Badge color="green">live</Badge> : <Badge color="gray">gone</Badge>}
-      {(n.draining || n.override?.drain) && <Badge color="red">draining</Badge>}
+      {n.draining ? <Badge color="red">draining</Badge> : n.override?.drain && <Badge color="orange">drain requested</Badge>}
       {n.override && Object.keys(n.override.degradeLevels ?? {}).length > 0 && <Badge color="orange">degrade forced</Badge>}
     </Group>
   );
@@ -133,7 +134,7 @@ export function NodesPage() {
                         {st && st !== 'current' && <Badge color={statusColor[st]}>{st}</Badge>}
                       </Group>
                     </Table.Td>
-                    <Table.Td>{sourceLabel(n.source)}</Table.Td>
+                    <Table.Td title={n.source}>{sourceLabel(n.source)}</Table.Td>
                     <Table.Td>
                       {n.lastApplyError && (
                         <Tooltip label={n.lastApplyError} multiline maw={400}>

@@ -79,7 +79,7 @@ export function TrafficPage() {
           rule,
           kind,
           lines: list.map((s, i) => ({ label: s.node!, color: palette[i % palette.length], values: rates(s.points, grid, step, measure) })),
-          threshold: limit && limit.scope !== 'cluster' && measure !== 'shed' ? thresholdPerSecond(limit, 1) : undefined,
+          threshold: limit && limit.scope !== 'cluster' && measure === 'allowed' ? thresholdPerSecond(limit, 1) : undefined,
           events,
         });
         continue;
