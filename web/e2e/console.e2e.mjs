@@ -373,6 +373,7 @@ async function main() {
       await row.getByText('draining', { exact: true }).waitFor({ timeout: 5_000 });
       const ms = Date.now() - t0;
       assert.ok(ms <= 5_000, `drained node shown after ${ms} ms`);
+      console.log(`     (the nodes page showed gw-e2e draining ${ms} ms after the override was saved)`);
       await a.screenshot({ path: join(shots, 'nodes-page.png') });
       await a.goto('/namespaces/shop/nodes/gw-e2e');
       await a.getByRole('button', { name: 'Clear override' }).click();
@@ -428,6 +429,37 @@ async function main() {
       await a.goto('/namespaces/shop/events?kind=publish');
       await a.getByRole('table', { name: 'Events' }).getByRole('link', { name: `v${v}`, exact: true }).waitFor();
       await a.screenshot({ path: join(shots, 'events-page.png') });
+    });
+
+    await step('approver publishes a change as a canary on pool=canary from the canary page, sees it applied, and aborts it', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 900;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'canary: rate 900' })).data.id;
+      await (await new Api(base).login('approver', pw.approver)).ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'try it on the canary pool' });
+      const published = await gatewayVersion(stack.gwAdmin);
+      await a.goto('/namespaces/shop/canary');
+      await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+      const form = a.getByRole('form', { name: 'Publish a canary' });
+      await form.getByLabel('Change').selectOption(String(id));
+      await form.getByLabel('Node selector').fill('pool=');
+      await form.getByText('label value "" of pool').waitFor();
+      await form.getByLabel('Node selector').fill('pool=canary');
+      await form.getByLabel('Judge it automatically (abort on a breach)').uncheck();
+      await form.getByRole('button', { name: 'Publish canary' }).click();
+      const active = a.getByRole('region', { name: 'Active canary' });
+      await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
+      const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
+      await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      await active.getByText(`gw-e2e v${v}`).waitFor();
+      await a.screenshot({ path: join(shots, 'canary-page.png') });
+      await active.getByLabel('Reason').fill('e2e: seen enough');
+      await active.getByRole('button', { name: 'Abort canary' }).click();
+      await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
+      await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
     });
   } finally {
     await browser.close();

@@ -175,6 +175,7 @@ export async function startStack() {
       '--etcd', `127.0.0.1:${etcdPort}`,
       '--namespace', 'shop',
       '--node-id', 'gw-e2e',
+      '--labels', 'pool=canary',
       '--state-dir', join(work, 'gw-state'),
       '--listen', `127.0.0.1:${gwPort}`,
       '--admin', `127.0.0.1:${gwAdminPort}`,
