@@ -11,23 +11,12 @@ import { allows, useMe } from '../auth/session';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useStats } from '../traffic/hooks';
-import { parseDuration, stepSeconds } from '../traffic/series';
+import { stepSeconds } from '../traffic/series';
 import { useVersionDoc, useVersions } from '../versions/hooks';
 import { useClearOverride, useSetOverride } from './hooks';
 import { formatLabels } from './labels';
+import { overrideBody, ttlError } from './override';
 import { ms, NodeState, pct, sourceLabel, statusColor } from './NodesPage';
-
-const maxTTL = 30 * 24 * 3600;
-
-/** ttlError says what is wrong with a TTL text, or undefined when it is fine (empty: until cleared). */
-export function ttlError(ttl: string): string | undefined {
-  if (ttl.trim() === '') return undefined;
-  const s = parseDuration(ttl);
-  if (Number.isNaN(s)) return 'a duration such as 15m or 2h';
-  if (s <= 0) return 'must be more than 0';
-  if (s > maxTTL) return 'at most 30 days (720h)';
-  return undefined;
-}
 
 function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades: string[] }) {
   const id = node.nodeId ?? '';
@@ -38,13 +27,13 @@ function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades
   const [levels, setLevels] = useState<Record<string, string>>(() => Object.fromEntries(Object.entries(o?.degradeLevels ?? {}).map(([k, v]) => [k, String(v)])));
   const [ttl, setTtl] = useState('15m');
   const [reason, setReason] = useState('');
-  const forced = Object.fromEntries(Object.entries(levels).filter(([, v]) => v !== '').map(([k, v]) => [k, Number(v)]));
+  const body = overrideBody(drain, levels, ttl, reason);
   const tErr = ttlError(ttl);
-  const nothing = !drain && Object.keys(forced).length === 0;
+  const nothing = body === undefined;
   return (
     <Paper withBorder p="md" component="form" aria-label="Override" onSubmit={(e) => {
       e.preventDefault();
-      set.mutate({ drain, degradeLevels: forced, ttl: ttl.trim() || undefined, reason: reason.trim() });
+      if (body) set.mutate(body);
     }}>
       <Stack gap="sm">
         <Title order={2} size="h4">

@@ -52,14 +52,16 @@ export function NodesPage() {
   const [search, setSearch] = useSearchParams();
   const [text, setText] = useState(search.get('labels') ?? '');
   const [showGone, setShowGone] = useState(true);
-  const sel = parseSelector(text);
+  const sel = useMemo(() => parseSelector(text), [text]);
   const published = versions.data?.items?.[0]?.number;
-  const items = useMemo(() => {
-    const all = nodes.data?.items ?? [];
-    return all.filter((n) => (showGone || n.live) && (!sel.selector || matches(n.labels, sel.selector))).sort((a, b) => Number(b.live) - Number(a.live) || (a.nodeId ?? '').localeCompare(b.nodeId ?? ''));
-    // sel is derived from text
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [nodes.data, text, showGone]);
+  const selector = sel.selector;
+  const items = useMemo(
+    () =>
+      (nodes.data?.items ?? [])
+        .filter((n) => (showGone || n.live) && (!selector || matches(n.labels, selector)))
+        .sort((a, b) => Number(b.live) - Number(a.live) || (a.nodeId ?? '').localeCompare(b.nodeId ?? '')),
+    [nodes.data, selector, showGone],
+  );
 
   return (
     <Page title="Nodes" crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
