@@ -28,7 +28,9 @@ type Report struct {
 	NodeID string `json:"nodeId"`
 	// BootID is random per process start; Seq counts the reports of one
 	// boot from 1.
-	BootID string    `json:"bootId"`
+	BootID string `json:"bootId"`
+	// BootAt is when the boot started (the process's start).
+	BootAt time.Time `json:"bootAt,omitzero"`
 	Seq    int64     `json:"seq"`
 	At     time.Time `json:"at"`
 	// IntervalSeconds is the node's --report-interval.
@@ -170,6 +172,9 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 		bad("at", "is required")
 	} else if r.At.After(now.Add(skew)) {
 		bad("at", fmt.Sprintf("is %s in the future (more than the allowed skew of %s)", r.At.Sub(now).Round(time.Millisecond), skew))
+	}
+	if !r.BootAt.IsZero() && !r.At.IsZero() && r.BootAt.After(r.At) {
+		bad("bootAt", "must not be after at")
 	}
 	if r.IntervalSeconds < 0 {
 		bad("intervalSeconds", "must be >= 0")

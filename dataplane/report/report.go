@@ -98,6 +98,7 @@ type Status struct {
 type Reporter struct {
 	s      Settings
 	bootID string
+	bootAt time.Time
 	seq    int64
 	sums   sums
 
@@ -135,7 +136,7 @@ func New(s Settings) (*Reporter, error) {
 	b := make([]byte, 8)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	return &Reporter{s: s, bootID: id, sums: sums{}, status: Status{BootID: id}}, nil
+	return &Reporter{s: s, bootID: id, bootAt: s.Now().UTC(), sums: sums{}, status: Status{BootID: id}}, nil
 }
 
 // SetClient replaces the etcd client (the authenticated one, once there is
@@ -206,7 +207,7 @@ func (r *Reporter) Collect() *api.Report {
 	st := r.s.State()
 	m := r.s.Metrics
 	r.seq++
-	rep := &api.Report{NodeID: r.s.NodeID, BootID: r.bootID, Seq: r.seq, At: r.s.Now().UTC(),
+	rep := &api.Report{NodeID: r.s.NodeID, BootID: r.bootID, BootAt: r.bootAt, Seq: r.seq, At: r.s.Now().UTC(),
 		IntervalSeconds: r.s.Interval.Seconds(), Version: st.Version, LastApplyError: st.LastApplyError}
 
 	served := m.Served.Totals()
