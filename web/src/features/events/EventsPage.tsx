@@ -2,12 +2,13 @@ import { Anchor, Badge, Button, Group, NativeSelect, Table, Text, TextInput } fr
 import { useQueryClient } from '@tanstack/react-query';
 import { useMemo, useState } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
-import { eventKinds, type FleetEvent } from '../../api/fleet';
+import { eventKinds } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
+import { change, detailText, show } from './format';
 import { useEvents } from './hooks';
 
 const kindColor: Record<string, string> = {
@@ -25,18 +26,6 @@ const kindColor: Record<string, string> = {
 function local(d: Date): string {
   const pad = (n: number) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
-
-function show(v: unknown): string {
-  if (v === undefined || v === null || v === '') return '';
-  return typeof v === 'object' ? JSON.stringify(v) : String(v);
-}
-
-/** change is what an event changed, for the table: a level or state step, or a version. */
-export function change(e: FleetEvent): string {
-  if (e.from !== undefined || e.to !== undefined) return `${show(e.from) || '?'} → ${show(e.to) || '?'}`;
-  if (e.version !== undefined) return `v${e.version}`;
-  return '';
 }
 
 export function EventsPage() {
@@ -102,8 +91,10 @@ export function EventsPage() {
                       {new Date(e.at).toLocaleString()}
                     </Text>
                   </Table.Td>
-                  <Table.Td>
-                    <Badge color={kindColor[e.kind] ?? 'gray'}>{e.kind.replace('_', ' ')}</Badge>
+                  <Table.Td style={{ whiteSpace: 'nowrap' }}>
+                    <Badge color={kindColor[e.kind] ?? 'gray'} style={{ overflow: 'visible' }}>
+                      {e.kind.replace('_', ' ')}
+                    </Badge>
                   </Table.Td>
                   <Table.Td>
                     {e.node && (
@@ -123,9 +114,9 @@ export function EventsPage() {
                     )}
                   </Table.Td>
                   <Table.Td>{e.actor}</Table.Td>
-                  <Table.Td>
-                    <Text size="xs" ff="monospace" lineClamp={3} style={{ wordBreak: 'break-word' }}>
-                      {show(e.detail)}
+                  <Table.Td maw={420} title={show(e.detail)}>
+                    <Text size="xs" ff="monospace" lineClamp={2} style={{ wordBreak: 'break-word' }}>
+                      {detailText(e.detail)}
                     </Text>
                   </Table.Td>
                 </Table.Tr>

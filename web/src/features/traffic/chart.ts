@@ -69,7 +69,8 @@ export class LiveChart {
         x: { time: true },
         y: {
           range: (_u, _min, max) => {
-            const top = Math.max(max ?? 0, (this.threshold ?? 0) * 1.15, 1);
+            // Headroom above the highest line and the threshold, so neither runs along the top edge.
+            const top = Math.max((max ?? 0) * 1.1, (this.threshold ?? 0) * 1.15, 1);
             return [0, top];
           },
         },
