@@ -455,11 +455,68 @@ async function main() {
       const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
       await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
       await active.getByText(`gw-e2e v${v}`).waitFor();
-      await a.screenshot({ path: join(shots, 'canary-page.png') });
       await active.getByLabel('Reason').fill('e2e: seen enough');
       await active.getByRole('button', { name: 'Abort canary' }).click();
       await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
       await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
+    });
+
+    await step('a canary that rejects everything on its node is judged live on the canary page and aborted by sluice within a window', async () => {
+      const a = approver.page;
+      const base = await stack.startGateway('gw-base', 'pool=main');
+      const ed = await new Api(stack.admin).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 1;
+      rs.limits[0].period = '1h';
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'canary: 1 an hour' })).data.id;
+      await (await new Api(stack.admin).login('approver', pw.approver)).ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'the analysis should stop this' });
+      const published = await gatewayVersion(base.gwAdmin);
+      await a.goto('/namespaces/shop/canary');
+      const form = a.getByRole('form', { name: 'Publish a canary' });
+      await form.getByLabel('Change').selectOption(String(id));
+      await form.getByLabel('Node selector').fill('pool=canary');
+      await form.getByLabel('Window').fill('10s');
+      await form.getByLabel('Min requests').fill('20');
+      await form.getByRole('button', { name: 'Publish canary' }).click();
+      const active = a.getByRole('region', { name: 'Active canary' });
+      await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
+      const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
+      await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      assert.equal(await gatewayVersion(base.gwAdmin), published, 'the baseline node keeps the published version');
+      let sending = true;
+      const load = (async () => {
+        while (sending) {
+          await Promise.all(
+            [stack.gateway, base.gateway].flatMap((g) => Array.from({ length: 4 }, () => fetch(`${g}/orders/1`).then((r) => r.arrayBuffer()).catch(() => {}))),
+          );
+          await sleep(500);
+        }
+      })();
+      try {
+        const progress = active.getByRole('table', { name: 'Window in progress' });
+        await until(
+          'the window in progress to count canary requests',
+          async () => {
+            if (!(await progress.isVisible())) return false;
+            const t = await progress.getByRole('row', { name: 'Requests' }).getByRole('cell').nth(1).textContent();
+            return Number(t) > 0;
+          },
+          30_000,
+        );
+        await a.screenshot({ path: join(shots, 'canary-page.png') });
+        const recent = a.getByRole('table', { name: 'Recent canaries' });
+        await recent.getByRole('row', { name: new RegExp(`v${v} aborted by sluice`) }).waitFor({ timeout: 60_000 });
+        await recent.getByRole('row', { name: new RegExp(`v${v} aborted by sluice`) }).getByText(/rejectRateIncrease/).waitFor();
+        await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+        await until('the canary node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
+      } finally {
+        sending = false;
+        await load;
+      }
+      const audit = (await stack.api.ok('GET', '/api/v1/audit?actor=sluice')).data.items ?? [];
+      assert.ok(audit.some((e) => e.action === 'canary.abort'), `the abort is audited with actor sluice: ${JSON.stringify(audit.map((e) => e.action))}`);
     });
   } finally {
     await browser.close();

@@ -1,6 +1,7 @@
 import { Alert, Anchor, Badge, Button, Checkbox, Group, NativeSelect, Paper, SimpleGrid, Stack, Table, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
+import type { FleetEvent } from '../../api/fleet';
 import { Link, useParams } from 'react-router';
 import type { CanaryAnalysis, CanaryComparison, CohortFigures } from '../../api/fleet';
 import { useStream } from '../../api/stream';
@@ -14,8 +15,14 @@ import { useCanary } from '../nodes/hooks';
 import { parseSelector } from '../nodes/labels';
 import { analysisFrom, comparisonRows, defaultAnalysis, type AnalysisForm } from './analysis';
 import { useEndCanary, usePublishCanary } from './hooks';
+import { useEvents } from '../events/hooks';
 
 const stateColor: Record<string, string> = { waiting: 'gray', running: 'blue', passed: 'green', breached: 'red', held: 'yellow' };
+
+const nodes = (f: CohortFigures | undefined) => {
+  const n = f?.nodes?.length ?? 0;
+  return `${n} node${n === 1 ? '' : 's'}`;
+};
 
 function Comparison({ title, canary, baseline, c, a, judged }: { title: string; canary?: CohortFigures; baseline?: CohortFigures; c?: CanaryComparison; a?: CanaryAnalysis; judged: boolean }) {
   const rows = comparisonRows(canary, baseline, c, a, judged);
@@ -24,8 +31,8 @@ function Comparison({ title, canary, baseline, c, a, judged }: { title: string; 
       <Table.Thead>
         <Table.Tr>
           <Table.Th>{title}</Table.Th>
-          <Table.Th ta="right">Canary ({canary?.nodes?.length ?? 0} nodes)</Table.Th>
-          <Table.Th ta="right">Baseline ({baseline?.nodes?.length ?? 0} nodes)</Table.Th>
+          <Table.Th ta="right">Canary ({nodes(canary)})</Table.Th>
+          <Table.Th ta="right">Baseline ({nodes(baseline)})</Table.Th>
           <Table.Th ta="right">Change</Table.Th>
           <Table.Th>Limit</Table.Th>
         </Table.Tr>
@@ -112,6 +119,49 @@ function PublishCanary({ ns }: { ns: string }) {
   );
 }
 
+/** canaryReason is the reason an ended canary's event records (the analyser writes its figures there). */
+export function canaryReason(e: FleetEvent): string {
+  const after = (e.detail as { after?: { reason?: unknown } } | undefined)?.after;
+  return typeof after?.reason === 'string' ? after.reason : '';
+}
+
+const verb: Record<string, string> = { start: 'started', promote: 'promoted', abort: 'aborted' };
+
+function RecentCanaries({ ns }: { ns: string }) {
+  const [since] = useState(() => new Date(Date.now() - 30 * 24 * 3600_000).toISOString());
+  const q = useEvents(ns, { kind: 'canary', since });
+  const items = (q.data?.pages[0]?.items ?? []).slice(0, 10);
+  return (
+    <Paper withBorder p="md" component="section" aria-label="Recent canaries">
+      <Title order={2} size="h4" mb="xs">
+        Recent canaries
+      </Title>
+      <ErrorAlert error={q.error} />
+      {q.data && items.length === 0 && <Text c="dimmed">No canary in the last 30 days.</Text>}
+      {items.length > 0 && (
+        <Table aria-label="Recent canaries">
+          <Table.Tbody>
+            {items.map((e) => (
+              <Table.Tr key={e.id}>
+                <Table.Td style={{ whiteSpace: 'nowrap' }}>{new Date(e.at).toLocaleString()}</Table.Td>
+                <Table.Td>
+                  {e.version !== undefined ? `v${e.version} ` : ''}
+                  {verb[e.to ?? ''] ?? e.to} by {e.actor}
+                </Table.Td>
+                <Table.Td>
+                  <Text size="sm" className="pre-wrap">
+                    {canaryReason(e)}
+                  </Text>
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      )}
+    </Paper>
+  );
+}
+
 export function CanaryPage() {
   const ns = useParams().ns!;
   const qc = useQueryClient();
@@ -169,14 +219,14 @@ export function CanaryPage() {
             {c.nodesError && <Text size="sm" c="orange">Nodes unavailable: {c.nodesError}</Text>}
             {cmp && (
               <>
-                <Comparison
+                {(cmp.windows ?? 0) > 0 && <Comparison
                   title={`Last judged window${cmp.windowStart ? ` (${new Date(cmp.windowStart).toLocaleTimeString()}–${cmp.windowEnd ? new Date(cmp.windowEnd).toLocaleTimeString() : ''})` : ''}`}
                   canary={cmp.canary}
                   baseline={cmp.baseline}
                   c={cmp}
                   a={c.analysis}
                   judged
-                />
+                />}
                 {cmp.current && <Comparison title="Window in progress" canary={cmp.current.canary} baseline={cmp.current.baseline} c={cmp} a={c.analysis} judged={false} />}
               </>
             )}
@@ -204,6 +254,7 @@ export function CanaryPage() {
       )}
       {q.data === null && canApprove && <PublishCanary ns={ns} />}
       {q.data === null && !canApprove && <Text size="sm" c="dimmed">Publishing a canary needs the approver role.</Text>}
+      <RecentCanaries ns={ns} />
     </Page>
   );
 }

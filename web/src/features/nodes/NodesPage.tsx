@@ -86,8 +86,8 @@ export function NodesPage() {
       {nodes.data && (nodes.data.items ?? []).length === 0 && <Text>No gateway node follows this namespace.</Text>}
       {nodes.data && (nodes.data.items ?? []).length > 0 && items.length === 0 && <Text>No node matches the filter.</Text>}
       {items.length > 0 && (
-        <Table.ScrollContainer minWidth={1100}>
-          <Table aria-label="Nodes" striped>
+        <Table.ScrollContainer minWidth={960}>
+          <Table aria-label="Nodes" striped horizontalSpacing="xs">
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Node</Table.Th>
@@ -96,7 +96,7 @@ export function NodesPage() {
                 <Table.Th>Build</Table.Th>
                 <Table.Th>Version</Table.Th>
                 <Table.Th>Source</Table.Th>
-                <Table.Th>Last apply error</Table.Th>
+                <Table.Th>Apply error</Table.Th>
                 <Table.Th>Last seen</Table.Th>
                 <Table.Th ta="right">rps</Table.Th>
                 <Table.Th ta="right">Rejected</Table.Th>
