@@ -6,9 +6,10 @@ import type { FleetEvent } from '../../api/fleet';
 import { alignedData, LiveChart, type Line } from './chart';
 import { eventLabel, latest, placeMarkers, type Marker } from './series';
 
+/** fmtRate writes a per-second rate with its unit; "no data" when there is none. */
 function fmtRate(v: number | undefined): string {
   if (v === undefined) return 'no data';
-  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return `${v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)}/s`;
 }
 
 function sameMarkers(a: Marker[], b: Marker[]): boolean {
@@ -64,7 +65,7 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
   return (
     <Box component="figure" m={0} aria-label={title}>
       <Box ref={box} pos="relative">
-        <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}/s` : ''}`} />
+        <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}` : ''}`} />
         {markers.list.map((m) => {
           const label = m.events.map((e) => `${eventLabel(e)} at ${new Date(e.at).toLocaleTimeString()}`).join('; ');
           return (
@@ -84,12 +85,12 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
         {lines.map((l) => (
           <Text key={l.label} size="xs" aria-label={`${l.label} now`}>
             <span aria-hidden style={{ display: 'inline-block', width: 10, height: 3, background: l.color, marginRight: 4, verticalAlign: 'middle' }} />
-            {l.label}: {fmtRate(latest(l.values))}/s
+            {l.label}: {fmtRate(latest(l.values))}
           </Text>
         ))}
         {threshold !== undefined && (
           <Text size="xs" c="red.8" aria-label="Threshold">
-            threshold: {fmtRate(threshold)}/s
+            threshold: {fmtRate(threshold)}
           </Text>
         )}
       </Group>
