@@ -385,7 +385,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Audit:      audit,
 		Outbox:     outbox,
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
-			Retention: cfg.NodeRetention, Logger: logger, Signer: signer},
+			Retention: cfg.NodeRetention, Logger: logger, Signer: signer, Reports: fleet},
 		Canaries: canaries,
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
