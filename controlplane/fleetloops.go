@@ -186,6 +186,11 @@ type CanaryAnalyser struct {
 
 // Start runs the analyser until ctx ends or Close.
 func (a *CanaryAnalyser) Start(ctx context.Context) {
+	a.defaults()
+	a.start(ctx, a.Every, "canary analyser", a.Logger, a.Run)
+}
+
+func (a *CanaryAnalyser) defaults() {
 	if a.Every <= 0 {
 		a.Every = time.Second
 	}
@@ -201,14 +206,14 @@ func (a *CanaryAnalyser) Start(ctx context.Context) {
 	if a.Logger == nil {
 		a.Logger = slog.Default()
 	}
-	a.start(ctx, a.Every, "canary analyser", a.Logger, a.Run)
 }
 
 // Close stops the analyser and waits for it.
 func (a *CanaryAnalyser) Close() { a.close() }
 
-// Run looks at every analysed canary once.
+// Run looks at every analysed canary once (Start calls it every Every).
 func (a *CanaryAnalyser) Run(ctx context.Context) {
+	a.defaults()
 	cs, err := a.Store.FindAnalysedCanaries(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
