@@ -18,7 +18,9 @@ type fakeCanaries struct {
 	reasons  []string
 }
 
-func (f *fakeCanaries) FindAnalysedCanaries(context.Context) ([]*Canary, error) { return f.canaries, nil }
+func (f *fakeCanaries) FindAnalysedCanaries(context.Context) ([]*Canary, error) {
+	return f.canaries, nil
+}
 
 func (f *fakeCanaries) SaveCanaryComparison(_ context.Context, id int64, c *CanaryComparison) error {
 	cp := *c
