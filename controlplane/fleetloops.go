@@ -186,6 +186,11 @@ type CanaryAnalyser struct {
 
 // Start runs the analyser until ctx ends or Close.
 func (a *CanaryAnalyser) Start(ctx context.Context) {
+	a.defaults()
+	a.start(ctx, a.Every, "canary analyser", a.Logger, a.Run)
+}
+
+func (a *CanaryAnalyser) defaults() {
 	if a.Every <= 0 {
 		a.Every = time.Second
 	}
@@ -201,14 +206,14 @@ func (a *CanaryAnalyser) Start(ctx context.Context) {
 	if a.Logger == nil {
 		a.Logger = slog.Default()
 	}
-	a.start(ctx, a.Every, "canary analyser", a.Logger, a.Run)
 }
 
 // Close stops the analyser and waits for it.
 func (a *CanaryAnalyser) Close() { a.close() }
 
-// Run looks at every analysed canary once.
+// Run looks at every analysed canary once (Start calls it every Every).
 func (a *CanaryAnalyser) Run(ctx context.Context) {
+	a.defaults()
 	cs, err := a.Store.FindAnalysedCanaries(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -286,3 +291,66 @@ func (a *CanaryAnalyser) judge(ctx context.Context, c *Canary) error {
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// PublicationSource is what PublicationFeed reads.
+type PublicationSource interface {
+	RecentPublications(ctx context.Context, after int64) ([]*Publication, error)
+}
+
+// PublicationFeed polls the publications and publishes each one that is new
+// or changed state (pending → published, a failed attempt) to its
+// namespace's stream subscribers as a `publication` message.
+type PublicationFeed struct {
+	Source PublicationSource
+	Hub    *Hub
+	// Every is the poll interval; zero means 1s.
+	Every  time.Duration
+	Logger *slog.Logger
+
+	loop
+}
+
+// Start runs the feed until ctx ends or Close.
+func (f *PublicationFeed) Start(ctx context.Context) {
+	if f.Every <= 0 {
+		f.Every = time.Second
+	}
+	if f.Logger == nil {
+		f.Logger = slog.Default()
+	}
+	seen := map[int64]string{}
+	var floor int64 // publications at or below it, not pending, are settled
+	started := false
+	f.start(ctx, f.Every, "publication feed", f.Logger, func(ctx context.Context) {
+		ps, err := f.Source.RecentPublications(ctx, floor)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.Logger.Warn("publication feed", "err", err)
+			}
+			return
+		}
+		for _, p := range ps {
+			fp := fmt.Sprintf("%s/%d/%s", p.State, p.Attempts, p.LastError)
+			if seen[p.ID] == fp {
+				continue
+			}
+			seen[p.ID] = fp
+			if started {
+				f.Hub.Publish(p.Namespace, StreamPublication, 0, p)
+			}
+		}
+		started = true
+		// Forget settled publications well below the newest.
+		if n := len(ps); n > 0 && ps[n-1].ID-100 > floor {
+			floor = ps[n-1].ID - 100
+			for id := range seen {
+				if id <= floor {
+					delete(seen, id)
+				}
+			}
+		}
+	})
+}
+
+// Close stops the feed and waits for it.
+func (f *PublicationFeed) Close() { f.close() }

@@ -153,6 +153,11 @@ func (s *Server) stream(c *gin.Context) error {
 		}
 	}
 	w := c.Writer
+	// The server's WriteTimeout would end a stream after minutes: each
+	// write gets its own deadline instead (where the writer supports it).
+	rc := http.NewResponseController(w)
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(2 * streamKeepAlive)) }
+	extend()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -173,6 +178,7 @@ func (s *Server) stream(c *gin.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-keep.C:
+			extend()
 			if _, err := w.WriteString(": keep-alive\n\n"); err != nil {
 				return nil
 			}
@@ -187,6 +193,7 @@ func (s *Server) stream(c *gin.Context) error {
 				}
 				last = m.ID
 			}
+			extend()
 			if err := writeSSERaw(w, m.Type, m.ID, m.Data); err != nil {
 				return nil
 			}

@@ -267,6 +267,7 @@ func TestFleetEventsOnce(t *testing.T) {
 	f.put(t, "shop", r2, true)
 	r3 := report("gw-1", "boot1", 3, now, v.Number, 3, 0)
 	r3.Degrades[0] = api.DegradeState{Rule: "coupon", Level: 0, Transitions: []api.Transition{{From: "0", To: "1", Count: 1}, {From: "1", To: "0", Count: 1}}}
+	r3.ApplyErrors, r3.LastApplyError = 1, "version 9: limits[0].rate: must be > 0"
 	f.put(t, "shop", r3, true)
 
 	type evs struct {
@@ -281,7 +282,7 @@ func TestFleetEventsOnce(t *testing.T) {
 		for _, e := range got.Items {
 			kinds[e.Kind]++
 		}
-		if kinds[sluice.EventDegrade] == 2 && kinds[sluice.EventNodeJoined] == 1 && kinds[sluice.EventPublish] == 1 {
+		if kinds[sluice.EventDegrade] == 2 && kinds[sluice.EventNodeJoined] == 1 && kinds[sluice.EventPublish] == 1 && kinds[sluice.EventApplyError] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -299,6 +300,11 @@ func TestFleetEventsOnce(t *testing.T) {
 	admin.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/events?kind=degrade", nil).decode(t, &deg)
 	if len(deg.Items) != 2 || deg.Items[0].From != "1" || deg.Items[0].To != "0" || deg.Items[0].Node != "gw-1" || deg.Items[0].Rule != "coupon" {
 		t.Errorf("degrade events (newest first) %+v", deg.Items)
+	}
+	var applyErr evs
+	admin.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/events?kind=apply_error&node=gw-1", nil).decode(t, &applyErr)
+	if len(applyErr.Items) != 1 || !strings.Contains(string(applyErr.Items[0].Detail), "must be > 0") {
+		t.Errorf("apply_error events %+v", applyErr.Items)
 	}
 	var page evs
 	admin.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/events?limit=1", nil).decode(t, &page)

@@ -305,6 +305,26 @@ func TestFleetReportsStatsEventsCanary(t *testing.T) {
 	if a, r, err := h.statsTotals("per-user", "gw-a"); err != nil || a != 15 || r != 3 {
 		t.Errorf("gw-a's own series: allowed %d rejected %d (%v), want 15 and 3", a, r, err)
 	}
+	var nodes struct {
+		Items []struct {
+			NodeID       string `json:"nodeId"`
+			VersionState string `json:"versionState"`
+			Report       *struct {
+				Seq int64 `json:"seq"`
+			} `json:"report"`
+		} `json:"items"`
+	}
+	if err := h.author.must(http.StatusOK, "GET", "/api/v1/namespaces/"+ns+"/nodes", nil).decode(&nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 3 {
+		t.Fatalf("nodes %+v", nodes.Items)
+	}
+	for _, n := range nodes.Items {
+		if n.VersionState != "current" || n.Report == nil || n.Report.Seq == 0 {
+			t.Errorf("node %s: version state %q, report %+v", n.NodeID, n.VersionState, n.Report)
+		}
+	}
 
 	// A node restart: its counters start from zero; stats keep the old boot.
 	ca, _ := gws[2].limitDecisions("per-user", "allow")
@@ -412,7 +432,7 @@ func TestFleetReportsStatsEventsCanary(t *testing.T) {
 		}
 		return fmt.Errorf("events after %d: %+v", last, evs)
 	})
-	resumed.close()
+	defer resumed.close()
 
 	// Canaries, with traffic on every node meanwhile (fresh users: the
 	// per-user limit rejects nothing).
@@ -449,6 +469,9 @@ func TestFleetReportsStatsEventsCanary(t *testing.T) {
 		return nil
 	})
 	t.Logf("rejecting canary aborted %s after publishing (window 10s)", time.Since(start).Round(time.Second))
+	if _, types := resumed.snapshot(); types["publication"] == 0 {
+		t.Errorf("the stream sent no publication message for the canary's publications: %v", types)
+	}
 	if evs, err := h.events("canary"); err != nil || count(evs, "canary", "", "", "", "abort") != 1 {
 		t.Errorf("canary events %+v %v, want one abort", evs, err)
 	}

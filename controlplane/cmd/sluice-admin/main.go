@@ -286,6 +286,7 @@ type Main struct {
 	scheduler *postgres.Scheduler
 	reports   *etcd.ReportWatcher
 	feed      *sluice.EventFeed
+	pubFeed   *sluice.PublicationFeed
 	pruner    *sluice.EventPruner
 	analyser  *sluice.CanaryAnalyser
 	hs        *http.Server
@@ -385,7 +386,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Audit:      audit,
 		Outbox:     outbox,
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
-			Retention: cfg.NodeRetention, Logger: logger, Signer: signer},
+			Retention: cfg.NodeRetention, Logger: logger, Signer: signer, Reports: fleet},
 		Canaries: canaries,
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
@@ -421,6 +422,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.feed = &sluice.EventFeed{Source: events, Hub: hub, Logger: logger}
+	m.pubFeed = &sluice.PublicationFeed{Source: outbox, Hub: hub, Logger: logger}
 	m.pruner = &sluice.EventPruner{Events: events, Retention: cfg.EventRetention, Logger: logger}
 	m.analyser = &sluice.CanaryAnalyser{Store: canaries, Fleet: fleet, Logger: logger}
 
@@ -433,6 +435,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.watcher.Start(bg)
 	m.reports.Start(bg)
 	m.feed.Start(bg)
+	m.pubFeed.Start(bg)
 	m.pruner.Start(bg)
 	m.analyser.Start(bg)
 	m.scheduler = postgres.NewScheduler(changes, time.Second, logger)
@@ -483,6 +486,7 @@ func (m *Main) Close() error {
 		if m.reports != nil {
 			m.reports.Close()
 			m.feed.Close()
+			m.pubFeed.Close()
 			m.pruner.Close()
 			m.analyser.Close()
 		}
