@@ -406,11 +406,15 @@ async function main() {
       })();
       try {
         await until('the rejected rate to rise on the chart', async () => (await rate()) > before + 5, 30_000);
+        await a.screenshot({ path: join(shots, 'traffic-page.png') });
+        // One line per node: the node's own series (one stats query per node), kept live by the stream.
+        await a.getByLabel('Nodes').selectOption('*');
+        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /gw-e2e: [\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
+        await a.getByLabel('Nodes').selectOption('');
       } finally {
         sending = false;
         await load;
       }
-      await a.screenshot({ path: join(shots, 'traffic-page.png') });
     });
 
     await step('an event marker appears on the chart after a publish; the events page lists it', async () => {

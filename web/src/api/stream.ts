@@ -23,12 +23,16 @@ function setState(e: Entry, s: StreamState) {
   for (const l of e.listeners) l();
 }
 
-/** applyStats merges a stream stats update into every stats query of ns (query key: ns, range seconds, node). */
+/**
+ * applyStats merges a stream stats update into every stats query of ns
+ * (query key: ns, range seconds, node): a fleet query takes the fleet-wide
+ * series, a node's query that node's.
+ */
 export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
   for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
     const [, , , range, node] = q.queryKey as [string, string, string, number, string];
     const since = nowSeconds - range;
-    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => !node || s.node === node) : prev));
+    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node)) : prev));
   }
 }
 

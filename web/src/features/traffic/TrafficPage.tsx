@@ -13,7 +13,7 @@ import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useVersionDoc, useVersions } from '../versions/hooks';
 import { measureColor, palette, type Line } from './chart';
-import { ranges, useStats } from './hooks';
+import { maxNodeCharts, ranges, useNodesStats, useStats } from './hooks';
 import { fleetSeries, markerEvents, nodeSeries, rates, stepSeconds, thresholdPerSecond, timeGrid, type Measure } from './series';
 import { TrafficChart } from './TrafficChart';
 
@@ -50,23 +50,26 @@ export function TrafficPage() {
     );
 
   const oneNode = view !== '' && view !== '*' ? view : undefined;
-  const stats = useStats(ns, range, oneNode);
+  const nodes = useNodes(ns);
+  const liveNodes = (nodes.data?.items ?? []).filter((n) => n.live);
+  const liveIds = liveNodes.map((n) => n.nodeId ?? '').sort();
+  const each = useNodesStats(ns, range, liveIds, view === '*');
+  const single = useStats(ns, range, oneNode, view !== '*');
+  const stats = view === '*' ? each : single;
   const step = stepSeconds(stats.data?.step);
   const now = useNow(step);
   const since = now - range;
   const events = useRecentEvents(ns, since);
-  const nodes = useNodes(ns);
   const versions = useVersions(ns, 1);
   const doc = useVersionDoc(ns, versions.data?.items?.[0]?.number);
-  const liveNodes = (nodes.data?.items ?? []).filter((n) => n.live);
 
   const limits = useMemo(() => new Map<string, Limit>((doc.data?.limits ?? []).map((l) => [l.id, l])), [doc.data]);
   const grid = useMemo(() => timeGrid(since, now, step), [since, now, step]);
   const allEvents = useMemo(() => events.data?.items ?? [], [events.data]);
 
   const charts = useMemo(() => {
-    const fleet = fleetSeries(stats.data);
-    const rules = new Map<string, string>(fleet.map((s) => [s.rule, s.kind]));
+    const fleet = view === '*' ? [] : fleetSeries(stats.data);
+    const rules = new Map<string, string>((view === '*' ? (stats.data?.series ?? []) : fleet).map((s) => [s.rule, s.kind]));
     for (const id of limits.keys()) if (!rules.has(id)) rules.set(id, 'limit');
     const out: { rule: string; kind: string; lines: Line[]; threshold?: number; events: FleetEvent[] }[] = [];
     for (const [rule, kind] of [...rules].sort((a, b) => a[0].localeCompare(b[0]))) {
@@ -124,6 +127,11 @@ export function TrafficPage() {
       }
     >
       {stats.isPending && <Loading />}
+      {view === '*' && liveIds.length > maxNodeCharts && (
+        <Alert color="yellow">
+          Showing the first {maxNodeCharts} of {liveIds.length} live nodes (by id); pick one node for the others.
+        </Alert>
+      )}
       <ErrorAlert error={stats.error} title="Stats unavailable" />
       {stats.data && charts.length === 0 && <Alert color="gray">No rule has reported traffic in this range.</Alert>}
       <SimpleGrid cols={{ base: 1, lg: 2 }}>
