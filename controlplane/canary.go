@@ -33,8 +33,8 @@ type Canary struct {
 	// canary key, or its promotion or abort.
 	Publication *Publication `json:"publication,omitempty"`
 	// Analysis, when set, is how the control plane judges the canary by
-	// itself; Comparison its running comparison (FindCanary fills it from
-	// the analyser, when one runs).
+	// itself; Comparison is the analyser's running comparison, stored with
+	// the canary (CanaryAnalyser).
 	Analysis   *CanaryAnalysis   `json:"analysis,omitempty"`
 	Comparison *CanaryComparison `json:"comparison,omitempty"`
 }

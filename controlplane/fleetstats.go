@@ -805,3 +805,23 @@ func (f *Fleet) LiveNodes(ns string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Forget drops the nodes whose report key is gone and whose last report is
+// older than the retention (their steps have all expired), so that a fleet
+// whose nodes come and go (new ids per deployment) does not grow without
+// bound. It returns how many it dropped.
+func (f *Fleet) Forget() int {
+	cutoff := f.s.Now().Add(-f.s.Retention)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, sp := range f.spaces {
+		for id, node := range sp.nodes {
+			if node.gone && (node.last == nil || node.last.At.Before(cutoff)) {
+				delete(sp.nodes, id)
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -90,6 +90,17 @@ func TestFleetDeltasAndCohorts(t *testing.T) {
 	if got := f.LiveNodes("shop"); len(got) != 1 || got[0] != "gw-2" {
 		t.Errorf("live nodes %v", got)
 	}
+	// An hour later gw-1 (gone) is forgotten; gw-2 (live) is kept.
+	now = now.Add(time.Hour)
+	if n := f.Forget(); n != 1 {
+		t.Errorf("Forget dropped %d nodes, want 1", n)
+	}
+	if r, _ := f.LastReport("shop", "gw-1"); r != nil {
+		t.Errorf("gw-1 still held: %+v", r)
+	}
+	if r, _ := f.LastReport("shop", "gw-2"); r == nil {
+		t.Error("gw-2, live, was forgotten")
+	}
 }
 
 func TestFleetRefuses(t *testing.T) {

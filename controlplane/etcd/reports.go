@@ -144,6 +144,7 @@ func (w *ReportWatcher) tick(ctx context.Context) {
 	res := w.s.Fleet.Resolution()
 	resSec := int64(res / time.Second)
 	last := int64(0)
+	forgot := time.Now()
 	t := time.NewTicker(res / 5)
 	defer t.Stop()
 	for {
@@ -153,6 +154,10 @@ func (w *ReportWatcher) tick(ctx context.Context) {
 		case <-t.C:
 		}
 		w.flush(ctx)
+		if time.Since(forgot) > time.Minute {
+			w.s.Fleet.Forget()
+			forgot = time.Now()
+		}
 		if w.s.Hub == nil {
 			continue
 		}

@@ -303,7 +303,7 @@ func TestFleetEventsOnce(t *testing.T) {
 	}
 	var applyErr evs
 	admin.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/events?kind=apply_error&node=gw-1", nil).decode(t, &applyErr)
-	if len(applyErr.Items) != 1 || !strings.Contains(string(applyErr.Items[0].Detail), "must be > 0") {
+	if len(applyErr.Items) != 1 || !strings.Contains(string(applyErr.Items[0].Detail), "limits[0].rate") {
 		t.Errorf("apply_error events %+v", applyErr.Items)
 	}
 	var page evs
