@@ -32,6 +32,11 @@ type Canary struct {
 	// Publication is the canary's latest outbox operation: its write to the
 	// canary key, or its promotion or abort.
 	Publication *Publication `json:"publication,omitempty"`
+	// Analysis, when set, is how the control plane judges the canary by
+	// itself; Comparison is the analyser's running comparison, stored with
+	// the canary (CanaryAnalyser).
+	Analysis   *CanaryAnalysis   `json:"analysis,omitempty"`
+	Comparison *CanaryComparison `json:"comparison,omitempty"`
 }
 
 // PublishOptions are the options of a publication. The zero value publishes
@@ -48,6 +53,9 @@ type CanarySpec struct {
 	// 63, starting alphanumeric), values of [A-Za-z0-9._/-] (at most 63);
 	// see api.ValidateSelector.
 	Selector map[string]string `json:"selector"`
+	// Analysis, when set, makes the control plane judge the canary by
+	// itself (see CanaryAnalysis.Validate).
+	Analysis *CanaryAnalysis `json:"analysis,omitempty"`
 }
 
 // CanaryService promotes and aborts canaries. A canary starts with

@@ -19,6 +19,15 @@ type Node struct {
 	LastSeen  time.Time `json:"lastSeen,omitzero"`
 	// Override is the node's operator override, if it has one.
 	Override *api.Override `json:"override,omitempty"`
+	// PublishedVersion is the namespace's published version and
+	// CanaryVersion the active canary's when the node's labels match its
+	// selector; VersionState compares the node's version with the one it
+	// should run: current, behind, ahead or canary.
+	PublishedVersion int64  `json:"publishedVersion,omitempty"`
+	CanaryVersion    int64  `json:"canaryVersion,omitempty"`
+	VersionState     string `json:"versionState,omitempty"`
+	// Report is the node's last report, summarised (from the Fleet).
+	Report *NodeReport `json:"report,omitempty"`
 }
 
 // NodeFilter selects the nodes of one namespace: the live ones and those gone

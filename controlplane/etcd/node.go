@@ -47,6 +47,10 @@ type NodeService struct {
 	// back (overrides, and the rule sets whose degrade rules an override
 	// may name); nil writes and reads unsigned values.
 	Signer *api.Signer
+	// Reports, when set, adds each node's last report to the list.
+	Reports interface {
+		NodeSummary(ns, node string) (*sluice.NodeReport, bool)
+	}
 }
 
 var _ sluice.NodeService = (*NodeService)(nil)
@@ -168,6 +172,7 @@ func (n *NodeService) FindNodes(ctx context.Context, f sluice.NodeFilter) ([]*sl
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	n.addVersions(ctx, f.Namespace, out)
 	return out, nil
 }
 

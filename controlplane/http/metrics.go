@@ -96,6 +96,17 @@ func (m *metrics) handler() gin.HandlerFunc {
 	return gin.WrapH(h)
 }
 
+// Register adds collectors (other components' metrics) to the admin's
+// /metrics registry.
+func (s *Server) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ObservePublish records one publisher attempt; pass it as the publisher's
 // Observe setting.
 func (s *Server) ObservePublish(ns, result string, lag time.Duration) {

@@ -65,6 +65,10 @@ func (s *Server) routes() {
 	v1.POST("/namespaces/:ns/canary/promote", s.need(approver), s.handle(s.endCanary(true)))
 	v1.POST("/namespaces/:ns/canary/abort", s.need(approver), s.handle(s.endCanary(false)))
 
+	v1.GET("/namespaces/:ns/stats", s.need(viewer), s.handle(s.getStats))
+	v1.GET("/namespaces/:ns/events", s.need(viewer), s.handle(s.listEvents))
+	v1.GET("/namespaces/:ns/stream", s.need(viewer), s.handle(s.stream))
+
 	v1.GET("/audit", s.need(approver), s.handle(s.listAudit))
 	v1.GET("/audit/verify", s.need(approver), s.handle(s.verifyAudit))
 

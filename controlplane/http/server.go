@@ -49,6 +49,11 @@ type Settings struct {
 	Nodes sluice.NodeService
 	// Canaries, if nil, makes the canary routes answer 503.
 	Canaries sluice.CanaryService
+	// Stats, Events and Stream serve the fleet routes (stats, events,
+	// stream); each, if nil, makes its route answer 503.
+	Stats  sluice.StatsService
+	Events sluice.EventService
+	Stream sluice.StreamHub
 	// Ready lists the readiness checks of /readyz by name.
 	Ready map[string]func(context.Context) error
 	// Logger; nil means slog.Default().

@@ -321,6 +321,11 @@ func (db *DB) appendAudit(ctx context.Context, tx *gorm.DB, a audit) error {
 	if err := tx.Create(&row).Error; err != nil {
 		return fmt.Errorf("appending audit event: %w", err)
 	}
+	if e := auditEvent(&row, a); e != nil {
+		if err := db.insertEvents(tx, []*sluice.Event{e}, nil); err != nil {
+			return err
+		}
+	}
 	if p, ok := tx.Statement.Context.Value(auditHeadKey{}).(*pendingHead); ok && row.MAC != "" {
 		p.head = &sluice.AuditHead{ID: row.ID, MAC: row.MAC, At: row.At, Sig: headSig(key, row.ID, row.MAC)}
 	}

@@ -24,6 +24,9 @@ type canaryRow struct {
 	EndedAt   *time.Time
 	EndedBy   string
 	Reason    string
+	// Analysis and Comparison are JSON (migration 00008), nil when none.
+	Analysis   *string
+	Comparison *string
 }
 
 func (canaryRow) TableName() string { return "canaries" }
@@ -32,6 +35,14 @@ func (r *canaryRow) canary() *sluice.Canary {
 	c := &sluice.Canary{ID: r.ID, Namespace: r.Namespace, Version: r.Version, State: sluice.CanaryState(r.State),
 		CreatedAt: r.CreatedAt.UTC(), CreatedBy: r.CreatedBy, EndedAt: utcPtr(r.EndedAt), EndedBy: r.EndedBy, Reason: r.Reason}
 	_ = json.Unmarshal([]byte(r.Selector), &c.Selector) // written by startCanary
+	if r.Analysis != nil {
+		c.Analysis = new(sluice.CanaryAnalysis)
+		_ = json.Unmarshal([]byte(*r.Analysis), c.Analysis) // written by setCanaryAnalysis
+	}
+	if r.Comparison != nil {
+		c.Comparison = new(sluice.CanaryComparison)
+		_ = json.Unmarshal([]byte(*r.Comparison), c.Comparison) // written by the analyser
+	}
 	return c
 }
 
@@ -69,6 +80,12 @@ func (db *DB) startCanary(ctx context.Context, tx *gorm.DB, ns string, n int64, 
 // endCanary promotes or aborts an active canary: it queues the outbox
 // operation, records the new state and audits it.
 func (db *DB) endCanary(ctx context.Context, tx *gorm.DB, r *canaryRow, state sluice.CanaryState, reason string) error {
+	return db.endCanaryWith(ctx, tx, r, state, reason, nil)
+}
+
+// endCanaryWith is endCanary recording figures (the analyser's comparison)
+// in the audit event, when set.
+func (db *DB) endCanaryWith(ctx context.Context, tx *gorm.DB, r *canaryRow, state sluice.CanaryState, reason string, figures any) error {
 	kind, action := sluice.PublishAbort, sluice.ActionCanaryAbort
 	if state == sluice.CanaryPromoted {
 		kind, action = sluice.PublishPromote, sluice.ActionCanaryPromote
@@ -85,7 +102,7 @@ func (db *DB) endCanary(ctx context.Context, tx *gorm.DB, r *canaryRow, state sl
 	r.State, r.EndedAt, r.EndedBy, r.Reason = string(state), &now, by, reason
 	if err := db.appendAudit(ctx, tx, audit{Action: action, Object: canaryObject(r.Namespace), Namespace: r.Namespace,
 		Before: map[string]any{"id": r.ID, "version": r.Version, "state": sluice.CanaryActive, "selector": json.RawMessage(r.Selector)},
-		After:  map[string]any{"id": r.ID, "version": r.Version, "state": state, "reason": reason}}); err != nil {
+		After:  canaryEndAfter(r, state, reason, figures)}); err != nil {
 		return err
 	}
 	return tx.Exec("SELECT pg_notify(?, ?)", NotifyChannel, r.Namespace).Error

@@ -504,12 +504,20 @@ func (s *ChangeService) PublishChange(ctx context.Context, ns string, id int64, 
 			return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid canary", Fields: errs}
 		}
 		selector = o.Canary.Selector
+		if a := o.Canary.Analysis; a != nil {
+			if errs := a.Validate(); len(errs) > 0 {
+				return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid canary analysis", Fields: errs}
+			}
+		}
 	}
 	var v *sluice.Version
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
 		var err error
 		v, err = s.db.publishLocked(ctx, tx, ns, id, selector, nil)
-		return err
+		if err != nil || o.Canary == nil || o.Canary.Analysis == nil {
+			return err
+		}
+		return s.db.setCanaryAnalysis(tx, ns, v.Number, o.Canary.Analysis)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publishing change: %w", err)

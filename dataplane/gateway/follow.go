@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/registry"
+	"github.com/sluicegw/sluice/dataplane/report"
 	"github.com/sluicegw/sluice/dataplane/source"
 )
 
@@ -72,6 +74,10 @@ type EtcdFollow struct {
 	// Nodes, when set, counts the namespace's live nodes (the Redis
 	// limiter's local fallback divides by it); it runs as a component.
 	Nodes *registry.Nodes
+	// ReportInterval is how often the node writes its report (package
+	// report) under the registration's lease; zero means
+	// report.DefaultInterval, negative turns reporting off.
+	ReportInterval time.Duration
 }
 
 // FollowEtcd applies the namespace's published rules (or the state dir's
@@ -142,6 +148,20 @@ func (n *Node) FollowEtcd(ctx context.Context, f EtcdFollow) ([]Component, error
 		authed("etcd-source", func(ctx context.Context, c *clientv3.Client) error { src.Client = c; return src.Run(ctx, n.Apply) }),
 		authed("registration", func(ctx context.Context, c *clientv3.Client) error { reg.Client = c; return reg.Run(ctx) }),
 		authed("overrides", func(ctx context.Context, c *clientv3.Client) error { ovr.Client = c; return ovr.Run(ctx) }),
+	}
+	if f.ReportInterval >= 0 {
+		rep, err := report.New(report.Settings{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID,
+			Interval: f.ReportInterval, Lease: func() int64 { return reg.Status().LeaseID }, Metrics: n.metrics,
+			State: n.ReportState, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		n.cfg.Stores["report"] = func() any { return rep.Status() }
+		cs = append(cs, authed("report", func(ctx context.Context, c *clientv3.Client) error {
+			rep.SetClient(c)
+			rep.Run(ctx)
+			return nil
+		}))
 	}
 	if f.Nodes != nil {
 		cs = append(cs, authed("live-nodes", func(ctx context.Context, c *clientv3.Client) error { f.Nodes.Client = c; return f.Nodes.Run(ctx) }))

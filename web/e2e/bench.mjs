@@ -1,12 +1,14 @@
-// Console benchmark (not a test): the initial JS a browser downloads, and,
-// for a namespace of 10,000 rules, how long the draft editor takes to open
-// and be editable, the YAML view to show, and a version diff to render.
-// Medians of several runs, printed as a table. Run: make bench-web (after
-// make build).
+// Console benchmark (not a test): the initial JS a browser downloads; the
+// live traffic chart's re-render (50 series × 720 points, per stream
+// update); and, for a namespace of 10,000 rules, how long the draft editor
+// takes to open and be editable, the YAML view to show, and a version diff
+// to render. Medians of several runs, printed as a table. Run: make
+// bench-web (after make build); BENCH=chart runs only the chart (no stack).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
+import { build } from 'vite';
 import { startStack } from './harness.mjs';
 import { bigRuleSet, publish } from './bignamespace.mjs';
 
@@ -27,10 +29,64 @@ function initialJS() {
   return { files, raw, gz };
 }
 
+const chromiumArgs = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+/**
+ * chartBench bundles e2e/chartbench.ts (the traffic page's chart and data
+ * shaping, nothing else) and runs it in a blank Chromium page: per run, a
+ * chart of 50 series × 720 points and 30 stream updates; the run's figure
+ * is the median update-to-redrawn time.
+ */
+async function chartBench(browser) {
+  const out = await build({
+    configFile: false,
+    logLevel: 'silent',
+    root: join(import.meta.dirname, '..'),
+    build: { write: false, minify: true, lib: { entry: join(import.meta.dirname, 'chartbench.ts'), formats: ['iife'], name: 'chartBenchBundle', fileName: 'chartbench' } },
+  });
+  const files = (Array.isArray(out) ? out : [out]).flatMap((o) => o.output);
+  const code = files.find((f) => f.type === 'chunk').code;
+  const css = files.filter((f) => f.type === 'asset' && f.fileName.endsWith('.css')).map((f) => String(f.source)).join('\n');
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await ctx.newPage();
+  await page.setContent('<!doctype html><html><body></body></html>');
+  if (css) await page.addStyleTag({ content: css });
+  await page.addScriptTag({ content: code });
+  const perRun = [];
+  const peer = [];
+  const creates = [];
+  const all = [];
+  for (let i = 0; i < runs; i++) {
+    const r = await page.evaluate(() => globalThis.chartBench(50, 720, 30));
+    perRun.push(median(r.renders));
+    peer.push(median(r.redrawOnly));
+    creates.push(r.create);
+    all.push(...r.renders);
+  }
+  await ctx.close();
+  const sorted = [...all].sort((a, b) => a - b);
+  return { perRun, peer, creates, p95: sorted[Math.floor(sorted.length * 0.95)] };
+}
+
 async function main() {
   const js = initialJS();
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: chromiumArgs });
+  const chart = await chartBench(browser);
+  const chartRows = [
+    [`live chart, 50 series × 720 points: stream update → merged, shaped, redrawn (median of ${runs} runs, each the median of 30 updates)`, `${median(chart.perRun).toFixed(1)} ms`, '≤ 16 ms'],
+    ['live chart, same: p95 of all updates', `${chart.p95.toFixed(1)} ms`, ''],
+    [`peer, same run: uPlot redrawing the same chart from shaped data (median of ${runs})`, `${median(chart.peer).toFixed(1)} ms (update/peer ${(median(chart.perRun) / median(chart.peer)).toFixed(2)}×)`, ''],
+    [`live chart, same: first render (median of ${runs})`, `${median(chart.creates).toFixed(1)} ms`, ''],
+  ];
+  if (process.env.BENCH === 'chart') {
+    console.log('| measure | result | target |\n|---|---|---|');
+    console.log(`| initial JS (gzip -9), files loaded by index.html | ${(js.gz / 1024).toFixed(1)} KB (${(js.raw / 1024).toFixed(0)} KB raw, ${js.files.length} file) | ≤ 350 KB |`);
+    for (const r of chartRows) console.log(`| ${r.join(' | ')} |`);
+    console.log(`\nraw runs: chart ${chart.perRun.map((x) => x.toFixed(2)).join(', ')}; peer ${chart.peer.map((x) => x.toFixed(2)).join(', ')}`);
+    await browser.close();
+    return;
+  }
   const stack = await startStack();
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
   try {
     const { api, password } = stack;
     const { Api } = await import('./harness.mjs');
@@ -78,10 +134,11 @@ async function main() {
       [`draft of 10,000 rules: navigation → first limit editable (median of ${runs})`, `${median(draft)} ms`, '≤ 1500 ms'],
       [`draft of 10,000 rules: form → YAML view shown (median of ${runs})`, `${median(yaml)} ms`, ''],
       [`version diff of 10,000 rules (100 changed): navigation → merge view rendered (median of ${runs})`, `${median(diff)} ms`, '≤ 1000 ms'],
+      ...chartRows,
     ];
     console.log('| measure | result | target |\n|---|---|---|');
     for (const r of rows) console.log(`| ${r.join(' | ')} |`);
-    console.log(`\nraw runs: draft ${draft.join(', ')}; yaml ${yaml.join(', ')}; diff ${diff.join(', ')}`);
+    console.log(`\nraw runs: draft ${draft.join(', ')}; yaml ${yaml.join(', ')}; diff ${diff.join(', ')}; chart ${chart.perRun.map((x) => x.toFixed(2)).join(', ')}`);
   } finally {
     await browser.close();
     await stack.stop();

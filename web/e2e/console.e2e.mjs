@@ -356,6 +356,172 @@ async function main() {
       assert.equal(await a.getByLabel('Scheduled').count(), 0);
       assert.equal((await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data.publishAt, undefined);
     });
+
+    // The fleet pages: node reports, the stats and the stream (issue 13).
+    await step('the nodes page shows a node drained from its page within 5 s, and the override is cleared', async () => {
+      const a = approver.page;
+      await a.goto('/namespaces/shop/nodes/gw-e2e');
+      const f2 = a.getByRole('form', { name: 'Override' });
+      await f2.getByRole('switch', { name: 'Drain this node' }).or(f2.getByRole('checkbox', { name: 'Drain this node' })).check();
+      await f2.getByLabel('TTL').fill('10m');
+      await f2.getByLabel('Reason').fill('e2e: drain before maintenance');
+      await f2.getByRole('button', { name: 'Save override' }).click();
+      await f2.getByRole('status').filter({ hasText: 'Draining.' }).waitFor();
+      const t0 = Date.now();
+      await a.getByRole('link', { name: 'Nodes', exact: true }).first().click();
+      const row = a.getByRole('table', { name: 'Nodes' }).getByRole('row', { name: /gw-e2e/ });
+      await row.getByText('draining', { exact: true }).waitFor({ timeout: 5_000 });
+      const ms = Date.now() - t0;
+      assert.ok(ms <= 5_000, `drained node shown after ${ms} ms`);
+      console.log(`     (the nodes page showed gw-e2e draining ${ms} ms after the override was saved)`);
+      await a.screenshot({ path: join(shots, 'nodes-page.png') });
+      await a.goto('/namespaces/shop/nodes/gw-e2e');
+      await a.getByRole('button', { name: 'Clear override' }).click();
+      await a.getByText('No override: the node follows its rules.').waitFor();
+      await until('the node to stop draining', async () => {
+        const n = (await stack.api.ok('GET', '/api/v1/namespaces/shop/nodes')).data.items.find((x) => x.nodeId === 'gw-e2e');
+        return n && !n.draining;
+      });
+    });
+
+    await step('the live chart of a limit rises when traffic starts', async () => {
+      const a = approver.page;
+      await a.goto('/namespaces/shop/traffic');
+      const chart = a.getByRole('region', { name: 'limit orders-limit' });
+      await chart.getByRole('img', { name: /Traffic of orders-limit/ }).waitFor();
+      await a.getByRole('status', { name: 'Stream live' }).waitFor();
+      const rate = async () => {
+        const t = (await chart.getByLabel('rejected now').textContent()) ?? '';
+        const m = t.match(/([\d.]+)\/s/);
+        return m ? Number(m[1]) : 0;
+      };
+      const before = await rate();
+      // The limit allows 2 a minute (v4): nearly all of 20 requests a second are rejected.
+      let sending = true;
+      const load = (async () => {
+        while (sending) {
+          await Promise.all(Array.from({ length: 10 }, () => fetch(`${stack.gateway}/orders/1`).then((r) => r.arrayBuffer()).catch(() => {})));
+          await sleep(500);
+        }
+      })();
+      try {
+        await until('the rejected rate to rise on the chart', async () => (await rate()) > before + 5, 30_000);
+        await a.screenshot({ path: join(shots, 'traffic-page.png') });
+        // One line per node: the node's own series (one stats query per node), kept live by the stream.
+        await a.getByLabel('Nodes').selectOption('*');
+        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /gw-e2e: [\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
+        await a.getByLabel('Nodes').selectOption('');
+      } finally {
+        sending = false;
+        await load;
+      }
+    });
+
+    await step('an event marker appears on the chart after a publish; the events page lists it', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 600;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'loosen for the marker' })).data.id;
+      const ap = await new Api(base).login('approver', pw.approver);
+      await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'ok' });
+      const v = (await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/publish`, {})).data.number;
+      const chart = a.getByRole('region', { name: 'limit orders-limit' });
+      await chart.getByRole('button', { name: new RegExp(`^Event: .*publish v${v}\\b`) }).waitFor({ timeout: 20_000 });
+      await a.goto('/namespaces/shop/events?kind=publish');
+      await a.getByRole('table', { name: 'Events' }).getByRole('link', { name: `v${v}`, exact: true }).waitFor();
+      await a.screenshot({ path: join(shots, 'events-page.png') });
+    });
+
+    await step('approver publishes a change as a canary on pool=canary from the canary page, sees it applied, and aborts it', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 900;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'canary: rate 900' })).data.id;
+      await (await new Api(base).login('approver', pw.approver)).ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'try it on the canary pool' });
+      const published = await gatewayVersion(stack.gwAdmin);
+      await a.goto('/namespaces/shop/canary');
+      await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+      const form = a.getByRole('form', { name: 'Publish a canary' });
+      await form.getByLabel('Change').selectOption(String(id));
+      await form.getByLabel('Node selector').fill('pool=');
+      await form.getByText('label value "" of pool').waitFor();
+      await form.getByLabel('Node selector').fill('pool=canary');
+      await form.getByLabel('Judge it automatically (abort on a breach)').uncheck();
+      await form.getByRole('button', { name: 'Publish canary' }).click();
+      const active = a.getByRole('region', { name: 'Active canary' });
+      await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
+      const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
+      await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      await active.getByText(`gw-e2e v${v}`).waitFor();
+      await active.getByLabel('Reason').fill('e2e: seen enough');
+      await active.getByRole('button', { name: 'Abort canary' }).click();
+      await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
+      await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
+    });
+
+    await step('a canary that rejects everything on its node is judged live on the canary page and aborted by sluice within a window', async () => {
+      const a = approver.page;
+      const base = await stack.startGateway('gw-base', 'pool=main');
+      const ed = await new Api(stack.admin).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 1;
+      rs.limits[0].period = '1h';
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'canary: 1 an hour' })).data.id;
+      await (await new Api(stack.admin).login('approver', pw.approver)).ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'the analysis should stop this' });
+      const published = await gatewayVersion(base.gwAdmin);
+      await a.goto('/namespaces/shop/canary');
+      const form = a.getByRole('form', { name: 'Publish a canary' });
+      await form.getByLabel('Change').selectOption(String(id));
+      await form.getByLabel('Node selector').fill('pool=canary');
+      await form.getByLabel('Window').fill('10s');
+      await form.getByLabel('Min requests').fill('20');
+      await form.getByRole('button', { name: 'Publish canary' }).click();
+      const active = a.getByRole('region', { name: 'Active canary' });
+      await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
+      const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
+      await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      assert.equal(await gatewayVersion(base.gwAdmin), published, 'the baseline node keeps the published version');
+      let sending = true;
+      const load = (async () => {
+        while (sending) {
+          await Promise.all(
+            [stack.gateway, base.gateway].flatMap((g) => Array.from({ length: 4 }, () => fetch(`${g}/orders/1`).then((r) => r.arrayBuffer()).catch(() => {}))),
+          );
+          await sleep(500);
+        }
+      })();
+      try {
+        const progress = active.getByRole('table', { name: 'Window in progress' });
+        await until(
+          'the window in progress to count canary requests',
+          async () => {
+            if (!(await progress.isVisible())) return false;
+            const t = await progress.getByRole('row', { name: 'Requests' }).getByRole('cell').nth(1).textContent();
+            return Number(t) > 0;
+          },
+          30_000,
+        );
+        await a.screenshot({ path: join(shots, 'canary-page.png') });
+        const recent = a.getByRole('table', { name: 'Recent canaries' });
+        await recent.getByRole('row', { name: new RegExp(`v${v} aborted by sluice`) }).waitFor({ timeout: 60_000 });
+        await recent.getByRole('row', { name: new RegExp(`v${v} aborted by sluice`) }).getByText(/rejectRateIncrease/).waitFor();
+        await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+        await until('the canary node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
+      } finally {
+        sending = false;
+        await load;
+      }
+      const audit = (await stack.api.ok('GET', '/api/v1/audit?actor=sluice')).data.items ?? [];
+      assert.ok(audit.some((e) => e.action === 'canary.abort'), `the abort is audited with actor sluice: ${JSON.stringify(audit.map((e) => e.action))}`);
+    });
   } finally {
     await browser.close();
     await stack.stop();

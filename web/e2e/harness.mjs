@@ -82,7 +82,7 @@ export class Api {
  * the gateway's build does not know yet is left out (the list is read from
  * its --help), so adding one is one line.
  */
-const optionalGatewayFlags = [];
+const optionalGatewayFlags = [['--report-interval', '1s']];
 
 export async function startStack() {
   mkdirSync(out, { recursive: true });
@@ -171,19 +171,28 @@ export async function startStack() {
       }
     })();
     const extra = optionalGatewayFlags.filter(([f]) => help.includes(f.replace(/^--/, '-'))).flat();
-    start('sluice-gateway', bin('sluice-gateway'), [
-      '--etcd', `127.0.0.1:${etcdPort}`,
-      '--namespace', 'shop',
-      '--node-id', 'gw-e2e',
-      '--state-dir', join(work, 'gw-state'),
-      '--listen', `127.0.0.1:${gwPort}`,
-      '--admin', `127.0.0.1:${gwAdminPort}`,
-      '--trust-keys', trustKey,
-      ...extra,
-    ]);
-    const gwAdmin = `http://127.0.0.1:${gwAdminPort}`;
-    await waitFor('sluice-gateway', `${gwAdmin}/readyz`);
-    return { admin, gateway: `http://127.0.0.1:${gwPort}`, gwAdmin, password, api, db, sql: (q) => psql(q, db), stop };
+    // startGateway starts one more gateway following the namespace (its own
+    // ports and state directory), stopped with the stack; it resolves once
+    // the gateway is ready.
+    const startGateway = async (nodeID, labels, ports) => {
+      const [listen, adminAt] = ports ?? (await Promise.all([freePort(), freePort()]));
+      start(nodeID, bin('sluice-gateway'), [
+        '--etcd', `127.0.0.1:${etcdPort}`,
+        '--namespace', 'shop',
+        '--node-id', nodeID,
+        '--labels', labels,
+        '--state-dir', join(work, `${nodeID}-state`),
+        '--listen', `127.0.0.1:${listen}`,
+        '--admin', `127.0.0.1:${adminAt}`,
+        '--trust-keys', trustKey,
+        ...extra,
+      ]);
+      const gwAdmin = `http://127.0.0.1:${adminAt}`;
+      await waitFor(nodeID, `${gwAdmin}/readyz`);
+      return { gateway: `http://127.0.0.1:${listen}`, gwAdmin };
+    };
+    const { gwAdmin } = await startGateway('gw-e2e', 'pool=canary', [gwPort, gwAdminPort]);
+    return { admin, gateway: `http://127.0.0.1:${gwPort}`, gwAdmin, startGateway, password, api, db, sql: (q) => psql(q, db), stop };
   } catch (e) {
     await stop();
     throw e;

@@ -3,7 +3,6 @@ import { Layout } from './components/Layout';
 import { LoginPage } from './features/auth/LoginPage';
 import { NamespacesPage } from './features/namespaces/NamespacesPage';
 import { NamespacePage } from './features/namespaces/NamespacePage';
-import { NodesPage } from './features/namespaces/NodesPage';
 import { ChangesPage } from './features/changes/ChangesPage';
 import { ChangePage } from './features/changes/ChangePage';
 import { VersionsPage } from './features/versions/VersionsPage';
@@ -41,7 +40,13 @@ export const router = createBrowserRouter([
           return null;
         },
       },
-      { path: '/namespaces/:ns/nodes', element: <NodesPage /> },
+      // The fleet pages are their own chunks: the traffic page brings the
+      // canvas chart (uPlot), and none of them is needed to sign in.
+      { path: '/namespaces/:ns/nodes', lazy: async () => ({ Component: (await import('./features/nodes/NodesPage')).NodesPage }) },
+      { path: '/namespaces/:ns/nodes/:id', lazy: async () => ({ Component: (await import('./features/nodes/NodePage')).NodePage }) },
+      { path: '/namespaces/:ns/traffic', lazy: async () => ({ Component: (await import('./features/traffic/TrafficPage')).TrafficPage }) },
+      { path: '/namespaces/:ns/events', lazy: async () => ({ Component: (await import('./features/events/EventsPage')).EventsPage }) },
+      { path: '/namespaces/:ns/canary', lazy: async () => ({ Component: (await import('./features/canary/CanaryPage')).CanaryPage }) },
       { path: '/audit', element: <AuditPage /> },
       { path: '/users', element: <UsersPage /> },
       { path: '/tokens', element: <TokensPage /> },

@@ -68,7 +68,9 @@ type Config struct {
 	MaxBodyBytes        int64
 	PollInterval        time.Duration
 	NodeRetention       time.Duration
-	LogLevel            string
+	// EventRetention is how long events are kept in Postgres.
+	EventRetention time.Duration
+	LogLevel       string
 	// SigningKeys are PKCS#8 PEM files; the first key of the first file
 	// signs, the others are recognised (key rotation).
 	SigningKeys      []string
@@ -142,6 +144,7 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit ($SLUICE_MAX_BODY_BYTES)")
 	fs.DurationVar(&c.PollInterval, "publish-poll-interval", 2*time.Second, "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
 	fs.DurationVar(&c.NodeRetention, "node-retention", 24*time.Hour, "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
+	fs.DurationVar(&c.EventRetention, "event-retention", 30*24*time.Hour, "how long events (degrade and breaker transitions, publishes, canaries, overrides, nodes joining and leaving) are kept ($SLUICE_EVENT_RETENTION)")
 	fs.StringVar(&c.AuditKeyFile, "audit-key-file", "", "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
 	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", false, "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error ($SLUICE_LOG_LEVEL)")
@@ -281,6 +284,11 @@ type Main struct {
 	publisher *etcd.Publisher
 	watcher   *etcd.NodeWatcher
 	scheduler *postgres.Scheduler
+	reports   *etcd.ReportWatcher
+	feed      *sluice.EventFeed
+	pubFeed   *sluice.PublicationFeed
+	pruner    *sluice.EventPruner
+	analyser  *sluice.CanaryAnalyser
 	hs        *http.Server
 	ln        net.Listener
 	cancel    context.CancelFunc // ends the background goroutines' context
@@ -354,7 +362,20 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	history := postgres.NewNodeHistory(db)
 	changes := postgres.NewChangeService(db)
+	events := postgres.NewEventService(db)
+	canaries := postgres.NewCanaryService(db)
+	hub := &sluice.Hub{}
+	fleet := sluice.NewFleet(sluice.FleetSettings{Rules: func(ctx context.Context, ns string, n int64) (*api.RuleSet, error) {
+		v, err := versions.FindVersion(ctx, ns, n)
+		if err != nil {
+			return nil, err
+		}
+		return sluice.DecodeDocument(v.Document)
+	}})
 	srv, err := sluicehttp.New(sluicehttp.Settings{
+		Stats:      fleet,
+		Events:     events,
+		Stream:     hub,
 		Namespaces: namespaces,
 		Drafts:     postgres.NewDraftService(db),
 		Changes:    changes,
@@ -365,8 +386,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Audit:      audit,
 		Outbox:     outbox,
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
-			Retention: cfg.NodeRetention, Logger: logger, Signer: signer},
-		Canaries: postgres.NewCanaryService(db),
+			Retention: cfg.NodeRetention, Logger: logger, Signer: signer, Reports: fleet},
+		Canaries: canaries,
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
 			"etcd":     func(ctx context.Context) error { return etcd.PingKeys(ctx, client, keys) },
@@ -395,6 +416,15 @@ func (m *Main) Run(ctx context.Context) error {
 	m.publisher = publisher
 	m.watcher = etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
 		Namespaces: namespaceNames})
+	m.reports = etcd.NewReportWatcher(etcd.ReportSettings{Client: client, Fleet: fleet, Events: events, Hub: hub,
+		Namespaces: namespaceNames, Keys: keys, Logger: logger})
+	if err := srv.Register(m.reports.Collectors()...); err != nil {
+		return err
+	}
+	m.feed = &sluice.EventFeed{Source: events, Hub: hub, Logger: logger}
+	m.pubFeed = &sluice.PublicationFeed{Source: outbox, Hub: hub, Logger: logger}
+	m.pruner = &sluice.EventPruner{Events: events, Retention: cfg.EventRetention, Logger: logger}
+	m.analyser = &sluice.CanaryAnalyser{Store: canaries, Fleet: fleet, Logger: logger}
 
 	if m.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -403,6 +433,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.cancel = cancel
 	m.publisher.Start(bg)
 	m.watcher.Start(bg)
+	m.reports.Start(bg)
+	m.feed.Start(bg)
+	m.pubFeed.Start(bg)
+	m.pruner.Start(bg)
+	m.analyser.Start(bg)
 	m.scheduler = postgres.NewScheduler(changes, time.Second, logger)
 	m.scheduler.Start(bg)
 	m.wg.Add(2)
@@ -447,6 +482,13 @@ func (m *Main) Close() error {
 		}
 		if m.scheduler != nil {
 			m.scheduler.Close()
+		}
+		if m.reports != nil {
+			m.reports.Close()
+			m.feed.Close()
+			m.pubFeed.Close()
+			m.pruner.Close()
+			m.analyser.Close()
 		}
 		m.cancel()
 		m.wg.Wait()

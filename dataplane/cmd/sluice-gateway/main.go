@@ -94,6 +94,7 @@ type options struct {
 	etcdPasswordFile           string
 	encodedSlashes             proxy.SlashPolicy
 	listenTLS, tlsCert, tlsKey string
+	reportInterval             time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -123,6 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 20*time.Millisecond, "deadline of every Redis call; past it the limit's onStoreError policy decides")
 	fs.IntVar(&o.clusterSize, "cluster-size", 1, "number of gateway nodes, for onStoreError: local (limit ÷ nodes) when the node does not follow etcd")
 	fs.TextVar(&o.encodedSlashes, "encoded-slashes", proxy.SlashReject, "what to do with %2F in request paths: reject (400), decode (to /, for upstreams that decode it) or keep (one segment, for upstreams that never decode it)")
+	fs.DurationVar(&o.reportInterval, "report-interval", 5*time.Second, "how often the node writes its report (per-rule counters, breaker states, degrade levels) for the control plane, with --etcd; 0 turns reporting off")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin endpoint")
 	fs.StringVar(&o.trustKeys, "trust-keys", "", "PEM file(s), comma-separated, of the Ed25519 public keys whose signatures the node accepts on etcd values (with --etcd)")
 	fs.BoolVar(&o.insecureUnsigned, "insecure-accept-unsigned", false, "follow etcd without --trust-keys, accepting unsigned values: anyone who can write to etcd controls this node")
@@ -168,6 +170,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--namespace %q is not a valid namespace id", o.namespace)
 	case o.etcd != "" && o.trustKeys == "" && !o.insecureUnsigned:
 		return nil, errors.New("--etcd needs --trust-keys FILE (the control plane's public signing keys), or --insecure-accept-unsigned to accept unsigned values")
+	case o.reportInterval < 0 || o.reportInterval > 0 && o.reportInterval < 100*time.Millisecond:
+		return nil, fmt.Errorf("--report-interval %s: must be 0 (off) or at least 100ms", o.reportInterval)
 	case o.trustKeys != "" && o.insecureUnsigned:
 		return nil, errors.New("--trust-keys and --insecure-accept-unsigned are exclusive")
 	case o.listenTLS != "" && (o.tlsCert == "" || o.tlsKey == ""):
@@ -298,7 +302,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		components, err = node.FollowEtcd(ctx, gateway.EtcdFollow{
 			Client: etcd.client, Authed: etcd.wait, Keys: etcd.keys,
 			Namespace: o.namespace, NodeID: o.nodeID, Labels: labels, StateDir: o.stateDir, Advertise: advertise(o),
-			Verifier: etcd.verifier, Nodes: etcd.nodes,
+			Verifier: etcd.verifier, Nodes: etcd.nodes, ReportInterval: reportInterval(o.reportInterval),
 			OnSignatureRejection: func(what, reason string) { etcd.rejected.WithLabelValues(what, reason).Inc() },
 		})
 		if err != nil {
@@ -318,4 +322,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return node.Run(ctx, ls, components...)
+}
+
+// reportInterval maps --report-interval to EtcdFollow.ReportInterval: 0
+// (off) becomes negative.
+func reportInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -29,6 +29,15 @@ export function NamespaceNav({ ns }: { ns: string }) {
       <Button component={Link} to={`/namespaces/${ns}/nodes`} variant="light" size="xs">
         Nodes
       </Button>
+      <Button component={Link} to={`/namespaces/${ns}/traffic`} variant="light" size="xs">
+        Traffic
+      </Button>
+      <Button component={Link} to={`/namespaces/${ns}/events`} variant="light" size="xs">
+        Events
+      </Button>
+      <Button component={Link} to={`/namespaces/${ns}/canary`} variant="light" size="xs">
+        Canary
+      </Button>
     </Group>
   );
 }

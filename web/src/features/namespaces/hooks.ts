@@ -14,7 +14,8 @@ export function useNodes(ns: string) {
   return useQuery({
     queryKey: keys.nodes(ns),
     queryFn: () => unwrap(client.GET('/api/v1/namespaces/{ns}/nodes', { params: { path: { ns } } })),
-    refetchInterval: 10_000,
+    // The stream's node updates refetch it at once; this is the fallback.
+    refetchInterval: 3_000,
   });
 }
 

@@ -8,6 +8,7 @@ import { allows, useMe } from '../auth/session';
 import { summarize } from '../changes/summary';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useRollback, useVersionDiff, useVersions, useVersionYaml } from './hooks';
+import { RolloutTable } from './RolloutTable';
 
 function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: number; emergency: boolean; opened: boolean; onClose: () => void }) {
   const rollback = useRollback(ns, n);
@@ -110,6 +111,7 @@ export function VersionPage() {
         docYaml !== undefined && <YamlEditor label={`Version ${n} YAML`} value={docYaml} readOnly />
       )}
       {latest === n && <Alert color="gray">This is the newest version.</Alert>}
+      {Number.isInteger(n) && n > 0 && <RolloutTable ns={ns} n={n} />}
       {dialog && <RollbackDialog ns={ns} n={n} emergency={dialog === 'emergency'} opened onClose={() => setDialog(null)} />}
     </Page>
   );

@@ -1,0 +1,363 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Node reports: the value a gateway writes every --report-interval under
+// Keys.Report, bound to its registration lease, and the control plane
+// watches. Counters are CUMULATIVE since the node's boot (BootID): the
+// control plane takes deltas between reports of one boot, so a lost report
+// loses no count, and a new boot counts from zero. Both sides use
+// DecodeReport and Report.Check; the control plane adds Report.CheckRules
+// (rule ids of the version the report says it runs) and Report.Follows
+// (counters never go backwards within a boot).
+
+// Reports is the prefix of a namespace's node reports.
+func (k Keys) Reports(ns string) string { return k.Namespace(ns) + "reports/" }
+
+// Report is one node's report key.
+func (k Keys) Report(ns, nodeID string) string { return k.Reports(ns) + nodeID }
+
+// Report is one node's report. The zero value is not a valid report.
+type Report struct {
+	NodeID string `json:"nodeId"`
+	// BootID is random per process start; Seq counts the reports of one
+	// boot from 1.
+	BootID string `json:"bootId"`
+	// BootAt is when the boot started (the process's start).
+	BootAt time.Time `json:"bootAt,omitzero"`
+	Seq    int64     `json:"seq"`
+	At     time.Time `json:"at"`
+	// IntervalSeconds is the node's --report-interval.
+	IntervalSeconds float64 `json:"intervalSeconds"`
+	// Version is the applied version (0 when none or from a file).
+	Version  int64          `json:"version"`
+	Requests RequestCounts  `json:"requests"`
+	Latency  LatencyCounts  `json:"latency"`
+	Limits   []LimitCounts  `json:"limits,omitempty"`
+	Breakers []BreakerState `json:"breakers,omitempty"`
+	Degrades []DegradeState `json:"degrades,omitempty"`
+	// ApplyErrors counts the versions the node refused since boot;
+	// LastApplyError is the latest refusal.
+	ApplyErrors    int64  `json:"applyErrors,omitempty"`
+	LastApplyError string `json:"lastApplyError,omitempty"`
+}
+
+// RequestCounts count the requests a node answered since boot: all of them,
+// those answered 429 or 503 (rejected), and by status class.
+type RequestCounts struct {
+	Total    int64 `json:"total"`
+	Rejected int64 `json:"rejected"`
+	Class2xx int64 `json:"class2xx"`
+	Class4xx int64 `json:"class4xx"`
+	Class5xx int64 `json:"class5xx"`
+}
+
+// LatencyCounts is a cumulative latency histogram since boot: Counts[i]
+// requests took at most Bounds[i] seconds; Counts has one more element
+// (+Inf), the requests with a duration.
+type LatencyCounts struct {
+	Bounds []float64 `json:"bounds"`
+	Counts []int64   `json:"counts"`
+}
+
+// LimitCounts are one limit's decisions since boot
+// (sluice_limit_decisions_total).
+type LimitCounts struct {
+	Rule           string `json:"rule"`
+	Allowed        int64  `json:"allowed"`
+	Rejected       int64  `json:"rejected"`
+	ShadowRejected int64  `json:"shadowRejected,omitempty"`
+}
+
+// Transition counts one kind of state change since boot.
+type Transition struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Count int64  `json:"count"`
+}
+
+// BreakerState is one breaker's state now (closed, half-open or open; the
+// worst over its routes), the requests it refused while open since boot,
+// and its transitions since boot.
+type BreakerState struct {
+	Rule        string       `json:"rule"`
+	State       string       `json:"state"`
+	Rejected    int64        `json:"rejected,omitempty"`
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// DegradeState is one degrade rule's level now (0, 1 or 2), the requests it
+// shed since boot, and its level changes since boot ("0" → "1", ...).
+type DegradeState struct {
+	Rule        string       `json:"rule"`
+	Level       int          `json:"level"`
+	Shed        int64        `json:"shed,omitempty"`
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// Breaker state names in reports.
+var breakerStates = map[string]bool{"closed": true, "half-open": true, "open": true}
+
+// MaxReportBytes bounds a report value.
+const MaxReportBytes = 1 << 20
+
+// DefaultReportSkew is how far in the future a report's time may be.
+const DefaultReportSkew = 30 * time.Second
+
+// EncodeReport is r as JSON.
+func EncodeReport(r *Report) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding report: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeReport reads a report found under the key of node id strictly (an
+// unknown field is an error) and checks it (Report.Check) at now, allowing
+// skew into the future (zero means DefaultReportSkew).
+func DecodeReport(id string, data []byte, now time.Time, skew time.Duration) (*Report, error) {
+	if err := ValidateNodeID(id); err != nil {
+		return nil, err
+	}
+	if len(data) > MaxReportBytes {
+		return nil, fmt.Errorf("report of node %q is %d bytes, over %d", id, len(data), MaxReportBytes)
+	}
+	var r Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("report of node %q is not valid JSON: %w", id, err)
+	}
+	if r.NodeID != id {
+		return nil, fmt.Errorf("report under node %q names node %q", id, r.NodeID)
+	}
+	if errs := r.Check(now, skew); len(errs) > 0 {
+		return nil, fmt.Errorf("report of node %q: %w", id, errs)
+	}
+	return &r, nil
+}
+
+// ValidBootID reports whether s may be a boot id: 1 to 64 of
+// [A-Za-z0-9._-].
+func ValidBootID(s string) bool { return len(s) <= 64 && ValidNodeID(s) }
+
+// Check returns every problem of r on its own: a valid node id and boot id,
+// a positive sequence, a time not after now+skew (zero skew means
+// DefaultReportSkew), no negative counter, a latency histogram whose counts
+// never decrease, valid and unique rule ids, breaker states and degrade
+// levels.
+func (r *Report) Check(now time.Time, skew time.Duration) Errors {
+	if skew <= 0 {
+		skew = DefaultReportSkew
+	}
+	var errs Errors
+	bad := func(path, msg string) { errs = append(errs, FieldError{Path: path, Message: msg}) }
+	if !ValidNodeID(r.NodeID) {
+		bad("nodeId", NodeIDRule)
+	}
+	if !ValidBootID(r.BootID) {
+		bad("bootId", "must be 1 to 64 of [A-Za-z0-9._-]")
+	}
+	if r.Seq <= 0 {
+		bad("seq", "must be > 0")
+	}
+	if r.At.IsZero() {
+		bad("at", "is required")
+	} else if r.At.After(now.Add(skew)) {
+		bad("at", fmt.Sprintf("is %s in the future (more than the allowed skew of %s)", r.At.Sub(now).Round(time.Millisecond), skew))
+	}
+	if !r.BootAt.IsZero() && !r.At.IsZero() && r.BootAt.After(r.At) {
+		bad("bootAt", "must not be after at")
+	}
+	if r.IntervalSeconds < 0 {
+		bad("intervalSeconds", "must be >= 0")
+	}
+	if r.Version < 0 {
+		bad("version", "must be >= 0")
+	}
+	neg := func(path string, v int64) {
+		if v < 0 {
+			bad(path, "must be >= 0")
+		}
+	}
+	q := r.Requests
+	neg("requests.total", q.Total)
+	neg("requests.rejected", q.Rejected)
+	neg("requests.class2xx", q.Class2xx)
+	neg("requests.class4xx", q.Class4xx)
+	neg("requests.class5xx", q.Class5xx)
+	neg("applyErrors", r.ApplyErrors)
+	if l := r.Latency; len(l.Counts) != 0 || len(l.Bounds) != 0 {
+		if len(l.Counts) != len(l.Bounds)+1 {
+			bad("latency.counts", "must hold one count per bound plus +Inf")
+		}
+		for i := range l.Counts {
+			if l.Counts[i] < 0 || i > 0 && l.Counts[i] < l.Counts[i-1] {
+				bad(fmt.Sprintf("latency.counts[%d]", i), "must be >= 0 and never below the previous count")
+				break
+			}
+		}
+	}
+	seen := map[string]bool{}
+	id := func(path, kind, rule string) {
+		switch {
+		case !ValidID(rule):
+			bad(path, fmt.Sprintf("rule id %q is not valid", rule))
+		case seen[kind+"/"+rule]:
+			bad(path, fmt.Sprintf("%s %q given twice", kind, rule))
+		}
+		seen[kind+"/"+rule] = true
+	}
+	trans := func(path string, ts []Transition) {
+		for j, t := range ts {
+			neg(fmt.Sprintf("%s.transitions[%d].count", path, j), t.Count)
+		}
+	}
+	for i, l := range r.Limits {
+		p := fmt.Sprintf("limits[%d]", i)
+		id(p+".rule", "limit", l.Rule)
+		neg(p+".allowed", l.Allowed)
+		neg(p+".rejected", l.Rejected)
+		neg(p+".shadowRejected", l.ShadowRejected)
+	}
+	for i, b := range r.Breakers {
+		p := fmt.Sprintf("breakers[%d]", i)
+		id(p+".rule", "breaker", b.Rule)
+		if !breakerStates[b.State] {
+			bad(p+".state", "must be closed, half-open or open")
+		}
+		neg(p+".rejected", b.Rejected)
+		trans(p, b.Transitions)
+	}
+	for i, d := range r.Degrades {
+		p := fmt.Sprintf("degrades[%d]", i)
+		id(p+".rule", "degrade", d.Rule)
+		if d.Level < 0 || d.Level > 2 {
+			bad(p+".level", "must be 0, 1 or 2")
+		}
+		neg(p+".shed", d.Shed)
+		trans(p, d.Transitions)
+	}
+	return errs
+}
+
+// CheckRules returns an error naming every rule of r that rs (the version
+// r says it runs) does not hold.
+func (r *Report) CheckRules(rs *RuleSet) error {
+	have := map[string]bool{}
+	if rs != nil {
+		for _, l := range rs.Limits {
+			have["limit/"+l.ID] = true
+		}
+		for _, b := range rs.Breakers {
+			have["breaker/"+b.ID] = true
+		}
+		for _, d := range rs.Degrades {
+			have["degrade/"+d.ID] = true
+		}
+	}
+	var unknown []string
+	check := func(kind, id string) {
+		if !have[kind+"/"+id] {
+			unknown = append(unknown, kind+" "+id)
+		}
+	}
+	for _, l := range r.Limits {
+		check("limit", l.Rule)
+	}
+	for _, b := range r.Breakers {
+		check("breaker", b.Rule)
+	}
+	for _, d := range r.Degrades {
+		check("degrade", d.Rule)
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("report of node %q names rules version %d does not hold: %s", r.NodeID, r.Version, strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// Follows reports whether r may follow prev: another boot (any sequence),
+// or the same boot with a higher sequence and no counter lower than prev's
+// (a rule new in r counts from zero). It returns an error naming the first
+// counter that went backwards, or a sequence that did not advance.
+func (r *Report) Follows(prev *Report) error {
+	if prev == nil || prev.BootID != r.BootID {
+		return nil
+	}
+	if r.Seq <= prev.Seq {
+		return fmt.Errorf("report %d of node %q boot %s does not follow report %d", r.Seq, r.NodeID, r.BootID, prev.Seq)
+	}
+	back := func(what string, now, before int64) error {
+		if now < before {
+			return fmt.Errorf("report %d of node %q: %s went backwards within boot %s (%d after %d)", r.Seq, r.NodeID, what, r.BootID, now, before)
+		}
+		return nil
+	}
+	p, q := prev.Requests, r.Requests
+	for _, c := range []struct {
+		what        string
+		now, before int64
+	}{{"requests.total", q.Total, p.Total}, {"requests.rejected", q.Rejected, p.Rejected},
+		{"requests.class2xx", q.Class2xx, p.Class2xx}, {"requests.class4xx", q.Class4xx, p.Class4xx},
+		{"requests.class5xx", q.Class5xx, p.Class5xx}, {"applyErrors", r.ApplyErrors, prev.ApplyErrors}} {
+		if err := back(c.what, c.now, c.before); err != nil {
+			return err
+		}
+	}
+	if len(r.Latency.Counts) == len(prev.Latency.Counts) {
+		for i := range r.Latency.Counts {
+			if err := back(fmt.Sprintf("latency.counts[%d]", i), r.Latency.Counts[i], prev.Latency.Counts[i]); err != nil {
+				return err
+			}
+		}
+	}
+	pl := map[string]LimitCounts{}
+	for _, l := range prev.Limits {
+		pl[l.Rule] = l
+	}
+	for _, l := range r.Limits {
+		o, ok := pl[l.Rule]
+		if !ok {
+			continue
+		}
+		for _, c := range []struct {
+			what        string
+			now, before int64
+		}{{"allowed", l.Allowed, o.Allowed}, {"rejected", l.Rejected, o.Rejected}, {"shadowRejected", l.ShadowRejected, o.ShadowRejected}} {
+			if err := back("limit "+l.Rule+" "+c.what, c.now, c.before); err != nil {
+				return err
+			}
+		}
+	}
+	pb := map[string]BreakerState{}
+	for _, b := range prev.Breakers {
+		pb[b.Rule] = b
+	}
+	for _, b := range r.Breakers {
+		if o, ok := pb[b.Rule]; ok {
+			if err := back("breaker "+b.Rule+" rejected", b.Rejected, o.Rejected); err != nil {
+				return err
+			}
+		}
+	}
+	pd := map[string]DegradeState{}
+	for _, d := range prev.Degrades {
+		pd[d.Rule] = d
+	}
+	for _, d := range r.Degrades {
+		if o, ok := pd[d.Rule]; ok {
+			if err := back("degrade "+d.Rule+" shed", d.Shed, o.Shed); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

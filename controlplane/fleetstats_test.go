@@ -1,0 +1,193 @@
+package sluice
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+func testFleet(now *time.Time) *Fleet {
+	rs := &api.RuleSet{Limits: []api.Limit{{ID: "per-ip"}}}
+	return NewFleet(FleetSettings{Now: func() time.Time { return *now },
+		Rules: func(context.Context, string, int64) (*api.RuleSet, error) { return rs, nil }})
+}
+
+// rep is node's report: requests, of which rejected (429) and 5xx, and
+// the latency counts (cumulative, bounds 0.1 and 1).
+func rep(node, boot string, seq int64, at time.Time, version, requests, rejected, e5xx int64, lat ...int64) *api.Report {
+	r := &api.Report{NodeID: node, BootID: boot, Seq: seq, At: at, Version: version,
+		Requests: api.RequestCounts{Total: requests, Rejected: rejected, Class5xx: e5xx, Class2xx: requests - rejected - e5xx, Class4xx: rejected},
+		Limits:   []api.LimitCounts{{Rule: "per-ip", Allowed: requests - rejected, Rejected: rejected}}}
+	if len(lat) > 0 {
+		r.Latency = api.LatencyCounts{Bounds: []float64{0.1, 1}, Counts: lat}
+	}
+	return r
+}
+
+func TestFleetDeltasAndCohorts(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	f := testFleet(&now)
+	ctx := context.Background()
+	must := func(r *api.Report, rev int64) []*Event {
+		t.Helper()
+		evs, err := f.Ingest(ctx, "shop", r, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	// gw-1 (baseline, version 1): 100 then 300 requests, 10 and 30 rejected.
+	if evs := must(rep("gw-1", "a", 1, t0.Add(1*time.Second), 1, 100, 10, 0, 100, 100, 100), 5); len(evs) != 1 || evs[0].Kind != EventNodeJoined {
+		t.Errorf("first report's events %+v, want node_joined", evs)
+	}
+	must(rep("gw-1", "a", 2, t0.Add(6*time.Second), 1, 300, 30, 0, 300, 300, 300), 5)
+	// The same report again (a re-list) changes nothing.
+	if evs := must(rep("gw-1", "a", 2, t0.Add(6*time.Second), 1, 300, 30, 0, 300, 300, 300), 5); len(evs) != 0 {
+		t.Errorf("duplicate made events %+v", evs)
+	}
+	// gw-2 (canary, version 2): 200 requests, 100 rejected, 10 5xx, slow.
+	must(rep("gw-2", "b", 1, t0.Add(2*time.Second), 2, 200, 100, 10, 0, 100, 200), 7)
+	// gw-2 restarts: counts from zero.
+	must(rep("gw-2", "c", 1, t0.Add(7*time.Second), 2, 50, 0, 0, 0, 50, 50), 9)
+
+	st, err := f.FindStats(ctx, StatsQuery{Namespace: "shop", Step: time.Minute, Since: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Series) != 1 || len(st.Series[0].Points) != 1 {
+		t.Fatalf("series %+v", st.Series)
+	}
+	p := st.Series[0].Points[0]
+	if p[0] != float64(t0.Unix()) || p[1] != 270+100+50 || p[2] != 30+100 {
+		t.Errorf("fleet point %v, want [t0, 420, 130, ...]", p)
+	}
+	canary, base := f.Cohort("shop", t0, t0.Add(10*time.Second), func(_ string, v int64) bool { return v == 2 })
+	if canary.Requests != 250 || canary.Rejected != 100 || canary.Errors5xx != 10 || base.Requests != 300 || base.Rejected != 30 {
+		t.Errorf("cohorts canary %+v baseline %+v", canary, base)
+	}
+	if math.Abs(canary.RejectRate-0.4) > 1e-9 || math.Abs(base.RejectRate-0.1) > 1e-9 {
+		t.Errorf("reject rates %v and %v, want 0.4 and 0.1", canary.RejectRate, base.RejectRate)
+	}
+	if canary.P99Seconds <= 0.1 || base.P99Seconds > 0.1 {
+		t.Errorf("p99 canary %v baseline %v: the canary's requests are slower", canary.P99Seconds, base.P99Seconds)
+	}
+	// A step that is not a multiple of the resolution.
+	if _, err := f.FindStats(ctx, StatsQuery{Namespace: "shop", Step: 7 * time.Second}); ErrorCode(err) != EINVALID {
+		t.Errorf("step 7s: %v, want EINVALID", err)
+	}
+	// gw-1 leaves once.
+	if ev := f.Gone("shop", "gw-1", 0, now); ev == nil || ev.Kind != EventNodeLeft || ev.Key != "node_left/gw-1/5" {
+		t.Errorf("Gone: %+v", ev)
+	}
+	if ev := f.Gone("shop", "gw-1", 0, now); ev != nil {
+		t.Errorf("second Gone: %+v", ev)
+	}
+	if got := f.LiveNodes("shop"); len(got) != 1 || got[0] != "gw-2" {
+		t.Errorf("live nodes %v", got)
+	}
+	// An hour later gw-1 (gone) is forgotten; gw-2 (live) is kept.
+	now = now.Add(time.Hour)
+	if n := f.Forget(); n != 1 {
+		t.Errorf("Forget dropped %d nodes, want 1", n)
+	}
+	if r, _ := f.LastReport("shop", "gw-1"); r != nil {
+		t.Errorf("gw-1 still held: %+v", r)
+	}
+	if r, _ := f.LastReport("shop", "gw-2"); r == nil {
+		t.Error("gw-2, live, was forgotten")
+	}
+}
+
+func TestFleetRefuses(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	f := testFleet(&now)
+	ctx := context.Background()
+	for seq := int64(1); seq <= 2; seq++ {
+		if _, err := f.Ingest(ctx, "shop", rep("gw-1", "a", seq, now, 1, 10*seq, 0, 0), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		desc   string
+		r      *api.Report
+		reason string
+	}{
+		{"backwards", rep("gw-1", "a", 3, now, 1, 5, 0, 0), RefusedBackwards},
+		{"sequence going back", rep("gw-1", "a", 1, now, 1, 30, 0, 0), RefusedBackwards},
+		{"unknown rule", func() *api.Report { r := rep("gw-2", "a", 1, now, 1, 5, 0, 0); r.Limits[0].Rule = "nope"; return r }(), RefusedUnknownRules},
+	}
+	for _, tc := range tests {
+		_, err := f.Ingest(ctx, "shop", tc.r, 1)
+		re, ok := err.(*RefusedError)
+		if !ok || re.Reason != tc.reason {
+			t.Errorf("%s: %v, want refused as %s", tc.desc, err, tc.reason)
+		}
+	}
+	stored, refused := f.Counts()
+	if stored != 2 || refused[RefusedBackwards] != 2 || refused[RefusedUnknownRules] != 1 {
+		t.Errorf("stored %d refused %v", stored, refused)
+	}
+}
+
+func TestCanaryJudge(t *testing.T) {
+	t.Parallel()
+	a := &CanaryAnalysis{MaxRejectRateIncrease: 0.05, Max5xxRateIncrease: 0.02, MaxP99Ratio: 1.5, MinRequests: 100}
+	base := &CohortFigures{Requests: 1000, RejectRate: 0.01, ErrorRate5xx: 0.001, P99Seconds: 0.1}
+	tests := []struct {
+		desc    string
+		canary  CohortFigures
+		verdict string
+		metrics []string
+	}{
+		{"same as baseline", CohortFigures{Requests: 500, RejectRate: 0.01, ErrorRate5xx: 0.001, P99Seconds: 0.1}, VerdictPass, nil},
+		{"rejects everything", CohortFigures{Requests: 500, RejectRate: 1, P99Seconds: 0.01}, VerdictBreach, []string{"rejectRateIncrease"}},
+		{"5xx and slow", CohortFigures{Requests: 500, ErrorRate5xx: 0.5, P99Seconds: 0.2}, VerdictBreach, []string{"errorRate5xxIncrease", "p99Ratio"}},
+		{"too few requests", CohortFigures{Requests: 99, RejectRate: 1}, VerdictInsufficient, nil},
+	}
+	for _, tc := range tests {
+		v, _, _, _, br := a.Judge(&tc.canary, base)
+		var got []string
+		for _, b := range br {
+			got = append(got, b.Metric)
+		}
+		if v != tc.verdict || len(got) != len(tc.metrics) {
+			t.Errorf("%s: %s %v, want %s %v", tc.desc, v, got, tc.verdict, tc.metrics)
+		}
+	}
+}
+
+func TestCanaryAnalysisValidate(t *testing.T) {
+	t.Parallel()
+	bad := &CanaryAnalysis{Window: api.Duration(time.Second), MaxRejectRateIncrease: 2, OnPass: "ship"}
+	errs := bad.Validate()
+	if len(errs) != 3 {
+		t.Errorf("errors %v, want window, maxRejectRateIncrease and onPass", errs)
+	}
+	if errs := (&CanaryAnalysis{Window: api.Duration(time.Minute), OnPass: OnPassPromote}).Validate(); len(errs) != 0 {
+		t.Errorf("valid analysis: %v", errs)
+	}
+}
+
+func TestP99(t *testing.T) {
+	t.Parallel()
+	bounds := []float64{0.1, 1}
+	for _, tc := range []struct {
+		counts []int64
+		want   float64
+	}{
+		{[]int64{0, 0, 0}, 0},
+		{[]int64{100, 0, 0}, 0.099},
+		{[]int64{0, 100, 0}, 0.1 + 0.9*0.99},
+		{[]int64{0, 0, 10}, 1},
+	} {
+		if got := P99(bounds, tc.counts); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("P99(%v) = %v, want %v", tc.counts, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
+)
+
+const rules = `namespace: shop
+routes:
+  - id: api
+    match: {pathPrefix: /api}
+    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
+limits:
+  - id: tiny
+    routes: [api]
+    algorithm: fixed_window
+    rate: 3
+    period: 1h
+  - id: watch
+    routes: [api]
+    algorithm: fixed_window
+    rate: 1
+    period: 1h
+    shadow: true
+breakers:
+  - id: api-breaker
+    routes: [api]
+    window: 10s
+    errorRatio: 0.5
+    openFor: 5s
+degrades:
+  - id: api-degrade
+    routes: [api]
+    mode: manual
+    level: 0
+`
+
+// mustSnapshot compiles rules with m as its metrics.
+func mustSnapshot(tb testing.TB, m *metrics.Metrics, doc string) *snapshot.Snapshot {
+	tb.Helper()
+	rs, err := api.Decode([]byte(doc))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v, err := api.Validated(rs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := snapshot.Compile(context.Background(), v, snapshot.Meta{Version: 7}, nil, snapshot.Options{
+		Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Retire(nil) })
+	return s
+}
+
+func serve(s http.Handler, n int) {
+	for range n {
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/x", nil))
+	}
+}
+
+type nopPutter struct{}
+
+func (nopPutter) Put(context.Context, string, string, ...clientv3.OpOption) (*clientv3.PutResponse, error) {
+	return &clientv3.PutResponse{}, nil
+}
+
+func mustReporter(tb testing.TB, s Settings) *Reporter {
+	tb.Helper()
+	r, err := New(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// TestCollectMatchesCounters: the report's per-rule counts are the
+// node's own sluice_limit_decisions_total, cumulative, and a series that
+// restarts from zero (deleted, re-created) never makes them go backwards.
+func TestCollectMatchesCounters(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	s := mustSnapshot(t, m, rules)
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
+	limit := func(rep *api.Report, id string) api.LimitCounts {
+		for _, l := range rep.Limits {
+			if l.Rule == id {
+				return l
+			}
+		}
+		t.Fatalf("report lacks limit %s: %+v", id, rep.Limits)
+		return api.LimitCounts{}
+	}
+	serve(s, 10)
+	first := r.Collect()
+	if errs := first.Check(time.Now(), 0); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+	if err := first.CheckRules(s.Rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		desc, rule, decision string
+		got                  int64
+	}{
+		{"tiny allowed", "tiny", metrics.DecisionAllow, limit(first, "tiny").Allowed},
+		{"tiny rejected", "tiny", metrics.DecisionReject, limit(first, "tiny").Rejected},
+		{"watch shadow", "watch", metrics.DecisionShadowDeny, limit(first, "watch").ShadowRejected},
+		{"watch allowed", "watch", metrics.DecisionAllow, limit(first, "watch").Allowed},
+	} {
+		want := int64(testutil.ToFloat64(m.LimitDecisions.WithLabelValues(tc.rule, tc.decision)))
+		if tc.got != want {
+			t.Errorf("%s: report %d, counter %d", tc.desc, tc.got, want)
+		}
+	}
+	if l := limit(first, "tiny"); l.Allowed != 3 || l.Rejected != 7 {
+		t.Errorf("tiny: allowed %d rejected %d, want 3 and 7", l.Allowed, l.Rejected)
+	}
+	if first.Requests.Total != 10 || first.Requests.Rejected != 7 || first.Requests.Class4xx != 7 {
+		t.Errorf("requests %+v, want 10 total, 7 rejected (429)", first.Requests)
+	}
+	if len(first.Breakers) != 1 || first.Breakers[0].State != "closed" || len(first.Degrades) != 1 || first.Degrades[0].Level != 0 {
+		t.Errorf("breakers %+v degrades %+v", first.Breakers, first.Degrades)
+	}
+	// The series restarts from zero: the report keeps counting up.
+	// (Reset detaches the counters the compiled limits hold, as Prune does
+	// for a removed rule; a re-added rule's series starts again at zero.)
+	m.LimitDecisions.Reset()
+	m.LimitDecisions.WithLabelValues("tiny", metrics.DecisionReject).Add(2)
+	second := r.Collect()
+	if err := second.Follows(first); err != nil {
+		t.Fatalf("Follows: %v", err)
+	}
+	if got := limit(second, "tiny").Rejected; got != 9 {
+		t.Errorf("after a series reset, tiny rejected %d, want 9", got)
+	}
+	if second.Seq != first.Seq+1 || second.BootID != first.BootID {
+		t.Errorf("seq %d boot %s after seq %d boot %s", second.Seq, second.BootID, first.Seq, first.BootID)
+	}
+}
+
+// TestReportTransitions: a forced degrade level and back shows in the
+// level and in the transition counts.
+func TestReportTransitions(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	s := mustSnapshot(t, m, rules)
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
+	if err := s.Degrades().SetOverrideFor("api-degrade", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	serve(s, 4)
+	up := r.Collect()
+	if d := up.Degrades[0]; d.Level != 1 || len(d.Transitions) != 1 || d.Transitions[0] != (api.Transition{From: "0", To: "1", Count: 1}) {
+		t.Errorf("after level 1: %+v", d)
+	}
+	if err := s.Degrades().ClearOverride("api-degrade"); err != nil {
+		t.Fatal(err)
+	}
+	serve(s, 1)
+	down := r.Collect()
+	if err := down.Follows(up); err != nil {
+		t.Fatal(err)
+	}
+	if d := down.Degrades[0]; d.Level != 0 || len(d.Transitions) != 2 {
+		t.Errorf("after level 0: %+v", d)
+	}
+}
+
+// TestWriteBoundToLease: the report is written under the registration's
+// lease (gone when the lease is), and skipped while there is none.
+func TestWriteBoundToLease(t *testing.T) {
+	t.Parallel()
+	e := etcdtest.Start(t)
+	c := e.Client(t)
+	m := metrics.New()
+	var lease int64
+	r := mustReporter(t, Settings{Client: c, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		Lease: func() int64 { return lease }, State: func() State { return State{} }})
+	ctx := context.Background()
+	key := api.Keys{}.Report("shop", "gw-1")
+	if err := r.Write(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Get(ctx, key); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("without a lease: %v %v, want no report", resp, err)
+	}
+	if st := r.Status(); st.Skipped != 1 {
+		t.Errorf("skipped %d, want 1", st.Skipped)
+	}
+	g, err := c.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease = int64(g.ID)
+	if err := r.Write(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v %v", key, resp, err)
+	}
+	if resp.Kvs[0].Lease != lease {
+		t.Errorf("lease %x, want %x", resp.Kvs[0].Lease, lease)
+	}
+	got, err := api.DecodeReport("gw-1", resp.Kvs[0].Value, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Seq != 1 || got.BootID != r.BootID() {
+		t.Errorf("report %+v", got)
+	}
+	if _, err := c.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Get(ctx, key); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("after revoke: %v %v, want the report gone", resp, err)
+	}
+}
+
+func TestNewRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	st := func() State { return State{} }
+	for _, tc := range []struct {
+		desc string
+		s    Settings
+		want string
+	}{
+		{"no client", Settings{Namespace: "shop", NodeID: "gw-1", Metrics: m, State: st}, "no etcd client"},
+		{"colon in node id", Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw:1", Metrics: m, State: st}, `invalid node id "gw:1"`},
+		{"bad namespace", Settings{Client: nopPutter{}, Namespace: "Shop!", NodeID: "gw-1", Metrics: m, State: st}, "invalid namespace"},
+		{"no metrics", Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", State: st}, "no metrics"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := New(tc.s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The report is JSON the control plane decodes strictly.
+func TestReportRoundTrip(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	s := mustSnapshot(t, m, rules)
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
+	serve(s, 5)
+	rep := r.Collect()
+	b, err := api.EncodeReport(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := api.DecodeReport("gw-1", b, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(rep)
+	c, _ := json.Marshal(got)
+	if string(a) != string(c) {
+		t.Errorf("round trip:\n%s\n%s", a, c)
+	}
+}

@@ -1,0 +1,120 @@
+// The namespace's live stream (GET /api/v1/namespaces/{ns}/stream, server-
+// sent events `node`, `stats`, `event`, `publication`), feeding the one
+// query cache: stats updates are merged into every stats query of the
+// namespace, the others invalidate the queries they make stale. One
+// EventSource per namespace however many components follow it; the
+// browser reconnects it with Last-Event-ID, and when it gives up the
+// stream is reopened with a backoff and the stats refetched.
+import type { QueryClient } from '@tanstack/react-query';
+import { useEffect, useSyncExternalStore } from 'react';
+import type { Stats, StatsTick } from './fleet';
+import { keys } from './keys';
+import { mergeStats } from '../features/traffic/series';
+
+export type StreamState = 'connecting' | 'live' | 'reconnecting';
+
+type Entry = { users: number; es: EventSource | null; state: StreamState; listeners: Set<() => void>; retry?: ReturnType<typeof setTimeout>; backoff: number };
+
+const streams = new Map<string, Entry>();
+
+function setState(e: Entry, s: StreamState) {
+  if (e.state === s) return;
+  e.state = s;
+  for (const l of e.listeners) l();
+}
+
+/**
+ * applyStats merges a stream stats update into every stats query of ns
+ * (query key: ns, range seconds, node): a fleet query takes the fleet-wide
+ * series, a node's query that node's.
+ */
+export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
+  for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
+    const [, , , range, node] = q.queryKey as [string, string, string, number, string];
+    const since = nowSeconds - range;
+    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node)) : prev));
+  }
+}
+
+function parse(ev: MessageEvent): unknown {
+  try {
+    return JSON.parse(ev.data as string);
+  } catch {
+    return undefined;
+  }
+}
+
+function open(qc: QueryClient, ns: string, e: Entry) {
+  e.retry = undefined;
+  const es = new EventSource(`/api/v1/namespaces/${encodeURIComponent(ns)}/stream`, { withCredentials: true });
+  e.es = es;
+  es.onopen = () => {
+    e.backoff = 1000;
+    setState(e, 'live');
+  };
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED) {
+      // The browser gave up (a refused request): reopen later, and refetch what was missed.
+      setState(e, 'reconnecting');
+      es.close();
+      e.es = null;
+      e.retry = setTimeout(() => {
+        if (e.users === 0) return;
+        void qc.invalidateQueries({ queryKey: keys.stats(ns) });
+        open(qc, ns, e);
+      }, e.backoff);
+      e.backoff = Math.min(e.backoff * 2, 30_000);
+    } else setState(e, 'reconnecting');
+  };
+  es.addEventListener('stats', (ev) => {
+    const u = parse(ev as MessageEvent) as StatsTick | undefined;
+    if (u && Array.isArray(u.series)) applyStats(qc, ns, u);
+  });
+  es.addEventListener('event', () => {
+    void qc.invalidateQueries({ queryKey: keys.events(ns) });
+  });
+  es.addEventListener('node', () => {
+    void qc.invalidateQueries({ queryKey: keys.nodes(ns) });
+  });
+  es.addEventListener('publication', () => {
+    void qc.invalidateQueries({ queryKey: keys.versions(ns) });
+    void qc.invalidateQueries({ queryKey: keys.canary(ns) });
+    void qc.invalidateQueries({ queryKey: keys.nodes(ns) });
+    void qc.invalidateQueries({ queryKey: ['namespaces', ns, 'versions'] });
+  });
+}
+
+function entry(ns: string): Entry {
+  let e = streams.get(ns);
+  if (!e) {
+    e = { users: 0, es: null, state: 'connecting', listeners: new Set(), backoff: 1000 };
+    streams.set(ns, e);
+  }
+  return e;
+}
+
+/** useStream follows ns's live stream while the calling component is mounted, and says whether it is connected. */
+export function useStream(qc: QueryClient, ns: string): StreamState {
+  useEffect(() => {
+    const e = entry(ns);
+    e.users++;
+    if (!e.es && !e.retry) open(qc, ns, e);
+    return () => {
+      e.users--;
+      if (e.users > 0) return;
+      e.es?.close();
+      e.es = null;
+      if (e.retry) clearTimeout(e.retry);
+      e.retry = undefined;
+      streams.delete(ns);
+    };
+  }, [qc, ns]);
+  return useSyncExternalStore(
+    (l) => {
+      const e = entry(ns);
+      e.listeners.add(l);
+      return () => e.listeners.delete(l);
+    },
+    () => streams.get(ns)?.state ?? 'connecting',
+  );
+}

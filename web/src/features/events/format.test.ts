@@ -1,0 +1,15 @@
+import { describe, expect, it } from 'vitest';
+import { change, detailText } from './format';
+
+describe('event cells', () => {
+  it.each([
+    { desc: 'plain facts as k=v, nested as {…}, empty ones left out', in: { action: 'change.publish', version: 5, after: { a: 1 }, reason: '', x: null }, want: 'action=change.publish version=5 after={…}' },
+    { desc: 'a string', in: 'refused: bad rule', want: 'refused: bad rule' },
+    { desc: 'nothing', in: undefined, want: '' },
+  ])('detail: $desc', (c) => expect(detailText(c.in)).toBe(c.want));
+  it.each([
+    { desc: 'a level step', e: { id: 1, at: '', kind: 'degrade' as const, from: '0', to: '1' }, want: '0 → 1' },
+    { desc: 'a version', e: { id: 1, at: '', kind: 'publish' as const, version: 4 }, want: 'v4' },
+    { desc: 'neither', e: { id: 1, at: '', kind: 'node_joined' as const }, want: '' },
+  ])('change: $desc', (c) => expect(change(c.e)).toBe(c.want));
+});

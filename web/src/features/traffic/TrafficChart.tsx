@@ -1,0 +1,99 @@
+import { Box, Group, Text, Tooltip } from '@mantine/core';
+import { useElementSize } from '@mantine/hooks';
+import { useEffect, useRef, useState } from 'react';
+import type uPlot from 'uplot';
+import type { FleetEvent } from '../../api/fleet';
+import { alignedData, LiveChart, type Line } from './chart';
+import { eventLabel, latest, placeMarkers, type Marker } from './series';
+
+/** fmtRate writes a per-second rate with its unit; "no data" when there is none. */
+function fmtRate(v: number | undefined): string {
+  if (v === undefined) return 'no data';
+  return `${v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)}/s`;
+}
+
+function sameMarkers(a: Marker[], b: Marker[]): boolean {
+  return a.length === b.length && a.every((m, i) => Math.abs(m.x - b[i].x) < 0.5 && m.events.length === b[i].events.length && m.events[0].id === b[i].events[0].id);
+}
+
+/**
+ * TrafficChart is one live canvas chart: per-second lines on a time grid,
+ * the threshold dashed, and the events as markers a keyboard can reach. The
+ * latest value of every line is printed under it, so the numbers are
+ * readable without the canvas.
+ */
+export function TrafficChart({ title, grid, lines, threshold, events, height = 180 }: { title: string; grid: number[]; lines: Line[]; threshold?: number; events: FleetEvent[]; height?: number }) {
+  const { ref: box, width } = useElementSize();
+  const el = useRef<HTMLDivElement>(null);
+  const chart = useRef<LiveChart | null>(null);
+  const [markers, setMarkers] = useState<{ left: number; top: number; height: number; list: Marker[] }>({ left: 0, top: 0, height: 0, list: [] });
+  const eventsRef = useRef(events);
+  const shape = lines.map((l) => `${l.label}\u0000${l.color}`).join('\u0001');
+
+  useEffect(() => {
+    eventsRef.current = events;
+    chart.current?.u.redraw(false, false);
+  }, [events]);
+
+  // One uPlot per set of lines; data changes go to setData, not a new chart.
+  useEffect(() => {
+    if (!el.current || width <= 0) return;
+    const onDraw = (u: uPlot) => {
+      const w = u.bbox.width / devicePixelRatio;
+      const list = placeMarkers(eventsRef.current, (t) => u.valToPos(t, 'x'), w);
+      setMarkers((prev) => {
+        const next = { left: u.over.offsetLeft, top: u.over.offsetTop, height: u.bbox.height / devicePixelRatio, list };
+        return prev.left === next.left && prev.top === next.top && prev.height === next.height && sameMarkers(prev.list, list) ? prev : next;
+      });
+    };
+    const c = new LiveChart(el.current, { width, height, lines: lines.map(({ label, color }) => ({ label, color })), threshold, onDraw }, alignedData(grid, lines.map((l) => l.values)));
+    chart.current = c;
+    return () => {
+      c.destroy();
+      chart.current = null;
+    };
+    // The chart is rebuilt only when its lines change or it first gets a width; data, size and threshold update it below.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [shape, width > 0]);
+
+  useEffect(() => {
+    chart.current?.update(alignedData(grid, lines.map((l) => l.values)));
+  }, [grid, lines]);
+  useEffect(() => chart.current?.setThreshold(threshold), [threshold]);
+  useEffect(() => chart.current?.resize(width, height), [width, height]);
+
+  return (
+    <Box component="figure" m={0} aria-label={title}>
+      <Box ref={box} pos="relative">
+        <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}` : ''}`} />
+        {markers.list.map((m) => {
+          const label = m.events.map((e) => `${eventLabel(e)} at ${new Date(e.at).toLocaleTimeString()}`).join('; ');
+          return (
+            <Tooltip key={`${m.at}-${m.events[0].id}`} label={label} multiline maw={320} withArrow>
+              <button
+                type="button"
+                aria-label={`Event: ${label}`}
+                style={{ position: 'absolute', left: markers.left + m.x - 4, top: markers.top, height: markers.height, width: 8, padding: 0, border: 0, background: 'transparent', cursor: 'help' }}
+              >
+                <span style={{ display: 'block', margin: '0 auto', width: 2, height: '100%', background: m.events.some((e) => e.kind === 'publish' || e.kind === 'rollback' || e.kind === 'canary') ? '#4263eb' : '#e8590c', opacity: 0.8 }} />
+              </button>
+            </Tooltip>
+          );
+        })}
+      </Box>
+      <Group component="figcaption" gap="md" wrap="wrap" mt={4}>
+        {lines.map((l) => (
+          <Text key={l.label} size="xs" aria-label={`${l.label} now`}>
+            <span aria-hidden style={{ display: 'inline-block', width: 10, height: 3, background: l.color, marginRight: 4, verticalAlign: 'middle' }} />
+            {l.label}: {fmtRate(latest(l.values))}
+          </Text>
+        ))}
+        {threshold !== undefined && (
+          <Text size="xs" c="red.8" aria-label="Threshold">
+            threshold: {fmtRate(threshold)}
+          </Text>
+        )}
+      </Group>
+    </Box>
+  );
+}

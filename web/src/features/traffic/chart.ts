@@ -1,0 +1,103 @@
+// The canvas chart behind every live traffic chart: uPlot with a time axis,
+// one line per series, the limit's threshold drawn as a dashed line, and
+// a hook that reports where event markers go. No React here, so the
+// browser benchmark (web/e2e/bench.mjs) measures exactly what the page runs.
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+
+export type Line = { label: string; color: string; values: (number | null)[] };
+
+export type ChartSpec = {
+  width: number;
+  height: number;
+  /** Series labels and colours; their order is the order of ChartData's value lists. */
+  lines: { label: string; color: string }[];
+  /** Per second; drawn dashed across the chart and kept in the y range. */
+  threshold?: number;
+  /** Called after every draw, with the chart, to place markers (x of a time: u.valToPos(t, 'x')). */
+  onDraw?: (u: uPlot) => void;
+};
+
+/** palette colours per-node lines; allowed/rejected/shed have their own colours. */
+export const palette = ['#1c7ed6', '#e8590c', '#2f9e44', '#ae3ec9', '#f08c00', '#0c8599', '#c2255c', '#5c940d', '#6741d9', '#495057'];
+export const measureColor = { allowed: '#2f9e44', rejected: '#e03131', shed: '#f08c00' } as const;
+
+/** alignedData is uPlot's column form: the time grid, then each line's values. */
+export function alignedData(grid: number[], lines: (number | null)[][]): uPlot.AlignedData {
+  return [grid, ...lines] as uPlot.AlignedData;
+}
+
+function thresholdPlugin(get: () => number | undefined): uPlot.Plugin {
+  return {
+    hooks: {
+      draw: (u) => {
+        const th = get();
+        if (th === undefined) return;
+        const y = Math.round(u.valToPos(th, 'y', true));
+        const { ctx, bbox } = u;
+        ctx.save();
+        ctx.strokeStyle = '#c92a2a';
+        ctx.lineWidth = Math.max(1, devicePixelRatio);
+        ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);
+        ctx.beginPath();
+        ctx.moveTo(bbox.left, y);
+        ctx.lineTo(bbox.left + bbox.width, y);
+        ctx.stroke();
+        ctx.restore();
+      },
+    },
+  };
+}
+
+/**
+ * LiveChart owns one uPlot instance. update replaces the data (a redraw of
+ * the new points); setThreshold and resize change the rest. Not safe to use
+ * after destroy.
+ */
+export class LiveChart {
+  readonly u: uPlot;
+  private threshold: number | undefined;
+
+  constructor(el: HTMLElement, spec: ChartSpec, data: uPlot.AlignedData) {
+    this.threshold = spec.threshold;
+    const opts: uPlot.Options = {
+      width: spec.width,
+      height: spec.height,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      scales: {
+        x: { time: true },
+        y: {
+          range: (_u, _min, max) => {
+            // Headroom above the highest line and the threshold, so neither runs along the top edge.
+            const top = Math.max((max ?? 0) * 1.1, (this.threshold ?? 0) * 1.15, 1);
+            return [0, top];
+          },
+        },
+      },
+      axes: [{}, { size: 56, values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(+v.toFixed(2)))) }],
+      series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: false } }))],
+      plugins: [thresholdPlugin(() => this.threshold)],
+      hooks: spec.onDraw ? { draw: [spec.onDraw] } : {},
+    };
+    this.u = new uPlot(opts, data, el);
+  }
+
+  update(data: uPlot.AlignedData) {
+    this.u.setData(data);
+  }
+
+  setThreshold(th: number | undefined) {
+    if (th === this.threshold) return;
+    this.threshold = th;
+    this.u.redraw(false, true);
+  }
+
+  resize(width: number, height: number) {
+    if (width !== this.u.width || height !== this.u.height) this.u.setSize({ width, height });
+  }
+
+  destroy() {
+    this.u.destroy();
+  }
+}

@@ -1,0 +1,224 @@
+// Data shaping for the live traffic charts: merging the stream's stats
+// updates into what the stats endpoint returned, turning per-step counts
+// into per-second rates on one time grid, the limit's threshold, and where
+// event markers go. Pure functions; the chart and the page only draw.
+import type { FleetEvent, StatPoint, Stats, StatSeries } from '../../api/fleet';
+
+const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, 'µs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+
+/** parseDuration reads a Go duration ("5s", "1m30s", "250ms") as seconds; NaN when it is not one. */
+export function parseDuration(s: string): number {
+  const t = s.trim();
+  if (t === '0') return 0;
+  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/y;
+  let total = 0;
+  let pos = 0;
+  while (pos < t.length) {
+    re.lastIndex = pos;
+    const m = re.exec(t);
+    if (!m) return NaN;
+    total += Number(m[1]) * unit[m[2]];
+    pos = re.lastIndex;
+  }
+  return pos === 0 ? NaN : total;
+}
+
+/** stepSeconds is a stats step (a duration string, or seconds) in seconds; 5 when it cannot be read. */
+export function stepSeconds(step: string | number | undefined): number {
+  const s = typeof step === 'number' ? step : step === undefined ? NaN : parseDuration(step);
+  return Number.isFinite(s) && s > 0 ? s : 5;
+}
+
+/** seriesKey names a series: its rule and, for one node's series, the node. */
+export function seriesKey(s: { rule: string; node?: string }): string {
+  return s.node ? `${s.rule}\u0000${s.node}` : s.rule;
+}
+
+/**
+ * mergePoints merges two sorted point lists by time: a step in next replaces
+ * the same step in prev (the control plane sends whole steps, latest wins).
+ * Steps before since are dropped.
+ */
+export function mergePoints(prev: StatPoint[], next: StatPoint[], since: number): StatPoint[] {
+  const out: StatPoint[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < prev.length && prev[i][0] < since) i++;
+  while (j < next.length && next[j][0] < since) j++;
+  while (i < prev.length || j < next.length) {
+    const a = prev[i];
+    const b = next[j];
+    if (b === undefined || (a !== undefined && a[0] < b[0])) {
+      out.push(a);
+      i++;
+    } else if (a === undefined || b[0] < a[0]) {
+      out.push(b);
+      j++;
+    } else {
+      out.push(b);
+      i++;
+      j++;
+    }
+  }
+  return out;
+}
+
+/**
+ * mergeStats folds a stream update into the stats a page holds: series are
+ * matched by rule and node, new ones are added, and everything before since
+ * (unix seconds, the start of the page's range) is dropped. A series the
+ * update does not name keeps its identity, so its chart need not redraw.
+ */
+export function mergeStats(prev: Stats, update: { series?: StatSeries[] }, since: number, accept: (s: StatSeries) => boolean = () => true): Stats {
+  const byKey = new Map<string, StatSeries>();
+  for (const s of update.series ?? []) if (accept(s)) byKey.set(seriesKey(s), s);
+  const series: StatSeries[] = [];
+  for (const s of prev.series) {
+    const k = seriesKey(s);
+    const u = byKey.get(k);
+    byKey.delete(k);
+    if (u) series.push({ ...s, points: mergePoints(s.points, u.points, since) });
+    else if (s.points.length > 0 && s.points[0][0] < since) series.push({ ...s, points: mergePoints(s.points, [], since) });
+    else series.push(s);
+  }
+  for (const u of byKey.values()) series.push({ ...u, points: mergePoints([], u.points, since) });
+  return { ...prev, series };
+}
+
+/**
+ * fleetSeries is one fleet-wide series per rule: the control plane's own
+ * (no node) where it sent one, else the sum of the rule's node series.
+ */
+export function fleetSeries(stats: Stats | undefined): StatSeries[] {
+  if (!stats) return [];
+  const fleet = new Map<string, StatSeries>();
+  const nodes = new Map<string, StatSeries[]>();
+  for (const s of stats.series) {
+    if (!s.node) fleet.set(s.rule, s);
+    else nodes.set(s.rule, [...(nodes.get(s.rule) ?? []), s]);
+  }
+  for (const [rule, list] of nodes) {
+    if (fleet.has(rule)) continue;
+    const sum = new Map<number, StatPoint>();
+    for (const s of list)
+      for (const pt of s.points) {
+        const p = sum.get(pt[0]);
+        if (!p) sum.set(pt[0], [...pt]);
+        else for (let i = 1; i < pt.length; i++) p[i] = (p[i] ?? 0) + pt[i];
+      }
+    fleet.set(rule, { rule, kind: list[0].kind, points: [...sum.values()].sort((x, y) => x[0] - y[0]) });
+  }
+  return [...fleet.values()].sort((a, b) => a.rule.localeCompare(b.rule));
+}
+
+/** nodeSeries are a rule's per-node series, by node id. */
+export function nodeSeries(stats: Stats | undefined, rule: string): StatSeries[] {
+  return (stats?.series ?? []).filter((s) => s.rule === rule && s.node).sort((a, b) => a.node!.localeCompare(b.node!));
+}
+
+/** timeGrid is every step from since to until (unix seconds), aligned to the step. */
+export function timeGrid(since: number, until: number, step: number): number[] {
+  const out: number[] = [];
+  for (let t = Math.ceil(since / step) * step; t <= until; t += step) out.push(t);
+  return out;
+}
+
+export type Measure = 'allowed' | 'rejected' | 'shed';
+const column: Record<Measure, 1 | 2 | 3> = { allowed: 1, rejected: 2, shed: 3 };
+
+/**
+ * rates is one measure of a series as per-second rates on grid (counts over
+ * a step divided by the step); a step the series has no point for is null,
+ * drawn as a gap, not as zero traffic.
+ */
+export function rates(points: StatPoint[], grid: number[], step: number, measure: Measure): (number | null)[] {
+  const c = column[measure];
+  const out: (number | null)[] = new Array(grid.length).fill(null);
+  let j = 0;
+  for (const p of points) {
+    // A point is placed at its step on the grid (points between grid steps round down).
+    const t = Math.floor(p[0] / step) * step;
+    while (j < grid.length && grid[j] < t) j++;
+    if (j >= grid.length) break;
+    if (grid[j] === t) out[j] = Math.max(0, p[c]) / step;
+  }
+  return out;
+}
+
+/** latest is the newest non-null value of a rate list, or undefined. */
+export function latest(xs: (number | null)[]): number | undefined {
+  for (let i = xs.length - 1; i >= 0; i--) if (xs[i] !== null) return xs[i]!;
+  return undefined;
+}
+
+/**
+ * thresholdPerSecond is the rate at which a limit starts rejecting, per
+ * second, for a chart of fleetNodes nodes (1 for one node's chart): a
+ * node-scoped limit allows its rate on every node, a cluster one across the
+ * fleet. Undefined for a concurrency limit (in flight, not a rate) or a
+ * period that cannot be read.
+ */
+export function thresholdPerSecond(limit: { algorithm: string; rate: number; period?: string; scope?: string }, fleetNodes: number): number | undefined {
+  if (limit.algorithm === 'concurrency') return undefined;
+  const period = parseDuration(limit.period ?? '1s');
+  if (!Number.isFinite(period) || period <= 0) return undefined;
+  const perNode = limit.rate / period;
+  return limit.scope === 'cluster' ? perNode : perNode * Math.max(1, fleetNodes);
+}
+
+const markerKinds = new Set(['publish', 'rollback', 'canary', 'degrade', 'breaker', 'override', 'apply_error']);
+
+/**
+ * markerEvents are the events to mark on a rule's chart of [since, until]
+ * (unix seconds): what changed the namespace (publish, rollback, canary),
+ * and the rule's own degrade steps, breaker transitions, overrides and
+ * apply errors; on one node's chart, only that node's. Oldest first.
+ */
+export function markerEvents(events: FleetEvent[], rule: string, since: number, until: number, node?: string): FleetEvent[] {
+  return events
+    .filter((e) => markerKinds.has(e.kind))
+    .filter((e) => !e.rule || e.rule === rule)
+    .filter((e) => !node || !e.node || e.node === node)
+    .filter((e) => {
+      const t = Date.parse(e.at) / 1000;
+      return t >= since && t <= until;
+    })
+    .sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+}
+
+export type Marker = { x: number; at: number; events: FleetEvent[] };
+
+/**
+ * placeMarkers puts events on a chart: x is where xOf (unix seconds → CSS
+ * pixels) puts each; events closer than minGap pixels to the previous marker
+ * join it, so a burst of degrade steps is one marker, not a smear. Markers
+ * outside [0, width] are dropped.
+ */
+export function placeMarkers(events: FleetEvent[], xOf: (t: number) => number, width: number, minGap = 6): Marker[] {
+  const out: Marker[] = [];
+  for (const e of events) {
+    const at = Date.parse(e.at) / 1000;
+    const x = xOf(at);
+    if (!Number.isFinite(x) || x < 0 || x > width) continue;
+    const last = out[out.length - 1];
+    if (last && x - last.x < minGap) last.events.push(e);
+    else out.push({ x, at, events: [e] });
+  }
+  return out;
+}
+
+function show(v: unknown): string {
+  if (v === undefined || v === null) return '?';
+  return typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+
+/** eventLabel is one line for people: what happened, to which rule, on which node, by whom. */
+export function eventLabel(e: FleetEvent): string {
+  const parts: string[] = [e.kind.replace('_', ' ')];
+  if (e.version !== undefined) parts.push(`v${e.version}`);
+  if (e.rule) parts.push(e.rule);
+  if (e.from !== undefined || e.to !== undefined) parts.push(`${show(e.from)} → ${show(e.to)}`);
+  if (e.node) parts.push(`on ${e.node}`);
+  if (e.actor) parts.push(`by ${e.actor}`);
+  return parts.join(' ');
+}
