@@ -208,19 +208,28 @@ func (b *Breaker) Allow(now int64) (Ticket, error) {
 			return Ticket{gen: wGen(w)}, nil
 		case Open:
 			if now < b.openUntil.Load() {
-				return Ticket{}, ErrOpen
+				return Ticket{}, b.refuse()
 			}
 			b.toHalfOpen(now, wGen(w))
 			continue
 		default: // HalfOpen
 			if wUsed(w) >= b.cfg.probes {
-				return Ticket{}, ErrOpen
+				return Ticket{}, b.refuse()
 			}
 			if b.st.CompareAndSwap(w, w+1<<usedShift) {
 				return Ticket{gen: wGen(w), probe: true}, nil
 			}
 		}
 	}
+}
+
+// refuse counts one refusal (sluice_breaker_rejections_total) and returns
+// ErrOpen.
+func (b *Breaker) refuse() error {
+	if b.group != nil && b.group.refused != nil {
+		b.group.refused.Inc()
+	}
+	return ErrOpen
 }
 
 // Done records the outcome of a request admitted by Allow at t: failed as

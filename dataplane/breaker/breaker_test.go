@@ -504,6 +504,33 @@ func TestHotSwap(t *testing.T) {
 	}
 }
 
+// TestRefusalsCounted checks that sluice_breaker_rejections_total counts the
+// requests an open breaker refuses, and only those (node reports read it).
+func TestRefusalsCounted(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	s := MustCompile(t, []api.Breaker{testRule(nil)}, nil, Options{Metrics: m})
+	b := s.ForRoute("r")
+	now := 1000 * sec
+	for range 10 {
+		call(b, now, true, 0)
+	}
+	if b.State() != Open {
+		t.Fatal("setup: breaker should be open")
+	}
+	if got := testutil.ToFloat64(m.BreakerRejections.WithLabelValues("b")); got != 0 {
+		t.Fatalf("rejections before any refusal = %v, want 0", got)
+	}
+	for range 3 {
+		if _, err := b.Allow(now + ms); err != ErrOpen {
+			t.Fatalf("Allow on an open breaker = %v, want ErrOpen", err)
+		}
+	}
+	if got := testutil.ToFloat64(m.BreakerRejections.WithLabelValues("b")); got != 3 {
+		t.Fatalf("rejections = %v, want 3", got)
+	}
+}
+
 // TestCompileErrors checks that the rules Compile cannot serve are refused
 // before it, by api.Validated (the one validation; Compile trusts its output).
 func TestCompileErrors(t *testing.T) {

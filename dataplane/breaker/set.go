@@ -48,6 +48,7 @@ type group struct {
 	members atomic.Pointer[[]*Breaker]
 	retired atomic.Bool
 	gauge   *prometheus.GaugeVec // may be nil
+	refused prometheus.Counter   // sluice_breaker_rejections_total{rule}; may be nil
 }
 
 func (g *group) worst() State {
@@ -103,10 +104,10 @@ func Compile(rules []api.Breaker, routeIDs []string, prev *Set, opts Options) (*
 	if prev != nil {
 		prevGen, prevRoutes = prev.gen, prev.byRoute
 	}
-	var trans *prometheus.CounterVec
+	var trans, refusals *prometheus.CounterVec
 	var gauge *prometheus.GaugeVec
 	if opts.Metrics != nil {
-		trans, gauge = opts.Metrics.BreakerTransitions, opts.Metrics.BreakerState
+		trans, gauge, refusals = opts.Metrics.BreakerTransitions, opts.Metrics.BreakerState, opts.Metrics.BreakerRejections
 	}
 	b := carry.Begin(prevGen, retireGroup)
 	defer b.Discard()
@@ -118,7 +119,11 @@ func Compile(rules []api.Breaker, routeIDs []string, prev *Set, opts Options) (*
 			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)
 		}
 		g, carried, err := b.Provide(rb.ID, string(canon), func(*group, bool) (*group, error) {
-			return &group{rule: rb.ID, cfg: compileConfig(rb), gauge: gauge}, nil
+			g := &group{rule: rb.ID, cfg: compileConfig(rb), gauge: gauge}
+			if refusals != nil {
+				g.refused = refusals.WithLabelValues(rb.ID)
+			}
+			return g, nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("compiling breaker %q: %w", rb.ID, err)

@@ -31,23 +31,43 @@ func fleetRules(up, flaky string, extra string) string {
 }
 
 // limitDecisions reads sluice_limit_decisions_total{rule,decision} from a
-// gateway's /metrics.
+// gateway's /metrics, summed over the series' other labels (class,
+// variant).
 func (g *gateway) limitDecisions(rule, decision string) (int64, error) {
 	res, err := statusClient.Get("http://" + g.admin + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer res.Body.Close()
-	want := fmt.Sprintf(`sluice_limit_decisions_total{decision=%q,rule=%q} `, decision, rule)
+	wantRule, wantDecision := fmt.Sprintf(`rule=%q`, rule), fmt.Sprintf(`decision=%q`, decision)
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var sum float64
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), want); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
+		rest, ok := strings.CutPrefix(sc.Text(), "sluice_limit_decisions_total{")
+		if !ok {
+			continue
 		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		found := 0
+		for _, l := range strings.Split(labels, ",") {
+			if l == wantRule || l == wantDecision {
+				found++
+			}
+		}
+		if found != 2 {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += f
 	}
-	return 0, sc.Err()
+	return int64(sum), sc.Err()
 }
 
 type statsResp struct {

@@ -300,4 +300,3 @@ const (
 	pinnedBucket = 61
 	pinnedIn     = 104
 )
-

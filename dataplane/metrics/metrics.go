@@ -22,6 +22,7 @@ type Metrics struct {
 	DegradeLevel       *prometheus.GaugeVec     // sluice_degrade_level{rule}
 	DegradeTransitions *prometheus.CounterVec   // sluice_degrade_transitions_total{rule,from,to}
 	DegradeShed        *prometheus.CounterVec   // sluice_degrade_shed_total{rule}
+	BreakerRejections  *prometheus.CounterVec   // sluice_breaker_rejections_total{rule}
 	RulesetVersion     prometheus.Gauge         // sluice_ruleset_version
 	RulesetApplyErrors prometheus.Counter       // sluice_ruleset_apply_errors_total
 	RulesetApplies     prometheus.Counter       // sluice_ruleset_applies_total
@@ -85,6 +86,9 @@ func New() *Metrics {
 		DegradeShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_degrade_shed_total", Help: "Requests answered with a degrade fallback.",
 		}, []string{"rule"}),
+		BreakerRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_breaker_rejections_total", Help: "Requests a breaker refused (open, or half-open with every probe taken).",
+		}, []string{"rule"}),
 		RulesetVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_ruleset_version", Help: "Version of the applied rule set.",
 		}),
@@ -108,7 +112,7 @@ func New() *Metrics {
 		}, []string{"component"}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
-		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.RulesetVersion, m.RulesetApplyErrors,
+		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.BreakerRejections, m.RulesetVersion, m.RulesetApplyErrors,
 		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
 		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -153,6 +157,7 @@ func (m *Metrics) Prune(live Live) int {
 	n += prune(m.DegradeLevel, "rule", degrades)
 	n += prune(m.DegradeTransitions, "rule", degrades)
 	n += prune(m.DegradeShed, "rule", degrades)
+	n += prune(m.BreakerRejections, "rule", breakers)
 	return n
 }
 

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
 // Route is one compiled route: its id, its place in the rule set and its

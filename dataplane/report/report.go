@@ -249,9 +249,12 @@ func (r *Reporter) Collect() *api.Report {
 		if len(rs.Breakers) > 0 {
 			state := map[string]float64{}
 			collect(m.BreakerState, func(l labels, v float64) { state[l.get("rule")] = v })
+			refused := map[string]float64{}
+			collect(m.BreakerRejections, func(l labels, v float64) { refused[l.get("rule")] += v })
 			trans := transitions(m.BreakerTransitions)
 			for _, b := range rs.Breakers {
 				rep.Breakers = append(rep.Breakers, api.BreakerState{Rule: b.ID, State: breakerState(state[b.ID]),
+					Rejected:    r.sums.add("breaker/"+b.ID+"/rejected", refused[b.ID]),
 					Transitions: r.sums.transitions("breaker/"+b.ID, trans[b.ID])})
 			}
 		}
