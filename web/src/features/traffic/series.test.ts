@@ -109,6 +109,7 @@ describe('thresholdPerSecond', () => {
     { desc: 'cluster scope is fleet-wide', l: { algorithm: 'sliding_window', rate: 100, period: '10s', scope: 'cluster' }, nodes: 3, want: 10 },
     { desc: 'no period means per second', l: { algorithm: 'token_bucket', rate: 7 }, nodes: 1, want: 7 },
     { desc: 'concurrency has no rate threshold', l: { algorithm: 'concurrency', rate: 7 }, nodes: 1, want: undefined },
+    { desc: 'adaptive has no rate threshold', l: { algorithm: 'adaptive' }, nodes: 1, want: undefined },
     { desc: 'bad period', l: { algorithm: 'token_bucket', rate: 7, period: 'x' }, nodes: 1, want: undefined },
   ])('$desc', (c) => expect(thresholdPerSecond(c.l, c.nodes)).toBe(c.want));
 });

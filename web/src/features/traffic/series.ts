@@ -155,11 +155,11 @@ export function latest(xs: (number | null)[]): number | undefined {
  * thresholdPerSecond is the rate at which a limit starts rejecting, per
  * second, for a chart of fleetNodes nodes (1 for one node's chart): a
  * node-scoped limit allows its rate on every node, a cluster one across the
- * fleet. Undefined for a concurrency limit (in flight, not a rate) or a
- * period that cannot be read.
+ * fleet. Undefined for a concurrency or adaptive limit (in flight, not a
+ * rate), one without a rate, or a period that cannot be read.
  */
-export function thresholdPerSecond(limit: { algorithm: string; rate: number; period?: string; scope?: string }, fleetNodes: number): number | undefined {
-  if (limit.algorithm === 'concurrency') return undefined;
+export function thresholdPerSecond(limit: { algorithm: string; rate?: number; period?: string; scope?: string }, fleetNodes: number): number | undefined {
+  if (limit.algorithm === 'concurrency' || limit.algorithm === 'adaptive' || limit.rate === undefined) return undefined;
   const period = parseDuration(limit.period ?? '1s');
   if (!Number.isFinite(period) || period <= 0) return undefined;
   const perNode = limit.rate / period;
