@@ -115,9 +115,12 @@ limits:
 // slots are free for others.
 func TestNonReadingClients(t *testing.T) {
 	big := strings.Repeat("x", 16<<20)
+	var bigStarted, bigDone atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
+			bigStarted.Add(1)
 			_, _ = io.WriteString(w, big)
+			bigDone.Add(1)
 			return
 		}
 		_, _ = io.WriteString(w, "ok")
@@ -159,9 +162,18 @@ limits:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// No probe goes out before the ten reached the upstream: a probe
+	// admitted before the tenth arrived would take its slot for a moment
+	// and have it refused.
+	for bigStarted.Load() < 10 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("only %d of the ten non-reading clients reached the upstream", bigStarted.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	for status() != http.StatusTooManyRequests {
 		if time.Since(start) > 5*time.Second {
-			t.Fatal("the ten non-reading clients never filled the limit")
+			t.Fatalf("the ten non-reading clients never filled the limit (upstream: %d started, %d written whole)", bigStarted.Load(), bigDone.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
