@@ -157,6 +157,7 @@ func (t *Transport) release(o *origin) {
 	t.mu.Unlock()
 	if last {
 		o.rt.CloseIdleConnections()
+		closeFast(o)
 	}
 }
 
