@@ -176,6 +176,8 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 	var fastErr chan error
 	if d.h1fast != nil {
 		fastErr = make(chan error, 1)
+		// fasthttp closes only the listeners Serve had registered by now.
+		d.h1ln.Close()
 		go func() { fastErr <- d.h1fast.ShutdownWithContext(ctx) }()
 	}
 	err := d.h1.Shutdown(ctx) // HTTP/2's graceful shutdown hangs on it

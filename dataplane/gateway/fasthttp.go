@@ -52,8 +52,9 @@ func ParseEngine(s string) (string, error) {
 // both ways.
 func (n *Node) newFastServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:      n.serveFast,
-		ErrorHandler: fastError,
+		Handler:        n.serveFast,
+		ErrorHandler:   fastError,
+		HeaderReceived: n.fastHeaderReceived,
 		// The header's bound; bodies are bounded per route as they are
 		// forwarded (bodyTimeout, writeTimeout).
 		ReadTimeout:                  ReadHeaderTimeout,
@@ -67,6 +68,31 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		SecureErrorLogMessage:        true,
 		Logger:                       quietLogger{},
 	}
+}
+
+// fastHeaderReceived bounds the wait for a request's body, which the engine
+// starts reading (up to 8 KiB) before the handler runs, by the shortest
+// bodyTimeout of the current rules: the request's route is not known yet.
+func (n *Node) fastHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() == 0 {
+		return fasthttp.RequestConfig{}
+	}
+	s := n.current.Load()
+	if s == nil {
+		return fasthttp.RequestConfig{ReadTimeout: api.DefaultBodyTimeout}
+	}
+	c := n.fastBody.Load()
+	if c == nil || c.s != s {
+		c = &bodyBound{s: s, d: s.MinBodyTimeout()}
+		n.fastBody.Store(c)
+	}
+	return fasthttp.RequestConfig{ReadTimeout: c.d}
+}
+
+// bodyBound is a snapshot's shortest bodyTimeout, cached.
+type bodyBound struct {
+	s *snapshot.Snapshot
+	d time.Duration
 }
 
 type quietLogger struct{}
@@ -85,7 +111,10 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 			"the request header exceeds the gateway's limit")
 	case errors.As(err, &ne) && ne.Timeout():
 		snapshot.WriteProblemFast(ctx, http.StatusRequestTimeout, "Request timeout", "the request header did not arrive in time")
-	case strings.Contains(err.Error(), "unsupported http version"):
+	case strings.Contains(err.Error(), "transfer-encoding") && !strings.Contains(err.Error(), "conflict"):
+		snapshot.WriteProblemFast(ctx, http.StatusNotImplemented, "Not implemented",
+			"only the chunked transfer coding is implemented, once")
+	case strings.Contains(err.Error(), "unsupported http version") && strings.Contains(err.Error(), `"HTTP/2`):
 		snapshot.WriteProblemFast(ctx, http.StatusHTTPVersionNotSupported, "HTTP version not supported",
 			"the request's HTTP version is not HTTP/1.0 or HTTP/1.1")
 	default:

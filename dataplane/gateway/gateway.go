@@ -83,6 +83,7 @@ type Node struct {
 	metrics *metrics.Metrics
 
 	current  atomic.Pointer[snapshot.Snapshot]
+	fastBody atomic.Pointer[bodyBound] // the fasthttp engine's body bound
 	draining atomic.Bool
 	drained  atomic.Bool // an operator override drains the node
 

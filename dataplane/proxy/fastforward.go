@@ -83,6 +83,10 @@ type FastRequest struct {
 	Traceparent string
 	// TLS tells whether the client connection is TLS (X-Forwarded-Proto).
 	TLS bool
+	// Release, when not nil and *Release not nil, is called once the
+	// response is written: ForwardFast takes it (sets *Release to nil) when
+	// the body is streamed after it returns.
+	Release *func()
 }
 
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
@@ -119,6 +123,11 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	req := fasthttp.AcquireRequest()
 	u.buildFastRequest(req, ctx, fr, t, m)
 	defer fasthttp.ReleaseRequest(req)
+	if len(in.Header.Peek("Upgrade")) > 0 {
+		// A protocol switch was asked and removed: an upstream that switches
+		// anyway must not leave a tunnel in the pool.
+		req.SetConnectionClose()
+	}
 	var body *fastReqBody
 	if cl := in.Header.ContentLength(); cl != 0 {
 		if bs := ctx.RequestBodyStream(); bs != nil {
@@ -145,8 +154,11 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 			WriteProblemID(w, fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
 			o.ClientGone, o.Status, o.Err = true, http.StatusRequestTimeout, nil
 		case body != nil && body.failed:
-			o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
-			ctx.SetConnectionClose()
+			// The client's body broke its framing (a bad chunk) or ended
+			// early: refused, and the connection closed after the answer.
+			w.Header().Set("Connection", "close")
+			WriteProblemID(w, fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+			o.ClientGone, o.Status, o.Err = true, http.StatusBadRequest, nil
 		case errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
 			WriteProblemID(w, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 			o.Status, o.Timeout = http.StatusGatewayTimeout, true
@@ -162,6 +174,8 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	status := resp.StatusCode()
 	if status == http.StatusSwitchingProtocols || status < 200 && status != 0 {
 		// Only a requested WebSocket may switch (forwardUpgradeFast).
+		resp.SetConnectionClose()
+		_ = resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		ctx.SetConnectionClose()
 		WriteProblemID(w, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
@@ -177,6 +191,9 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		}
 		rb := fastRespBodies.Get().(*fastRespBody)
 		rb.r, rb.resp, rb.conn, rb.timeout = bs, resp, ctx.Conn(), u.writeTimeout
+		if fr.Release != nil {
+			rb.release, *fr.Release = *fr.Release, nil
+		}
 		out.SetBodyStream(rb, cl)
 	} else {
 		if in.Header.IsHead() {
@@ -416,6 +433,7 @@ type fastRespBody struct {
 	conn    net.Conn
 	timeout time.Duration
 	last    time.Time
+	release func() // the limits' release, when held
 }
 
 var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
@@ -436,6 +454,9 @@ func (b *fastRespBody) Close() error {
 	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
+	if b.release != nil {
+		b.release()
+	}
 	*b = fastRespBody{}
 	fastRespBodies.Put(b)
 	return err
@@ -575,4 +596,15 @@ func GuardBodyConn(c net.Conn, hasBody bool, timeout time.Duration) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
+}
+
+// BodyTimeout returns the route's bound on a stalled client body.
+func (u *Upstream) BodyTimeout() time.Duration { return u.bodyTimeout }
+
+// closeAllFast closes the idle connections of every fasthttp pool.
+func closeAllFast() {
+	fastClients.Range(func(_, c any) bool {
+		c.(*fasthttp.HostClient).CloseIdleConnections()
+		return true
+	})
 }

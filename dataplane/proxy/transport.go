@@ -176,6 +176,7 @@ func (t *Transport) CloseIdle() {
 	for _, o := range t.origins {
 		o.rt.CloseIdleConnections()
 	}
+	closeAllFast()
 }
 
 func (t *Transport) newTransport(h2c bool) *http.Transport {

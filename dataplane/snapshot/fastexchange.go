@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -26,6 +27,9 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls bool) {
 	v := x.fill(ctx)
 	v.ClientIP = s.fastClientIP(ctx, v.Header)
 	s.Serve(x, v)
+	if x.done != nil { // not taken by a streamed body
+		x.done()
+	}
 	x.reset()
 	fastExchanges.Put(x)
 }
@@ -43,6 +47,7 @@ type fastExchange struct {
 	vals    []string    // backing of reqH's values
 	flushed bool
 	id      [1]string // the X-Request-Id header value
+	done    func()    // the limits' release, held until the body is written
 }
 
 var fastExchanges = sync.Pool{New: func() any {
@@ -54,7 +59,7 @@ func (x *fastExchange) reset() {
 	clear(x.reqH)
 	clear(x.vals)
 	x.vals = x.vals[:0]
-	x.view, x.id = reqview.View{}, [1]string{}
+	x.view, x.id, x.done = reqview.View{}, [1]string{}, nil
 	x.ctx, x.tls, x.status, x.flushed = nil, false, 0, false
 }
 
@@ -192,7 +197,7 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	x.flush()
 	x.flushed = false // a 502/504 from ForwardFast writes its own header
 	clear(x.header)
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls}
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.done}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
@@ -217,4 +222,26 @@ func WriteProblemFast(ctx *fasthttp.RequestCtx, status int, title, detail string
 	proxy.WriteProblemID(x, id, status, title, detail)
 	x.reset()
 	fastExchanges.Put(x)
+}
+
+// MinBodyTimeout is the shortest bodyTimeout of the snapshot's routes
+// (api.DefaultBodyTimeout for none): what an engine that reads some of a
+// body before the route is known bounds that read by.
+func (s *Snapshot) MinBodyTimeout() time.Duration {
+	d := api.DefaultBodyTimeout
+	for _, rt := range s.routes {
+		if b := rt.upstream.BodyTimeout(); b > 0 && b < d {
+			d = b
+		}
+	}
+	return d
+}
+
+// HoldDone keeps the limits' release (done) until the engine has written
+// the response's body (a forwarded body is streamed after Serve returns), so
+// that a concurrency slot is held while the client takes the answer, as on
+// net/http.
+func (x *fastExchange) HoldDone(done func()) bool {
+	x.done = done
+	return true
 }
