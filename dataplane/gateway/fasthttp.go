@@ -145,11 +145,9 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	c := ctx.Conn()
-	// Write deadlines are the connection's: clear the one the previous
-	// request on it may have left; bound a body until the route's applies.
-	_ = c.SetWriteDeadline(time.Time{})
-	proxy.GuardBodyConn(c, ctx.Request.Header.ContentLength() != 0, api.DefaultBodyTimeout)
+	// Bound a body until the route's bound applies. (A streamed response
+	// clears its write deadline when done: see proxy.ForwardFast.)
+	proxy.GuardBodyConn(ctx.Conn(), ctx.Request.Header.ContentLength() != 0, api.DefaultBodyTimeout)
 	s := n.current.Load()
 	if s == nil {
 		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")

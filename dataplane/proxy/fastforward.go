@@ -184,7 +184,33 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	relayFastResponse(ctx, resp, fr.RequestID)
 	out := &ctx.Response
 	out.SetStatusCode(status)
-	if bs := resp.BodyStream(); bs != nil && !in.Header.IsHead() && status != http.StatusNoContent && status != http.StatusNotModified {
+	bs := resp.BodyStream()
+	hasBody := bs != nil && !in.Header.IsHead() && status != http.StatusNoContent && status != http.StatusNotModified
+	if cl := resp.Header.ContentLength(); hasBody && cl >= 0 && cl <= smallBody {
+		// A small body of known length is read here and sent with the
+		// header in one write; the upstream connection goes back at once.
+		_, err := io.CopyN(out.BodyWriter(), bs, int64(cl))
+		if err != nil {
+			resp.SetConnectionClose()
+		}
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		if err != nil {
+			// Cut off before anything was sent: a failed exchange.
+			out.ResetBody()
+			out.Header.Reset()
+			ctx.SetConnectionClose()
+			x := isTimeout(err)
+			if x {
+				WriteProblemID(w, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+				return Outcome{Status: http.StatusGatewayTimeout, Err: err, Timeout: true, Duration: time.Since(start)}
+			}
+			WriteProblemID(w, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+			return Outcome{Status: http.StatusBadGateway, Err: err, Duration: time.Since(start)}
+		}
+		return Outcome{Status: status, Duration: time.Since(start)}
+	}
+	if hasBody {
 		cl := resp.Header.ContentLength()
 		if cl < -1 {
 			cl = -1
@@ -207,6 +233,10 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	}
 	return Outcome{Status: status, Duration: time.Since(start)}
 }
+
+// smallBody is the largest response body of known length ForwardFast reads
+// before answering, to send it with the header in one write.
+const smallBody = 16 << 10
 
 var (
 	errFastH2C    = errors.New("h2c targets are not served by the fasthttp engine")
@@ -454,6 +484,11 @@ func (b *fastRespBody) Close() error {
 	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
+	if !b.last.IsZero() {
+		// The connection's next request starts without this one's
+		// deadline (the engine sets none of its own).
+		_ = b.conn.SetWriteDeadline(time.Time{})
+	}
 	if b.release != nil {
 		b.release()
 	}
