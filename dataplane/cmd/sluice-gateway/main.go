@@ -164,6 +164,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case o.trustKeys != "" && o.insecureUnsigned:
 		return nil, errors.New("--trust-keys and --insecure-accept-unsigned are exclusive")
 	}
+	if _, err := gateway.ParseEngine(o.http1Engine); err != nil {
+		return nil, fmt.Errorf("--http1-engine: %w", err)
+	}
 	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if o.etcdPasswordFile != "" {
 		b, err := os.ReadFile(o.etcdPasswordFile)
