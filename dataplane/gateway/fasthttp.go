@@ -23,8 +23,8 @@ const (
 	// httputil.ReverseProxy.
 	EngineNetHTTP = "nethttp"
 	// EngineFastHTTP serves HTTP/1.1 with valyala/fasthttp and forwards to
-	// http and https targets with fasthttp's HostClient (h2c targets are
-	// answered 502 on it).
+	// http and https targets with fasthttp's HostClient (h2c targets through
+	// net/http's HTTP/2 transport, bridged).
 	EngineFastHTTP = "fasthttp"
 )
 

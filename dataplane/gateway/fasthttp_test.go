@@ -150,3 +150,38 @@ func newPlainUpstream(tb testing.TB, f http.HandlerFunc) string {
 	tb.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// TestFastEngineH2CTarget: on the fasthttp engine an h2c target is reached
+// through net/http's HTTP/2 transport, the bodies streamed through.
+func TestFastEngineH2CTarget(t *testing.T) {
+	t.Setenv(EngineEnv, EngineFastHTTP)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Proto", r.Proto)
+		w.Header().Set("X-Got-Id", r.Header.Get("X-Request-Id"))
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
+	}), Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: "h2c://%s"}]}}
+`, ln.Addr()))
+	resp, err := http.Post(base+"/x/y", "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "POST /x/y hello" || resp.Header.Get("X-Proto") != "HTTP/2.0" {
+		t.Fatalf("status %d proto %q body %q", resp.StatusCode, resp.Header.Get("X-Proto"), b)
+	}
+	if id := resp.Header.Get("X-Request-Id"); id == "" || id != resp.Header.Get("X-Got-Id") {
+		t.Fatalf("request id %q, upstream saw %q", id, resp.Header.Get("X-Got-Id"))
+	}
+}

@@ -87,6 +87,10 @@ type FastRequest struct {
 	// response is written: ForwardFast takes it (sets *Release to nil) when
 	// the body is streamed after it returns.
 	Release *func()
+	// Header and Path are the request's view (header and matched path), for
+	// targets served through the net/http path (h2c).
+	Header http.Header
+	Path   string
 }
 
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
@@ -111,11 +115,9 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	start := time.Now()
 	t := u.targets[u.balance.next()]
 	in := &ctx.Request
-	if t.origin.rt.Protocols != nil && t.origin.rt.Protocols.UnencryptedHTTP2() {
-		// h2c targets need the HTTP/2 transport: not on this engine.
-		WriteProblemID(w, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
-		u.log.Debug("h2c target on the fasthttp engine", "route", u.routeID, "target", t.url)
-		return Outcome{Status: http.StatusBadGateway, Err: errFastH2C, Duration: time.Since(start)}
+	if t.origin.rt.Protocols != nil && t.origin.rt.Protocols.UnencryptedHTTP2() && fr.Header != nil {
+		// h2c targets need the HTTP/2 transport: through net/http's path.
+		return u.forwardBridged(ctx, fr, m, start)
 	}
 	if isWebSocket(&in.Header) {
 		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
@@ -239,7 +241,6 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 const smallBody = 16 << 10
 
 var (
-	errFastH2C    = errors.New("h2c targets are not served by the fasthttp engine")
 	errFastSwitch = errors.New("the upstream switched protocols unasked")
 )
 

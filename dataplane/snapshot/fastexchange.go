@@ -194,10 +194,11 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	delete(x.header, api.HeaderRequestID) // ForwardFast sets it, once
+	x.reqH[api.HeaderRequestID] = x.id[:]  // what a bridged (h2c) forward sends
 	x.flush()
 	x.flushed = false // a 502/504 from ForwardFast writes its own header
 	clear(x.header)
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.done}
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.done, Header: x.reqH, Path: m.Path}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}

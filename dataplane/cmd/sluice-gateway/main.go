@@ -126,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
 	fs.StringVar(&o.etcdUser, "etcd-username", "", "etcd user, with etcd auth enabled (password from --etcd-password-file or SLUICE_ETCD_PASSWORD)")
 	fs.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the etcd user's password")
-	fs.StringVar(&o.http1Engine, "http1-engine", gateway.EngineNetHTTP, "HTTP/1.1 engine: nethttp (net/http and httputil.ReverseProxy) or fasthttp (valyala/fasthttp server and client; h2c targets answer 502 on it); HTTP/2 is served by net/http either way")
+	fs.StringVar(&o.http1Engine, "http1-engine", gateway.EngineNetHTTP, "HTTP/1.1 engine: nethttp (net/http and httputil.ReverseProxy) or fasthttp (valyala/fasthttp server and client); HTTP/2 is served by net/http either way")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
