@@ -270,6 +270,9 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+	// The engine answered the client's "Expect: 100-continue" itself; the
+	// body is sent upstream as it comes.
+	h.Del("Expect")
 
 	buf := fastURIs.Get().(*fastURI)
 	b := append(buf.b[:0], u.forwardPath(t, m.Path)...)
