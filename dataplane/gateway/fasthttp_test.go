@@ -185,3 +185,24 @@ routes:
 		t.Fatalf("request id %q, upstream saw %q", id, resp.Header.Get("X-Got-Id"))
 	}
 }
+
+// TestFastEngineHugeHeader: a request header over proxy.MaxHeaderBytes is
+// answered 431 (problem+json) and the connection closed, on either engine.
+func TestFastEngineHugeHeader(t *testing.T) {
+	for _, engine := range []string{EngineFastHTTP, EngineNetHTTP} {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv(EngineEnv, engine)
+			up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, up))
+			addr := strings.TrimPrefix(base, "http://")
+			req := "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 100<<10) + "\r\n\r\n"
+			status, closed := sendStrict(t, addr, req)
+			if status != http.StatusRequestHeaderFieldsTooLarge || !closed {
+				t.Fatalf("status %d (closed %v), want 431 and the connection closed", status, closed)
+			}
+		})
+	}
+}
