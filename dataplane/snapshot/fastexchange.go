@@ -194,7 +194,7 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	delete(x.header, api.HeaderRequestID) // ForwardFast sets it, once
-	x.reqH[api.HeaderRequestID] = x.id[:]  // what a bridged (h2c) forward sends
+	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
 	x.flush()
 	x.flushed = false // a 502/504 from ForwardFast writes its own header
 	clear(x.header)
