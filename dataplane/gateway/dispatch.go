@@ -27,7 +27,9 @@ const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // the HTTP/1 engine (where an "Upgrade: h2c" request is still served by the
 // h2c handler). The HTTP/1 engine is an http.Server fed through a listener
 // of its own (h1), so another HTTP/1 engine can take its place without
-// changing the dispatch. It is safe for concurrent use.
+// changing the dispatch: with Config.HTTP1Engine "fasthttp" it is h1fast,
+// a fasthttp.Server on the same listener (h1 then only carries the HTTP/2
+// configuration and its graceful shutdown). It is safe for concurrent use.
 type dispatcher struct {
 	h1      *http.Server     // the HTTP/1 engine; serves h1ln
 	h1fast  *fasthttp.Server // when set, the HTTP/1 engine instead of h1
