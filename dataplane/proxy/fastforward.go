@@ -191,10 +191,14 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	if cl := resp.Header.ContentLength(); hasBody && cl >= 0 && cl <= smallBody {
 		// A small body of known length is read here and sent with the
 		// header in one write; the upstream connection goes back at once.
-		_, err := io.CopyN(out.BodyWriter(), bs, int64(cl))
+		buf := smallBufs.Get().(*[smallBody]byte)
+		_, err := io.ReadFull(bs, buf[:cl])
 		if err != nil {
 			resp.SetConnectionClose()
+		} else {
+			out.SetBody(buf[:cl]) // copied
 		}
+		smallBufs.Put(buf)
 		_ = resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		if err != nil {
@@ -239,6 +243,8 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 // smallBody is the largest response body of known length ForwardFast reads
 // before answering, to send it with the header in one write.
 const smallBody = 16 << 10
+
+var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
 
 var (
 	errFastSwitch = errors.New("the upstream switched protocols unasked")
