@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 )
 
@@ -26,9 +27,12 @@ const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // the HTTP/1 engine (where an "Upgrade: h2c" request is still served by the
 // h2c handler). The HTTP/1 engine is an http.Server fed through a listener
 // of its own (h1), so another HTTP/1 engine can take its place without
-// changing the dispatch. It is safe for concurrent use.
+// changing the dispatch: with Config.HTTP1Engine "fasthttp" it is h1fast,
+// a fasthttp.Server on the same listener (h1 then only carries the HTTP/2
+// configuration and its graceful shutdown). It is safe for concurrent use.
 type dispatcher struct {
-	h1      *http.Server // the HTTP/1 engine; serves h1ln
+	h1      *http.Server     // the HTTP/1 engine; serves h1ln
+	h1fast  *fasthttp.Server // when set, the HTTP/1 engine instead of h1
 	h1ln    *connListener
 	h2      *http2.Server // configured on h1 (graceful shutdown)
 	handler http.Handler  // what HTTP/2 connections serve
@@ -51,7 +55,12 @@ func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler, addr
 }
 
 // serveH1 runs the HTTP/1 engine until shutdown.
-func (d *dispatcher) serveH1() error { return d.h1.Serve(d.h1ln) }
+func (d *dispatcher) serveH1() error {
+	if d.h1fast != nil {
+		return d.h1fast.Serve(d.h1ln)
+	}
+	return d.h1.Serve(d.h1ln)
+}
 
 // serve accepts connections from ln and dispatches each until ln is closed.
 // It returns ln's accept error (net.ErrClosed after shutdown).
@@ -166,7 +175,19 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	d.mu.Unlock()
-	err := d.h1.Shutdown(ctx)
+	var fastErr chan error
+	if d.h1fast != nil {
+		fastErr = make(chan error, 1)
+		// fasthttp closes only the listeners Serve had registered by now.
+		d.h1ln.Close()
+		go func() { fastErr <- d.h1fast.ShutdownWithContext(ctx) }()
+	}
+	err := d.h1.Shutdown(ctx) // HTTP/2's graceful shutdown hangs on it
+	if fastErr != nil {
+		if ferr := <-fastErr; err == nil {
+			err = ferr
+		}
+	}
 	done := make(chan struct{})
 	go func() { d.h2conns.Wait(); close(done) }()
 	select {

@@ -67,6 +67,11 @@ type Config struct {
 	// Stores report the health of shared stores and rule sources in /status (under "components"), by name
 	// ("redis").
 	Stores map[string]func() any
+	// HTTP1Engine serves HTTP/1.1 connections (cleartext, and TLS with ALPN
+	// http/1.1 or none): EngineNetHTTP or EngineFastHTTP; empty means the
+	// SLUICE_HTTP1_ENGINE environment variable, else EngineNetHTTP. HTTP/2
+	// (h2, h2c) is served by net/http either way.
+	HTTP1Engine string
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.
 	Snapshot snapshot.Options
@@ -90,6 +95,7 @@ type Node struct {
 	metrics *metrics.Metrics
 
 	current  atomic.Pointer[snapshot.Snapshot]
+	fastBody atomic.Pointer[bodyBound] // the fasthttp engine's body bound
 	draining atomic.Bool
 	drained  atomic.Bool // an operator override drains the node
 

@@ -177,6 +177,13 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
+	engine, err := ParseEngine(n.cfg.HTTP1Engine)
+	if err != nil {
+		return err
+	}
+	if engine == EngineFastHTTP {
+		d.h1fast = n.newFastServer()
+	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
 	traffic.ConnState = fresh.track
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
@@ -211,6 +218,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.TLS != nil {
 		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
 	}
+	attrs = append(attrs, "http1Engine", engine)
 	n.log.Info("gateway serving", attrs...)
 	var serveErr error
 	select {

@@ -15,16 +15,19 @@ import (
 // Hosts) with 400 (501 for a Transfer-Encoding it does not implement) and
 // closes the connection; see the README's "Strict parsing" for what it
 // normalizes instead of refusing.
-func strictTarget(r *http.Request) string {
-	u := r.RequestURI
+func strictTarget(r *http.Request) string { return strictTargetOf(r.Method, r.RequestURI) }
+
+// strictTargetOf is strictTarget on a request's method and target as sent,
+// for every HTTP/1 engine.
+func strictTargetOf(method, u string) string {
 	switch {
 	case len(u) > 0 && u[0] == '/':
 		return ""
-	case u == "*" && r.Method == http.MethodOptions:
+	case u == "*" && method == http.MethodOptions:
 		return ""
 	case u == "*":
 		return "the asterisk-form request target is only for OPTIONS"
-	case r.Method == http.MethodConnect:
+	case method == http.MethodConnect:
 		return "" // authority-form; refused later (no route serves CONNECT)
 	}
 	return "the request target must be a path (origin-form), not an absolute URI"

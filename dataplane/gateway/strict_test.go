@@ -164,7 +164,8 @@ func sendStrict(tb testing.TB, addr, req string) (status int, closed bool) {
 // ways: with both Content-Length and chunked Transfer-Encoding the chunked
 // framing wins and Content-Length is not forwarded (§6.3); an obs-fold is
 // unfolded into one line (§5.2), which is also what a key on that header
-// reads.
+// reads. The fasthttp engine (Config.HTTP1Engine) refuses both with 400
+// instead.
 func TestNormalizedFraming(t *testing.T) {
 	type seen struct {
 		body, cl, folded string
@@ -191,8 +192,26 @@ routes:
 			seen{body: "abc", cl: "3"}},
 		{"obs-fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\nConnection: close\r\n\r\n", seen{folded: "a b"}},
 	}
+	engine, err := ParseEngine("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
+			if engine == EngineFastHTTP {
+				// The fasthttp engine refuses both shapes instead (400 and
+				// the connection closed), and nothing reaches the upstream.
+				status, closed := sendStrict(t, addr, tc.req)
+				if status != http.StatusBadRequest || !closed {
+					t.Fatalf("status %d (closed %v), want 400 and the connection closed", status, closed)
+				}
+				select {
+				case s := <-got:
+					t.Fatalf("the upstream saw %+v", s)
+				default:
+				}
+				return
+			}
 			if status, _ := sendStrict(t, addr, tc.req); status != http.StatusOK {
 				t.Fatalf("status %d", status)
 			}

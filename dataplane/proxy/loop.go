@@ -80,6 +80,12 @@ func (t *Transport) Looping(r *http.Request) bool {
 	if !ok {
 		return false
 	}
+	return t.LoopingVia(vs)
+}
+
+// LoopingVia is Looping on a request's Via header lines, for serving stacks
+// other than net/http.
+func (t *Transport) LoopingVia(vs []string) bool {
 	hops := 0
 	for _, v := range vs {
 		for v != "" {

@@ -146,6 +146,7 @@ func (t *Transport) release(o *origin) {
 	t.mu.Unlock()
 	if last {
 		o.rt.CloseIdleConnections()
+		closeFast(o)
 	}
 }
 
@@ -164,6 +165,7 @@ func (t *Transport) CloseIdle() {
 	for _, o := range t.origins {
 		o.rt.CloseIdleConnections()
 	}
+	closeAllFast()
 }
 
 func (t *Transport) newTransport(h2c bool) *http.Transport {

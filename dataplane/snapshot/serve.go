@@ -98,6 +98,11 @@ func (x *httpExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	return u.Forward(x.ResponseWriter, x.r, m)
 }
 
+// doneHolder is an Exchange whose response outlives Serve (a body the
+// engine streams afterwards): HoldDone takes the limits' release, to call
+// once the response is written, and reports whether it did.
+type doneHolder interface{ HoldDone(done func()) bool }
+
 // Serve runs the request path on one request: match → key check → degrade
 // → limits → breaker → forward → record. v must carry the request's
 // RequestID, Trace and ClientIP (the serving stack fills them); Serve sets
@@ -153,7 +158,9 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 			s.finish(rt, start, s.now(), status)
 			return false
 		}
-		defer done()
+		if h, ok := x.(doneHolder); !ok || !h.HoldDone(done) {
+			defer done()
+		}
 	}
 	var ticket breaker.Ticket
 	if b := rt.breaker; b != nil {

@@ -80,6 +80,7 @@ type options struct {
 	shutdownTimeout            time.Duration
 	logLevel                   string
 	pprof                      bool
+	http1Engine                string
 	etcd, etcdPrefix           string
 	namespace, nodeID, labels  string
 	stateDir, advertise        string
@@ -136,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listenTLS, "listen-tls", "", "TLS traffic address (TLS 1.2+, ALPN h2 and http/1.1), with --tls-cert and --tls-key")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
+	fs.StringVar(&o.http1Engine, "http1-engine", gateway.EngineNetHTTP, "HTTP/1.1 engine: nethttp (net/http and httputil.ReverseProxy) or fasthttp (valyala/fasthttp server and client); HTTP/2 is served by net/http either way")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -178,6 +180,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--listen-tls needs --tls-cert FILE and --tls-key FILE")
 	case o.listenTLS == "" && (o.tlsCert != "" || o.tlsKey != ""):
 		return nil, errors.New("--tls-cert and --tls-key need --listen-tls ADDR to serve on")
+	}
+	if _, err := gateway.ParseEngine(o.http1Engine); err != nil {
+		return nil, fmt.Errorf("--http1-engine: %w", err)
 	}
 	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if o.etcdPasswordFile != "" {
@@ -288,6 +293,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ListenTLS:         o.listenTLS,
 		TLSCertFile:       o.tlsCert,
 		TLSKeyFile:        o.tlsKey,
+		HTTP1Engine:       o.http1Engine,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
+)
+
+// HTTP/1.1 engines (Config.HTTP1Engine).
+const (
+	// EngineNetHTTP serves HTTP/1.1 with net/http and forwards with
+	// httputil.ReverseProxy.
+	EngineNetHTTP = "nethttp"
+	// EngineFastHTTP serves HTTP/1.1 with valyala/fasthttp and forwards to
+	// http and https targets with fasthttp's HostClient (h2c targets through
+	// net/http's HTTP/2 transport, bridged).
+	EngineFastHTTP = "fasthttp"
+)
+
+// EngineEnv names the environment variable that chooses the HTTP/1.1 engine
+// when Config.HTTP1Engine is empty (so that a test suite can run on either).
+const EngineEnv = "SLUICE_HTTP1_ENGINE"
+
+// ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
+// else EngineNetHTTP).
+func ParseEngine(s string) (string, error) {
+	if s == "" {
+		s = os.Getenv(EngineEnv)
+	}
+	switch s {
+	case "", EngineNetHTTP:
+		return EngineNetHTTP, nil
+	case EngineFastHTTP:
+		return EngineFastHTTP, nil
+	}
+	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineFastHTTP, EngineNetHTTP)
+}
+
+// newFastServer is the fasthttp HTTP/1.1 engine: the same request path as
+// ServeHTTP (strict parsing, loop check, snapshot.Serve), bodies streamed
+// both ways.
+func (n *Node) newFastServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:        n.serveFast,
+		ErrorHandler:   fastError,
+		HeaderReceived: n.fastHeaderReceived,
+		// The header's bound; bodies are bounded per route as they are
+		// forwarded (bodyTimeout, writeTimeout).
+		ReadTimeout:                  ReadHeaderTimeout,
+		IdleTimeout:                  IdleTimeout,
+		ReadBufferSize:               proxy.MaxHeaderBytes,
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		SecureErrorLogMessage:        true,
+		Logger:                       quietLogger{},
+	}
+}
+
+// fastHeaderReceived bounds the wait for a request's body, which the engine
+// starts reading (up to 8 KiB) before the handler runs, by the shortest
+// bodyTimeout of the current rules: the request's route is not known yet.
+func (n *Node) fastHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() == 0 {
+		return fasthttp.RequestConfig{}
+	}
+	s := n.current.Load()
+	if s == nil {
+		return fasthttp.RequestConfig{ReadTimeout: api.DefaultBodyTimeout}
+	}
+	c := n.fastBody.Load()
+	if c == nil || c.s != s {
+		c = &bodyBound{s: s, d: s.MinBodyTimeout()}
+		n.fastBody.Store(c)
+	}
+	return fasthttp.RequestConfig{ReadTimeout: c.d}
+}
+
+// bodyBound is a snapshot's shortest bodyTimeout, cached.
+type bodyBound struct {
+	s *snapshot.Snapshot
+	d time.Duration
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// fastError answers a request the engine could not parse: 431 for a header
+// over the bound, 408 for one that did not arrive in time, else 400; the
+// engine closes the connection after it.
+func fastError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		snapshot.WriteProblemFast(ctx, http.StatusRequestHeaderFieldsTooLarge, "Request header too large",
+			"the request header exceeds the gateway's limit")
+	case errors.As(err, &ne) && ne.Timeout():
+		snapshot.WriteProblemFast(ctx, http.StatusRequestTimeout, "Request timeout", "the request header did not arrive in time")
+	case strings.Contains(err.Error(), "transfer-encoding") && !strings.Contains(err.Error(), "conflict"):
+		snapshot.WriteProblemFast(ctx, http.StatusNotImplemented, "Not implemented",
+			"only the chunked transfer coding is implemented, once")
+	case strings.Contains(err.Error(), "unsupported http version") && strings.Contains(err.Error(), `"HTTP/2`):
+		snapshot.WriteProblemFast(ctx, http.StatusHTTPVersionNotSupported, "HTTP version not supported",
+			"the request's HTTP version is not HTTP/1.0 or HTTP/1.1")
+	default:
+		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
+	}
+}
+
+// serveFast is ServeHTTP for the fasthttp engine.
+func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
+	if status, why := strictFast(&ctx.Request.Header); status != 0 {
+		ctx.SetConnectionClose()
+		snapshot.WriteProblemFast(ctx, status, http.StatusText(status), why)
+		n.metrics.Requests.WithLabelValues("", fmt.Sprint(status)).Inc()
+		n.metrics.Served.Count(status)
+		return
+	}
+	if vias := ctx.Request.Header.PeekAll("Via"); len(vias) > 0 {
+		vs := make([]string, len(vias))
+		for i, v := range vias {
+			vs[i] = string(v)
+		}
+		if n.cfg.Snapshot.Transport.LoopingVia(vs) {
+			ctx.SetConnectionClose()
+			snapshot.WriteProblemFast(ctx, proxy.StatusLoopDetected, "Loop detected",
+				"the request already went through this gateway, or through too many proxies (Via); check the route's targets")
+			n.metrics.Requests.WithLabelValues("", "508").Inc()
+			n.metrics.Served.Count(http.StatusLoopDetected)
+			return
+		}
+	}
+	// Bound a body until the route's bound applies. (A streamed response
+	// clears its write deadline when done: see proxy.ForwardFast.)
+	proxy.GuardBodyConn(ctx.Conn(), ctx.Request.Header.ContentLength() != 0, api.DefaultBodyTimeout)
+	s := n.current.Load()
+	if s == nil {
+		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
+		return
+	}
+	s.ServeFast(ctx, ctx.IsTLS())
+}
+
+// strictFast returns the status and reason to refuse an HTTP/1 request
+// with, or 0: what net/http refuses (see strictTarget) and, since fasthttp
+// is lenient where net/http is strict, the framing checks made here on the
+// header as received: one Content-Length of digits only, a Transfer-Encoding
+// of exactly "chunked" (501 otherwise), never both (RFC 9112 §6.3: the
+// gateway refuses rather than normalizes), no obs-fold (§5.2), header names
+// that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1.
+func strictFast(h *fasthttp.RequestHeader) (int, string) {
+	uri := h.RequestURI()
+	if bytes.IndexByte(uri, ' ') >= 0 {
+		return http.StatusBadRequest, "the request target has a space"
+	}
+	if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
+		return http.StatusBadRequest, why
+	}
+	raw := h.RawHeaders()
+	hosts, cls, tes := 0, 0, 0
+	for len(raw) > 0 {
+		var line []byte
+		line, raw, _ = bytes.Cut(raw, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return http.StatusBadRequest, "obsolete line folding in the header"
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(name) == 0 || !isToken(name) {
+			return http.StatusBadRequest, "a header name is not a token"
+		}
+		for _, c := range value {
+			if c == 0 || c == '\r' || c == '\n' {
+				return http.StatusBadRequest, "a header value has a control character"
+			}
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case bytes.EqualFold(name, []byte("Host")):
+			hosts++
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			cls++
+			if len(value) == 0 || !allDigits(value) {
+				return http.StatusBadRequest, "the Content-Length is not a number"
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			tes++
+			if !bytes.EqualFold(value, []byte("chunked")) {
+				return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
+			}
+		}
+	}
+	switch {
+	case cls > 1:
+		return http.StatusBadRequest, "more than one Content-Length"
+	case tes > 1:
+		return http.StatusNotImplemented, "only the chunked transfer coding is implemented, once"
+	case cls > 0 && tes > 0:
+		return http.StatusBadRequest, "both Content-Length and Transfer-Encoding"
+	case hosts > 1:
+		return http.StatusBadRequest, "more than one Host"
+	case hosts == 0 && h.IsHTTP11():
+		return http.StatusBadRequest, "no Host"
+	}
+	return 0, ""
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isToken(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

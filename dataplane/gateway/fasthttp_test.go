@@ -1,0 +1,208 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestStrictFast: the framing checks the fasthttp engine makes on a parsed
+// header, which fasthttp alone would accept or normalize, and what it lets
+// through.
+func TestStrictFast(t *testing.T) {
+	tests := []struct {
+		desc   string
+		head   string // request line and header, without the final CRLF
+		status int    // 0: accepted
+	}{
+		{"a plain GET", "GET /a HTTP/1.1\r\nHost: x\r\n", 0},
+		{"a POST with a length", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n", 0},
+		{"chunked", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", 0},
+		{"HTTP/1.0 without Host", "GET /a HTTP/1.0\r\n", 0},
+		{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n", 0},
+		{"Content-Length and chunked", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n", http.StatusBadRequest},
+		{"obs-fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n", http.StatusBadRequest},
+		{"two equal Content-Lengths", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n", http.StatusBadRequest},
+		{"two Hosts", "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n", http.StatusBadRequest},
+		{"no Host", "GET /a HTTP/1.1\r\nX-A: 1\r\n", http.StatusBadRequest},
+		{"absolute-form", "GET http://x/a HTTP/1.1\r\nHost: x\r\n", http.StatusBadRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var h fasthttp.RequestHeader
+			if err := h.Read(bufio.NewReader(strings.NewReader(tc.head + "\r\n"))); err != nil {
+				if tc.status == 0 {
+					t.Fatalf("fasthttp refused it: %v", err)
+				}
+				return // fasthttp refuses it itself (answered by fastError)
+			}
+			status, why := strictFast(&h)
+			if status != tc.status {
+				t.Fatalf("status %d (%s), want %d", status, why, tc.status)
+			}
+			if status != 0 && why == "" {
+				t.Fatal("a refusal without a reason")
+			}
+		})
+	}
+}
+
+// TestFastEngineForwards: a node on the fasthttp engine forwards with the
+// same request headers as net/http's (X-Forwarded-*, Via, X-Request-Id,
+// traceparent), streams a body both ways, answers HEAD, and keeps the
+// connection alive across requests.
+func TestFastEngineForwards(t *testing.T) {
+	t.Setenv(EngineEnv, EngineFastHTTP)
+	seen := make(chan http.Header, 8)
+	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Clone()
+		h.Set("X-Path", r.URL.RawPath+"|"+r.URL.Path+"?"+r.URL.RawQuery)
+		seen <- h
+		w.Header().Set("X-Request-Id", "upstream-own")
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.Copy(w, r.Body)
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, "!")
+		}
+	})
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, up))
+	addr := strings.TrimPrefix(base, "http://")
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	tests := []struct {
+		desc, req, body string
+		check           func(t *testing.T, h http.Header)
+	}{
+		{"a POST", "POST /a/%2F/../b?q=1 HTTP/1.1\r\nHost: front.test\r\nX-Request-Id: abc-1\r\nContent-Length: 5\r\n\r\nhello", "hello!",
+			func(t *testing.T, h http.Header) {
+				want := map[string]string{"X-Forwarded-Host": "front.test", "X-Forwarded-For": "127.0.0.1",
+					"X-Forwarded-Proto": "http", "X-Request-Id": "abc-1"}
+				for k, v := range want {
+					if h.Get(k) != v {
+						t.Errorf("%s %q, want %q", k, h.Get(k), v)
+					}
+				}
+				if v := h.Get("Via"); !strings.HasPrefix(v, "1.1 sluice-") {
+					t.Errorf("Via %q", v)
+				}
+				if len(h.Get("Traceparent")) != 55 {
+					t.Errorf("traceparent %q: no trace started", h.Get("Traceparent"))
+				}
+			}},
+		{"a chunked body", "PUT /c HTTP/1.1\r\nHost: front.test\r\nX-Forwarded-For: 10.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "abcde!",
+			func(t *testing.T, h http.Header) {
+				if got := h.Get("X-Forwarded-For"); got != "10.0.0.1, 127.0.0.1" {
+					t.Errorf("X-Forwarded-For %q", got)
+				}
+			}},
+		{"a HEAD", "HEAD /h HTTP/1.1\r\nHost: front.test\r\n\r\n", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if _, err := io.WriteString(c, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			method := strings.Fields(tc.req)[0]
+			resp, err := http.ReadResponse(br, &http.Request{Method: method})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != tc.body {
+				t.Fatalf("status %d body %q, want 200 %q", resp.StatusCode, b, tc.body)
+			}
+			if ids := resp.Header.Values("X-Request-Id"); len(ids) != 1 || ids[0] == "upstream-own" {
+				t.Fatalf("X-Request-Id %q: want the gateway's, once", ids)
+			}
+			h := <-seen
+			if tc.check != nil {
+				tc.check(t, h)
+			}
+		})
+	}
+}
+
+// newPlainUpstream is an HTTP/1.1 upstream serving f.
+func newPlainUpstream(tb testing.TB, f http.HandlerFunc) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: f}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestFastEngineH2CTarget: on the fasthttp engine an h2c target is reached
+// through net/http's HTTP/2 transport, the bodies streamed through.
+func TestFastEngineH2CTarget(t *testing.T) {
+	t.Setenv(EngineEnv, EngineFastHTTP)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Proto", r.Proto)
+		w.Header().Set("X-Got-Id", r.Header.Get("X-Request-Id"))
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
+	}), Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: "h2c://%s"}]}}
+`, ln.Addr()))
+	resp, err := http.Post(base+"/x/y", "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "POST /x/y hello" || resp.Header.Get("X-Proto") != "HTTP/2.0" {
+		t.Fatalf("status %d proto %q body %q", resp.StatusCode, resp.Header.Get("X-Proto"), b)
+	}
+	if id := resp.Header.Get("X-Request-Id"); id == "" || id != resp.Header.Get("X-Got-Id") {
+		t.Fatalf("request id %q, upstream saw %q", id, resp.Header.Get("X-Got-Id"))
+	}
+}
+
+// TestFastEngineHugeHeader: a request header over proxy.MaxHeaderBytes is
+// answered 431 (problem+json) and the connection closed, on either engine.
+func TestFastEngineHugeHeader(t *testing.T) {
+	for _, engine := range []string{EngineFastHTTP, EngineNetHTTP} {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv(EngineEnv, engine)
+			up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, up))
+			addr := strings.TrimPrefix(base, "http://")
+			req := "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 100<<10) + "\r\n\r\n"
+			status, closed := sendStrict(t, addr, req)
+			if status != http.StatusRequestHeaderFieldsTooLarge || !closed {
+				t.Fatalf("status %d (closed %v), want 431 and the connection closed", status, closed)
+			}
+		})
+	}
+}

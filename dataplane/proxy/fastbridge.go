@@ -1,0 +1,203 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// forwardBridged forwards a request the fasthttp engine parsed through the
+// net/http path (Forward, with its HTTP/2 transport), for targets fasthttp's
+// client cannot speak (h2c). Forward runs on a goroutine of its own writing
+// into a pipe: ForwardFast waits for the response header, puts it in
+// ctx.Response and lets the engine stream the pipe to the client, so neither
+// body is buffered whole. The client's body is read by Forward's transport
+// only until the response is written (bridgeBody), after which the engine
+// owns the connection again.
+func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Match, start time.Time) Outcome {
+	in := &ctx.Request.Header
+	r := &http.Request{
+		Method:     string(in.Method()),
+		URL:        &url.URL{Path: fr.Path, RawQuery: string(ctx.URI().QueryString())},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1,
+		Header:        fr.Header,
+		Host:          string(in.Host()),
+		RemoteAddr:    ctx.RemoteAddr().String(),
+		RequestURI:    string(in.RequestURI()),
+		ContentLength: int64(in.ContentLength()),
+		Body:          http.NoBody,
+	}
+	if !in.IsHTTP11() {
+		r.Proto, r.ProtoMinor = "HTTP/1.0", 0
+	}
+	if ctx.IsTLS() {
+		r.TLS = &tls.ConnectionState{}
+	}
+	if r.ContentLength < 0 {
+		r.ContentLength = -1
+	}
+	body := &bridgeBody{}
+	if r.ContentLength != 0 {
+		if bs := ctx.RequestBodyStream(); bs != nil {
+			body.r = bs
+		} else {
+			body.r = bytesReader(in, ctx.Request.Body())
+		}
+		r.Body = body
+	}
+	pr, pw := io.Pipe()
+	bw := &bridgeWriter{h: http.Header{}, pw: pw, header: make(chan struct{})}
+	done := make(chan Outcome, 1)
+	go func() {
+		o := u.Forward(bw, r, m)
+		bw.signal()
+		if o.Aborted {
+			_ = pw.CloseWithError(ErrAborted)
+		} else {
+			_ = pw.Close()
+		}
+		done <- o
+	}()
+	<-bw.header
+	out := &ctx.Response
+	status := bw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	out.SetStatusCode(status)
+	for k, vs := range bw.h {
+		if k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" {
+			continue
+		}
+		for _, v := range vs {
+			out.Header.Add(k, v)
+		}
+	}
+	cl := -1
+	if v := bw.h.Get("Content-Length"); v != "" {
+		if n, err := parseLength(v); err == nil {
+			cl = n
+		}
+	}
+	var release func()
+	if fr.Release != nil {
+		release, *fr.Release = *fr.Release, nil
+	}
+	out.SetBodyStream(&bridgeReader{PipeReader: pr, done: done, body: body, release: release}, cl)
+	if in.IsHead() {
+		out.SkipBody = true
+	}
+	return Outcome{Status: status, Duration: time.Since(start)}
+}
+
+func parseLength(s string) (int, error) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' || n > 1<<40 {
+			return 0, io.ErrUnexpectedEOF
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}
+
+// bytesReader is the body fasthttp read whole already.
+func bytesReader(_ *fasthttp.RequestHeader, b []byte) io.Reader {
+	return &byteReader{b: b}
+}
+
+type byteReader struct{ b []byte }
+
+func (r *byteReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// bridgeWriter is the ResponseWriter Forward writes to: the header is handed
+// over on the first WriteHeader or Write, the body through the pipe.
+type bridgeWriter struct {
+	h      http.Header
+	status int
+	pw     *io.PipeWriter
+	header chan struct{}
+	once   sync.Once
+}
+
+func (w *bridgeWriter) Header() http.Header { return w.h }
+
+func (w *bridgeWriter) WriteHeader(code int) {
+	if code < 200 || w.status != 0 {
+		return // 1xx are not relayed by this bridge
+	}
+	w.status = code
+	w.signal()
+}
+
+func (w *bridgeWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.pw.Write(b)
+}
+
+// Flush is a no-op: the pipe is unbuffered and the engine flushes each
+// chunk it reads.
+func (w *bridgeWriter) Flush() {}
+
+func (w *bridgeWriter) signal() { w.once.Do(func() { close(w.header) }) }
+
+// bridgeReader is the response body the engine streams; Close (when the
+// response is written) waits for Forward, ends the client body's use by
+// the transport and releases the limits.
+type bridgeReader struct {
+	*io.PipeReader
+	done    chan Outcome
+	body    *bridgeBody
+	release func()
+}
+
+func (r *bridgeReader) Close() error {
+	_ = r.PipeReader.Close()
+	<-r.done
+	r.body.Close()
+	if r.release != nil {
+		r.release()
+	}
+	return nil
+}
+
+// bridgeBody is the client's body as the net/http transport reads it, maybe
+// from its own goroutine: once closed (the response is written, the engine
+// takes the connection back) it reads nothing more.
+type bridgeBody struct {
+	mu     sync.Mutex
+	r      io.Reader
+	closed bool
+}
+
+func (b *bridgeBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.r == nil {
+		return 0, io.EOF
+	}
+	return b.r.Read(p)
+}
+
+func (b *bridgeBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}

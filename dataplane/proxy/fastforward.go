@@ -1,0 +1,671 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// This file is the fasthttp side of Upstream: ForwardFast forwards a request
+// the fasthttp engine parsed to an HTTP/1.1 target through a fasthttp
+// HostClient (one keep-alive pool per origin, beside the origin's
+// http.Transport), streaming both bodies. It keeps Forward's rules: the same
+// target choice, X-Forwarded-*, Via, X-Request-Id and traceparent, the same
+// hop-by-hop removal, only WebSocket may switch protocols, and the same
+// Outcome meanings (502, 504, 408 for a stalled client body, 499 for a
+// client gone).
+
+// fastClients holds the fasthttp pool of each origin (key *origin): made on
+// first use, closed when the origin is released (Transport.release).
+var fastClients sync.Map
+
+// fastClient returns t's origin's fasthttp pool.
+func (t *target) fastClient() *fasthttp.HostClient {
+	if c, ok := fastClients.Load(t.origin); ok {
+		return c.(*fasthttp.HostClient)
+	}
+	s := t.tr.settings
+	d := t.tr.dialer
+	hc := &fasthttp.HostClient{
+		Addr:                          t.hostPort(),
+		IsTLS:                         t.scheme == "https",
+		TLSConfig:                     s.TLSClientConfig,
+		Dial:                          func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) },
+		MaxConns:                      1 << 14,
+		MaxIdleConnDuration:           s.IdleConnTimeout,
+		MaxIdemponentCallAttempts:     1, // ReverseProxy does not retry either
+		ReadBufferSize:                MaxHeaderBytes,
+		StreamResponseBody:            true,
+		DisablePathNormalizing:        true,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: false,
+	}
+	c, _ := fastClients.LoadOrStore(t.origin, hc)
+	return c.(*fasthttp.HostClient)
+}
+
+// closeFast closes o's fasthttp pool's idle connections and forgets it.
+func closeFast(o *origin) {
+	if c, ok := fastClients.LoadAndDelete(o); ok {
+		c.(*fasthttp.HostClient).CloseIdleConnections()
+	}
+}
+
+// hostPort is the target's address with its port.
+func (t *target) hostPort() string {
+	if _, _, err := net.SplitHostPort(t.host); err == nil {
+		return t.host
+	}
+	if t.scheme == "https" {
+		return net.JoinHostPort(t.host, "443")
+	}
+	return net.JoinHostPort(t.host, "80")
+}
+
+// FastRequest is what ForwardFast needs of the request beside the fasthttp
+// context: what the serving stack decided for it.
+type FastRequest struct {
+	// RequestID is the request's X-Request-Id (sent upstream and back).
+	RequestID string
+	// Traceparent, when not empty, is a trace the gateway started: it is
+	// sent upstream in place of the client's traceparent and tracestate.
+	Traceparent string
+	// TLS tells whether the client connection is TLS (X-Forwarded-Proto).
+	TLS bool
+	// Release, when not nil and *Release not nil, is called once the
+	// response is written: ForwardFast takes it (sets *Release to nil) when
+	// the body is streamed after it returns.
+	Release *func()
+	// Header and Path are the request's view (header and matched path), for
+	// targets served through the net/http path (h2c).
+	Header http.Header
+	Path   string
+}
+
+// hopHeaders are removed from forwarded requests and responses (RFC 9110
+// §7.6.1), as httputil.ReverseProxy does.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// ForwardFast is Forward for the fasthttp engine: it sends ctx's request to
+// the next target on m.Path and puts the answer in ctx.Response, whose body
+// the engine then streams from the upstream as the client takes it. w is the
+// exchange's writer, for the gateway's own answers (502, 504, 408). The
+// route's timeout bounds the whole exchange (one deadline on the upstream
+// connection, body included); the client's body is bounded by bodyTimeout
+// and the client's reading by writeTimeout, both progress timeouts on the
+// client's connection.
+//
+// A response cut off mid-body (the upstream failed or its deadline passed)
+// closes the client's connection without completing the response; that
+// happens after ForwardFast returned, so the Outcome reports the status the
+// client got.
+func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, m Match) Outcome {
+	start := time.Now()
+	// Every target of a route speaks its protocol (upstream.protocol).
+	// Only cleartext HTTP/1.1 targets go through fasthttp's client: h2c
+	// targets need the HTTP/2 transport, and https:// ones the route's
+	// upstream.tls (CA, server name) and ALPN (h2 or http/1.1), which are
+	// net/http's transports (transport_h2.go). Those go through net/http's
+	// path, bridged (Forward picks the target and reports its outcome to
+	// the balancer).
+	if t0 := u.targets[0]; fr.Header != nil && (t0.scheme != "http" ||
+		(t0.origin.rt.Protocols != nil && t0.origin.rt.Protocols.UnencryptedHTTP2())) {
+		return u.forwardBridged(ctx, fr, m, start)
+	}
+	// The balancer picks the target (least outstanding, healthy) and hears
+	// how it went, as on net/http's path (Forward).
+	ti := u.balance.pick()
+	o := u.forwardFast(w, ctx, fr, m, u.targets[ti], start)
+	u.balance.done(ti, o.Err != nil || o.Status >= 500, o.ClientGone)
+	return o
+}
+
+// forwardFast is ForwardFast to target t of an HTTP/1.1 route.
+func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, m Match, t *target, start time.Time) Outcome {
+	in := &ctx.Request
+	if isWebSocket(&in.Header) {
+		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
+	}
+	req := fasthttp.AcquireRequest()
+	u.buildFastRequest(req, ctx, fr, t, m)
+	defer fasthttp.ReleaseRequest(req)
+	if len(in.Header.Peek("Upgrade")) > 0 {
+		// A protocol switch was asked and removed: an upstream that switches
+		// anyway must not leave a tunnel in the pool.
+		req.SetConnectionClose()
+	}
+	var body *fastReqBody
+	if cl := in.Header.ContentLength(); cl != 0 {
+		if bs := ctx.RequestBodyStream(); bs != nil {
+			body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout}
+			req.SetBodyStream(body, cl)
+		} else {
+			req.SetBodyRaw(in.Body())
+		}
+	}
+	resp := fasthttp.AcquireResponse()
+	err := t.fastClient().DoDeadline(req, resp, start.Add(u.timeout))
+	o := Outcome{}
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		o.Err = err
+		if body != nil {
+			// The client's body may be half read: the connection cannot
+			// carry another request.
+			ctx.SetConnectionClose()
+		}
+		switch {
+		case body != nil && body.timedOut:
+			w.Header().Set("Connection", "close")
+			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
+			o.ClientGone, o.Status, o.Err = true, http.StatusRequestTimeout, nil
+		case body != nil && body.failed:
+			// The client's body broke its framing (a bad chunk) or ended
+			// early: refused, and the connection closed after the answer.
+			w.Header().Set("Connection", "close")
+			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+			o.ClientGone, o.Status, o.Err = true, http.StatusBadRequest, nil
+		case errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
+			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+			o.Status, o.Timeout = http.StatusGatewayTimeout, true
+		default:
+			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+			o.Status = http.StatusBadGateway
+		}
+		o.Duration = time.Since(start)
+		u.log.Debug("upstream exchange failed", "route", u.routeID, "target", t.url, "status", o.Status,
+			"timeout", o.Timeout, "err", err)
+		return o
+	}
+	status := resp.StatusCode()
+	if status == http.StatusSwitchingProtocols || status < 200 && status != 0 {
+		// Only a requested WebSocket may switch (forwardUpgradeFast).
+		resp.SetConnectionClose()
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		ctx.SetConnectionClose()
+		WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
+		return Outcome{Status: http.StatusBadGateway, Err: errFastSwitch, Duration: time.Since(start)}
+	}
+	relayFastResponse(ctx, resp, fr.RequestID)
+	out := &ctx.Response
+	out.SetStatusCode(status)
+	bs := resp.BodyStream()
+	hasBody := bs != nil && !in.Header.IsHead() && status != http.StatusNoContent && status != http.StatusNotModified
+	if cl := resp.Header.ContentLength(); hasBody && cl >= 0 && cl <= smallBody {
+		// A small body of known length is read here and sent with the
+		// header in one write; the upstream connection goes back at once.
+		buf := smallBufs.Get().(*[smallBody]byte)
+		_, err := io.ReadFull(bs, buf[:cl])
+		if err != nil {
+			resp.SetConnectionClose()
+		} else {
+			out.SetBody(buf[:cl]) // copied
+		}
+		smallBufs.Put(buf)
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		if err != nil {
+			// Cut off before anything was sent: a failed exchange.
+			out.ResetBody()
+			out.Header.Reset()
+			ctx.SetConnectionClose()
+			x := isTimeout(err)
+			if x {
+				WriteProblemID(w, fr.Header, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+				return Outcome{Status: http.StatusGatewayTimeout, Err: err, Timeout: true, Duration: time.Since(start)}
+			}
+			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+			return Outcome{Status: http.StatusBadGateway, Err: err, Duration: time.Since(start)}
+		}
+		return Outcome{Status: status, Duration: time.Since(start)}
+	}
+	if hasBody {
+		cl := resp.Header.ContentLength()
+		if cl < -1 {
+			cl = -1
+		}
+		rb := fastRespBodies.Get().(*fastRespBody)
+		rb.r, rb.resp, rb.conn, rb.timeout = bs, resp, ctx.Conn(), u.writeTimeout
+		if fr.Release != nil {
+			rb.release, *fr.Release = *fr.Release, nil
+		}
+		out.SetBodyStream(rb, cl)
+	} else {
+		if in.Header.IsHead() {
+			out.SkipBody = true
+			if cl := resp.Header.ContentLength(); cl >= 0 {
+				out.Header.SetContentLength(cl)
+			}
+		}
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+	}
+	return Outcome{Status: status, Duration: time.Since(start)}
+}
+
+// smallBody is the largest response body of known length ForwardFast reads
+// before answering, to send it with the header in one write.
+const smallBody = 16 << 10
+
+var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
+
+var (
+	errFastSwitch = errors.New("the upstream switched protocols unasked")
+)
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// buildFastRequest fills req with ctx's request as it goes to t: the
+// client's header less hop-by-hop fields, the forwarded path and query, the
+// target's Host, X-Forwarded-For/Host/Proto, Via, X-Request-Id and the
+// trace context.
+func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match) {
+	in := &ctx.Request.Header
+	in.CopyTo(&req.Header)
+	h := &req.Header
+	// Names listed in Connection are hop-by-hop too.
+	for _, c := range in.PeekAll("Connection") {
+		for len(c) > 0 {
+			var tok []byte
+			tok, c, _ = bytes.Cut(c, []byte{','})
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				h.DelBytes(tok)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	// The engine answered the client's "Expect: 100-continue" itself; the
+	// body is sent upstream as it comes.
+	h.Del("Expect")
+
+	buf := fastURIs.Get().(*fastURI)
+	b := append(buf.b[:0], u.forwardPath(t, m.Path)...)
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		b = append(append(b, '?'), q...)
+	}
+	h.SetRequestURIBytes(b)
+	buf.b = b
+	fastURIs.Put(buf)
+	h.SetHost(t.host)
+	if t.scheme == "https" {
+		req.URI().SetScheme("https")
+	}
+
+	// X-Forwarded-For: what the client sent, then the peer.
+	xff := fastURIs.Get().(*fastURI)
+	x := xff.b[:0]
+	for i, v := range in.PeekAll("X-Forwarded-For") {
+		if i > 0 {
+			x = append(x, ", "...)
+		}
+		x = append(x, v...)
+	}
+	if len(x) > 0 {
+		x = append(x, ", "...)
+	}
+	x = appendPeerIP(x, ctx)
+	h.SetBytesV("X-Forwarded-For", x)
+	xff.b = x
+	fastURIs.Put(xff)
+	h.SetBytesV("X-Forwarded-Host", in.Host())
+	if fr.TLS {
+		h.Set("X-Forwarded-Proto", "https")
+	} else {
+		h.Set("X-Forwarded-Proto", "http")
+	}
+	minor := 1
+	if !in.IsHTTP11() {
+		minor = 0
+	}
+	h.Add("Via", t.tr.viaValue(1, minor))
+	h.Set(api.HeaderRequestID, fr.RequestID)
+	if fr.Traceparent != "" {
+		h.Set("Traceparent", fr.Traceparent)
+		h.Del("Tracestate")
+	}
+}
+
+// forwardPath is the path the target receives: path less the stripped
+// prefix, behind the target's base path, escapes as matched.
+func (u *Upstream) forwardPath(t *target, path string) string {
+	p := path
+	if u.strip != "" {
+		if rest, ok := cutPrefix(p, u.strip); ok {
+			if rest == "" || rest[0] != '/' {
+				rest = "/" + rest
+			}
+			p = rest
+		}
+	}
+	if t.base != "" {
+		p = t.base + p
+	}
+	return p
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// appendPeerIP appends the client connection's address, without its port.
+func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	switch ra := ctx.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return ra.AddrPort().Addr().Unmap().AppendTo(dst)
+	default:
+		host, _, err := net.SplitHostPort(ra.String())
+		if err != nil {
+			return dst
+		}
+		return append(dst, host...)
+	}
+}
+
+// tlsClient starts TLS with t over c (for a WebSocket to an https target).
+func tlsClient(c net.Conn, t *target) net.Conn {
+	cfg := &tls.Config{}
+	if s := t.tr.settings.TLSClientConfig; s != nil {
+		cfg = s.Clone()
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(t.host)
+		if err != nil {
+			host = t.host
+		}
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	return tls.Client(c, cfg)
+}
+
+type fastURI struct{ b []byte }
+
+var fastURIs = sync.Pool{New: func() any { return &fastURI{b: make([]byte, 0, 256)} }}
+
+// relayFastResponse copies the upstream's response header into the client's,
+// less hop-by-hop fields and the upstream's own X-Request-Id (the client gets
+// the gateway's, once).
+func relayFastResponse(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, id string) {
+	out := &ctx.Response.Header
+	var drop [8][]byte
+	n := 0
+	for _, c := range resp.Header.PeekAll("Connection") {
+		for len(c) > 0 && n < len(drop) {
+			var tok []byte
+			tok, c, _ = bytes.Cut(c, []byte{','})
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				drop[n] = tok
+				n++
+			}
+		}
+	}
+	for k, v := range resp.Header.All() {
+		if skipResponseHeader(k, drop[:n]) {
+			continue
+		}
+		out.AddBytesKV(k, v)
+	}
+	out.Set(api.HeaderRequestID, id)
+}
+
+func skipResponseHeader(k []byte, drop [][]byte) bool {
+	switch string(k) {
+	case "Content-Length", "Date", api.HeaderRequestID:
+		return true
+	}
+	for _, h := range hopHeaders {
+		if string(k) == h {
+			return true
+		}
+	}
+	for _, d := range drop {
+		if bytes.EqualFold(k, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// fastReqBody is the client's request body as the upstream client reads it:
+// each read first renews the client connection's read deadline (at most
+// every quarter of the timeout), so a body that stops arriving fails after
+// timeout without progress. It is read on the request's goroutine.
+type fastReqBody struct {
+	r        io.Reader
+	conn     net.Conn
+	timeout  time.Duration
+	last     time.Time
+	timedOut bool
+	failed   bool
+}
+
+func (b *fastReqBody) Read(p []byte) (int, error) {
+	if b.timeout > 0 {
+		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
+			_ = b.conn.SetReadDeadline(now.Add(b.timeout))
+			b.last = now
+		}
+	}
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		if isTimeout(err) {
+			b.timedOut = true
+		} else {
+			b.failed = true
+		}
+	}
+	return n, err
+}
+
+// fastRespBody is the upstream's response body as the engine writes it to
+// the client: each read first renews the client connection's write deadline
+// (writeTimeout, at most every quarter of it), and Close (called by the
+// engine when the response is done) returns the upstream connection to its
+// pool, or closes it when the body was not read to its end.
+type fastRespBody struct {
+	r       io.Reader
+	resp    *fasthttp.Response
+	conn    net.Conn
+	timeout time.Duration
+	last    time.Time
+	release func() // the limits' release, when held
+}
+
+var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
+
+func (b *fastRespBody) Read(p []byte) (int, error) {
+	if b.timeout > 0 {
+		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
+			_ = b.conn.SetWriteDeadline(now.Add(b.timeout))
+			b.last = now
+		}
+	}
+	return b.r.Read(p)
+}
+
+func (b *fastRespBody) Close() error {
+	if b.resp == nil {
+		return nil
+	}
+	err := b.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.resp)
+	if !b.last.IsZero() {
+		// The connection's next request starts without this one's
+		// deadline (the engine sets none of its own).
+		_ = b.conn.SetWriteDeadline(time.Time{})
+	}
+	if b.release != nil {
+		b.release()
+	}
+	*b = fastRespBody{}
+	fastRespBodies.Put(b)
+	return err
+}
+
+// isWebSocket reports whether the request asks to switch to WebSocket (an
+// Upgrade header listing it, any case).
+func isWebSocket(h *fasthttp.RequestHeader) bool {
+	for _, line := range h.PeekAll("Upgrade") {
+		for len(line) > 0 {
+			var tok []byte
+			tok, line, _ = bytes.Cut(line, []byte{','})
+			if bytes.EqualFold(bytes.TrimSpace(tok), []byte("websocket")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forwardUpgradeFast forwards a WebSocket handshake over a connection of its
+// own to t and, when the upstream switches (101), joins the two connections
+// once the engine hands the client's over (Hijack). The route's timeout
+// bounds the handshake only.
+func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match, start time.Time) Outcome {
+	fail := func(status int, err error) Outcome {
+		if status == http.StatusGatewayTimeout {
+			WriteProblemID(w, fr.Header, fr.RequestID, status, "Gateway timeout", u.timeoutDetail)
+		} else {
+			WriteProblemID(w, fr.Header, fr.RequestID, status, "Bad gateway", "the upstream could not be reached")
+		}
+		return Outcome{Status: status, Err: err, Timeout: status == http.StatusGatewayTimeout, Duration: time.Since(start)}
+	}
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	u.buildFastRequest(req, ctx, fr, t, m)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	deadline := start.Add(u.timeout)
+	var up net.Conn
+	var err error
+	if t.scheme == "https" {
+		up, err = t.tr.dialer.Dial("tcp", t.hostPort())
+		if err == nil {
+			up = tlsClient(up, t)
+		}
+	} else {
+		up, err = t.tr.dialer.Dial("tcp", t.hostPort())
+	}
+	if err != nil {
+		return fail(http.StatusBadGateway, err)
+	}
+	_ = up.SetDeadline(deadline)
+	bw := bufio.NewWriter(up)
+	if err := req.Header.Write(bw); err == nil {
+		err = bw.Flush()
+	}
+	br := bufio.NewReader(up)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	resp.SkipBody = true
+	if err == nil {
+		err = resp.Header.Read(br)
+	}
+	if err != nil {
+		up.Close()
+		if isTimeout(err) {
+			return fail(http.StatusGatewayTimeout, err)
+		}
+		return fail(http.StatusBadGateway, err)
+	}
+	if resp.StatusCode() != http.StatusSwitchingProtocols {
+		// Refused: relay the answer (its body, if any, as a plain one).
+		defer up.Close()
+		ctx.SetConnectionClose()
+		relayFastResponse(ctx, resp, fr.RequestID)
+		ctx.Response.SetStatusCode(resp.StatusCode())
+		if cl := resp.Header.ContentLength(); cl > 0 && cl <= 1<<20 {
+			b := make([]byte, cl)
+			if _, err := io.ReadFull(br, b); err == nil {
+				ctx.Response.SetBodyRaw(b)
+			}
+		}
+		return Outcome{Status: resp.StatusCode(), Duration: time.Since(start)}
+	}
+	_ = up.SetDeadline(time.Time{})
+	// The 101 is written by the engine (HijackSetNoResponse false) with the
+	// upstream's header; then the connections are joined.
+	relayFastResponse(ctx, resp, fr.RequestID)
+	ctx.Response.Header.Set("Connection", "Upgrade")
+	ctx.Response.Header.Set("Upgrade", "websocket")
+	ctx.Response.SetStatusCode(http.StatusSwitchingProtocols)
+	ctx.Response.SkipBody = true
+	ctx.Hijack(func(c net.Conn) {
+		_ = c.SetDeadline(time.Time{})
+		done := make(chan struct{}, 2)
+		go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
+		go func() {
+			if n := br.Buffered(); n > 0 {
+				b, _ := br.Peek(n)
+				_, _ = c.Write(b)
+			}
+			_, _ = io.Copy(c, up)
+			closeWrite(c)
+			done <- struct{}{}
+		}()
+		<-done
+		<-done
+		up.Close()
+	})
+	return Outcome{Status: http.StatusSwitchingProtocols, Upgraded: true, Duration: time.Since(start)}
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// ValidRequestID reports whether s may be kept as a request's X-Request-Id
+// (EnsureRequestID's rule), for serving stacks other than net/http.
+func ValidRequestID(s string) bool { return validRequestID(s) }
+
+// GuardBodyConn is GuardBody for an engine that hands over the client's
+// connection: it bounds the wait for a body (hasBody) by the route's
+// bodyTimeout.
+func (u *Upstream) GuardBodyConn(c net.Conn, hasBody bool) {
+	GuardBodyConn(c, hasBody, u.bodyTimeout)
+}
+
+// GuardBodyConn is Upstream.GuardBodyConn with an explicit timeout, for
+// requests no route matched.
+func GuardBodyConn(c net.Conn, hasBody bool, timeout time.Duration) {
+	if !hasBody || timeout <= 0 || c == nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+}
+
+// BodyTimeout returns the route's bound on a stalled client body.
+func (u *Upstream) BodyTimeout() time.Duration { return u.bodyTimeout }
+
+// closeAllFast closes the idle connections of every fasthttp pool.
+func closeAllFast() {
+	fastClients.Range(func(_, c any) bool {
+		c.(*fasthttp.HostClient).CloseIdleConnections()
+		return true
+	})
+}

@@ -1,0 +1,248 @@
+package snapshot
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/reqview"
+)
+
+// ServeFast serves one request from the fasthttp engine: it builds the
+// request's view from ctx without copying (see fastExchange.fill), and runs
+// Serve on it with the fasthttp Exchange. tls tells whether the client's
+// connection is TLS. The answer is in ctx.Response when it returns; a
+// forwarded body is streamed by the engine afterwards.
+func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls bool) {
+	x := fastExchanges.Get().(*fastExchange)
+	x.ctx, x.tls = ctx, tls
+	v := x.fill(ctx)
+	v.ClientIP = s.fastClientIP(ctx, v.Header)
+	s.Serve(x, v)
+	if x.done != nil { // not taken by a streamed body
+		x.done()
+	}
+	x.reset()
+	fastExchanges.Put(x)
+}
+
+// fastExchange is the fasthttp Exchange, pooled with the request view and
+// the header map it builds: both are refilled for each request, their
+// strings pointing into the engine's buffers, valid until the request ends.
+type fastExchange struct {
+	ctx     *fasthttp.RequestCtx
+	tls     bool
+	status  int
+	header  http.Header // the gateway's own answer header, copied on WriteHeader
+	view    reqview.View
+	reqH    http.Header // the request's header, as the view reads it
+	vals    []string    // backing of reqH's values
+	flushed bool
+	id      [1]string // the X-Request-Id header value
+	done    func()    // the limits' release, held until the body is written
+}
+
+var fastExchanges = sync.Pool{New: func() any {
+	return &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
+}}
+
+func (x *fastExchange) reset() {
+	clear(x.header)
+	clear(x.reqH)
+	clear(x.vals)
+	x.vals = x.vals[:0]
+	x.view, x.id, x.done = reqview.View{}, [1]string{}, nil
+	x.ctx, x.tls, x.status, x.flushed = nil, false, 0, false
+}
+
+// b2s is the string of b without a copy; b must outlive the string's use
+// and not change meanwhile (the engine's request buffers, for the request).
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// fill builds the view of ctx's request: method, host, path, query and the
+// header in canonical form (one line, one value, in the order received), all
+// pointing into the engine's buffers. It also settles the request id and the
+// trace context, as ServeHTTP does, on the request itself so that they are
+// forwarded.
+func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
+	h := &ctx.Request.Header
+	for k, v := range h.AllInOrder() {
+		key := b2s(k)
+		x.vals = append(x.vals, b2s(v))
+		if prev, ok := x.reqH[key]; ok {
+			x.reqH[key] = append(prev, x.vals[len(x.vals)-1])
+			continue
+		}
+		x.reqH[key] = x.vals[len(x.vals)-1 : len(x.vals) : len(x.vals)]
+	}
+	uri := ctx.URI()
+	cl := int64(h.ContentLength())
+	if cl < 0 {
+		cl = -1
+	}
+	v := &x.view
+	*v = reqview.View{Method: b2s(h.Method()), Host: b2s(h.Host()), RawPath: b2s(uri.PathOriginal()),
+		RawQuery: b2s(uri.QueryString()), Header: x.reqH, ContentLength: cl, Ctx: ctx}
+	if q := v.RawPath; len(q) > 0 {
+		if i := indexByte(q, '?'); i >= 0 { // PathOriginal is the target less the host
+			v.RawPath = q[:i]
+		}
+	}
+	v.Path = v.RawPath
+	if ids := x.reqH[api.HeaderRequestID]; len(ids) == 1 && proxy.ValidRequestID(ids[0]) {
+		v.RequestID = ids[0]
+	} else {
+		v.RequestID = proxy.NewRequestID()
+	}
+	x.id[0] = v.RequestID
+	x.header[api.HeaderRequestID] = x.id[:]
+	v.Trace = reqview.EnsureTrace(x.reqH) // sets x.reqH's traceparent when it starts one
+	return v
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// fastClientIP is clientIP for the fasthttp engine.
+func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, h http.Header) netip.Addr {
+	var a netip.Addr
+	switch ra := ctx.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		a = ra.AddrPort().Addr()
+	default:
+		if host, _, err := net.SplitHostPort(ra.String()); err == nil {
+			a, _ = netip.ParseAddr(host)
+		}
+	}
+	if len(s.trusted) == 0 {
+		return a.Unmap()
+	}
+	return api.ClientIP(a, h.Values("X-Forwarded-For"), s.trusted)
+}
+
+func (x *fastExchange) Header() http.Header { return x.header }
+
+// WriteHeader puts the gateway's answer header and status in the engine's
+// response.
+func (x *fastExchange) WriteHeader(code int) {
+	if x.status != 0 {
+		return
+	}
+	x.status = code
+	x.flush()
+	x.ctx.Response.SetStatusCode(code)
+	if x.header.Get("Connection") == "close" {
+		x.ctx.SetConnectionClose()
+	}
+}
+
+// flush copies the answer header into the engine's response (once).
+func (x *fastExchange) flush() {
+	if x.flushed {
+		return
+	}
+	x.flushed = true
+	out := &x.ctx.Response.Header
+	for k, vs := range x.header {
+		switch k {
+		case "Content-Length":
+			if len(vs) > 0 {
+				if n, err := strconv.Atoi(vs[0]); err == nil {
+					out.SetContentLength(n)
+				}
+			}
+			continue
+		case "Connection":
+			continue
+		}
+		for _, v := range vs {
+			out.Add(k, v)
+		}
+	}
+}
+
+func (x *fastExchange) Write(b []byte) (int, error) {
+	if x.status == 0 {
+		x.WriteHeader(http.StatusOK)
+	}
+	return x.ctx.Write(b)
+}
+
+func (x *fastExchange) Status() int { return x.status }
+
+// Routed applies the route's body timeout to the client's connection before
+// any rule answers (the engine reads a body only as it is forwarded).
+func (x *fastExchange) Routed(u *proxy.Upstream) {
+	u.GuardBodyConn(x.ctx.Conn(), x.ctx.Request.Header.ContentLength() != 0)
+}
+
+// Forward relays the request through the fasthttp upstream client; the
+// headers rules set so far (RateLimit) go out with the upstream's answer.
+func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
+	delete(x.header, api.HeaderRequestID) // ForwardFast sets it, once
+	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
+	x.flush()
+	x.flushed = false // a 502/504 from ForwardFast writes its own header
+	clear(x.header)
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.done, Header: x.reqH, Path: m.Path}
+	if x.view.Trace.Started {
+		fr.Traceparent = x.view.Trace.Parent
+	}
+	out := u.ForwardFast(x, x.ctx, fr, m)
+	if x.status == 0 {
+		x.status = out.Status
+	}
+	return out
+}
+
+// WriteProblemFast answers ctx's request with proxy.WriteProblemID (the one
+// problem writer), for the fasthttp engine's answers before a snapshot
+// serves the request (strict parsing, loops, no rules yet). The request's own
+// X-Request-Id is kept when valid.
+func WriteProblemFast(ctx *fasthttp.RequestCtx, status int, title, detail string) {
+	x := fastExchanges.Get().(*fastExchange)
+	x.ctx = ctx
+	id := b2s(ctx.Request.Header.Peek(api.HeaderRequestID))
+	if !proxy.ValidRequestID(id) {
+		id = proxy.NewRequestID()
+	}
+	proxy.WriteProblemID(x, nil, id, status, title, detail)
+	x.reset()
+	fastExchanges.Put(x)
+}
+
+// MinBodyTimeout is the shortest bodyTimeout of the snapshot's routes
+// (api.DefaultBodyTimeout for none): what an engine that reads some of a
+// body before the route is known bounds that read by.
+func (s *Snapshot) MinBodyTimeout() time.Duration {
+	d := api.DefaultBodyTimeout
+	for _, rt := range s.routes {
+		if b := rt.upstream.BodyTimeout(); b > 0 && b < d {
+			d = b
+		}
+	}
+	return d
+}
+
+// HoldDone keeps the limits' release (done) until the engine has written
+// the response's body (a forwarded body is streamed after Serve returns), so
+// that a concurrency slot is held while the client takes the answer, as on
+// net/http.
+func (x *fastExchange) HoldDone(done func()) bool {
+	x.done = done
+	return true
+}
