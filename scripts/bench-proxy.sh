@@ -20,7 +20,9 @@
 # PROXY_CPUS (default: nginx's worker_processes auto and Go's default
 # GOMAXPROCS; a number N gives every proxy N workers/threads), CADDY_VERSION
 # (default v2.11.9; built once with go install into ~/.cache/sluice-bench),
-# SKIP_TLS=1 and SKIP_H2=1 leave those parts out.
+# SKIP_TLS=1 and SKIP_H2=1 leave those parts out; HTTP1_ENGINE=fasthttp runs
+# sluice-gateway with --http1-engine fasthttp (default: the gateway's default,
+# nethttp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -150,7 +152,7 @@ EOT
 
 nginx -p "$work/up" -c "$work/up/nginx.conf" -g 'daemon off;' & pids+=($!)
 nginx -p "$work/ngx" -c "$work/ngx/nginx.conf" -g 'daemon off;' & ngx_pid=$!; pids+=($ngx_pid)
-bin/sluice-gateway --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$GWADMIN" \
+bin/sluice-gateway ${HTTP1_ENGINE:+--http1-engine "$HTTP1_ENGINE"} --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$GWADMIN" \
 	--listen-tls "127.0.0.1:$GWTLS" --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
 	--log-level warn 2>"$work/gw.log" & gw_pid=$!; pids+=($gw_pid)
 "$CADDY_BIN" run --config "$work/caddy/Caddyfile" --adapter caddyfile >"$work/caddy.log" 2>&1 & caddy_pid=$!; pids+=($caddy_pid)
