@@ -599,7 +599,11 @@ func P99(bounds []float64, counts []int64) float64 {
 
 // Cohort sums, over the steps [from, to) (unix seconds), the figures of the
 // nodes of ns for which canary(node, version in that step) is true
-// (inCanary) or false (the baseline).
+// (inCanary) or false (the baseline). A step in which a node's version
+// changed (it differs from the node's previous step) counts in neither: its
+// counts, taken since the node's previous report, mix traffic served under
+// both versions (a canary's first step would carry the rejections of the
+// version it replaced).
 func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string, version int64) bool) (canary, baseline *CohortFigures) {
 	canary, baseline = &CohortFigures{Nodes: []string{}}, &CohortFigures{Nodes: []string{}}
 	f.mu.RLock()
@@ -629,6 +633,9 @@ func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string,
 			v := n.nodeVec.get(b)
 			if v == nil {
 				continue
+			}
+			if p := n.nodeVec.get(b - 1); p != nil && p[nVersion] != v[nVersion] {
+				continue // the node switched versions in this step
 			}
 			c := baseline
 			if inCanary(id, int64(v[nVersion])) {

@@ -103,6 +103,40 @@ func TestFleetDeltasAndCohorts(t *testing.T) {
 	}
 }
 
+// TestCohortSkipsVersionSwitch checks that the step in which a node changed
+// version counts in neither cohort: a harmless canary is not charged with the
+// rejections of the version it replaced on its node.
+func TestCohortSkipsVersionSwitch(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	f := testFleet(&now)
+	ctx := context.Background()
+	for _, r := range []*api.Report{
+		// gw-c ran version 3 (rejecting) in step 0, switched to the
+		// harmless version 4 during step 1 (its report there still carries
+		// version 3's rejections), and ran version 4 alone in step 2.
+		rep("gw-c", "a", 1, t0.Add(1*time.Second), 3, 100, 100, 0),
+		rep("gw-c", "a", 2, t0.Add(6*time.Second), 4, 200, 150, 0),
+		rep("gw-c", "a", 3, t0.Add(11*time.Second), 4, 300, 150, 0),
+		// gw-a stayed on version 2 throughout.
+		rep("gw-a", "b", 1, t0.Add(1*time.Second), 2, 100, 0, 0),
+		rep("gw-a", "b", 2, t0.Add(6*time.Second), 2, 200, 0, 0),
+		rep("gw-a", "b", 3, t0.Add(11*time.Second), 2, 300, 0, 0),
+	} {
+		if _, err := f.Ingest(ctx, "shop", r, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	canary, base := f.Cohort("shop", t0.Add(5*time.Second), t0.Add(15*time.Second), func(_ string, v int64) bool { return v == 4 })
+	if canary.Requests != 100 || canary.Rejected != 0 {
+		t.Errorf("canary cohort %+v, want only step 2's 100 requests, none rejected", canary)
+	}
+	if base.Requests != 200 || base.Rejected != 0 {
+		t.Errorf("baseline cohort %+v, want gw-a's 200 requests of steps 1 and 2", base)
+	}
+}
+
 func TestFleetRefuses(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
