@@ -447,19 +447,18 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			if len(evs) == 0 {
 				return nil
 			}
-			ruleset, canary := e.Keys.RuleSet(e.Namespace), e.Keys.Canary(e.Namespace)
-			for _, ev := range evs {
-				var kv *mvccpb.KeyValue
-				if ev.Type == clientv3.EventTypePut {
-					kv = ev.Kv
-				}
-				switch string(ev.Kv.Key) {
-				case ruleset:
-					e.takeRuleset(ctx, apply, kv)
-				case canary:
-					e.takeCanary(ctx, apply, kv)
-				}
+			// The ruleset and canary keys are followed by one etcd watch
+			// each, and the two watches' events can reach us out of order
+			// (a canary's delete before the ruleset put that preceded it,
+			// which would run the old published version for a moment).
+			// So an event only says that something changed: both keys are
+			// read again in one transaction, and the state taken is one
+			// etcd had, never older than the last one read.
+			readRev, kvs, err := e.read(ctx)
+			if err != nil {
+				return fmt.Errorf("reading the rule set and canary after a change: %w", err)
 			}
+			e.take(ctx, apply, max(rev, readRev), kvs)
 			e.converge(ctx, apply)
 			return nil
 		},
@@ -485,6 +484,16 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 // list reads the ruleset and canary keys at one revision.
 func (e *Etcd) list(ctx context.Context) (int64, [][]*mvccpb.KeyValue, error) {
 	e.lists.Add(1)
+	return e.read(ctx)
+}
+
+// read reads the ruleset and canary keys at one revision (the newest).
+func (e *Etcd) read(ctx context.Context) (int64, [][]*mvccpb.KeyValue, error) {
+	if e.OpTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.OpTimeout)
+		defer cancel()
+	}
 	resp, err := e.Client.Txn(ctx).Then(
 		clientv3.OpGet(e.Keys.RuleSet(e.Namespace)),
 		clientv3.OpGet(e.Keys.Canary(e.Namespace)),
