@@ -116,25 +116,7 @@ func (w *ReportWatcher) recovered(what string) {
 func (w *ReportWatcher) supervise(ctx context.Context) {
 	defer w.wg.Done()
 	defer w.recovered("supervisor")
-	following := map[string]bool{}
-	for {
-		names, err := w.s.Namespaces(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.s.Logger.Warn("report watcher: listing namespaces", "err", err)
-		}
-		for _, ns := range names {
-			if !following[ns] {
-				following[ns] = true
-				w.wg.Add(1)
-				go w.follow(ctx, ns)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.s.Rescan):
-		}
-	}
+	superviseNamespaces(ctx, &w.wg, w.s.Logger, "report watcher", w.s.Namespaces, w.s.Rescan, w.follow)
 }
 
 // tick pushes each closed stats step of every namespace to the Hub.

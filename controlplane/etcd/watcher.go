@@ -122,25 +122,7 @@ func (w *NodeWatcher) recovered(what string) {
 func (w *NodeWatcher) supervise(ctx context.Context) {
 	defer w.wg.Done()
 	defer w.recovered("supervisor")
-	following := map[string]bool{}
-	for {
-		names, err := w.s.Namespaces(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.s.Logger.Warn("node watcher: listing namespaces", "err", err)
-		}
-		for _, ns := range names {
-			if !following[ns] {
-				following[ns] = true
-				w.wg.Add(1)
-				go w.follow(ctx, ns)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.s.Rescan):
-		}
-	}
+	superviseNamespaces(ctx, &w.wg, w.s.Logger, "node watcher", w.s.Namespaces, w.s.Rescan, w.follow)
 }
 
 // follow lists and watches one namespace's nodes until ctx ends (see
@@ -247,4 +229,31 @@ func decodeNode(prefix string, kv *mvccpb.KeyValue) (api.NodeStatus, bool) {
 	}
 	s, err := api.DecodeNodeStatus(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
 	return s, err == nil
+}
+
+// superviseNamespaces starts follow(ctx, ns) once for every namespace that
+// names lists (counted in wg), listing again every rescan, until ctx ends:
+// the supervisor of the node and report watchers, which follow each
+// namespace's etcd prefix.
+func superviseNamespaces(ctx context.Context, wg *sync.WaitGroup, logger *slog.Logger, what string,
+	names func(context.Context) ([]string, error), rescan time.Duration, follow func(context.Context, string)) {
+	following := map[string]bool{}
+	for {
+		list, err := names(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn(what+": listing namespaces", "err", err)
+		}
+		for _, ns := range list {
+			if !following[ns] {
+				following[ns] = true
+				wg.Add(1)
+				go follow(ctx, ns)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rescan):
+		}
+	}
 }
