@@ -74,7 +74,7 @@ func (n *Node) newFastServer() *fasthttp.Server {
 // starts reading (up to 8 KiB) before the handler runs, by the shortest
 // bodyTimeout of the current rules: the request's route is not known yet.
 func (n *Node) fastHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if h.ContentLength() == 0 {
+	if !proxy.FastHasBody(h) {
 		return fasthttp.RequestConfig{}
 	}
 	s := n.current.Load()
@@ -147,7 +147,7 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
 	}
 	// Bound a body until the route's bound applies. (A streamed response
 	// clears its write deadline when done: see proxy.ForwardFast.)
-	proxy.GuardBodyConn(ctx.Conn(), ctx.Request.Header.ContentLength() != 0, api.DefaultBodyTimeout)
+	proxy.GuardBodyConn(ctx.Conn(), proxy.FastHasBody(&ctx.Request.Header), api.DefaultBodyTimeout)
 	s := n.current.Load()
 	if s == nil {
 		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")

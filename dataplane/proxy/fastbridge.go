@@ -30,7 +30,7 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 		Host:          string(in.Host()),
 		RemoteAddr:    ctx.RemoteAddr().String(),
 		RequestURI:    string(in.RequestURI()),
-		ContentLength: int64(in.ContentLength()),
+		ContentLength: FastContentLength(in),
 		Body:          http.NoBody,
 	}
 	if !in.IsHTTP11() {

@@ -147,7 +147,8 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		req.SetConnectionClose()
 	}
 	var body *fastReqBody
-	if cl := in.Header.ContentLength(); cl != 0 {
+	if FastHasBody(&in.Header) {
+		cl := in.Header.ContentLength()
 		if bs := ctx.RequestBodyStream(); bs != nil {
 			body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout}
 			req.SetBodyStream(body, cl)
@@ -638,6 +639,25 @@ func closeWrite(c net.Conn) {
 	}
 	_ = c.Close()
 }
+
+// FastContentLength is the body length of a request the fasthttp engine
+// parsed, as net/http gives it: its Content-Length, -1 for chunked (unknown),
+// and 0 for a request with neither header, which fasthttp reports as -2
+// ("identity") but which for a request means no body (RFC 9112 §6.3).
+func FastContentLength(h *fasthttp.RequestHeader) int64 {
+	switch cl := h.ContentLength(); {
+	case cl >= 0:
+		return int64(cl)
+	case cl == -1:
+		return -1
+	}
+	return 0
+}
+
+// FastHasBody reports whether a request the fasthttp engine parsed has a
+// body (FastContentLength not 0). "ContentLength() != 0" is not the test:
+// it took every GET for a request with a body.
+func FastHasBody(h *fasthttp.RequestHeader) bool { return FastContentLength(h) != 0 }
 
 // ValidRequestID reports whether s may be kept as a request's X-Request-Id
 // (EnsureRequestID's rule), for serving stacks other than net/http.

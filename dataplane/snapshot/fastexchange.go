@@ -84,10 +84,7 @@ func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 		x.reqH[key] = x.vals[len(x.vals)-1 : len(x.vals) : len(x.vals)]
 	}
 	uri := ctx.URI()
-	cl := int64(h.ContentLength())
-	if cl < 0 {
-		cl = -1
-	}
+	cl := proxy.FastContentLength(h)
 	v := &x.view
 	*v = reqview.View{Method: b2s(h.Method()), Host: b2s(h.Host()), RawPath: b2s(uri.PathOriginal()),
 		RawQuery: b2s(uri.QueryString()), Header: x.reqH, ContentLength: cl, Ctx: ctx}
@@ -187,7 +184,7 @@ func (x *fastExchange) Status() int { return x.status }
 // Routed applies the route's body timeout to the client's connection before
 // any rule answers (the engine reads a body only as it is forwarded).
 func (x *fastExchange) Routed(u *proxy.Upstream) {
-	u.GuardBodyConn(x.ctx.Conn(), x.ctx.Request.Header.ContentLength() != 0)
+	u.GuardBodyConn(x.ctx.Conn(), proxy.FastHasBody(&x.ctx.Request.Header))
 }
 
 // Forward relays the request through the fasthttp upstream client; the

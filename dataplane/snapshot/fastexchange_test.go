@@ -31,12 +31,21 @@ func TestFastView(t *testing.T) {
 		method, host, path, raw string
 		header                  map[string][]string
 		keepID, started         bool
+		length                  int64 // the view's ContentLength, as net/http gives it
 	}{
 		{"a plain GET", "GET /a%2Fb/c?x=1&y=%20 HTTP/1.1\r\nHost: h.test\r\nx-user: alice\r\nCookie: a=1\r\nCookie: b=2\r\n\r\n",
 			"GET", "h.test", "/a%2Fb/c", "x=1&y=%20",
-			map[string][]string{"X-User": {"alice"}, "Cookie": {"a=1", "b=2"}}, false, true},
+			map[string][]string{"X-User": {"alice"}, "Cookie": {"a=1", "b=2"}}, false, true, 0},
 		{"ids and a trace kept", "POST /p HTTP/1.1\r\nHost: h\r\nX-Request-Id: client-1\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nContent-Length: 0\r\n\r\n",
-			"POST", "h", "/p", "", map[string][]string{"Content-Length": {"0"}}, true, false},
+			"POST", "h", "/p", "", map[string][]string{"Content-Length": {"0"}}, true, false, 0},
+		{"a body of known length", "PUT /p HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n\r\n",
+			"PUT", "h", "/p", "", nil, false, true, 12},
+		{"a chunked body", "POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+			"POST", "h", "/p", "", nil, false, true, -1},
+		// fasthttp reports "no framing header" as -2; for a request that is
+		// no body, and a body-cost limit must charge it 1 unit, not a burst.
+		{"a POST without framing headers", "POST /p HTTP/1.1\r\nHost: h\r\n\r\n",
+			"POST", "h", "/p", "", nil, false, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -55,6 +64,9 @@ func TestFastView(t *testing.T) {
 			}
 			if tc.keepID != (v.RequestID == "client-1") {
 				t.Errorf("request id %q (keep %v)", v.RequestID, tc.keepID)
+			}
+			if v.ContentLength != tc.length {
+				t.Errorf("content length %d, want %d", v.ContentLength, tc.length)
 			}
 			if v.Trace.Started != tc.started {
 				t.Errorf("trace started %v, want %v", v.Trace.Started, tc.started)
