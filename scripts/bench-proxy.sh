@@ -2,8 +2,9 @@
 # make bench-proxy: the same load against (a) the upstream directly, (b)
 # Debian's nginx with proxy_pass, upstream keepalive and limit_req, (c)
 # sluice-gateway with the equivalent limit, (d) Caddy's reverse_proxy with
-# keep-alive and (e) a bare httputil.ReverseProxy (dataplane/internal/cmd/
-# bareproxy), for transparency; then over TLS (wrk over https, keep-alive):
+# keep-alive, (e) a bare httputil.ReverseProxy and (f) a bare fasthttp
+# server + HostClient (dataplane/internal/cmd/bareproxy, the ceiling of the
+# gateway's fasthttp engine), for transparency; then over TLS (wrk over https, keep-alive):
 # nginx `ssl` vs sluice --listen-tls with the same certificate; then HTTP/2
 # with h2load: h2c and TLS h2, nginx `http2` vs sluice. Same upstream (an nginx
 # answering a fixed 13-byte body), same client settings, rounds interleaved
@@ -39,7 +40,7 @@ H2STREAMS=${H2STREAMS:-10}
 SKIP_TLS=${SKIP_TLS:-0}
 SKIP_H2=${SKIP_H2:-0}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
-UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096
+UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096 BAREFAST=18090
 NGXTLS=18097 GWTLS=18098 NGXH2C=18099
 PROXY_CPUS=${PROXY_CPUS:-auto}
 if [ "$PROXY_CPUS" != auto ]; then export GOMAXPROCS=$PROXY_CPUS; fi
@@ -157,7 +158,8 @@ bin/sluice-gateway ${HTTP1_ENGINE:+--http1-engine "$HTTP1_ENGINE"} --rules "$wor
 	--log-level warn 2>"$work/gw.log" & gw_pid=$!; pids+=($gw_pid)
 "$CADDY_BIN" run --config "$work/caddy/Caddyfile" --adapter caddyfile >"$work/caddy.log" 2>&1 & caddy_pid=$!; pids+=($caddy_pid)
 "$work/bareproxy" --listen "127.0.0.1:$BARE" --upstream "http://127.0.0.1:$UP" 2>"$work/bare.log" & bare_pid=$!; pids+=($bare_pid)
-for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
+"$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$BAREFAST" --upstream "http://127.0.0.1:$UP" 2>"$work/barefast.log" & barefast_pid=$!; pids+=($barefast_pid)
+for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE,$BAREFAST}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
 	for _ in $(seq 100); do curl -kfsS -o /dev/null "$url" 2>/dev/null && break; sleep 0.1; done
 	curl -kfsS -o /dev/null "$url" || die "nothing answers at $url; see $work"
 done
@@ -171,6 +173,7 @@ for t in nginx nginx-tls nginx-h2c nginx-h2; do procs[$t]=$ngx_all; done
 for t in sluice sluice-tls sluice-h2c sluice-h2; do procs[$t]=$gw_pid; done
 procs[caddy]=$caddy_pid
 procs[bare]=$bare_pid
+procs[bare-fast]=$barefast_pid
 
 cpu_ticks() { # pids... → utime+stime clock ticks, summed (a process's stat counts all its threads)
 	local t=0 p
@@ -223,7 +226,7 @@ run_h2load() { # name url round; h2load reports a mean, not percentiles: p50 and
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
 
 h1=(direct "http://127.0.0.1:$UP/bench" nginx "http://127.0.0.1:$NGX/bench" sluice "http://127.0.0.1:$GW/bench"
-	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench")
+	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench" bare-fast "http://127.0.0.1:$BAREFAST/bench")
 tls=()
 [ "$SKIP_TLS" = 1 ] || tls=(nginx-tls "https://127.0.0.1:$NGXTLS/bench" sluice-tls "https://127.0.0.1:$GWTLS/bench")
 h2=()
@@ -257,9 +260,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2fx", a/b; else p
 echo
 echo "sluice/nginx rps:            $(ratio "${M[sluice]}" "${M[nginx]}")  (target >= 0.8x)"
 echo "sluice/caddy rps:            $(ratio "${M[sluice]}" "${M[caddy]}")  (target >= 3x)"
-echo "sluice/bare ReverseProxy rps: $(ratio "${M[sluice]}" "${M[bare]}")"
+echo "sluice/bare ReverseProxy rps: $(ratio "${M[sluice]}" "${M[bare]}"); sluice/bare fasthttp rps: $(ratio "${M[sluice]}" "${M[bare-fast]}")"
 echo "cpu per request sluice/nginx: $(ratio "${C[sluice]}" "${C[nginx]}")  (target <= 1.3x)"
-echo "cpu per request caddy/nginx:  $(ratio "${C[caddy]}" "${C[nginx]}"); bare/nginx: $(ratio "${C[bare]}" "${C[nginx]}")"
+echo "cpu per request caddy/nginx:  $(ratio "${C[caddy]}" "${C[nginx]}"); bare/nginx: $(ratio "${C[bare]}" "${C[nginx]}"); bare-fast/nginx: $(ratio "${C[bare-fast]}" "${C[nginx]}")"
 awk -v sp="${P99[sluice]}" -v np="${P99[nginx]}" -v dp="${P99[direct]}" 'BEGIN{
 	an = np-dp; as = sp-dp
 	printf "added p99 (vs direct): nginx %.3f ms, sluice %.3f ms", an, as
