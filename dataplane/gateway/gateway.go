@@ -86,6 +86,9 @@ type Config struct {
 	// TLSReloadInterval is how often the certificate files are checked for
 	// a change; zero means tlsreload.DefaultInterval (1s).
 	TLSReloadInterval time.Duration
+	// TLSOCSPStaple staples the leaf's OCSP responses to handshakes
+	// (tlsreload.Settings.Staple).
+	TLSOCSPStaple bool
 }
 
 // Node is one gateway node. Create it with New; it is safe for concurrent use.

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,8 +40,29 @@ func (n *Node) listenTLS() (*tlsListener, error) {
 		Name: "sluice_tls_cert_not_after_seconds",
 		Help: "Expiry (Unix time) of the TLS certificate the traffic listener serves.",
 	})
+	ocspRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_tls_ocsp_requests_total",
+		Help: "OCSP requests for the served certificate's staple (--tls-ocsp-staple), by result (ok, error: see the log).",
+	}, []string{"result"})
+	stapleUntil := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_tls_ocsp_staple_next_update_seconds",
+		Help: "NextUpdate (Unix time) of the OCSP response stapled to TLS handshakes; 0 when none is stapled.",
+	})
 	certs, err := tlsreload.New(tlsreload.Settings{
 		CertFile: n.cfg.TLSCertFile, KeyFile: n.cfg.TLSKeyFile, Logger: n.log, Interval: n.cfg.TLSReloadInterval,
+		Staple: n.cfg.TLSOCSPStaple,
+		OnStaple: func(err error, until time.Time) {
+			if err != nil {
+				ocspRequests.WithLabelValues("error").Inc()
+			} else {
+				ocspRequests.WithLabelValues("ok").Inc()
+			}
+			if until.IsZero() {
+				stapleUntil.Set(0)
+			} else {
+				stapleUntil.Set(float64(until.Unix()))
+			}
+		},
 		OnReload: func(err error, leaf *x509.Certificate) {
 			if err != nil {
 				reloads.WithLabelValues("error").Inc()
@@ -56,6 +78,10 @@ func (n *Node) listenTLS() (*tlsListener, error) {
 	notAfter.Set(float64(certs.Certificate().Leaf.NotAfter.Unix()))
 	if err := n.metrics.Registry.Register(reloads); err == nil {
 		_ = n.metrics.Registry.Register(notAfter)
+		if n.cfg.TLSOCSPStaple {
+			_ = n.metrics.Registry.Register(ocspRequests)
+			_ = n.metrics.Registry.Register(stapleUntil)
+		}
 	} // a second Listen on one node keeps the first registration's series
 	l, err := net.Listen("tcp", n.cfg.ListenTLS)
 	if err != nil {

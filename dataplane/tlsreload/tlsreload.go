@@ -14,8 +14,8 @@
 // certificate, then the key) therefore fails once, harmlessly, and loads on
 // the next poll.
 //
-// OCSP stapling is not done: it needs the responder reached from the node,
-// which the gateway does not otherwise do; see the README.
+// With Settings.Staple it also staples OCSP responses (ocsp.go): the
+// leaf's responder is asked from the node, off the handshake path.
 package tlsreload
 
 import (
@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,22 @@ type Settings struct {
 	// Now returns the time certificates are checked against (expiry);
 	// nil means time.Now.
 	Now func() time.Time
+
+	// Staple turns on OCSP stapling (see ocsp.go): the certificate file
+	// must hold the issuer after the leaf, and the leaf name a responder.
+	Staple bool
+	// StapleRetry is how soon a failed OCSP request is tried again;
+	// default DefaultStapleRetry.
+	StapleRetry time.Duration
+	// StapleTimeout bounds one OCSP request; default DefaultStapleTimeout.
+	StapleTimeout time.Duration
+	// StapleClient sends OCSP requests; nil means a client of its own
+	// (the environment's proxy settings apply).
+	StapleClient *http.Client
+	// OnStaple, when set, is called after each OCSP request: with nil and
+	// the new staple's NextUpdate on success, with the error and the
+	// NextUpdate of the staple still served (zero: none) on failure.
+	OnStaple func(err error, until time.Time)
 }
 
 // Reloader holds the current certificate of a file pair. Create it with
@@ -64,8 +81,11 @@ type Reloader struct {
 	s    Settings
 	cert atomic.Pointer[tls.Certificate]
 
-	mu   sync.Mutex // serialises Check
+	mu   sync.Mutex // serialises Check; guards st and offLogged
 	seen [2]fileStamp
+
+	st        stapleState      // OCSP stapling of the current pair (Settings.Staple)
+	offLogged *tls.Certificate // the pair "stapling off" was logged for
 }
 
 // fileStamp is what a change is judged by.
@@ -91,6 +111,15 @@ func New(s Settings) (*Reloader, error) {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
+	if s.StapleRetry <= 0 {
+		s.StapleRetry = DefaultStapleRetry
+	}
+	if s.StapleTimeout <= 0 {
+		s.StapleTimeout = DefaultStapleTimeout
+	}
+	if s.StapleClient == nil {
+		s.StapleClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}}
+	}
 	r := &Reloader{s: s}
 	stamps, err := r.stamps()
 	if err != nil {
@@ -102,6 +131,7 @@ func New(s Settings) (*Reloader, error) {
 	}
 	r.seen = stamps
 	r.cert.Store(c)
+	r.st = newStapleState(c)
 	return r, nil
 }
 
@@ -165,6 +195,7 @@ func (r *Reloader) Check() error {
 		return err
 	}
 	r.cert.Store(c)
+	r.st = newStapleState(c) // the old staple is for the old leaf; ask at once
 	r.s.Logger.Info("tls certificate reloaded", "cert", r.s.CertFile, "subject", c.Leaf.Subject.String(),
 		"not_after", c.Leaf.NotAfter)
 	if r.s.OnReload != nil {
@@ -174,15 +205,23 @@ func (r *Reloader) Check() error {
 }
 
 // Run checks the files every Interval until ctx ends, then returns nil.
+// With Settings.Staple it also keeps the OCSP staple fresh, from the same
+// loop (a hung responder delays a file check by StapleTimeout at most).
 func (r *Reloader) Run(ctx context.Context) error {
 	t := time.NewTicker(r.s.Interval)
 	defer t.Stop()
+	if r.s.Staple {
+		r.staple(ctx, r.s.Now())
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 			_ = r.Check() // logged and reported by Check
+			if r.s.Staple {
+				r.staple(ctx, r.s.Now())
+			}
 		}
 	}
 }

@@ -23,6 +23,8 @@
 // serves TLS 1.2+ with ALPN h2 and http/1.1; the pair is reloaded when the
 // files change, and a bad new pair is refused (logged, counted in
 // sluice_tls_cert_reloads_total{result="error"}) while the old one serves.
+// --tls-ocsp-staple staples the responder's OCSP answer for the leaf (the
+// certificate file then holds the issuer after the leaf).
 //
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
@@ -95,6 +97,7 @@ type options struct {
 	etcdPasswordFile           string
 	encodedSlashes             proxy.SlashPolicy
 	listenTLS, tlsCert, tlsKey string
+	tlsStaple                  bool
 	reportInterval             time.Duration
 }
 
@@ -137,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listenTLS, "listen-tls", "", "TLS traffic address (TLS 1.2+, ALPN h2 and http/1.1), with --tls-cert and --tls-key")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
+	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
 	fs.StringVar(&o.http1Engine, "http1-engine", gateway.EngineNetHTTP, "HTTP/1.1 engine: nethttp (net/http and httputil.ReverseProxy) or fasthttp (valyala/fasthttp server and client); HTTP/2 is served by net/http either way")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
@@ -180,6 +184,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--listen-tls needs --tls-cert FILE and --tls-key FILE")
 	case o.listenTLS == "" && (o.tlsCert != "" || o.tlsKey != ""):
 		return nil, errors.New("--tls-cert and --tls-key need --listen-tls ADDR to serve on")
+	case o.listenTLS == "" && o.tlsStaple:
+		return nil, errors.New("--tls-ocsp-staple needs --listen-tls ADDR with --tls-cert and --tls-key")
 	}
 	if _, err := gateway.ParseEngine(o.http1Engine); err != nil {
 		return nil, fmt.Errorf("--http1-engine: %w", err)
@@ -293,6 +299,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ListenTLS:         o.listenTLS,
 		TLSCertFile:       o.tlsCert,
 		TLSKeyFile:        o.tlsKey,
+		TLSOCSPStaple:     o.tlsStaple,
 		HTTP1Engine:       o.http1Engine,
 	})
 

@@ -24,6 +24,7 @@ func TestTLSFlags(t *testing.T) {
 		{"no key", []string{"--listen-tls", ":9443", "--tls-cert", "c.pem"}, "--listen-tls needs --tls-cert FILE and --tls-key FILE"},
 		{"no pair", []string{"--listen-tls", ":9443"}, "--listen-tls needs"},
 		{"pair without address", []string{"--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--tls-cert and --tls-key need --listen-tls ADDR"},
+		{"staple without address", []string{"--tls-ocsp-staple"}, "--tls-ocsp-staple needs --listen-tls ADDR"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, err := parseFlags(append([]string{"--rules", "rules.yaml", "--node-id", "n1"}, tc.args...), io.Discard)

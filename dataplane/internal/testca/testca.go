@@ -13,13 +13,17 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ocsp"
 )
 
 // CA is a test certificate authority.
@@ -81,6 +85,60 @@ type Leaf struct {
 // from now.
 func (c *CA) Leaf(tb testing.TB, notBefore, notAfter time.Time, names ...string) Leaf {
 	tb.Helper()
+	return c.leaf(tb, notBefore, notAfter, "", names)
+}
+
+// OCSPLeaf signs a server certificate for names, valid from an hour ago for
+// a day, that names ocspURL as its OCSP responder; its CertPEM holds the
+// chain (the leaf, then the CA), as a stapling server needs it.
+func (c *CA) OCSPLeaf(tb testing.TB, ocspURL string, names ...string) Leaf {
+	tb.Helper()
+	l := c.leaf(tb, time.Time{}, time.Time{}, ocspURL, names)
+	l.CertPEM = append(l.CertPEM, c.pem...)
+	return l
+}
+
+// OCSPResponder answers OCSP requests (POST, RFC 6960 over HTTP) for the
+// CA's certificates with responses it signs itself: status (ocsp.Good,
+// ocsp.Revoked, ocsp.Unknown) of each serial number, as of a minute ago,
+// valid for life. It counts the requests it answered in *n when n is not nil.
+func (c *CA) OCSPResponder(tb testing.TB, life time.Duration, status func(serial *big.Int) int, n *atomic.Int64) http.Handler {
+	tb.Helper()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := ocsp.ParseRequest(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		tmpl := ocsp.Response{Status: status(req.SerialNumber), SerialNumber: req.SerialNumber,
+			ThisUpdate: now.Add(-time.Minute), NextUpdate: now.Add(life)}
+		if tmpl.Status == ocsp.Revoked {
+			tmpl.RevokedAt, tmpl.RevocationReason = now.Add(-time.Hour), ocsp.KeyCompromise
+		}
+		der, err := ocsp.CreateResponse(c.cert, c.cert, tmpl, c.key)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if n != nil {
+			n.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/ocsp-response")
+		_, _ = w.Write(der)
+	})
+}
+
+// Cert returns the CA certificate.
+func (c *CA) Cert() *x509.Certificate { return c.cert }
+
+func (c *CA) leaf(tb testing.TB, notBefore, notAfter time.Time, ocspURL string, names []string) Leaf {
+	tb.Helper()
 	if notBefore.IsZero() {
 		notBefore = time.Now().Add(-time.Hour)
 	}
@@ -93,6 +151,9 @@ func (c *CA) Leaf(tb testing.TB, notBefore, notAfter time.Time, names ...string)
 		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ocspURL != "" {
+		tmpl.OCSPServer = []string{ocspURL}
 	}
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
