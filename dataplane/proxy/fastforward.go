@@ -94,9 +94,28 @@ type FastRequest struct {
 }
 
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
-// §7.6.1), as httputil.ReverseProxy does.
+// §7.6.1), as httputil.ReverseProxy does, with Expect on requests: the
+// engine answered a client's "Expect: 100-continue" itself, and the body is
+// sent upstream as it comes. (Expect is never in a response.)
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
+
+// hopConnection is Connection's index in hopHeaders.
+const hopConnection = 0
+
+// hopIndex is the index of name k (as fasthttp normalized it) in
+// hopHeaders, or -1.
+func hopIndex(k []byte) int {
+	if len(k) < 2 || len(k) > len("Proxy-Authorization") {
+		return -1
+	}
+	for i, h := range hopHeaders {
+		if string(k) == h {
+			return i
+		}
+	}
+	return -1
+}
 
 // ForwardFast is Forward for the fasthttp engine: it sends ctx's request to
 // the next target on m.Path and puts the answer in ctx.Response, whose body
@@ -280,22 +299,34 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	in := &ctx.Request.Header
 	in.CopyTo(&req.Header)
 	h := &req.Header
-	// Names listed in Connection are hop-by-hop too.
-	for _, c := range in.PeekAll("Connection") {
-		for len(c) > 0 {
-			var tok []byte
-			tok, c, _ = bytes.Cut(c, []byte{','})
-			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
-				h.DelBytes(tok)
+	// One pass finds the hop-by-hop fields present (most requests have
+	// none but Connection), and only those are deleted.
+	var present uint32
+	for k := range in.All() {
+		if i := hopIndex(k); i >= 0 {
+			present |= 1 << i
+		}
+	}
+	if present&(1<<hopConnection) != 0 {
+		// Names listed in Connection are hop-by-hop too.
+		for _, c := range in.PeekAll("Connection") {
+			for len(c) > 0 {
+				var tok []byte
+				tok, c, _ = bytes.Cut(c, []byte{','})
+				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+					h.DelBytes(tok)
+				}
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		h.Del(k)
+	for i, k := range hopHeaders {
+		if present&(1<<i) != 0 {
+			h.Del(k)
+		}
 	}
-	// The engine answered the client's "Expect: 100-continue" itself; the
-	// body is sent upstream as it comes.
-	h.Del("Expect")
+	h.ResetConnectionClose() // a client's "Connection: close" is its own
+	// Every name set below is in canonical form already.
+	h.DisableNormalizing()
 
 	buf := fastURIs.Get().(*fastURI)
 	b := append(buf.b[:0], u.forwardPath(t, m.Path)...)
@@ -409,6 +440,9 @@ var fastURIs = sync.Pool{New: func() any { return &fastURI{b: make([]byte, 0, 25
 // the gateway's, once).
 func relayFastResponse(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, id string) {
 	out := &ctx.Response.Header
+	// The upstream's names were normalized as its answer was parsed, and
+	// the gateway's own are canonical: none needs normalizing again.
+	out.DisableNormalizing()
 	var drop [8][]byte
 	n := 0
 	for _, c := range resp.Header.PeekAll("Connection") {
@@ -435,10 +469,8 @@ func skipResponseHeader(k []byte, drop [][]byte) bool {
 	case "Content-Length", "Date", api.HeaderRequestID:
 		return true
 	}
-	for _, h := range hopHeaders {
-		if string(k) == h {
-			return true
-		}
+	if hopIndex(k) >= 0 {
+		return true
 	}
 	for _, d := range drop {
 		if bytes.EqualFold(k, d) {

@@ -154,6 +154,7 @@ func (x *fastExchange) flush() {
 	}
 	x.flushed = true
 	out := &x.ctx.Response.Header
+	out.DisableNormalizing() // an http.Header's names are canonical already
 	for k, vs := range x.header {
 		switch k {
 		case "Content-Length":
