@@ -6,7 +6,7 @@ MODULES := api controlplane dataplane etcdwatch migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build web test run bench bench-proxy bench-web lint fmt vet clean
+.PHONY: all build web test run bench bench-proxy bench-insn bench-web lint fmt vet clean
 
 all: build
 
@@ -41,6 +41,11 @@ bench: build
 
 bench-proxy: build
 	scripts/bench-proxy.sh
+
+# bench-insn: user-space instructions per proxied request (callgrind) of
+# nginx, a bare fasthttp proxy and sluice-gateway: steady on a busy machine.
+bench-insn: build
+	scripts/bench-insn.sh
 
 # bench-web: the console's initial JS size and, at 10,000 rules, draft open,
 # YAML view and version diff times (Playwright, Debian's Chromium).

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# make bench-insn: user-space instructions per proxied request, counted by
+# valgrind's callgrind, for nginx (proxy_pass, upstream keepalive,
+# limit_req), a bare fasthttp proxy (dataplane/internal/cmd/bareproxy
+# --engine fasthttp, the ceiling of the gateway's engine) and sluice-gateway
+# (the same per-IP token bucket as make bench-proxy, on the fasthttp
+# engine). Each proxy runs alone under callgrind; after WARM requests the
+# counters are zeroed, REQUESTS keep-alive requests are sent (h2load --h1,
+# 8 connections, to one nginx upstream) and the count is read. Counted
+# instructions do not depend on what else the machine runs, so this is the
+# steady figure next to make bench-proxy's CPU time (which also holds the
+# kernel's share: loopback TCP, about 80% of nginx's time). It counts user
+# space only.
+#
+# Environment: REQUESTS (default 3000), WARM (default 1000), HTTP1_ENGINE
+# (default fasthttp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_pkg valgrind valgrind
+ensure_pkg callgrind_control valgrind
+ensure_pkg nginx nginx-light
+ensure_pkg h2load nghttp2-client
+
+REQUESTS=${REQUESTS:-3000}
+WARM=${WARM:-1000}
+ENGINE=${HTTP1_ENGINE:-fasthttp}
+UP=18081 PX=18082 ADMIN=18083
+[ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+go build -o "$work/bareproxy" ./dataplane/internal/cmd/bareproxy
+mkdir -p "$work/up" "$work/ngx"
+cat >"$work/up/nginx.conf" <<EOT
+worker_processes 1;
+error_log $work/up/error.log warn;
+pid $work/up/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$UP;
+    keepalive_requests 1000000;
+    location / { default_type text/plain; return 200 "hello, world\n"; }
+  }
+}
+EOT
+# One nginx process (no master, one worker) so that callgrind follows it.
+cat >"$work/ngx/nginx.conf" <<EOT
+master_process off;
+daemon off;
+worker_processes 1;
+error_log $work/ngx/error.log warn;
+pid $work/ngx/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+  upstream up { server 127.0.0.1:$UP; keepalive 256; }
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$PX;
+    location / {
+      limit_req zone=perip burst=1000000 nodelay;
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+    }
+  }
+}
+EOT
+cat >"$work/rules.yaml" <<EOT
+namespace: bench
+routes:
+  - id: all
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: "http://127.0.0.1:$UP"}]}
+limits:
+  - id: per-ip
+    key: [ip]
+    algorithm: token_bucket
+    rate: 1000000
+    period: 1s
+    burst: 1000000
+EOT
+nginx -p "$work/up" -c "$work/up/nginx.conf" -g 'daemon off;' & pids+=($!)
+
+declare -A insn
+# measure NAME COMMAND...: instructions per request of COMMAND, a proxy on $PX.
+measure() {
+	local name=$1 vg out f total
+	shift
+	# Go's asynchronous preemption signals confuse callgrind's signal
+	# handling; cooperative preemption alone is enough for a proxy.
+	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$@" \
+		>"$work/$name.log" 2>&1 &
+	vg=$!
+	pids+=($vg)
+	for _ in $(seq 300); do curl -fs -o /dev/null "http://127.0.0.1:$PX/" 2>/dev/null && break; sleep 0.2; done
+	curl -fsS -o /dev/null "http://127.0.0.1:$PX/" || die "$name does not answer on $PX under valgrind; see $work/$name.log"
+	h2load --h1 -n "$WARM" -c 8 "http://127.0.0.1:$PX/" >/dev/null 2>&1
+	callgrind_control -z "$vg" >/dev/null 2>&1
+	out=$(h2load --h1 -n "$REQUESTS" -c 8 "http://127.0.0.1:$PX/" 2>&1)
+	grep -q "$REQUESTS succeeded" <<<"$out" || die "$name: not every request succeeded: $out"
+	callgrind_control -d "$vg" >/dev/null 2>&1
+	f=""
+	for _ in $(seq 50); do
+		f=$(ls -t "$work"/cg."$name".*.* 2>/dev/null | head -1) && [ -n "$f" ] && grep -q '^totals:' "$f" && break
+		sleep 0.2
+	done
+	kill "$vg" 2>/dev/null || true
+	wait "$vg" 2>/dev/null || true
+	total=$(awk '/^totals:/{print $2; exit}' "$f")
+	insn[$name]=$((total / REQUESTS))
+	printf '%-10s %9d instructions per request\n' "$name" "${insn[$name]}"
+}
+
+say "callgrind: $REQUESTS keep-alive requests after $WARM warm-up (h2load --h1 -c 8), each proxy alone"
+measure nginx nginx -p "$work/ngx" -c "$work/ngx/nginx.conf"
+measure bare-fast "$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$PX" --upstream "http://127.0.0.1:$UP"
+measure sluice bin/sluice-gateway --http1-engine "$ENGINE" --rules "$work/rules.yaml" --listen "127.0.0.1:$PX" \
+	--admin "127.0.0.1:$ADMIN" --log-level warn
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ printf "%.2fx", a/b }'; }
+echo
+echo "sluice/nginx instructions per request:     $(ratio "${insn[sluice]}" "${insn[nginx]}")"
+echo "bare-fast/nginx instructions per request:  $(ratio "${insn[bare-fast]}" "${insn[nginx]}")"
+echo "sluice/bare-fast instructions per request: $(ratio "${insn[sluice]}" "${insn[bare-fast]}")"
