@@ -302,9 +302,12 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	// One pass finds the hop-by-hop fields present (most requests have
 	// none but Connection), and only those are deleted.
 	var present uint32
+	xffSent := false
 	for k := range in.All() {
 		if i := hopIndex(k); i >= 0 {
 			present |= 1 << i
+		} else if !xffSent && string(k) == "X-Forwarded-For" {
+			xffSent = true
 		}
 	}
 	if present&(1<<hopConnection) != 0 {
@@ -344,14 +347,16 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	// X-Forwarded-For: what the client sent, then the peer.
 	xff := fastURIs.Get().(*fastURI)
 	x := xff.b[:0]
-	for i, v := range in.PeekAll("X-Forwarded-For") {
-		if i > 0 {
+	if xffSent {
+		for i, v := range in.PeekAll("X-Forwarded-For") {
+			if i > 0 {
+				x = append(x, ", "...)
+			}
+			x = append(x, v...)
+		}
+		if len(x) > 0 {
 			x = append(x, ", "...)
 		}
-		x = append(x, v...)
-	}
-	if len(x) > 0 {
-		x = append(x, ", "...)
 	}
 	x = appendPeerIP(x, ctx)
 	h.SetBytesV("X-Forwarded-For", x)
