@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -49,12 +50,20 @@ func ParseEngine(s string) (string, error) {
 
 // newFastServer is the fasthttp HTTP/1.1 engine: the same request path as
 // ServeHTTP (strict parsing, loop check, snapshot.Serve), bodies streamed
-// both ways.
+// both ways. The dispatcher serves each connection with it (ServeConn) and
+// drains them (see fastconn.go).
+//
+// The engine writes no Date of its own (NoDefaultDate): fasthttp's default
+// Date comes from a process-wide goroutine that refreshes it every second
+// and never stops, which would outlive the node (and every node of the
+// process); handleFast sets the Date from a per-second cache instead
+// (httpDate), so no goroutine is needed.
 func (n *Node) newFastServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:        n.serveFast,
+		Handler:        n.handleFast,
 		ErrorHandler:   fastError,
 		HeaderReceived: n.fastHeaderReceived,
+		ConnState:      fastState,
 		// The header's bound; bodies are bounded per route as they are
 		// forwarded (bodyTimeout, writeTimeout).
 		ReadTimeout:                  ReadHeaderTimeout,
@@ -64,7 +73,7 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
-		CloseOnShutdown:              true,
+		NoDefaultDate:                true,
 		SecureErrorLogMessage:        true,
 		Logger:                       quietLogger{},
 	}
@@ -120,6 +129,42 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
 	}
+	ctx.Response.Header.SetBytesV("Date", httpDate(time.Now()))
+}
+
+// handleFast is the fasthttp engine's handler: an "Upgrade: h2c" request
+// switches the connection to HTTP/2 (upgradeFast), any other is served by
+// serveFast; every answer gets its Date, and while the node drains a
+// "Connection: close", so that the connection ends after it.
+func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
+	if h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
+		return
+	}
+	n.serveFast(ctx)
+	if n.draining.Load() && !ctx.Hijacked() {
+		ctx.SetConnectionClose()
+	}
+	ctx.Response.Header.SetBytesV("Date", httpDate(time.Now()))
+}
+
+// dateLine is the Date header value of one second.
+type dateLine struct {
+	sec int64
+	v   []byte
+}
+
+var lastDate atomic.Pointer[dateLine]
+
+// httpDate returns now as an HTTP Date value (RFC 9110 §5.6.7), formatted
+// once per second and shared; the caller must not modify it.
+func httpDate(now time.Time) []byte {
+	sec := now.Unix()
+	if d := lastDate.Load(); d != nil && d.sec == sec {
+		return d.v
+	}
+	d := &dateLine{sec: sec, v: now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
+	lastDate.Store(d)
+	return d.v
 }
 
 // serveFast is ServeHTTP for the fasthttp engine.

@@ -220,7 +220,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		if err != nil {
 			// Cut off before anything was sent: a failed exchange.
 			out.ResetBody()
-			out.Header.Reset()
+			clearFastHeader(&out.Header)
 			ctx.SetConnectionClose()
 			x := isTimeout(err)
 			if x {
