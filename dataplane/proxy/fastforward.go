@@ -85,8 +85,10 @@ type FastRequest struct {
 	TLS bool
 	// Release, when not nil and *Release not nil, is called once the
 	// response is written: ForwardFast takes it (sets *Release to nil) when
-	// the body is streamed after it returns.
-	Release *func()
+	// the body is streamed after it returns, and calls it with how the body
+	// ended: nil when whole, ErrClientStopped when the client stopped taking
+	// it, else the error that cut it off (see Upstream.EndFast).
+	Release *func(end error)
 	// Header and Path are the request's view (header and matched path), for
 	// targets served through the net/http path (h2c).
 	Header http.Header
@@ -482,14 +484,18 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 // the client: each read first renews the client connection's write deadline
 // (writeTimeout, at most every quarter of it), and Close (called by the
 // engine when the response is done) returns the upstream connection to its
-// pool, or closes it when the body was not read to its end.
+// pool, or closes it when the body was not read to its end, and reports how
+// the body ended to release (FastRequest.Release).
 type fastRespBody struct {
 	r       io.Reader
 	resp    *fasthttp.Response
 	conn    net.Conn
 	timeout time.Duration
 	last    time.Time
-	release func() // the limits' release, when held
+	release func(end error) // FastRequest.Release, when taken
+	n       int             // bytes read
+	eof     bool            // the body was read to its end
+	err     error           // the upstream's read error, when it failed
 }
 
 var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
@@ -501,12 +507,26 @@ func (b *fastRespBody) Read(p []byte) (int, error) {
 			b.last = now
 		}
 	}
-	return b.r.Read(p)
+	n, err := b.r.Read(p)
+	b.n += n
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil && b.err == nil:
+		b.err = err
+	}
+	return n, err
 }
 
 func (b *fastRespBody) Close() error {
 	if b.resp == nil {
 		return nil
+	}
+	end := b.err
+	if cl := b.resp.Header.ContentLength(); end == nil && !b.eof && (cl < 0 || b.n < cl) {
+		// The engine stopped writing the body before its end: its write
+		// to the client failed (gone, or writeTimeout).
+		end = ErrClientStopped
 	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
@@ -516,7 +536,7 @@ func (b *fastRespBody) Close() error {
 		_ = b.conn.SetWriteDeadline(time.Time{})
 	}
 	if b.release != nil {
-		b.release()
+		b.release(end)
 	}
 	*b = fastRespBody{}
 	fastRespBodies.Put(b)
