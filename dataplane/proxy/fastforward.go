@@ -31,34 +31,30 @@ import (
 var fastClients sync.Map
 
 // fastClient returns t's origin's fasthttp pool.
-func (t *target) fastClient() *fasthttp.HostClient {
+func (t *target) fastClient() *fastPool {
 	if c, ok := fastClients.Load(t.origin); ok {
-		return c.(*fasthttp.HostClient)
+		return c.(*fastPool)
 	}
-	s := t.tr.settings
 	d := t.tr.dialer
-	hc := &fasthttp.HostClient{
-		Addr:                          t.hostPort(),
-		IsTLS:                         t.scheme == "https",
-		TLSConfig:                     s.TLSClientConfig,
-		Dial:                          func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) },
-		MaxConns:                      1 << 14,
-		MaxIdleConnDuration:           s.IdleConnTimeout,
-		MaxIdemponentCallAttempts:     1, // ReverseProxy does not retry either
-		ReadBufferSize:                MaxHeaderBytes,
-		StreamResponseBody:            true,
-		DisablePathNormalizing:        true,
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: false,
+	dial := func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
+	if t.scheme == "https" {
+		dial = func(addr string) (net.Conn, error) {
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return tlsClient(c, t), nil
+		}
 	}
-	c, _ := fastClients.LoadOrStore(t.origin, hc)
-	return c.(*fasthttp.HostClient)
+	p := newFastPool(t.hostPort(), dial, t.tr.settings.IdleConnTimeout, 1<<14)
+	c, _ := fastClients.LoadOrStore(t.origin, p)
+	return c.(*fastPool)
 }
 
 // closeFast closes o's fasthttp pool's idle connections and forgets it.
 func closeFast(o *origin) {
 	if c, ok := fastClients.LoadAndDelete(o); ok {
-		c.(*fasthttp.HostClient).CloseIdleConnections()
+		c.(*fastPool).close()
 	}
 }
 
@@ -685,7 +681,7 @@ func (u *Upstream) BodyTimeout() time.Duration { return u.bodyTimeout }
 // closeAllFast closes the idle connections of every fasthttp pool.
 func closeAllFast() {
 	fastClients.Range(func(_, c any) bool {
-		c.(*fasthttp.HostClient).CloseIdleConnections()
+		c.(*fastPool).CloseIdleConnections()
 		return true
 	})
 }
