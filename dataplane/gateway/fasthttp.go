@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -23,9 +22,10 @@ const (
 	// EngineNetHTTP serves HTTP/1.1 with net/http and forwards with
 	// httputil.ReverseProxy.
 	EngineNetHTTP = "nethttp"
-	// EngineFastHTTP serves HTTP/1.1 with valyala/fasthttp and forwards to
-	// http and https targets with fasthttp's HostClient (h2c targets through
-	// net/http's HTTP/2 transport, bridged).
+	// EngineFastHTTP, the default, serves HTTP/1.1 with valyala/fasthttp
+	// and forwards to cleartext HTTP/1.1 targets with fasthttp's request
+	// writer and response parser over the gateway's own keep-alive pools
+	// (https and h2c targets through net/http's transports, bridged).
 	EngineFastHTTP = "fasthttp"
 )
 
@@ -34,16 +34,16 @@ const (
 const EngineEnv = "SLUICE_HTTP1_ENGINE"
 
 // ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
-// else EngineNetHTTP).
+// else EngineFastHTTP).
 func ParseEngine(s string) (string, error) {
 	if s == "" {
 		s = os.Getenv(EngineEnv)
 	}
 	switch s {
-	case "", EngineNetHTTP:
-		return EngineNetHTTP, nil
-	case EngineFastHTTP:
+	case "", EngineFastHTTP:
 		return EngineFastHTTP, nil
+	case EngineNetHTTP:
+		return EngineNetHTTP, nil
 	}
 	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineFastHTTP, EngineNetHTTP)
 }
@@ -53,11 +53,14 @@ func ParseEngine(s string) (string, error) {
 // both ways. The dispatcher serves each connection with it (ServeConn) and
 // drains them (see fastconn.go).
 //
-// The engine writes no Date of its own (NoDefaultDate): fasthttp's default
-// Date comes from a process-wide goroutine that refreshes it every second
-// and never stops, which would outlive the node (and every node of the
-// process); handleFast sets the Date from a per-second cache instead
-// (httpDate), so no goroutine is needed.
+// The Date header is fasthttp's own: a response header drops a Date set by
+// hand ("managed automatically"), and fasthttp renders it from a cache that
+// one process-wide goroutine refreshes every second, started by the first
+// response the process writes (sync.Once) and never stopped. It is the one
+// goroutine of the engine's that outlives a node's Run, once per process,
+// however many nodes run (TestRunWaitsForEveryGoroutine names it);
+// NoDefaultDate would avoid it only by sending no Date, which RFC 9110
+// §6.6.1 requires of the gateway's answers and of responses it forwards.
 func (n *Node) newFastServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:        n.handleFast,
@@ -73,7 +76,6 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
-		NoDefaultDate:                true,
 		SecureErrorLogMessage:        true,
 		Logger:                       quietLogger{},
 	}
@@ -129,13 +131,13 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
 	}
-	ctx.Response.Header.SetBytesV("Date", httpDate(time.Now()))
 }
 
 // handleFast is the fasthttp engine's handler: an "Upgrade: h2c" request
 // switches the connection to HTTP/2 (upgradeFast), any other is served by
-// serveFast; every answer gets its Date, and while the node drains a
-// "Connection: close", so that the connection ends after it.
+// serveFast; while the node drains, an answer says "Connection: close", so
+// that the connection ends after it (the dispatcher drains the engine's
+// connections itself: see fastconn.go).
 func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
 	if h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
 		return
@@ -144,27 +146,6 @@ func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
 	if n.draining.Load() && !ctx.Hijacked() {
 		ctx.SetConnectionClose()
 	}
-	ctx.Response.Header.SetBytesV("Date", httpDate(time.Now()))
-}
-
-// dateLine is the Date header value of one second.
-type dateLine struct {
-	sec int64
-	v   []byte
-}
-
-var lastDate atomic.Pointer[dateLine]
-
-// httpDate returns now as an HTTP Date value (RFC 9110 §5.6.7), formatted
-// once per second and shared; the caller must not modify it.
-func httpDate(now time.Time) []byte {
-	sec := now.Unix()
-	if d := lastDate.Load(); d != nil && d.sec == sec {
-		return d.v
-	}
-	d := &dateLine{sec: sec, v: now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
-	lastDate.Store(d)
-	return d.v
 }
 
 // serveFast is ServeHTTP for the fasthttp engine.

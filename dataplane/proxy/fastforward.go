@@ -218,7 +218,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		if err != nil {
 			// Cut off before anything was sent: a failed exchange.
 			out.ResetBody()
-			clearFastHeader(&out.Header)
+			out.Header.Reset()
 			ctx.SetConnectionClose()
 			x := isTimeout(err)
 			if x {
