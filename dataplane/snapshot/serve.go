@@ -110,6 +110,9 @@ type doneHolder interface{ HoldDone(done func()) bool }
 // v and answers only through x. It reports whether the forwarded response
 // was cut off after its header went out (proxy.Outcome.Aborted): the stack
 // must then abort the client's response rather than let it look complete.
+// An Exchange that writes the forwarded body after Serve returns
+// (reportHolder) has the outcome recorded when the body ends, and Serve
+// reports false.
 func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
 	m := s.router.MatchView(v)
