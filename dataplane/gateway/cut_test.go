@@ -3,9 +3,11 @@ package gateway
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -108,5 +110,70 @@ breakers:
 				}
 			})
 		}
+	}
+}
+
+// TestClientStopsTakingBody: on both HTTP/1.1 engines a client that stops
+// reading a streamed body until the route's writeTimeout passes is the
+// client gone (recorded 499), not a failure of the upstream's: the breaker
+// stays closed.
+func TestClientStopsTakingBody(t *testing.T) {
+	chunk := strings.Repeat("x", 64<<10)
+	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+	})
+	rules := fmt.Sprintf(`namespace: stop
+routes:
+  - {id: api, match: {pathPrefix: /}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
+breakers:
+  - id: api-breaker
+    routes: [api]
+    window: 10s
+    minRequests: 1
+    errorRatio: 0.5
+    openFor: 10s
+`, up)
+	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv(EngineEnv, engine)
+			n, base, adminURL := MustStart(t, rules)
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+				t.Fatal(err)
+			}
+			// Stop reading: the gateway's writes stall, then fail.
+			gone := n.metrics.Requests.WithLabelValues("api", "499")
+			deadline := time.Now().Add(15 * time.Second)
+			for testutil.ToFloat64(gone) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the stalled client was never recorded as gone (499)")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var st struct {
+				Breakers []struct{ Rule, State string }
+			}
+			adminJSON(t, adminURL+"/breakers", &st)
+			if len(st.Breakers) != 1 || st.Breakers[0].State != "closed" {
+				t.Fatalf("breakers %+v, want closed", st)
+			}
+			if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "200")); got != 0 {
+				t.Fatalf("recorded as 200 %v times", got)
+			}
+		})
 	}
 }
