@@ -34,6 +34,7 @@ type fastPool struct {
 	open   int             // connections dialed and not closed
 	closed bool            // forgotten: connections are closed when returned
 	timer  *time.Timer     // expires idle connections; armed while there are any
+	gen    uint64          // the armed timer's; a callback of an older one does nothing
 }
 
 // fastPoolConn is a pooled upstream connection.
@@ -169,16 +170,28 @@ func (p *fastPool) put(cc *fastPoolConn, discard bool) {
 	cc.lastUse = time.Now()
 	p.idle = append(p.idle, cc)
 	if p.timer == nil {
-		p.timer = time.AfterFunc(p.idleTimeout, p.expire)
+		p.arm(p.idleTimeout)
 	}
 	p.mu.Unlock()
 }
 
+// arm starts the expiry timer; p.mu is held.
+func (p *fastPool) arm(d time.Duration) {
+	p.gen++
+	gen := p.gen
+	p.timer = time.AfterFunc(d, func() { p.expire(gen) })
+}
+
 // expire closes the connections idle for idleTimeout and, while others are
-// idle, arms the timer for the oldest of them.
-func (p *fastPool) expire() {
+// idle, arms the timer for the oldest of them. gen is the timer's: one
+// stopped or replaced meanwhile does nothing.
+func (p *fastPool) expire(gen uint64) {
 	now := time.Now()
 	p.mu.Lock()
+	if gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
 	var old []*fastPoolConn
 	i := 0
 	for i < len(p.idle) && now.Sub(p.idle[i].lastUse) >= p.idleTimeout {
@@ -190,8 +203,9 @@ func (p *fastPool) expire() {
 	p.idle = p.idle[:n]
 	p.open -= len(old)
 	p.timer = nil
+	p.gen++
 	if len(p.idle) > 0 && !p.closed {
-		p.timer = time.AfterFunc(p.idleTimeout-now.Sub(p.idle[0].lastUse), p.expire)
+		p.arm(p.idleTimeout - now.Sub(p.idle[0].lastUse))
 	}
 	p.mu.Unlock()
 	for _, cc := range old {
@@ -209,6 +223,7 @@ func (p *fastPool) CloseIdleConnections() {
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
+		p.gen++
 	}
 	p.mu.Unlock()
 	for _, cc := range idle {
