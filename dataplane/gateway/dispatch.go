@@ -25,10 +25,10 @@ const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // and "http/1.1" or none to the HTTP/1 engine; on a cleartext connection by
 // its first bytes, the h2c preface to the HTTP/2 server and anything else to
 // the HTTP/1 engine (where an "Upgrade: h2c" request is still served by the
-// h2c handler). The HTTP/1 engine is an http.Server fed through a listener
-// of its own (h1), so another HTTP/1 engine can take its place without
-// changing the dispatch: with Config.HTTP1Engine "fasthttp" it is h1fast,
-// a fasthttp.Server on the same listener (h1 then only carries the HTTP/2
+// h2c handler). The net/http HTTP/1 engine is an http.Server fed through a
+// listener of its own (h1ln). With Config.HTTP1Engine "fasthttp" the engine
+// is h1fast instead, a fasthttp.Server that serves each connection on its
+// dispatch goroutine (serveFast; h1 then only carries the HTTP/2
 // configuration and its graceful shutdown). It is safe for concurrent use.
 type dispatcher struct {
 	h1      *http.Server     // the HTTP/1 engine; serves h1ln
@@ -40,10 +40,12 @@ type dispatcher struct {
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
 
-	mu      sync.Mutex
-	pending map[net.Conn]struct{} // connections not yet dispatched
-	closed  bool
-	h2conns sync.WaitGroup // HTTP/2 connections being served
+	mu        sync.Mutex
+	pending   map[net.Conn]struct{} // connections not yet dispatched
+	closed    bool
+	h2conns   sync.WaitGroup           // HTTP/2 connections being served
+	fastConns map[trackedConn]struct{} // connections h1fast serves
+	fastWG    sync.WaitGroup           // their goroutines (and h2c sessions)
 }
 
 func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler, addr net.Addr) (*dispatcher, error) {
@@ -51,13 +53,15 @@ func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler, addr
 		return nil, err
 	}
 	return &dispatcher{h1: h1, h1ln: newConnListener(addr), h2: h2, handler: handler,
-		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{}}, nil
+		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{},
+		fastConns: map[trackedConn]struct{}{}}, nil
 }
 
-// serveH1 runs the HTTP/1 engine until shutdown.
+// serveH1 runs the net/http HTTP/1 engine until shutdown (the fasthttp one
+// serves on the dispatch goroutines).
 func (d *dispatcher) serveH1() error {
 	if d.h1fast != nil {
-		return d.h1fast.Serve(d.h1ln)
+		return nil
 	}
 	return d.h1.Serve(d.h1ln)
 }
@@ -116,6 +120,10 @@ func (d *dispatcher) dispatch(c net.Conn) {
 		c.Close()
 		return
 	}
+	if !h2 && d.h1fast != nil {
+		d.serveFast(conn)
+		return
+	}
 	if !h2 {
 		if !d.h1ln.push(conn) {
 			conn.Close()
@@ -166,8 +174,9 @@ func (d *dispatcher) sniff(c net.Conn) (h2 bool, conn net.Conn, err error) {
 
 // shutdown stops dispatching: connections still being sniffed are closed,
 // the HTTP/1 engine drains (http.Server.Shutdown, which also starts the
-// graceful shutdown of HTTP/2 connections), and shutdown waits for the
-// HTTP/2 connections to finish, until ctx ends.
+// graceful shutdown of HTTP/2 connections; with the fasthttp engine,
+// drainFast beside it), and shutdown waits for the HTTP/2 connections to
+// finish, until ctx ends.
 func (d *dispatcher) shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
@@ -178,9 +187,7 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 	var fastErr chan error
 	if d.h1fast != nil {
 		fastErr = make(chan error, 1)
-		// fasthttp closes only the listeners Serve had registered by now.
-		d.h1ln.Close()
-		go func() { fastErr <- d.h1fast.ShutdownWithContext(ctx) }()
+		go func() { fastErr <- d.drainFast(ctx) }()
 	}
 	err := d.h1.Shutdown(ctx) // HTTP/2's graceful shutdown hangs on it
 	if fastErr != nil {

@@ -22,9 +22,10 @@ const (
 	// EngineNetHTTP serves HTTP/1.1 with net/http and forwards with
 	// httputil.ReverseProxy.
 	EngineNetHTTP = "nethttp"
-	// EngineFastHTTP serves HTTP/1.1 with valyala/fasthttp and forwards to
-	// http and https targets with fasthttp's HostClient (h2c targets through
-	// net/http's HTTP/2 transport, bridged).
+	// EngineFastHTTP, the default, serves HTTP/1.1 with valyala/fasthttp
+	// and forwards to cleartext HTTP/1.1 targets with fasthttp's request
+	// writer and response parser over the gateway's own keep-alive pools
+	// (https and h2c targets through net/http's transports, bridged).
 	EngineFastHTTP = "fasthttp"
 )
 
@@ -33,28 +34,39 @@ const (
 const EngineEnv = "SLUICE_HTTP1_ENGINE"
 
 // ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
-// else EngineNetHTTP).
+// else EngineFastHTTP).
 func ParseEngine(s string) (string, error) {
 	if s == "" {
 		s = os.Getenv(EngineEnv)
 	}
 	switch s {
-	case "", EngineNetHTTP:
-		return EngineNetHTTP, nil
-	case EngineFastHTTP:
+	case "", EngineFastHTTP:
 		return EngineFastHTTP, nil
+	case EngineNetHTTP:
+		return EngineNetHTTP, nil
 	}
 	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineFastHTTP, EngineNetHTTP)
 }
 
 // newFastServer is the fasthttp HTTP/1.1 engine: the same request path as
 // ServeHTTP (strict parsing, loop check, snapshot.Serve), bodies streamed
-// both ways.
+// both ways. The dispatcher serves each connection with it (ServeConn) and
+// drains them (see fastconn.go).
+//
+// The Date header is fasthttp's own: a response header drops a Date set by
+// hand ("managed automatically"), and fasthttp renders it from a cache that
+// one process-wide goroutine refreshes every second, started by the first
+// response the process writes (sync.Once) and never stopped. It is the one
+// goroutine of the engine's that outlives a node's Run, once per process,
+// however many nodes run (TestRunWaitsForEveryGoroutine names it);
+// NoDefaultDate would avoid it only by sending no Date, which RFC 9110
+// §6.6.1 requires of the gateway's answers and of responses it forwards.
 func (n *Node) newFastServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:        n.serveFast,
+		Handler:        n.handleFast,
 		ErrorHandler:   fastError,
 		HeaderReceived: n.fastHeaderReceived,
+		ConnState:      fastState,
 		// The header's bound; bodies are bounded per route as they are
 		// forwarded (bodyTimeout, writeTimeout).
 		ReadTimeout:                  ReadHeaderTimeout,
@@ -64,7 +76,6 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
-		CloseOnShutdown:              true,
 		SecureErrorLogMessage:        true,
 		Logger:                       quietLogger{},
 	}
@@ -119,6 +130,21 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 			"the request's HTTP version is not HTTP/1.0 or HTTP/1.1")
 	default:
 		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
+	}
+}
+
+// handleFast is the fasthttp engine's handler: an "Upgrade: h2c" request
+// switches the connection to HTTP/2 (upgradeFast), any other is served by
+// serveFast; while the node drains, an answer says "Connection: close", so
+// that the connection ends after it (the dispatcher drains the engine's
+// connections itself: see fastconn.go).
+func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
+	if h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
+		return
+	}
+	n.serveFast(ctx)
+	if n.draining.Load() && !ctx.Hijacked() {
+		ctx.SetConnectionClose()
 	}
 }
 

@@ -206,3 +206,61 @@ routes:
 		})
 	}
 }
+
+// TestFastEngineDate: every answer of the fasthttp engine carries one
+// current Date (forwarded, the gateway's own, a parse error, a response cut
+// before its header went out).
+func TestFastEngineDate(t *testing.T) {
+	t.Setenv(EngineEnv, EngineFastHTTP)
+	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/cut" {
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "abc")
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: date
+routes:
+  - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: %q}]}}
+`, up))
+	addr := strings.TrimPrefix(base, "http://")
+	for _, tc := range []struct {
+		desc, req string
+		status    int
+	}{
+		{"forwarded", "GET /api/x HTTP/1.1\r\nHost: g\r\n\r\n", 200},
+		{"no route", "GET /elsewhere HTTP/1.1\r\nHost: g\r\n\r\n", 404},
+		{"cut before the header went out", "GET /api/cut HTTP/1.1\r\nHost: g\r\n\r\n", 502},
+		{"refused framing", "GET /api/x HTTP/1.1\r\nHost: g\r\nHost: h\r\n\r\n", 400},
+		{"unparsable", "GET /api/x HTTP/1.1\r\nHost: g\r\nBad Header\r\n\r\n", 400},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			d, err := http.ParseTime(resp.Header.Get("Date"))
+			if err != nil || time.Since(d).Abs() > 5*time.Second {
+				t.Fatalf("Date %q (%v)", resp.Header.Get("Date"), err)
+			}
+			if n := len(resp.Header.Values("Date")); n != 1 {
+				t.Fatalf("%d Date headers", n)
+			}
+		})
+	}
+}

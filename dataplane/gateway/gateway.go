@@ -69,7 +69,7 @@ type Config struct {
 	Stores map[string]func() any
 	// HTTP1Engine serves HTTP/1.1 connections (cleartext, and TLS with ALPN
 	// http/1.1 or none): EngineNetHTTP or EngineFastHTTP; empty means the
-	// SLUICE_HTTP1_ENGINE environment variable, else EngineNetHTTP. HTTP/2
+	// SLUICE_HTTP1_ENGINE environment variable, else EngineFastHTTP. HTTP/2
 	// (h2, h2c) is served by net/http either way.
 	HTTP1Engine string
 	// Snapshot carries options for compiling rule sets (cluster limiter

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -85,7 +86,7 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 			cl = n
 		}
 	}
-	var release func()
+	var release func(error)
 	if fr.Release != nil {
 		release, *fr.Release = *fr.Release, nil
 	}
@@ -159,20 +160,35 @@ func (w *bridgeWriter) signal() { w.once.Do(func() { close(w.header) }) }
 
 // bridgeReader is the response body the engine streams; Close (when the
 // response is written) waits for Forward, ends the client body's use by
-// the transport and releases the limits.
+// the transport and reports how Forward's body ended (FastRequest.Release).
 type bridgeReader struct {
 	*io.PipeReader
 	done    chan Outcome
 	body    *bridgeBody
-	release func()
+	release func(end error)
 }
 
 func (r *bridgeReader) Close() error {
 	_ = r.PipeReader.Close()
-	<-r.done
+	o := <-r.done
 	r.body.Close()
 	if r.release != nil {
-		r.release()
+		r.release(bridgedEnd(o))
+	}
+	return nil
+}
+
+// bridgedEnd is how the body of a bridged Forward ended, for Release: its
+// outcome says whether the client stopped taking it or the upstream cut it
+// off (net/http's path decided, as for its own clients).
+func bridgedEnd(o Outcome) error {
+	switch {
+	case o.ClientGone:
+		return ErrClientStopped
+	case o.Aborted && o.Timeout:
+		return os.ErrDeadlineExceeded
+	case o.Aborted:
+		return ErrAborted
 	}
 	return nil
 }

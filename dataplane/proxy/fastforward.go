@@ -31,34 +31,30 @@ import (
 var fastClients sync.Map
 
 // fastClient returns t's origin's fasthttp pool.
-func (t *target) fastClient() *fasthttp.HostClient {
+func (t *target) fastClient() *fastPool {
 	if c, ok := fastClients.Load(t.origin); ok {
-		return c.(*fasthttp.HostClient)
+		return c.(*fastPool)
 	}
-	s := t.tr.settings
 	d := t.tr.dialer
-	hc := &fasthttp.HostClient{
-		Addr:                          t.hostPort(),
-		IsTLS:                         t.scheme == "https",
-		TLSConfig:                     s.TLSClientConfig,
-		Dial:                          func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) },
-		MaxConns:                      1 << 14,
-		MaxIdleConnDuration:           s.IdleConnTimeout,
-		MaxIdemponentCallAttempts:     1, // ReverseProxy does not retry either
-		ReadBufferSize:                MaxHeaderBytes,
-		StreamResponseBody:            true,
-		DisablePathNormalizing:        true,
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: false,
+	dial := func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
+	if t.scheme == "https" {
+		dial = func(addr string) (net.Conn, error) {
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return tlsClient(c, t), nil
+		}
 	}
-	c, _ := fastClients.LoadOrStore(t.origin, hc)
-	return c.(*fasthttp.HostClient)
+	p := newFastPool(t.hostPort(), dial, t.tr.settings.IdleConnTimeout, 1<<14)
+	c, _ := fastClients.LoadOrStore(t.origin, p)
+	return c.(*fastPool)
 }
 
 // closeFast closes o's fasthttp pool's idle connections and forgets it.
 func closeFast(o *origin) {
 	if c, ok := fastClients.LoadAndDelete(o); ok {
-		c.(*fasthttp.HostClient).CloseIdleConnections()
+		c.(*fastPool).close()
 	}
 }
 
@@ -85,8 +81,10 @@ type FastRequest struct {
 	TLS bool
 	// Release, when not nil and *Release not nil, is called once the
 	// response is written: ForwardFast takes it (sets *Release to nil) when
-	// the body is streamed after it returns.
-	Release *func()
+	// the body is streamed after it returns, and calls it with how the body
+	// ended: nil when whole, ErrClientStopped when the client stopped taking
+	// it, else the error that cut it off (see Upstream.EndFast).
+	Release *func(end error)
 	// Header and Path are the request's view (header and matched path), for
 	// targets served through the net/http path (h2c).
 	Header http.Header
@@ -520,14 +518,18 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 // the client: each read first renews the client connection's write deadline
 // (writeTimeout, at most every quarter of it), and Close (called by the
 // engine when the response is done) returns the upstream connection to its
-// pool, or closes it when the body was not read to its end.
+// pool, or closes it when the body was not read to its end, and reports how
+// the body ended to release (FastRequest.Release).
 type fastRespBody struct {
 	r       io.Reader
 	resp    *fasthttp.Response
 	conn    net.Conn
 	timeout time.Duration
 	last    time.Time
-	release func() // the limits' release, when held
+	release func(end error) // FastRequest.Release, when taken
+	n       int             // bytes read
+	eof     bool            // the body was read to its end
+	err     error           // the upstream's read error, when it failed
 }
 
 var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
@@ -539,12 +541,26 @@ func (b *fastRespBody) Read(p []byte) (int, error) {
 			b.last = now
 		}
 	}
-	return b.r.Read(p)
+	n, err := b.r.Read(p)
+	b.n += n
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil && b.err == nil:
+		b.err = err
+	}
+	return n, err
 }
 
 func (b *fastRespBody) Close() error {
 	if b.resp == nil {
 		return nil
+	}
+	end := b.err
+	if cl := b.resp.Header.ContentLength(); end == nil && !b.eof && (cl < 0 || b.n < cl) {
+		// The engine stopped writing the body before its end: its write
+		// to the client failed (gone, or writeTimeout).
+		end = ErrClientStopped
 	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
@@ -554,7 +570,7 @@ func (b *fastRespBody) Close() error {
 		_ = b.conn.SetWriteDeadline(time.Time{})
 	}
 	if b.release != nil {
-		b.release()
+		b.release(end)
 	}
 	*b = fastRespBody{}
 	fastRespBodies.Put(b)
@@ -722,7 +738,7 @@ func (u *Upstream) BodyTimeout() time.Duration { return u.bodyTimeout }
 // closeAllFast closes the idle connections of every fasthttp pool.
 func closeAllFast() {
 	fastClients.Range(func(_, c any) bool {
-		c.(*fasthttp.HostClient).CloseIdleConnections()
+		c.(*fastPool).CloseIdleConnections()
 		return true
 	})
 }

@@ -34,6 +34,42 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls bool) {
 	fastExchanges.Put(x)
 }
 
+// fastEnd is what a response whose body the engine streams after Serve
+// returned still holds: the limits' release and the outcome's report, both
+// run when the body has been written (end, as proxy.FastRequest.Release),
+// so that a concurrency slot is held while the client takes the answer and
+// a body cut off mid-way counts against the route (breaker, degrade,
+// metrics), as on net/http, where Forward streams the body itself.
+type fastEnd struct {
+	done   func()
+	report *pendingReport
+	fn     func(error) // end, bound once per pooled fastEnd
+}
+
+var fastEnds sync.Pool
+
+func init() {
+	// Set here: end puts the fastEnd back, an initialization cycle
+	// for a composite literal.
+	fastEnds.New = func() any {
+		e := new(fastEnd)
+		e.fn = e.end
+		return e
+	}
+}
+
+func (e *fastEnd) end(err error) {
+	done, rep := e.done, e.report
+	e.done, e.report = nil, nil
+	fastEnds.Put(e)
+	if rep != nil {
+		rep.end(err)
+	}
+	if done != nil {
+		done()
+	}
+}
+
 // fastExchange is the fasthttp Exchange, pooled with the request view and
 // the header map it builds: both are refilled for each request, their
 // strings pointing into the engine's buffers, valid until the request ends.
@@ -48,6 +84,8 @@ type fastExchange struct {
 	flushed bool
 	id      [1]string // the X-Request-Id header value
 	done    func()    // the limits' release, held until the body is written
+	rel     func(error)
+	end     *fastEnd // when the forwarded body is streamed after Serve
 }
 
 var fastExchanges = sync.Pool{New: func() any {
@@ -59,7 +97,7 @@ func (x *fastExchange) reset() {
 	clear(x.reqH)
 	clear(x.vals)
 	x.vals = x.vals[:0]
-	x.view, x.id, x.done = reqview.View{}, [1]string{}, nil
+	x.view, x.id, x.done, x.rel, x.end = reqview.View{}, [1]string{}, nil, nil, nil
 	x.ctx, x.tls, x.status, x.flushed = nil, false, 0, false
 }
 
@@ -196,16 +234,30 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	x.flush()
 	x.flushed = false // a 502/504 from ForwardFast writes its own header
 	clear(x.header)
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.done, Header: x.reqH, Path: m.Path}
+	e := fastEnds.Get().(*fastEnd)
+	x.rel = e.fn
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.rel, Header: x.reqH, Path: m.Path}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
 	out := u.ForwardFast(x, x.ctx, fr, m)
+	if x.rel == nil {
+		// Taken: the body is streamed after Serve returns, and e ends it.
+		e.done, x.done = x.done, nil
+		x.end = e
+	} else {
+		x.rel = nil
+		fastEnds.Put(e)
+	}
 	if x.status == 0 {
 		x.status = out.Status
 	}
 	return out
 }
+
+func (x *fastExchange) streaming() bool { return x.end != nil }
+
+func (x *fastExchange) holdReport(p *pendingReport) { x.end.report = p }
 
 // WriteProblemFast answers ctx's request with proxy.WriteProblemID (the one
 // problem writer), for the fasthttp engine's answers before a snapshot

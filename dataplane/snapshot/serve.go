@@ -110,6 +110,9 @@ type doneHolder interface{ HoldDone(done func()) bool }
 // v and answers only through x. It reports whether the forwarded response
 // was cut off after its header went out (proxy.Outcome.Aborted): the stack
 // must then abort the client's response rather than let it look complete.
+// An Exchange that writes the forwarded body after Serve returns
+// (reportHolder) has the outcome recorded when the body ends, and Serve
+// reports false.
 func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
 	m := s.router.MatchView(v)
@@ -174,6 +177,21 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 		ticket = t
 	}
 	out := x.Forward(rt.upstream, m)
+	if h, ok := x.(reportHolder); ok && h.streaming() {
+		// The body is written after Serve returns: the outcome is
+		// recorded once it is, with how it ended.
+		p := pendingReports.Get().(*pendingReport)
+		*p = pendingReport{s: s, rt: rt, ticket: ticket, start: start, out: out}
+		h.holdReport(p)
+		return false
+	}
+	s.report(rt, ticket, start, out)
+	return out.Aborted
+}
+
+// report records a forwarded request's outcome: breaker, degrade, and its
+// route's series (finish).
+func (s *Snapshot) report(rt *route, ticket breaker.Ticket, start int64, out proxy.Outcome) {
 	end := s.now()
 	failed := rt.breaker.IsFailure(out.Status, out.Err != nil) // a nil breaker counts 5xx
 	if b := rt.breaker; b != nil && out.ClientGone {
@@ -189,7 +207,35 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 		d.Record(end, !failed)
 	}
 	s.finish(rt, start, end, out.Status)
-	return out.Aborted
+}
+
+// reportHolder is an Exchange whose forwarded body may still be written
+// after Serve returns (the fasthttp engine streams it): streaming reports
+// whether it is, and holdReport then takes the outcome's report, to end
+// (pendingReport.end) once the body is written.
+type reportHolder interface {
+	streaming() bool
+	holdReport(p *pendingReport)
+}
+
+// pendingReport is the outcome of a forward whose body is still being
+// written, recorded (report) when it ends.
+type pendingReport struct {
+	s      *Snapshot
+	rt     *route
+	ticket breaker.Ticket
+	start  int64
+	out    proxy.Outcome
+}
+
+var pendingReports = sync.Pool{New: func() any { return new(pendingReport) }}
+
+// end records the outcome, as the body ended (see proxy.Upstream.EndFast).
+func (p *pendingReport) end(err error) {
+	s, rt, ticket, start, out := p.s, p.rt, p.ticket, p.start, p.out
+	*p = pendingReport{}
+	pendingReports.Put(p)
+	s.report(rt, ticket, start, rt.upstream.EndFast(out, err))
 }
 
 // finish records one answered request: its route's series, and the node's

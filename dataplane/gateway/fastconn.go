@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2"
+)
+
+// The fasthttp engine serves each HTTP/1 connection with Server.ServeConn on
+// the dispatcher's goroutine for that connection, rather than through
+// Server.Serve: Serve runs a worker pool whose cleaner goroutine sleeps
+// (MaxIdleWorkerDuration, 10s) before it notices a stop, so it would outlive
+// the node. Without Serve, fasthttp's ShutdownWithContext has nothing to
+// drain, so the dispatcher drains these connections itself (drainFast): it
+// tracks each one's state through the engine's ConnState hook, closes those
+// that are idle (or opened and silent), lets the node answer the others
+// with "Connection: close" (Node.handleFast while draining), and waits for
+// every connection's goroutine.
+
+// fastTrack is what the dispatcher knows of one connection the fasthttp
+// engine serves.
+type fastTrack struct {
+	state atomic.Int32 // fasthttp.ConnState, StateNew until the first request
+	since time.Time    // when the connection was handed to the engine
+	// upgrade is set by the engine's handler (on the connection's goroutine)
+	// when the request asked to switch to h2c; the connection is then
+	// hijacked and served by the HTTP/2 server once the engine lets go.
+	upgrade *h2cUpgrade
+}
+
+// trackedConn is a connection handed to the fasthttp engine, with its
+// tracking: fastConn, or fastTLSConn for a TLS one (so that the engine
+// still sees a *tls.Conn's ConnectionState).
+type trackedConn interface {
+	net.Conn
+	track() *fastTrack
+}
+
+type fastConn struct {
+	net.Conn
+	t fastTrack
+}
+
+func (c *fastConn) track() *fastTrack { return &c.t }
+
+type fastTLSConn struct {
+	*tls.Conn
+	t fastTrack
+}
+
+func (c *fastTLSConn) track() *fastTrack { return &c.t }
+
+func newTrackedConn(c net.Conn, now time.Time) trackedConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		fc := &fastTLSConn{Conn: tc}
+		fc.t.since = now
+		return fc
+	}
+	fc := &fastConn{Conn: c}
+	fc.t.since = now
+	return fc
+}
+
+// trackOf returns c's tracking, or nil for a connection the dispatcher did
+// not hand over (a test serving the engine directly).
+func trackOf(c net.Conn) *fastTrack {
+	if tc, ok := c.(trackedConn); ok {
+		return tc.track()
+	}
+	return nil
+}
+
+// fastState is the engine's ConnState hook.
+func fastState(c net.Conn, s fasthttp.ConnState) {
+	if t := trackOf(c); t != nil {
+		t.state.Store(int32(s))
+	}
+}
+
+// serveFast serves c with the fasthttp engine until the connection ends,
+// then, if its last request asked for h2c (Upgrade), serves it as HTTP/2.
+// It runs on c's dispatch goroutine, counted in d.fastWG.
+func (d *dispatcher) serveFast(c net.Conn) {
+	tc := newTrackedConn(c, time.Now())
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		c.Close()
+		return
+	}
+	d.fastConns[tc] = struct{}{}
+	d.fastWG.Add(1)
+	d.mu.Unlock()
+	defer d.fastWG.Done()
+	_ = d.h1fast.ServeConn(tc)
+	d.mu.Lock()
+	delete(d.fastConns, tc)
+	d.mu.Unlock()
+	t := tc.track()
+	if up := t.upgrade; up != nil && fasthttp.ConnState(t.state.Load()) == fasthttp.StateHijacked {
+		// The engine handed the connection (its buffered bytes included)
+		// to the hijack handler, which waits for the HTTP/2 session.
+		d.serveUpgraded(up)
+	}
+}
+
+// serveUpgraded answers an h2c upgrade with 101 and serves the connection
+// as HTTP/2, its upgrade request as stream 1, as x/net's h2c handler does
+// on the net/http engine.
+func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
+	conn := <-up.conn
+	defer close(up.served)
+	if _, err := conn.Write([]byte(h2cSwitching)); err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the upgrade request's context ends with the session
+	d.h2.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h1, Handler: d.handler,
+		UpgradeRequest: up.req.WithContext(ctx), Settings: up.settings})
+}
+
+// drainFast ends the fasthttp engine's connections: every pass closes the
+// idle ones and those opened but silent for a second (a client dialing
+// ahead), until every connection's goroutine has returned or ctx ends, when
+// the remaining connections are closed. Connections in a request finish it
+// and close (Node.handleFast answers with "Connection: close" once the node
+// drains); hijacked ones (WebSocket, h2c) end with their session, which the
+// HTTP/2 server's graceful shutdown (GOAWAY) covers for h2c.
+func (d *dispatcher) drainFast(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { d.fastWG.Wait(); close(done) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		d.closeFastConns(time.Now(), false)
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			d.closeFastConns(time.Now(), true)
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// closeFastConns ends the engine's idle connections and those opened but
+// silent for a second, or all of them.
+func (d *dispatcher) closeFastConns(now time.Time, all bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.fastConns {
+		t := c.track()
+		switch s := fasthttp.ConnState(t.state.Load()); {
+		case all && s != fasthttp.StateHijacked:
+			c.Close()
+		case s == fasthttp.StateIdle, s == fasthttp.StateNew && now.Sub(t.since) > time.Second:
+			// A past read deadline ends the engine's wait for the next
+			// request; it closes the connection itself.
+			_ = c.SetReadDeadline(now)
+		}
+	}
+}

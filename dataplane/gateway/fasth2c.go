@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
+)
+
+// h2cSwitching is the answer to an h2c upgrade, as x/net's h2c handler
+// writes it.
+const h2cSwitching = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+
+// h2cUpgrade is an HTTP/1.1 request that switches its connection to HTTP/2
+// (RFC 7540 §3.2), handed from the engine's handler to the dispatcher.
+type h2cUpgrade struct {
+	req      *http.Request // served as stream 1
+	settings []byte        // the client's HTTP2-Settings, decoded
+	conn     chan net.Conn // the hijacked connection (buffered bytes kept)
+	served   chan struct{} // closed when the HTTP/2 session ends
+}
+
+// h2cRequested reports whether h asks to switch to h2c as x/net's h2c
+// handler (the net/http engine) recognises it: an Upgrade listing "h2c" and
+// a Connection listing "HTTP2-Settings".
+func h2cRequested(h *fasthttp.RequestHeader) bool {
+	return hasToken(h.PeekAll("Upgrade"), "h2c") && hasToken(h.PeekAll("Connection"), "HTTP2-Settings")
+}
+
+// hasToken reports whether a comma-separated list in lines holds tok (any
+// case).
+func hasToken(lines [][]byte, tok string) bool {
+	for _, line := range lines {
+		for len(line) > 0 {
+			var t []byte
+			t, line, _ = bytes.Cut(line, []byte{','})
+			if bytes.EqualFold(bytes.TrimSpace(t), []byte(tok)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// upgradeFast switches ctx's connection to HTTP/2 as the net/http engine
+// does (x/net's h2c handler): the request's framing must pass strictFast
+// first (else it is refused by serveFast), its body is read whole, and it is
+// then answered 101 and served as HTTP/2 stream 1 through the node's one
+// request path (ServeHTTP). An HTTP2-Settings that is missing, repeated or
+// not base64url is answered 500, as there. It reports false when the
+// request is to be served as HTTP/1.1 instead: framing refused, over TLS
+// (h2c is cleartext only; TLS negotiates h2 by ALPN), or a connection the
+// dispatcher did not hand over.
+func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
+	h := &ctx.Request.Header
+	t := trackOf(ctx.Conn())
+	if t == nil || ctx.IsTLS() {
+		return false
+	}
+	if status, _ := strictFast(h); status != 0 {
+		return false
+	}
+	settings, ok := h2cSettings(h)
+	if !ok {
+		snapshot.WriteProblemFast(ctx, http.StatusInternalServerError, "Internal server error",
+			"the h2c upgrade needs exactly one HTTP2-Settings header in base64url")
+		return true
+	}
+	// Head and body as net/http parses them, for ServeHTTP.
+	head := make([]byte, 0, len(h.RawHeaders())+len(h.RequestURI())+32)
+	head = append(append(append(append(append(head, h.Method()...), ' '), h.RequestURI()...), ' '), h.Protocol()...)
+	head = append(append(head, "\r\n"...), bytes.TrimRight(h.RawHeaders(), "\r\n")...)
+	head = append(head, "\r\n\r\n"...)
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+	if err != nil {
+		ctx.SetConnectionClose()
+		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
+		return true
+	}
+	var body []byte
+	if h.ContentLength() != 0 {
+		proxy.GuardBodyConn(ctx.Conn(), true, api.DefaultBodyTimeout)
+		if bs := ctx.RequestBodyStream(); bs != nil {
+			body, err = io.ReadAll(bs)
+		} else {
+			body = append([]byte(nil), ctx.Request.Body()...)
+		}
+		if err != nil {
+			ctx.SetConnectionClose()
+			snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+			return true
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.RemoteAddr = ctx.RemoteAddr().String()
+	up := &h2cUpgrade{req: r, settings: settings, conn: make(chan net.Conn, 1), served: make(chan struct{})}
+	t.upgrade = up
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		// The engine closes c when this returns: hold it for the session,
+		// which the dispatcher serves (serveUpgraded).
+		up.conn <- c
+		<-up.served
+	})
+	return true
+}
+
+// h2cSettings decodes the request's one HTTP2-Settings header.
+func h2cSettings(h *fasthttp.RequestHeader) ([]byte, bool) {
+	vs := h.PeekAll("HTTP2-Settings")
+	if len(vs) != 1 {
+		return nil, false
+	}
+	s, err := base64.RawURLEncoding.DecodeString(string(vs[0]))
+	return s, err == nil
+}

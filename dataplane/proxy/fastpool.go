@@ -1,0 +1,297 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// fastPool is one origin's keep-alive pool for the fasthttp forward: it
+// sends a fasthttp.Request and reads the fasthttp.Response header over a
+// connection of the pool, with fasthttp's own writer and parser, and hands
+// the body over as a stream (fastStream) that returns the connection when
+// closed. It takes the place of fasthttp's HostClient, whose idle-connection
+// cleaner is a goroutine that sleeps (up to its idle timeout, 90s) before it
+// can notice that its pool is empty, so it outlives the pool's owner (a
+// node's Run): here an idle connection expires by a timer (time.AfterFunc,
+// no goroutine while it waits), which CloseIdleConnections stops.
+//
+// The zero value is not usable; newFastPool makes one. It is safe for
+// concurrent use.
+type fastPool struct {
+	addr        string
+	dial        func(addr string) (net.Conn, error)
+	idleTimeout time.Duration
+	maxConns    int
+
+	mu     sync.Mutex
+	idle   []*fastPoolConn // most recently used last
+	open   int             // connections dialed and not closed
+	closed bool            // forgotten: connections are closed when returned
+	timer  *time.Timer     // expires idle connections; armed while there are any
+	gen    uint64          // the armed timer's; a callback of an older one does nothing
+}
+
+// fastPoolConn is a pooled upstream connection.
+type fastPoolConn struct {
+	net.Conn
+	lastUse time.Time
+}
+
+func newFastPool(addr string, dial func(string) (net.Conn, error), idleTimeout time.Duration, maxConns int) *fastPool {
+	return &fastPool{addr: addr, dial: dial, idleTimeout: idleTimeout, maxConns: maxConns}
+}
+
+var errFastPoolFull = errors.New("no free connection to the upstream (too many open)")
+
+// DoDeadline sends req and reads the response's header into resp, all by
+// deadline, which also bounds the body's reading (one deadline on the
+// connection, as HostClient.DoDeadline). The body, when there is one, is
+// resp's body stream (fastStream), which returns the connection to the
+// pool when closed after being read to its end, and closes it otherwise.
+// A write or read timeout is fasthttp.ErrTimeout; a connection the upstream
+// closed before answering, fasthttp.ErrConnectionClosed. Nothing is
+// retried (ReverseProxy does not retry either).
+func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	if !time.Now().Before(deadline) {
+		return fasthttp.ErrTimeout
+	}
+	cc, err := p.acquire()
+	if err != nil {
+		return err
+	}
+	if err := cc.SetDeadline(deadline); err != nil {
+		p.put(cc, true)
+		return err
+	}
+	req.URI().DisablePathNormalizing = true
+	bw := fastWriters.Get().(*bufio.Writer)
+	bw.Reset(cc)
+	err = req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	fastWriters.Put(bw)
+	if err != nil {
+		p.put(cc, true)
+		return fastErr(err)
+	}
+	br := fastReaders.Get().(*bufio.Reader)
+	br.Reset(cc)
+	resp.Reset()
+	resp.SkipBody = true // the header only; the body is streamed below
+	err = resp.ReadLimitBody(br, 0)
+	resp.SkipBody = false
+	if err != nil {
+		putFastReader(br)
+		p.put(cc, true)
+		return fastErr(err)
+	}
+	status := resp.StatusCode()
+	closeConn := req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
+	cl := resp.Header.ContentLength()
+	if cl == 0 || req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+		putFastReader(br)
+		p.put(cc, closeConn)
+		return nil
+	}
+	s := fastStreams.Get().(*fastStream)
+	s.p, s.cc, s.br, s.resp, s.closeConn = p, cc, br, resp, closeConn
+	s.body = fasthttp.AcquireResponse()
+	s.body.StreamBody = true
+	s.body.Header.SetContentLength(cl)
+	_ = s.body.ReadBody(br, 0) // a stream: reads nothing yet
+	s.r = s.body.BodyStream()
+	resp.SetBodyStream(s, cl)
+	return nil
+}
+
+// fastErr is err as HostClient reports it.
+func fastErr(err error) error {
+	switch {
+	case isTimeout(err):
+		return fasthttp.ErrTimeout
+	case errors.Is(err, io.EOF):
+		return fasthttp.ErrConnectionClosed
+	}
+	return err
+}
+
+// acquire returns the most recently used idle connection, or a new one.
+func (p *fastPool) acquire() (*fastPoolConn, error) {
+	now := time.Now()
+	p.mu.Lock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		cc := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if now.Sub(cc.lastUse) < p.idleTimeout {
+			p.mu.Unlock()
+			return cc, nil
+		}
+		// The most recent is expired, and so are all the others.
+		p.open--
+		p.mu.Unlock()
+		cc.Close()
+		p.mu.Lock()
+	}
+	if p.maxConns > 0 && p.open >= p.maxConns {
+		p.mu.Unlock()
+		return nil, errFastPoolFull
+	}
+	p.open++
+	p.mu.Unlock()
+	c, err := p.dial(p.addr)
+	if err != nil {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+		return nil, err
+	}
+	return &fastPoolConn{Conn: c}, nil
+}
+
+// put returns cc to the pool, or closes it (discard, or the pool is
+// closed).
+func (p *fastPool) put(cc *fastPoolConn, discard bool) {
+	p.mu.Lock()
+	if discard || p.closed {
+		p.open--
+		p.mu.Unlock()
+		cc.Close()
+		return
+	}
+	cc.lastUse = time.Now()
+	p.idle = append(p.idle, cc)
+	if p.timer == nil {
+		p.arm(p.idleTimeout)
+	}
+	p.mu.Unlock()
+}
+
+// arm starts the expiry timer; p.mu is held.
+func (p *fastPool) arm(d time.Duration) {
+	p.gen++
+	gen := p.gen
+	p.timer = time.AfterFunc(d, func() { p.expire(gen) })
+}
+
+// expire closes the connections idle for idleTimeout and, while others are
+// idle, arms the timer for the oldest of them. gen is the timer's: one
+// stopped or replaced meanwhile does nothing.
+func (p *fastPool) expire(gen uint64) {
+	now := time.Now()
+	p.mu.Lock()
+	if gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
+	var old []*fastPoolConn
+	i := 0
+	for i < len(p.idle) && now.Sub(p.idle[i].lastUse) >= p.idleTimeout {
+		i++
+	}
+	old = append(old, p.idle[:i]...)
+	n := copy(p.idle, p.idle[i:])
+	clear(p.idle[n:])
+	p.idle = p.idle[:n]
+	p.open -= len(old)
+	p.timer = nil
+	p.gen++
+	if len(p.idle) > 0 && !p.closed {
+		p.arm(p.idleTimeout - now.Sub(p.idle[0].lastUse))
+	}
+	p.mu.Unlock()
+	for _, cc := range old {
+		cc.Close()
+	}
+}
+
+// CloseIdleConnections closes the idle connections and stops the expiry
+// timer; connections in use go back to the pool as before.
+func (p *fastPool) CloseIdleConnections() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.open -= len(idle)
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+		p.gen++
+	}
+	p.mu.Unlock()
+	for _, cc := range idle {
+		cc.Close()
+	}
+}
+
+// close closes the idle connections, and those in use when they are
+// returned: the pool is forgotten.
+func (p *fastPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.CloseIdleConnections()
+}
+
+var (
+	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, MaxHeaderBytes) }}
+	fastStreams = sync.Pool{New: func() any { return new(fastStream) }}
+)
+
+func putFastReader(br *bufio.Reader) {
+	br.Reset(nil)
+	fastReaders.Put(br)
+}
+
+// fastStream is a response body read from a pooled connection: Close
+// (the response's CloseBodyStream, or its release) returns the connection
+// to the pool when the body was read to its end and neither side asked to
+// close it, and closes it otherwise. Reads and Close come from one
+// goroutine at a time (the engine writing the body).
+type fastStream struct {
+	p         *fastPool
+	cc        *fastPoolConn
+	br        *bufio.Reader
+	resp      *fasthttp.Response // the caller's: it may ask to close (SetConnectionClose) until Close
+	body      *fasthttp.Response // holds fasthttp's body reader over br
+	r         io.Reader
+	closeConn bool
+	eof       bool
+	failed    bool
+}
+
+func (s *fastStream) Read(b []byte) (int, error) {
+	if s.r == nil {
+		return 0, io.ErrClosedPipe
+	}
+	n, err := s.r.Read(b)
+	switch {
+	case err == io.EOF:
+		s.eof = true
+	case err != nil:
+		s.failed = true
+	}
+	return n, err
+}
+
+func (s *fastStream) Close() error {
+	if s.r == nil {
+		return nil
+	}
+	reuse := s.eof && !s.failed && !s.closeConn && !s.resp.ConnectionClose()
+	_ = s.body.CloseBodyStream()
+	fasthttp.ReleaseResponse(s.body)
+	putFastReader(s.br)
+	s.p.put(s.cc, !reuse)
+	*s = fastStream{}
+	fastStreams.Put(s)
+	return nil
+}

@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// countingServer is an upstream on loopback that counts the connections it
+// accepted.
+type countingServer struct {
+	addr  string
+	conns atomic.Int32
+}
+
+func newCountingServer(tb testing.TB, h http.HandlerFunc) *countingServer {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &countingServer{addr: ln.Addr().String()}
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { srv.Close() })
+	return s
+}
+
+// fastGet sends a GET for path through p and reads the whole body.
+func fastGet(tb testing.TB, p *fastPool, path string) (int, string, error) {
+	tb.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetRequestURI(path)
+	req.Header.SetHost("up.test")
+	if err := p.DoDeadline(req, resp, time.Now().Add(5*time.Second)); err != nil {
+		return 0, "", err
+	}
+	var b []byte
+	var err error
+	if bs := resp.BodyStream(); bs != nil {
+		b, err = io.ReadAll(bs)
+	}
+	_ = resp.CloseBodyStream()
+	return resp.StatusCode(), string(b), err
+}
+
+// TestFastPool: the fasthttp forward's pool keeps one connection alive
+// across requests whatever the body's framing (length, chunked, empty, no
+// body), drops a connection whose body was not read to its end or that the
+// upstream asked to close, expires idle connections after idleTimeout with
+// no goroutine of its own, and leaves nothing running once closed.
+func TestFastPool(t *testing.T) {
+	base := runtime.NumGoroutine()
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/len":
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+		case "/chunked":
+			_, _ = io.WriteString(w, "chunk")
+			http.NewResponseController(w).Flush()
+			_, _ = io.WriteString(w, "ed")
+		case "/empty":
+			w.Header().Set("Content-Length", "0")
+		case "/nobody":
+			w.WriteHeader(http.StatusNoContent)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = io.WriteString(w, "bye")
+		case "/big":
+			_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
+		}
+	})
+	d := &net.Dialer{}
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }, 200*time.Millisecond, 0)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{{"/len", 200, "hello"}, {"/chunked", 200, "chunked"}, {"/empty", 200, ""}, {"/nobody", 204, ""}, {"/len", 200, "hello"}} {
+		status, body, err := fastGet(t, p, tc.path)
+		if err != nil || status != tc.status || body != tc.body {
+			t.Fatalf("%s: %d %q %v, want %d %q", tc.path, status, body, err, tc.status, tc.body)
+		}
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Fatalf("%d connections for sequential requests, want 1 kept alive", n)
+	}
+
+	// A body closed before its end, or a Connection: close, ends the
+	// connection.
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.Header.SetRequestURI("/big")
+	req.Header.SetHost("up.test")
+	if err := p.DoDeadline(req, resp, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resp.BodyStream().Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.CloseBodyStream()
+	fasthttp.ReleaseRequest(req)
+	fasthttp.ReleaseResponse(resp)
+	if _, body, err := fastGet(t, p, "/close"); err != nil || body != "bye" {
+		t.Fatalf("/close: %q %v", body, err)
+	}
+	if _, _, err := fastGet(t, p, "/len"); err != nil {
+		t.Fatal(err)
+	}
+	if n := up.conns.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3 (the cut body's and the closed one's replaced)", n)
+	}
+
+	// Idle connections expire.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		idle, open := len(p.idle), p.open
+		p.mu.Unlock()
+		if idle == 0 && open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle, %d open connections after the idle timeout", idle, open)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Concurrent use, then close: nothing left running.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, body, err := fastGet(t, p, "/len"); err != nil || body != "hello" {
+				t.Errorf("request %d: %q %v", i, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	p.close()
+	p.mu.Lock()
+	if len(p.idle) != 0 || p.open != 0 || p.timer != nil {
+		t.Errorf("after close: %d idle, %d open, timer %v", len(p.idle), p.open, p.timer != nil)
+	}
+	p.mu.Unlock()
+	for range 200 {
+		if runtime.NumGoroutine() <= base+1 { // the upstream's accept loop
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("%d goroutines, base %d:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+}
+
+// TestFastPoolFull: past maxConns a request fails at once rather than
+// waiting or dialing.
+func TestFastPoolFull(t *testing.T) {
+	p := newFastPool("127.0.0.1:1", func(string) (net.Conn, error) { return nil, fmt.Errorf("no dial expected") }, time.Second, 1)
+	p.open = 1
+	if _, err := p.acquire(); err != errFastPoolFull {
+		t.Fatalf("acquire on a full pool: %v", err)
+	}
+}
