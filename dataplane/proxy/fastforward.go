@@ -89,6 +89,9 @@ type FastRequest struct {
 	// targets served through the net/http path (h2c).
 	Header http.Header
 	Path   string
+
+	bal *balancer // set by ForwardFast: the balancer a streamed body reports to
+	ti  int       // and the target it picked
 }
 
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
@@ -142,10 +145,16 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		return u.forwardBridged(ctx, fr, m, start)
 	}
 	// The balancer picks the target (least outstanding, healthy) and hears
-	// how it went, as on net/http's path (Forward).
+	// how it went, as on net/http's path (Forward): when the exchange ends,
+	// which for a body streamed after ForwardFast returned is when that body
+	// ends (fastRespBody.Close), so that the target counts as outstanding
+	// meanwhile, as Forward's does.
 	ti := u.balance.pick()
+	fr.bal, fr.ti = u.balance, ti
 	o := u.forwardFast(w, ctx, fr, m, u.targets[ti], start)
-	u.balance.done(ti, o.Err != nil || o.Status >= 500, o.ClientGone)
+	if !o.streamed {
+		u.balance.done(ti, o.Err != nil || o.Status >= 500, o.ClientGone)
+	}
 	return o
 }
 
@@ -257,10 +266,12 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		}
 		rb := fastRespBodies.Get().(*fastRespBody)
 		rb.r, rb.resp, rb.conn, rb.timeout = bs, resp, ctx.Conn(), u.writeTimeout
+		rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
 		if fr.Release != nil {
 			rb.release, *fr.Release = *fr.Release, nil
 		}
 		out.SetBodyStream(rb, cl)
+		return Outcome{Status: status, Duration: time.Since(start), streamed: fr.bal != nil}
 	} else {
 		if in.Header.IsHead() {
 			out.SkipBody = true
@@ -527,6 +538,9 @@ type fastRespBody struct {
 	timeout time.Duration
 	last    time.Time
 	release func(end error) // FastRequest.Release, when taken
+	bal     *balancer       // reported to when the body ends, when not nil,
+	ti      int             // for this target,
+	status  int             // of this status
 	n       int             // bytes read
 	eof     bool            // the body was read to its end
 	err     error           // the upstream's read error, when it failed
@@ -568,6 +582,12 @@ func (b *fastRespBody) Close() error {
 		// The connection's next request starts without this one's
 		// deadline (the engine sets none of its own).
 		_ = b.conn.SetWriteDeadline(time.Time{})
+	}
+	if b.bal != nil {
+		// The exchange is over: a body the upstream cut off is a failure,
+		// one the client stopped taking no fault of the target's.
+		stopped := errors.Is(end, ErrClientStopped)
+		b.bal.done(b.ti, b.status >= 500 || end != nil && !stopped, stopped)
 	}
 	if b.release != nil {
 		b.release(end)

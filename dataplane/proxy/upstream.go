@@ -60,6 +60,9 @@ type Outcome struct {
 	// (WebSocket): Duration is then the connection's whole life, and should
 	// not be judged as a slow call.
 	Upgraded bool
+	// streamed: ForwardFast handed the body to the engine, which reports
+	// the exchange's end to the balancer (fastRespBody.Close).
+	streamed bool
 	// Aborted is set when the response was cut off after its header had been
 	// sent. The caller must then, after recording the outcome,
 	// panic(http.ErrAbortHandler), so that the server resets the stream
