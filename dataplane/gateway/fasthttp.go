@@ -190,6 +190,12 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
 // gateway refuses rather than normalizes), no obs-fold (§5.2), header names
 // that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1.
 func strictFast(h *fasthttp.RequestHeader) (int, string) {
+	// fasthttp reads any "HTTP/x.y"; net/http answers 505 to versions
+	// other than 1.0 and 1.1 (and the request must not reach an upstream
+	// under a version it was not parsed as).
+	if p := h.Protocol(); string(p) != "HTTP/1.1" && string(p) != "HTTP/1.0" {
+		return http.StatusHTTPVersionNotSupported, "the request's HTTP version is not HTTP/1.0 or HTTP/1.1"
+	}
 	uri := h.RequestURI()
 	if bytes.IndexByte(uri, ' ') >= 0 {
 		return http.StatusBadRequest, "the request target has a space"

@@ -33,6 +33,8 @@ func TestStrictFast(t *testing.T) {
 		{"two Hosts", "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n", http.StatusBadRequest},
 		{"no Host", "GET /a HTTP/1.1\r\nX-A: 1\r\n", http.StatusBadRequest},
 		{"absolute-form", "GET http://x/a HTTP/1.1\r\nHost: x\r\n", http.StatusBadRequest},
+		{"HTTP/2.0 on HTTP/1", "GET /a HTTP/2.0\r\nHost: x\r\n", http.StatusHTTPVersionNotSupported},
+		{"HTTP/1.2", "GET /a HTTP/1.2\r\nHost: x\r\n", http.StatusHTTPVersionNotSupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

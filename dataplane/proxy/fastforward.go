@@ -101,9 +101,6 @@ type FastRequest struct {
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
 
-// hopConnection is Connection's index in hopHeaders.
-const hopConnection = 0
-
 // hopIndex is the index of name k (as fasthttp normalized it) in
 // hopHeaders, or -1.
 func hopIndex(k []byte) int {
@@ -164,26 +161,36 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	if isWebSocket(&in.Header) {
 		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
 	}
-	req := fasthttp.AcquireRequest()
-	u.buildFastRequest(req, ctx, fr, t, m)
-	defer fasthttp.ReleaseRequest(req)
-	if len(in.Header.Peek("Upgrade")) > 0 {
-		// A protocol switch was asked and removed: an upstream that switches
-		// anyway must not leave a tunnel in the pool.
-		req.SetConnectionClose()
-	}
 	var body *fastReqBody
-	if FastHasBody(&in.Header) {
-		cl := in.Header.ContentLength()
-		if bs := ctx.RequestBodyStream(); bs != nil {
-			body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout}
-			req.SetBodyStream(body, cl)
-		} else {
-			req.SetBodyRaw(in.Body())
-		}
-	}
 	resp := fasthttp.AcquireResponse()
-	err := t.fastClient().DoDeadline(req, resp, start.Add(u.timeout))
+	var err error
+	if upgrade := len(in.Header.Peek("Upgrade")) > 0; !upgrade && !FastHasBody(&in.Header) {
+		// No body: the head is written in one pass over the client's raw
+		// header (appendFastHead).
+		hb := fastHeads.Get().(*fastHead)
+		hb.b = u.appendFastHead(hb.b[:0], ctx, fr, t, m)
+		err = t.fastClient().DoHead(hb.b, in.Header.IsHead(), resp, start.Add(u.timeout))
+		fastHeads.Put(hb)
+	} else {
+		req := fasthttp.AcquireRequest()
+		defer fasthttp.ReleaseRequest(req)
+		u.buildFastRequest(req, ctx, fr, t, m)
+		if upgrade {
+			// A protocol switch was asked and removed: an upstream that
+			// switches anyway must not leave a tunnel in the pool.
+			req.SetConnectionClose()
+		}
+		if FastHasBody(&in.Header) {
+			cl := in.Header.ContentLength()
+			if bs := ctx.RequestBodyStream(); bs != nil {
+				body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout}
+				req.SetBodyStream(body, cl)
+			} else {
+				req.SetBodyRaw(in.Body())
+			}
+		}
+		err = t.fastClient().DoDeadline(req, resp, start.Add(u.timeout))
+	}
 	o := Outcome{}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
@@ -308,18 +315,45 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	in := &ctx.Request.Header
 	in.CopyTo(&req.Header)
 	h := &req.Header
-	// One pass finds the hop-by-hop fields present (most requests have
-	// none but Connection), and only those are deleted.
-	var present uint32
-	xffSent := false
+	// One pass finds the client's fields that go no further (hop-by-hop,
+	// and those the gateway sets: see gatewaySets, shared with
+	// appendFastHead), and only those present are deleted, every line of
+	// each (a second X-Forwarded-For or X-Request-Id line must not survive
+	// beside the gateway's).
+	started := fr.Traceparent != ""
+	var gone [16][]byte
+	n, xffSent, conn := 0, false, false
 	for k := range in.All() {
-		if i := hopIndex(k); i >= 0 {
-			present |= 1 << i
-		} else if !xffSent && string(k) == "X-Forwarded-For" {
+		switch gatewaySets(k, started) {
+		case setXFF:
 			xffSent = true
+		case setKeep:
+			continue
+		}
+		if string(k) == "Connection" {
+			conn = true
+		}
+		if string(k) != "Host" && n < len(gone) {
+			gone[n] = k
+			n++
+		} else if n == len(gone) {
+			n++ // more than gone holds: every such name is deleted below
 		}
 	}
-	if present&(1<<hopConnection) != 0 {
+	if n > len(gone) {
+		for _, k := range gatewayNames {
+			h.Del(k)
+		}
+		if started {
+			h.Del("Traceparent")
+			h.Del("Tracestate")
+		}
+		n = 0
+	}
+	for _, k := range gone[:n] {
+		h.DelBytes(k)
+	}
+	if conn {
 		// Names listed in Connection are hop-by-hop too.
 		for _, c := range in.PeekAll("Connection") {
 			for len(c) > 0 {
@@ -329,11 +363,6 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 					h.DelBytes(tok)
 				}
 			}
-		}
-	}
-	for i, k := range hopHeaders {
-		if present&(1<<i) != 0 {
-			h.Del(k)
 		}
 	}
 	h.ResetConnectionClose() // a client's "Connection: close" is its own
@@ -383,9 +412,8 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	}
 	h.Add("Via", t.tr.viaValue(1, minor))
 	h.Set(api.HeaderRequestID, fr.RequestID)
-	if fr.Traceparent != "" {
-		h.Set("Traceparent", fr.Traceparent)
-		h.Del("Tracestate")
+	if started {
+		h.Set("Traceparent", fr.Traceparent) // the client's and its Tracestate are gone
 	}
 }
 

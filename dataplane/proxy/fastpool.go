@@ -58,6 +58,18 @@ var errFastPoolFull = errors.New("no free connection to the upstream (too many o
 // closed before answering, fasthttp.ErrConnectionClosed. Nothing is
 // retried (ReverseProxy does not retry either).
 func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	return p.do(req, nil, req.Header.IsHead(), resp, deadline)
+}
+
+// DoHead is DoDeadline for a request without a body given as its head: the
+// request line and header, final blank line included (appendFastHead),
+// sent as they are; isHead tells a HEAD request (no body in the answer).
+func (p *fastPool) DoHead(head []byte, isHead bool, resp *fasthttp.Response, deadline time.Time) error {
+	return p.do(nil, head, isHead, resp, deadline)
+}
+
+// do is DoDeadline for req, or DoHead for head when req is nil.
+func (p *fastPool) do(req *fasthttp.Request, head []byte, isHead bool, resp *fasthttp.Response, deadline time.Time) error {
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
@@ -69,10 +81,14 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 		p.put(cc, true)
 		return err
 	}
-	req.URI().DisablePathNormalizing = true
 	bw := fastWriters.Get().(*bufio.Writer)
 	bw.Reset(cc)
-	err = req.Write(bw)
+	if req != nil {
+		req.URI().DisablePathNormalizing = true
+		err = req.Write(bw)
+	} else {
+		_, err = bw.Write(head)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -94,9 +110,9 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 		return fastErr(err)
 	}
 	status := resp.StatusCode()
-	closeConn := req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
+	closeConn := req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
-	if cl == 0 || req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+	if cl == 0 || isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		putFastReader(br)
 		p.put(cc, closeConn)
 		return nil

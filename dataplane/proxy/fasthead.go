@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/api"
+)
+
+// appendFastHead appends the head of the request ctx carries as it goes to
+// target t, for a request without a body (the common GET): the request line
+// with the forwarded path and query, Host, the client's header lines as they
+// arrived (names as spelled, values without surrounding spaces), less the
+// hop-by-hop fields, the names Connection lists and the fields the gateway
+// sets itself, then those: X-Forwarded-For (the client's values, then the
+// peer), X-Forwarded-Host, X-Forwarded-Proto, Via, X-Request-Id and, for a
+// trace the gateway started, Traceparent (the client's Tracestate dropped
+// with it). It is buildFastRequest's result, serialized, written in one pass
+// over the raw header instead of copying a parsed header and editing it.
+//
+// The raw header is what the engine parsed and strictFast accepted (names
+// are tokens, no obs-fold, no control characters in values), so each line
+// is forwarded as it was read; bodies and protocol switches go through
+// buildFastRequest, whose framing fasthttp writes.
+func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match) []byte {
+	in := &ctx.Request.Header
+	dst = append(dst, in.Method()...)
+	dst = append(dst, ' ')
+	dst = append(dst, u.forwardPath(t, m.Path)...)
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		dst = append(append(dst, '?'), q...)
+	}
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, t.host...)
+	dst = append(dst, "\r\n"...)
+
+	raw := in.RawHeaders()
+	// The names Connection lists are hop-by-hop too: found first, as
+	// Connection may come after them.
+	var listed [8][]byte
+	nl := 0
+	for rest := raw; len(rest) > 0; {
+		var name, value []byte
+		name, value, rest = nextRawField(rest)
+		if len(name) != len(strConnection) || !bytes.EqualFold(name, strConnection) {
+			continue
+		}
+		for len(value) > 0 && nl < len(listed) {
+			var tok []byte
+			tok, value, _ = bytes.Cut(value, []byte{','})
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				listed[nl] = tok
+				nl++
+			}
+		}
+	}
+
+	xff := fastURIs.Get().(*fastURI)
+	x := xff.b[:0]
+	for rest := raw; len(rest) > 0; {
+		var name, value []byte
+		name, value, rest = nextRawField(rest)
+		if len(name) == 0 {
+			continue
+		}
+		switch gatewaySets(name, fr.Traceparent != "") {
+		case setXFF:
+			if len(x) > 0 {
+				x = append(x, ", "...)
+			}
+			x = append(x, value...)
+			continue
+		case setDrop:
+			continue
+		}
+		if listedIn(name, listed[:nl]) {
+			continue
+		}
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, value...)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = append(dst, "X-Forwarded-For: "...)
+	if len(x) > 0 {
+		dst = append(append(dst, x...), ", "...)
+	}
+	xff.b = x
+	fastURIs.Put(xff)
+	dst = appendPeerIP(dst, ctx)
+	dst = append(dst, "\r\nX-Forwarded-Host: "...)
+	dst = append(dst, in.Host()...)
+	if fr.TLS {
+		dst = append(dst, "\r\nX-Forwarded-Proto: https\r\nVia: "...)
+	} else {
+		dst = append(dst, "\r\nX-Forwarded-Proto: http\r\nVia: "...)
+	}
+	minor := 1
+	if !in.IsHTTP11() {
+		minor = 0
+	}
+	dst = append(dst, t.tr.viaValue(1, minor)...)
+	dst = append(dst, "\r\n"+api.HeaderRequestID+": "...)
+	dst = append(dst, fr.RequestID...)
+	if fr.Traceparent != "" {
+		dst = append(dst, "\r\nTraceparent: "...)
+		dst = append(dst, fr.Traceparent...)
+	}
+	return append(dst, "\r\n\r\n"...)
+}
+
+var strConnection = []byte("Connection")
+
+// nextRawField splits the first line off a raw header block: its name and
+// value (surrounding spaces and tabs trimmed), and the rest. A blank line
+// gives an empty name.
+func nextRawField(raw []byte) (name, value, rest []byte) {
+	line, rest, _ := bytes.Cut(raw, []byte{'\n'})
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	name, value, _ = bytes.Cut(line, []byte{':'})
+	return name, bytes.Trim(value, " \t"), rest
+}
+
+// What appendFastHead does with a client's header line.
+const (
+	setKeep = iota // forwarded as it is (unless Connection lists it)
+	setDrop        // hop-by-hop, or set by the gateway
+	setXFF         // X-Forwarded-For: its values lead the gateway's
+)
+
+// gatewaySets classifies a client's header name: hop-by-hop fields
+// (hopHeaders, Expect among them), Host and the fields the gateway sets are
+// dropped, X-Forwarded-For is merged; started tells whether the gateway
+// started the trace (the client's Traceparent and Tracestate are dropped).
+func gatewaySets(name []byte, started bool) int {
+	is := func(s string) bool { return bytes.EqualFold(name, []byte(s)) }
+	switch len(name) { // most names are none of these: one length test
+	case 2:
+		return drop(is("Te"))
+	case 4:
+		return drop(is("Host"))
+	case 6:
+		return drop(is("Expect"))
+	case 7:
+		return drop(is("Trailer") || is("Upgrade"))
+	case 10:
+		return drop(is("Connection") || is("Keep-Alive") || started && is("Tracestate"))
+	case 11:
+		return drop(started && is("Traceparent"))
+	case 12:
+		return drop(is(api.HeaderRequestID))
+	case 15:
+		if is("X-Forwarded-For") {
+			return setXFF
+		}
+	case 16:
+		return drop(is("X-Forwarded-Host") || is("Proxy-Connection"))
+	case 17:
+		return drop(is("X-Forwarded-Proto") || is("Transfer-Encoding"))
+	case 18:
+		return drop(is("Proxy-Authenticate"))
+	case 19:
+		return drop(is("Proxy-Authorization"))
+	}
+	return setKeep
+}
+
+func drop(b bool) int {
+	if b {
+		return setDrop
+	}
+	return setKeep
+}
+
+// gatewayNames are the names gatewaySets always drops or merges, but Host
+// (Traceparent and Tracestate go too when the gateway started the trace).
+var gatewayNames = append([]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", api.HeaderRequestID},
+	hopHeaders...)
+
+func listedIn(name []byte, listed [][]byte) bool {
+	for _, l := range listed {
+		if bytes.EqualFold(name, l) {
+			return true
+		}
+	}
+	return false
+}
+
+type fastHead struct{ b []byte }
+
+var fastHeads = sync.Pool{New: func() any { return &fastHead{b: make([]byte, 0, 1024)} }}
