@@ -219,21 +219,20 @@ func strictFast(h *fasthttp.RequestHeader) (int, string) {
 		if !ok || len(name) == 0 || !isToken(name) {
 			return http.StatusBadRequest, "a header name is not a token"
 		}
-		for _, c := range value {
-			if c == 0 || c == '\r' || c == '\n' {
-				return http.StatusBadRequest, "a header value has a control character"
-			}
+		// The line was cut at LF; a NUL or a CR left in it is refused.
+		if bytes.IndexByte(value, 0) >= 0 || bytes.IndexByte(value, '\r') >= 0 {
+			return http.StatusBadRequest, "a header value has a control character"
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
-		case bytes.EqualFold(name, []byte("Host")):
+		case len(name) == 4 && bytes.EqualFold(name, []byte("Host")):
 			hosts++
-		case bytes.EqualFold(name, []byte("Content-Length")):
+		case len(name) == 14 && bytes.EqualFold(name, []byte("Content-Length")):
 			cls++
 			if len(value) == 0 || !allDigits(value) {
 				return http.StatusBadRequest, "the Content-Length is not a number"
 			}
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+		case len(name) == 17 && bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			tes++
 			if !bytes.EqualFold(value, []byte("chunked")) {
 				return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
@@ -266,12 +265,18 @@ func allDigits(b []byte) bool {
 
 func isToken(b []byte) bool {
 	for _, c := range b {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
+		if !tokenByte[c] {
 			return false
 		}
 	}
 	return true
 }
+
+// tokenByte tells the bytes of a token (RFC 9110 §5.6.2: tchar).
+var tokenByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()

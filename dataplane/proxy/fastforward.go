@@ -158,13 +158,14 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 // forwardFast is ForwardFast to target t of an HTTP/1.1 route.
 func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, m Match, t *target, start time.Time) Outcome {
 	in := &ctx.Request
-	if isWebSocket(&in.Header) {
+	upgrade := len(in.Header.Peek("Upgrade")) > 0
+	if upgrade && isWebSocket(&in.Header) {
 		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
 	}
 	var body *fastReqBody
 	resp := fasthttp.AcquireResponse()
 	var err error
-	if upgrade := len(in.Header.Peek("Upgrade")) > 0; !upgrade && !FastHasBody(&in.Header) {
+	if !upgrade && !FastHasBody(&in.Header) {
 		// No body: the head is written in one pass over the client's raw
 		// header (appendFastHead).
 		hb := fastHeads.Get().(*fastHead)
