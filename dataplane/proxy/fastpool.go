@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -43,6 +44,14 @@ type fastPoolConn struct {
 	lastUse time.Time
 }
 
+// interruptedAt is a deadline in the past: set on a connection, it fails
+// the reads and writes in progress at once.
+var interruptedAt = time.Unix(1, 0)
+
+// interrupt fails cc's reads and writes in progress and to come: the
+// exchange's context ended (DoContext). cc is not pooled after that.
+func (cc *fastPoolConn) interrupt() { _ = cc.SetDeadline(interruptedAt) }
+
 func newFastPool(addr string, dial func(string) (net.Conn, error), idleTimeout time.Duration, maxConns int) *fastPool {
 	return &fastPool{addr: addr, dial: dial, idleTimeout: idleTimeout, maxConns: maxConns}
 }
@@ -61,6 +70,28 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
+	return p.do(nil, req, resp, deadline)
+}
+
+// DoContext is DoDeadline bounded by ctx (and by its deadline, when it has
+// one) instead of a deadline: when ctx ends before the response's header
+// is read, DoContext returns ctx.Err() promptly, and when it ends while the
+// body is read, the body's Read fails with ctx.Err(); either way the
+// connection is closed, not pooled. (ctx ends the exchange by moving the
+// connection's deadline to the past, from context.AfterFunc: no goroutine
+// waits on it.) A response without Content-Type gets none (fasthttp would
+// report its default).
+func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline, _ := ctx.Deadline()
+	return p.do(ctx, req, resp, deadline)
+}
+
+// do is DoDeadline and DoContext: ctx may be nil, and a zero deadline is
+// none.
+func (p *fastPool) do(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
 	cc, err := p.acquire()
 	if err != nil {
 		return err
@@ -68,6 +99,10 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	if err := cc.SetDeadline(deadline); err != nil {
 		p.put(cc, true)
 		return err
+	}
+	var stop func() bool
+	if ctx != nil && ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, cc.interrupt)
 	}
 	req.URI().DisablePathNormalizing = true
 	bw := fastWriters.Get().(*bufio.Writer)
@@ -79,30 +114,33 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	bw.Reset(nil)
 	fastWriters.Put(bw)
 	if err != nil {
-		p.put(cc, true)
-		return fastErr(err)
+		return p.fail(ctx, stop, cc, err)
 	}
 	br := fastReaders.Get().(*bufio.Reader)
 	br.Reset(cc)
 	resp.Reset()
+	resp.Header.SetNoDefaultContentType(ctx != nil)
 	resp.SkipBody = true // the header only; the body is streamed below
 	err = resp.ReadLimitBody(br, 0)
 	resp.SkipBody = false
 	if err != nil {
 		putFastReader(br)
-		p.put(cc, true)
-		return fastErr(err)
+		return p.fail(ctx, stop, cc, err)
 	}
 	status := resp.StatusCode()
 	closeConn := req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
 	if cl == 0 || req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		putFastReader(br)
+		if stop != nil && !stop() {
+			closeConn = true // ctx ended meanwhile: the deadline is spoilt
+		}
 		p.put(cc, closeConn)
 		return nil
 	}
 	s := fastStreams.Get().(*fastStream)
 	s.p, s.cc, s.br, s.resp, s.closeConn = p, cc, br, resp, closeConn
+	s.ctx, s.stop = ctx, stop
 	s.body = fasthttp.AcquireResponse()
 	s.body.StreamBody = true
 	s.body.Header.SetContentLength(cl)
@@ -110,6 +148,22 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	s.r = s.body.BodyStream()
 	resp.SetBodyStream(s, cl)
 	return nil
+}
+
+// fail closes cc after the exchange failed with err, and returns the error
+// to report: ctx's when it ended (its interruption caused err), else err as
+// HostClient reports it.
+func (p *fastPool) fail(ctx context.Context, stop func() bool, cc *fastPoolConn, err error) error {
+	if stop != nil {
+		stop()
+	}
+	p.put(cc, true)
+	if ctx != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	return fastErr(err)
 }
 
 // fastErr is err as HostClient reports it.
@@ -266,6 +320,8 @@ type fastStream struct {
 	closeConn bool
 	eof       bool
 	failed    bool
+	ctx       context.Context // DoContext's; nil for DoDeadline
+	stop      func() bool     // stops ctx's interruption of cc; nil without
 }
 
 func (s *fastStream) Read(b []byte) (int, error) {
@@ -278,6 +334,9 @@ func (s *fastStream) Read(b []byte) (int, error) {
 		s.eof = true
 	case err != nil:
 		s.failed = true
+		if s.ctx != nil && s.ctx.Err() != nil {
+			err = s.ctx.Err() // the exchange was interrupted (DoContext)
+		}
 	}
 	return n, err
 }
@@ -287,6 +346,9 @@ func (s *fastStream) Close() error {
 		return nil
 	}
 	reuse := s.eof && !s.failed && !s.closeConn && !s.resp.ConnectionClose()
+	if s.stop != nil && !s.stop() {
+		reuse = false // ctx ended: cc's deadline is spoilt
+	}
 	_ = s.body.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.body)
 	putFastReader(s.br)
