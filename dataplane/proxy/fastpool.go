@@ -42,6 +42,17 @@ type fastPool struct {
 type fastPoolConn struct {
 	net.Conn
 	lastUse time.Time
+	werr    error // the last write's error: the upstream stopped reading
+}
+
+// Write is the connection's, remembering a failure (DoContext reads an
+// answer the upstream sent before it stopped reading).
+func (cc *fastPoolConn) Write(b []byte) (int, error) {
+	n, err := cc.Conn.Write(b)
+	if err != nil {
+		cc.werr = err
+	}
+	return n, err
 }
 
 // interruptedAt is a deadline in the past: set on a connection, it fails
@@ -113,22 +124,34 @@ func (p *fastPool) do(ctx context.Context, req *fasthttp.Request, resp *fasthttp
 	}
 	bw.Reset(nil)
 	fastWriters.Put(bw)
+	early := false
 	if err != nil {
-		return p.fail(ctx, stop, cc, err)
+		// An upstream may answer before it has read the whole request
+		// (413, 401) and close: its answer is read as net/http's client
+		// would. Only for DoContext, whose caller (net/http's server)
+		// deals with a request body left unread; and only when the
+		// connection refused the write, not the client's body its read.
+		if ctx == nil || cc.werr == nil || isTimeout(cc.werr) || ctx.Err() != nil {
+			return p.fail(ctx, stop, cc, err)
+		}
+		early = true
 	}
 	br := fastReaders.Get().(*bufio.Reader)
 	br.Reset(cc)
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(ctx != nil)
 	resp.SkipBody = true // the header only; the body is streamed below
-	err = resp.ReadLimitBody(br, 0)
+	rerr := resp.ReadLimitBody(br, 0)
 	resp.SkipBody = false
-	if err != nil {
+	if rerr != nil {
 		putFastReader(br)
+		if !early {
+			err = rerr
+		}
 		return p.fail(ctx, stop, cc, err)
 	}
 	status := resp.StatusCode()
-	closeConn := req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
+	closeConn := early || req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
 	if cl == 0 || req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		putFastReader(br)

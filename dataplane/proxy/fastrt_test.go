@@ -355,3 +355,27 @@ func TestFastForwardH2C(t *testing.T) {
 		t.Errorf("upstream accepted %d connections, want 1 (kept alive)", n)
 	}
 }
+
+// TestFastTransportEarlyAnswer: an upstream that answers before it has
+// read the request's body, and closes, has its answer relayed (as
+// net/http's client does), not a 502.
+func TestFastTransportEarlyAnswer(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		readRequestHead(t, br)
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbig")
+		c.Close() // unread data: the kernel resets the connection
+	})
+	ft := mustFastTransport(t, "http://"+up.addr)
+	body := bytes.Repeat([]byte("x"), 16<<20)
+	req, _ := http.NewRequest("POST", "http://"+up.addr+"/upload", bytes.NewReader(body))
+	resp, err := ft.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" || err != nil {
+		t.Errorf("got %d %q (%v), want 413 \"big\"", resp.StatusCode, b, err)
+	}
+}
