@@ -43,6 +43,22 @@ type fastPoolConn struct {
 	net.Conn
 	lastUse time.Time
 	werr    error // the last write's error: the upstream stopped reading
+	reused  bool  // kept alive for another exchange
+}
+
+// retryable reports whether req, which failed with err on cc before any
+// answer, may be sent again on a new connection (net/http's client's
+// rule): cc was kept alive from an earlier exchange, so the upstream may
+// have closed it meanwhile; err is no timeout; and req can be replayed
+// (no body stream) and is idempotent (GET, HEAD, OPTIONS, TRACE, or it
+// carries an Idempotency-Key).
+func retryable(cc *fastPoolConn, req *fasthttp.Request, err error) bool {
+	if !cc.reused || isTimeout(err) || req.IsBodyStream() {
+		return false
+	}
+	h := &req.Header
+	return h.IsGet() || h.IsHead() || h.IsOptions() || h.IsTrace() ||
+		len(h.Peek("Idempotency-Key")) > 0 || len(h.Peek("X-Idempotency-Key")) > 0
 }
 
 // Write is the connection's, remembering a failure (DoContext reads an
@@ -75,8 +91,11 @@ var errFastPoolFull = errors.New("no free connection to the upstream (too many o
 // resp's body stream (fastStream), which returns the connection to the
 // pool when closed after being read to its end, and closes it otherwise.
 // A write or read timeout is fasthttp.ErrTimeout; a connection the upstream
-// closed before answering, fasthttp.ErrConnectionClosed. Nothing is
-// retried (ReverseProxy does not retry either).
+// closed before answering, fasthttp.ErrConnectionClosed. A request that
+// failed so on a kept-alive connection (the upstream closed it while it
+// was idle) is sent again on a new connection when it is replayable and
+// idempotent (retryable), as net/http's client does; nothing else is
+// retried.
 func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
@@ -107,48 +126,67 @@ func (p *fastPool) do(ctx context.Context, req *fasthttp.Request, resp *fasthttp
 	if err != nil {
 		return err
 	}
-	if err := cc.SetDeadline(deadline); err != nil {
-		p.put(cc, true)
-		return err
-	}
-	var stop func() bool
-	if ctx != nil && ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, cc.interrupt)
-	}
 	req.URI().DisablePathNormalizing = true
-	bw := fastWriters.Get().(*bufio.Writer)
-	bw.Reset(cc)
-	err = req.Write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	bw.Reset(nil)
-	fastWriters.Put(bw)
-	early := false
-	if err != nil {
-		// An upstream may answer before it has read the whole request
-		// (413, 401) and close: its answer is read as net/http's client
-		// would. Only for DoContext, whose caller (net/http's server)
-		// deals with a request body left unread; and only when the
-		// connection refused the write, not the client's body its read.
-		if ctx == nil || cc.werr == nil || isTimeout(cc.werr) || ctx.Err() != nil {
+	var (
+		stop  func() bool
+		br    *bufio.Reader
+		early bool
+	)
+	for {
+		if err := cc.SetDeadline(deadline); err != nil {
+			p.put(cc, true)
+			return err
+		}
+		stop = nil
+		if ctx != nil && ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, cc.interrupt)
+		}
+		bw := fastWriters.Get().(*bufio.Writer)
+		bw.Reset(cc)
+		err = req.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		bw.Reset(nil)
+		fastWriters.Put(bw)
+		early = false
+		if err != nil && ctx != nil && cc.werr != nil && !isTimeout(cc.werr) && ctx.Err() == nil && !retryable(cc, req, err) {
+			// An upstream may answer before it has read the whole
+			// request (413, 401) and close: its answer is read as
+			// net/http's client would. Only for DoContext, whose caller
+			// (net/http's server) deals with a request body left unread;
+			// and only when the connection refused the write, not the
+			// client's body its read.
+			early, err = true, nil
+		}
+		if err == nil {
+			br = fastReaders.Get().(*bufio.Reader)
+			br.Reset(cc)
+			resp.Reset()
+			resp.Header.SetNoDefaultContentType(ctx != nil)
+			resp.SkipBody = true // the header only; the body is streamed below
+			err = resp.ReadLimitBody(br, 0)
+			resp.SkipBody = false
+			if err != nil {
+				putFastReader(br)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !retryable(cc, req, err) || ctx != nil && ctx.Err() != nil {
 			return p.fail(ctx, stop, cc, err)
 		}
-		early = true
-	}
-	br := fastReaders.Get().(*bufio.Reader)
-	br.Reset(cc)
-	resp.Reset()
-	resp.Header.SetNoDefaultContentType(ctx != nil)
-	resp.SkipBody = true // the header only; the body is streamed below
-	rerr := resp.ReadLimitBody(br, 0)
-	resp.SkipBody = false
-	if rerr != nil {
-		putFastReader(br)
-		if !early {
-			err = rerr
+		// A kept-alive connection the upstream had closed meanwhile
+		// (its idle timeout shorter than ours): a replayable request is
+		// sent again on a new connection, as net/http's client does.
+		if stop != nil {
+			stop()
 		}
-		return p.fail(ctx, stop, cc, err)
+		p.put(cc, true)
+		if cc, err = p.dialNew(); err != nil {
+			return err
+		}
 	}
 	status := resp.StatusCode()
 	closeConn := early || req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
@@ -218,6 +256,13 @@ func (p *fastPool) acquire() (*fastPoolConn, error) {
 		cc.Close()
 		p.mu.Lock()
 	}
+	p.mu.Unlock()
+	return p.dialNew()
+}
+
+// dialNew returns a new connection.
+func (p *fastPool) dialNew() (*fastPoolConn, error) {
+	p.mu.Lock()
 	if p.maxConns > 0 && p.open >= p.maxConns {
 		p.mu.Unlock()
 		return nil, errFastPoolFull
@@ -245,6 +290,7 @@ func (p *fastPool) put(cc *fastPoolConn, discard bool) {
 		return
 	}
 	cc.lastUse = time.Now()
+	cc.reused = true
 	p.idle = append(p.idle, cc)
 	if p.timer == nil {
 		p.arm(p.idleTimeout)

@@ -379,3 +379,51 @@ func TestFastTransportEarlyAnswer(t *testing.T) {
 		t.Errorf("got %d %q (%v), want 413 \"big\"", resp.StatusCode, b, err)
 	}
 }
+
+// TestFastTransportStaleConnection: a kept-alive connection the upstream
+// closed meanwhile costs an idempotent request nothing (it is sent again on
+// a new connection, as net/http's client does); a POST is not replayed.
+func TestFastTransportStaleConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc   string
+		method string
+		want   bool // answered
+	}{
+		{desc: "GET is sent again", method: "GET", want: true},
+		{desc: "POST is not", method: "POST", want: false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			gone := make(chan struct{}, 4)
+			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				readRequestHead(t, br)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				c.Close() // without saying so: the connection looks kept alive
+				gone <- struct{}{}
+			})
+			ft := mustFastTransport(t, "http://"+up.addr)
+			send := func(method string) (*http.Response, error) {
+				req, _ := http.NewRequest(method, "http://"+up.addr+"/", nil)
+				resp, err := ft.RoundTrip(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				return resp, err
+			}
+			if _, err := send("GET"); err != nil {
+				t.Fatalf("first request: %v", err)
+			}
+			<-gone
+			time.Sleep(20 * time.Millisecond) // the FIN reaches the pooled connection
+			resp, err := send(tc.method)
+			if tc.want && (err != nil || resp.StatusCode != 200) {
+				t.Errorf("%s on a stale connection: %v", tc.method, err)
+			}
+			if !tc.want && err == nil {
+				t.Errorf("%s on a stale connection was sent again", tc.method)
+			}
+		})
+	}
+}
