@@ -427,3 +427,48 @@ func TestFastTransportStaleConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestFastTransportFraming: bodies of every framing arrive whole, and
+// answers without one have none.
+func TestFastTransportFraming(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc     string
+		method   string
+		answer   string
+		wantBody string
+		wantCL   int64
+	}{
+		{desc: "length", method: "GET", answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", wantBody: "hello", wantCL: 5},
+		{desc: "chunked", method: "GET", answer: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", wantBody: "hello", wantCL: -1},
+		{desc: "until close", method: "GET", answer: "HTTP/1.1 200 OK\r\n\r\nhello", wantBody: "hello", wantCL: -1},
+		{desc: "HEAD keeps the length", method: "HEAD", answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", wantCL: 5},
+		{desc: "204", method: "GET", answer: "HTTP/1.1 204 No Content\r\n\r\n", wantCL: 0},
+		{desc: "interim answers skipped", method: "GET", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", wantBody: "ok", wantCL: 2},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				readRequestHead(t, br)
+				_, _ = io.WriteString(c, tc.answer)
+				if tc.desc == "until close" {
+					c.Close()
+				}
+			})
+			ft := mustFastTransport(t, "http://"+up.addr)
+			req, _ := http.NewRequest(tc.method, "http://"+up.addr+"/", nil)
+			resp, err := ft.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(b) != tc.wantBody || resp.ContentLength != tc.wantCL {
+				t.Errorf("body %q (%v), ContentLength %d; want %q, %d", b, err, resp.ContentLength, tc.wantBody, tc.wantCL)
+			}
+			if tc.desc == "interim answers skipped" && resp.Header["Link"] != nil {
+				t.Errorf("an interim answer's header reached the final one: %v", resp.Header)
+			}
+		})
+	}
+}
