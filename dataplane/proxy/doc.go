@@ -100,6 +100,11 @@
 // # Forwarding
 //
 // Forward uses httputil.ReverseProxy (Rewrite) with pooled 32 KiB buffers.
+// Its client for cleartext HTTP/1.1 targets is the origin's fastPool
+// (fastTransport: fasthttp's request writer and response parser, no
+// goroutine per connection or request), and net/http's Transport for h2c,
+// h2 and https targets and for every protocol switch (WebSocket); the
+// choice is made once, in target.roundTripper.
 // It sets X-Forwarded-For (the peer appended to the client's list),
 // X-Forwarded-Host and X-Forwarded-Proto, sends the target's host as Host,
 // passes a sane X-Request-Id through or generates one and returns it on the

@@ -170,7 +170,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		// header (appendFastHead).
 		hb := fastHeads.Get().(*fastHead)
 		hb.b = u.appendFastHead(hb.b[:0], ctx, fr, t, m)
-		err = t.fastClient().DoHead(hb.b, in.Header.IsHead(), resp, start.Add(u.timeout))
+		err = t.fastClient().DoHead(hb.b, &in.Header, resp, start.Add(u.timeout))
 		fastHeads.Put(hb)
 	} else {
 		req := fasthttp.AcquireRequest()

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -41,7 +42,59 @@ type fastPool struct {
 type fastPoolConn struct {
 	net.Conn
 	lastUse time.Time
+	werr    error // the last write's error: the upstream stopped reading
+	reused  bool  // kept alive for another exchange
 }
+
+// retryable reports whether req, which failed with err on cc before any
+// answer, may be sent again on a new connection (net/http's client's
+// rule): cc was kept alive from an earlier exchange, so the upstream may
+// have closed it meanwhile; err is no timeout; and req can be replayed
+// (no body stream) and is idempotent (GET, HEAD, OPTIONS, TRACE, or it
+// carries an Idempotency-Key).
+func retryable(cc *fastPoolConn, out fastOut, err error) bool {
+	if !cc.reused || isTimeout(err) {
+		return false
+	}
+	if out.req == nil {
+		return idempotent(out.header)
+	}
+	return !out.req.IsBodyStream() && idempotent(&out.req.Header)
+}
+
+// idempotent tells a request that may be sent twice: GET, HEAD, OPTIONS,
+// TRACE, or one that carries an Idempotency-Key.
+func idempotent(h *fasthttp.RequestHeader) bool {
+	return h.IsGet() || h.IsHead() || h.IsOptions() || h.IsTrace() ||
+		len(h.Peek("Idempotency-Key")) > 0 || len(h.Peek("X-Idempotency-Key")) > 0
+}
+
+// fastOut is a request as do sends it: req, or head, the request line and
+// header of a request without a body (appendFastHead), sent as they are.
+type fastOut struct {
+	req    *fasthttp.Request
+	head   []byte
+	header *fasthttp.RequestHeader // head's request as received (its method, for retryable)
+	isHead bool                    // a HEAD request: its answer has no body
+}
+
+// Write is the connection's, remembering a failure (DoContext reads an
+// answer the upstream sent before it stopped reading).
+func (cc *fastPoolConn) Write(b []byte) (int, error) {
+	n, err := cc.Conn.Write(b)
+	if err != nil {
+		cc.werr = err
+	}
+	return n, err
+}
+
+// interruptedAt is a deadline in the past: set on a connection, it fails
+// the reads and writes in progress at once.
+var interruptedAt = time.Unix(1, 0)
+
+// interrupt fails cc's reads and writes in progress and to come: the
+// exchange's context ended (DoContext). cc is not pooled after that.
+func (cc *fastPoolConn) interrupt() { _ = cc.SetDeadline(interruptedAt) }
 
 func newFastPool(addr string, dial func(string) (net.Conn, error), idleTimeout time.Duration, maxConns int) *fastPool {
 	return &fastPool{addr: addr, dial: dial, idleTimeout: idleTimeout, maxConns: maxConns}
@@ -55,70 +108,134 @@ var errFastPoolFull = errors.New("no free connection to the upstream (too many o
 // resp's body stream (fastStream), which returns the connection to the
 // pool when closed after being read to its end, and closes it otherwise.
 // A write or read timeout is fasthttp.ErrTimeout; a connection the upstream
-// closed before answering, fasthttp.ErrConnectionClosed. Nothing is
-// retried (ReverseProxy does not retry either).
+// closed before answering, fasthttp.ErrConnectionClosed. A request that
+// failed so on a kept-alive connection (the upstream closed it while it
+// was idle) is sent again on a new connection when it is replayable and
+// idempotent (retryable), as net/http's client does; nothing else is
+// retried.
 func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	return p.do(req, nil, req.Header.IsHead(), resp, deadline)
+	if !time.Now().Before(deadline) {
+		return fasthttp.ErrTimeout
+	}
+	return p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline)
 }
 
 // DoHead is DoDeadline for a request without a body given as its head: the
 // request line and header, final blank line included (appendFastHead),
-// sent as they are; isHead tells a HEAD request (no body in the answer).
-func (p *fastPool) DoHead(head []byte, isHead bool, resp *fasthttp.Response, deadline time.Time) error {
-	return p.do(nil, head, isHead, resp, deadline)
-}
-
-// do is DoDeadline for req, or DoHead for head when req is nil.
-func (p *fastPool) do(req *fasthttp.Request, head []byte, isHead bool, resp *fasthttp.Response, deadline time.Time) error {
+// sent as they are; in is the request as the client sent it (its method).
+func (p *fastPool) DoHead(head []byte, in *fasthttp.RequestHeader, resp *fasthttp.Response, deadline time.Time) error {
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
+	return p.do(nil, fastOut{head: head, header: in, isHead: in.IsHead()}, resp, deadline)
+}
+
+// DoContext is DoDeadline bounded by ctx (and by its deadline, when it has
+// one) instead of a deadline: when ctx ends before the response's header
+// is read, DoContext returns ctx.Err() promptly, and when it ends while the
+// body is read, the body's Read fails with ctx.Err(); either way the
+// connection is closed, not pooled. (ctx ends the exchange by moving the
+// connection's deadline to the past, from context.AfterFunc: no goroutine
+// waits on it.) A response without Content-Type gets none (fasthttp would
+// report its default).
+func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline, _ := ctx.Deadline()
+	return p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline)
+}
+
+// do is DoDeadline and DoContext: ctx may be nil, and a zero deadline is
+// none.
+func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response, deadline time.Time) error {
 	cc, err := p.acquire()
 	if err != nil {
 		return err
 	}
-	if err := cc.SetDeadline(deadline); err != nil {
-		p.put(cc, true)
-		return err
-	}
-	bw := fastWriters.Get().(*bufio.Writer)
-	bw.Reset(cc)
+	req := out.req
 	if req != nil {
 		req.URI().DisablePathNormalizing = true
-		err = req.Write(bw)
-	} else {
-		_, err = bw.Write(head)
 	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	bw.Reset(nil)
-	fastWriters.Put(bw)
-	if err != nil {
+	var (
+		stop  func() bool
+		br    *bufio.Reader
+		early bool
+	)
+	for {
+		if err := cc.SetDeadline(deadline); err != nil {
+			p.put(cc, true)
+			return err
+		}
+		stop = nil
+		if ctx != nil && ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, cc.interrupt)
+		}
+		bw := fastWriters.Get().(*bufio.Writer)
+		bw.Reset(cc)
+		if req != nil {
+			err = req.Write(bw)
+		} else {
+			_, err = bw.Write(out.head)
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		bw.Reset(nil)
+		fastWriters.Put(bw)
+		early = false
+		if err != nil && ctx != nil && cc.werr != nil && !isTimeout(cc.werr) && ctx.Err() == nil && !retryable(cc, out, err) {
+			// An upstream may answer before it has read the whole
+			// request (413, 401) and close: its answer is read as
+			// net/http's client would. Only for DoContext, whose caller
+			// (net/http's server) deals with a request body left unread;
+			// and only when the connection refused the write, not the
+			// client's body its read.
+			early, err = true, nil
+		}
+		if err == nil {
+			br = fastReaders.Get().(*bufio.Reader)
+			br.Reset(cc)
+			resp.Reset()
+			resp.Header.SetNoDefaultContentType(ctx != nil)
+			resp.SkipBody = true // the header only; the body is streamed below
+			err = resp.ReadLimitBody(br, 0)
+			resp.SkipBody = false
+			if err != nil {
+				putFastReader(br)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !retryable(cc, out, err) || ctx != nil && ctx.Err() != nil {
+			return p.fail(ctx, stop, cc, err)
+		}
+		// A kept-alive connection the upstream had closed meanwhile
+		// (its idle timeout shorter than ours): a replayable request is
+		// sent again on a new connection, as net/http's client does.
+		if stop != nil {
+			stop()
+		}
 		p.put(cc, true)
-		return fastErr(err)
-	}
-	br := fastReaders.Get().(*bufio.Reader)
-	br.Reset(cc)
-	resp.Reset()
-	resp.SkipBody = true // the header only; the body is streamed below
-	err = resp.ReadLimitBody(br, 0)
-	resp.SkipBody = false
-	if err != nil {
-		putFastReader(br)
-		p.put(cc, true)
-		return fastErr(err)
+		if cc, err = p.dialNew(); err != nil {
+			return err
+		}
 	}
 	status := resp.StatusCode()
-	closeConn := req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
+	closeConn := early || req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
-	if cl == 0 || isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+	if cl == 0 || out.isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		putFastReader(br)
+		if stop != nil && !stop() {
+			closeConn = true // ctx ended meanwhile: the deadline is spoilt
+		}
 		p.put(cc, closeConn)
 		return nil
 	}
 	s := fastStreams.Get().(*fastStream)
 	s.p, s.cc, s.br, s.resp, s.closeConn = p, cc, br, resp, closeConn
+	s.ctx, s.stop = ctx, stop
 	s.body = fasthttp.AcquireResponse()
 	s.body.StreamBody = true
 	s.body.Header.SetContentLength(cl)
@@ -126,6 +243,22 @@ func (p *fastPool) do(req *fasthttp.Request, head []byte, isHead bool, resp *fas
 	s.r = s.body.BodyStream()
 	resp.SetBodyStream(s, cl)
 	return nil
+}
+
+// fail closes cc after the exchange failed with err, and returns the error
+// to report: ctx's when it ended (its interruption caused err), else err as
+// HostClient reports it.
+func (p *fastPool) fail(ctx context.Context, stop func() bool, cc *fastPoolConn, err error) error {
+	if stop != nil {
+		stop()
+	}
+	p.put(cc, true)
+	if ctx != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	return fastErr(err)
 }
 
 // fastErr is err as HostClient reports it.
@@ -157,6 +290,13 @@ func (p *fastPool) acquire() (*fastPoolConn, error) {
 		cc.Close()
 		p.mu.Lock()
 	}
+	p.mu.Unlock()
+	return p.dialNew()
+}
+
+// dialNew returns a new connection.
+func (p *fastPool) dialNew() (*fastPoolConn, error) {
+	p.mu.Lock()
 	if p.maxConns > 0 && p.open >= p.maxConns {
 		p.mu.Unlock()
 		return nil, errFastPoolFull
@@ -184,6 +324,7 @@ func (p *fastPool) put(cc *fastPoolConn, discard bool) {
 		return
 	}
 	cc.lastUse = time.Now()
+	cc.reused = true
 	p.idle = append(p.idle, cc)
 	if p.timer == nil {
 		p.arm(p.idleTimeout)
@@ -282,6 +423,8 @@ type fastStream struct {
 	closeConn bool
 	eof       bool
 	failed    bool
+	ctx       context.Context // DoContext's; nil for DoDeadline
+	stop      func() bool     // stops ctx's interruption of cc; nil without
 }
 
 func (s *fastStream) Read(b []byte) (int, error) {
@@ -294,6 +437,9 @@ func (s *fastStream) Read(b []byte) (int, error) {
 		s.eof = true
 	case err != nil:
 		s.failed = true
+		if s.ctx != nil && s.ctx.Err() != nil {
+			err = s.ctx.Err() // the exchange was interrupted (DoContext)
+		}
 	}
 	return n, err
 }
@@ -303,6 +449,9 @@ func (s *fastStream) Close() error {
 		return nil
 	}
 	reuse := s.eof && !s.failed && !s.closeConn && !s.resp.ConnectionClose()
+	if s.stop != nil && !s.stop() {
+		reuse = false // ctx ended: cc's deadline is spoilt
+	}
 	_ = s.body.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.body)
 	putFastReader(s.br)

@@ -27,7 +27,10 @@ type Settings struct {
 	// default 10s.
 	TLSHandshakeTimeout time.Duration
 	// MaxResponseHeaderBytes caps an upstream's response header; default
-	// 1 MiB. A larger header is a transport error (502).
+	// 1 MiB. A larger header is a transport error (502). It applies to
+	// net/http's transports (h2c, h2 and https targets, WebSocket
+	// handshakes); cleartext HTTP/1.1 targets are read by fastPool, whose
+	// cap is MaxHeaderBytes (64 KiB) on both engines.
 	MaxResponseHeaderBytes int64
 	// TLSClientConfig is used for https targets; nil means the system roots.
 	TLSClientConfig *tls.Config

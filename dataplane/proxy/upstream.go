@@ -148,7 +148,7 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		}
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
-			Transport:      t.origin.rt,
+			Transport:      t.roundTripper(), // fastrt.go
 			BufferPool:     tr.buffers,
 			ErrorLog:       errLog,
 			ErrorHandler:   u.errorHandler,
