@@ -413,8 +413,15 @@ func TestEtcdReconnects(t *testing.T) {
 	rec.wantVersion(1)
 	waitFor(t, "connected", func() bool { return s.Status().State == StateConnected })
 
-	te.Stop()
-	waitFor(t, "reconnecting", func() bool { return s.Status().State == StateReconnecting })
+	te.Stop() // about 5 s: the server waits for the open watch stream
+	stopped := time.Now()
+	waitFor(t, "reconnecting", func() bool {
+		st := s.Status()
+		if time.Since(stopped) > 9*time.Second {
+			t.Logf("still %+v %v after etcd stopped", st, time.Since(stopped))
+		}
+		return st.State == StateReconnecting
+	})
 	if st := s.Status(); st.Version != 1 || st.LastError == "" {
 		t.Errorf("status while etcd is down: %+v", st)
 	}
