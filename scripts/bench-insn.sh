@@ -39,60 +39,12 @@ trap cleanup EXIT INT TERM
 
 go build -o "$work/bareproxy" ./dataplane/internal/cmd/bareproxy
 mkdir -p "$work/up" "$work/ngx"
-cat >"$work/up/nginx.conf" <<EOT
-worker_processes 1;
-error_log $work/up/error.log warn;
-pid $work/up/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  server {
-    listen 127.0.0.1:$UP;
-    keepalive_requests 1000000;
-    location / { default_type text/plain; return 200 "hello, world\n"; }
-  }
-}
-EOT
+bench_upstream_conf "$work/up" "$UP"
 # One nginx process (no master, one worker) so that callgrind follows it.
-cat >"$work/ngx/nginx.conf" <<EOT
-master_process off;
+bench_proxy_conf "$work/ngx" "$UP" "master_process off;
 daemon off;
-worker_processes 1;
-error_log $work/ngx/error.log warn;
-pid $work/ngx/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
-  upstream up { server 127.0.0.1:$UP; keepalive 256; }
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$PX;
-    location / {
-      limit_req zone=perip burst=1000000 nodelay;
-      proxy_pass http://up;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-    }
-  }
-}
-EOT
-cat >"$work/rules.yaml" <<EOT
-namespace: bench
-routes:
-  - id: all
-    match: {pathPrefix: /}
-    upstream: {targets: [{url: "http://127.0.0.1:$UP"}]}
-limits:
-  - id: per-ip
-    key: [ip]
-    algorithm: token_bucket
-    rate: 1000000
-    period: 1s
-    burst: 1000000
-EOT
+worker_processes 1;" "    listen 127.0.0.1:$PX;"
+bench_rules "$work/rules.yaml" "$UP"
 nginx -p "$work/up" -c "$work/up/nginx.conf" -g 'daemon off;' & pids+=($!)
 
 declare -A insn

@@ -97,3 +97,77 @@ ensure_chromium() {
 	fi
 	[ -x "$CHROMIUM" ] || die "the console's end-to-end tests need Chromium at $CHROMIUM: install the Debian package chromium (apt-get install chromium)"
 }
+
+# The proxy benchmarks (bench-proxy.sh, bench-insn.sh, bench-engine-ab.sh)
+# compare the gateway with nginx on the same upstream and the same limit;
+# these write that setup once.
+
+# bench_upstream_conf DIR PORT writes DIR/nginx.conf: one nginx worker on
+# 127.0.0.1:PORT answering every request with a fixed 13-byte body.
+bench_upstream_conf() {
+	cat >"$1/nginx.conf" <<EOT
+worker_processes 1;
+error_log $1/error.log warn;
+pid $1/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$2;
+    keepalive_requests 1000000;
+    location / { default_type text/plain; return 200 "hello, world\n"; }
+  }
+}
+EOT
+}
+
+# bench_proxy_conf DIR UPSTREAM_PORT PROCESS LISTEN [HTTP] writes
+# DIR/nginx.conf: nginx as the gateway's peer, proxy_pass to the upstream
+# with keep-alive, a non-rejecting per-IP limit_req and X-Forwarded-For and
+# -Proto set. PROCESS is the top-level lines (worker_processes, ...), LISTEN
+# the server's listen lines, HTTP more lines for the http block (TLS files).
+bench_proxy_conf() {
+	cat >"$1/nginx.conf" <<EOT
+$3
+error_log $1/error.log warn;
+pid $1/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+  upstream up { server 127.0.0.1:$2; keepalive 256; }
+  keepalive_requests 1000000;
+${5:-}
+  server {
+$4
+    location / {
+      limit_req zone=perip burst=1000000 nodelay;
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+    }
+  }
+}
+EOT
+}
+
+# bench_rules FILE UPSTREAM_PORT writes the gateway's rules: one route to the
+# upstream and the per-IP token bucket matching bench_proxy_conf's limit_req.
+bench_rules() {
+	cat >"$1" <<EOT
+namespace: bench
+routes:
+  - id: all
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: "http://127.0.0.1:$2"}]}
+limits:
+  - id: per-ip
+    key: [ip]
+    algorithm: token_bucket
+    rate: 1000000
+    period: 1s
+    burst: 1000000
+EOT
+}
