@@ -352,11 +352,15 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 }
 
 // transitionEvents are the degrade and breaker transitions and the apply
-// errors r counts beyond base, one event per rule and (from, to) pair.
+// errors r counts beyond base, one event per rule and (from, to) pair. An
+// event's key is the node's boot and the pair's count after it (not the
+// report it was first seen in), so that replicas that saw different reports
+// of a node (one saw every report, another only the newest) store a
+// transition once.
 func transitionEvents(ns string, base, r *api.Report) []*Event {
 	var evs []*Event
-	key := func(kind EventKind, rule, from, to string) string {
-		return string(kind) + "/" + r.NodeID + "/" + r.BootID + "/" + strconv.FormatInt(r.Seq, 10) + "/" + rule + "/" + from + "/" + to
+	key := func(kind EventKind, rule, from, to string, count int64) string {
+		return string(kind) + "/" + r.NodeID + "/" + r.BootID + "/" + rule + "/" + from + "/" + to + "/" + strconv.FormatInt(count, 10)
 	}
 	emit := func(kind EventKind, rule string, prev, now []api.Transition) {
 		was := map[[2]string]int64{}
@@ -367,7 +371,7 @@ func transitionEvents(ns string, base, r *api.Report) []*Event {
 			if d := t.Count - was[[2]string{t.From, t.To}]; d > 0 {
 				detail, _ := json.Marshal(map[string]any{"count": d, "bootId": r.BootID, "seq": r.Seq})
 				evs = append(evs, &Event{Namespace: ns, At: r.At, Kind: kind, Node: r.NodeID, Rule: rule, From: t.From, To: t.To,
-					Version: r.Version, Detail: detail, Key: key(kind, rule, t.From, t.To)})
+					Version: r.Version, Detail: detail, Key: key(kind, rule, t.From, t.To, t.Count)})
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -223,5 +224,28 @@ func TestP99(t *testing.T) {
 		if got := P99(bounds, tc.counts); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("P99(%v) = %v, want %v", tc.counts, got, tc.want)
 		}
+	}
+}
+
+// TestTransitionEventKeys: a transition has one key whichever report a
+// replica first saw it in, so that a replica that saw every report and one
+// that saw only the newest store it once.
+func TestTransitionEventKeys(t *testing.T) {
+	rep := func(seq int64, tr ...api.Transition) *api.Report {
+		return &api.Report{NodeID: "gw-1", BootID: "b1", Seq: seq, Degrades: []api.DegradeState{{Rule: "coupon", Transitions: tr}}}
+	}
+	up, down := api.Transition{From: "0", To: "1", Count: 1}, api.Transition{From: "1", To: "0", Count: 1}
+	r1, r2, r3 := rep(1), rep(2, up), rep(3, up, down)
+	keys := func(evs []*Event) map[string]bool {
+		m := map[string]bool{}
+		for _, e := range evs {
+			m[e.Key] = true
+		}
+		return m
+	}
+	stepwise := keys(append(transitionEvents("shop", r1, r2), transitionEvents("shop", r2, r3)...))
+	coalesced := keys(transitionEvents("shop", r1, r3))
+	if len(stepwise) != 2 || !reflect.DeepEqual(stepwise, coalesced) {
+		t.Fatalf("keys seen report by report %v, seen at once %v", stepwise, coalesced)
 	}
 }

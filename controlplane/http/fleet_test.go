@@ -259,21 +259,40 @@ func TestFleetEventsOnce(t *testing.T) {
 	var v sluice.Version
 	ap.must(http.StatusCreated, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/publish", ch.ID), nil).decode(t, &v)
 
+	type evs struct {
+		Items []sluice.Event `json:"items"`
+		Next  int64          `json:"next"`
+	}
+	// waitKind waits until the events hold one of kind: a node reports about
+	// once a second, so a replica sees each report before the next (put
+	// back to back, a replica that starts late sees only the last, and no
+	// transition is before it).
+	waitKind := func(kind sluice.EventKind) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var got evs
+			admin.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/events?kind="+string(kind), nil).decode(t, &got)
+			if len(got.Items) > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s event", kind)
+			}
+		}
+	}
 	now := time.Now()
 	r1 := report("gw-1", "boot1", 1, now.Add(-2*time.Second), v.Number, 1, 0)
 	f.put(t, "shop", r1, true)
+	waitKind(sluice.EventNodeJoined)
 	r2 := report("gw-1", "boot1", 2, now.Add(-time.Second), v.Number, 2, 0)
 	r2.Degrades[0] = api.DegradeState{Rule: "coupon", Level: 1, Transitions: []api.Transition{{From: "0", To: "1", Count: 1}}}
 	f.put(t, "shop", r2, true)
+	waitKind(sluice.EventDegrade)
 	r3 := report("gw-1", "boot1", 3, now, v.Number, 3, 0)
 	r3.Degrades[0] = api.DegradeState{Rule: "coupon", Level: 0, Transitions: []api.Transition{{From: "0", To: "1", Count: 1}, {From: "1", To: "0", Count: 1}}}
 	r3.ApplyErrors, r3.LastApplyError = 1, "version 9: limits[0].rate: must be > 0"
 	f.put(t, "shop", r3, true)
 
-	type evs struct {
-		Items []sluice.Event `json:"items"`
-		Next  int64          `json:"next"`
-	}
 	var got evs
 	deadline := time.Now().Add(10 * time.Second)
 	for {
