@@ -413,7 +413,7 @@ func TestEtcdReconnects(t *testing.T) {
 	rec.wantVersion(1)
 	waitFor(t, "connected", func() bool { return s.Status().State == StateConnected })
 
-	te.Stop() // about 5 s: the server waits for the open watch stream
+	te.Stop()
 	stopped := time.Now()
 	waitFor(t, "reconnecting", func() bool {
 		st := s.Status()

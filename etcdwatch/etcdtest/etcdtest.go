@@ -142,6 +142,10 @@ func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.e != nil {
+		// As a crash does: the server stops at once. (Close alone waits
+		// up to 5 s for open streams, and meanwhile keeps answering the
+		// watches of clients that are meant to see etcd gone.)
+		s.e.Server.HardStop()
 		s.e.Close()
 		s.e = nil
 	}
