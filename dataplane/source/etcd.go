@@ -372,7 +372,8 @@ func (e *Etcd) Start(ctx context.Context, apply Apply) error {
 	rev, kvs, listErr := e.list(lctx)
 	cancel()
 	if listErr == nil {
-		e.take(ctx, apply, rev, kvs)
+		e.take(ctx, apply, kvs)
+		e.setRevision(rev)
 		if cand, canary, ok := e.effective(ctx, apply); ok {
 			if err := e.emit(ctx, apply, cand, canary); err == nil {
 				e.started, e.startRev = true, rev
@@ -438,13 +439,14 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			e.lists.Add(1)
 			e.refused = "" // a document apply refused gets one more try per list
 			e.setState(StateConnected)
-			e.take(ctx, apply, rev, kvs)
+			e.take(ctx, apply, kvs)
 			e.converge(ctx, apply)
+			e.setRevision(rev)
 			return nil
 		},
 		Changed: func(ctx context.Context, rev int64, evs []*clientv3.Event) error {
-			e.setRevision(rev)
 			if len(evs) == 0 {
+				e.setRevision(rev) // progress: nothing changed up to rev
 				return nil
 			}
 			// The ruleset and canary keys are followed by one etcd watch
@@ -458,8 +460,9 @@ func (e *Etcd) Run(ctx context.Context, apply Apply) error {
 			if err != nil {
 				return fmt.Errorf("reading the rule set and canary after a change: %w", err)
 			}
-			e.take(ctx, apply, max(rev, readRev), kvs)
+			e.take(ctx, apply, kvs)
 			e.converge(ctx, apply)
+			e.setRevision(max(rev, readRev))
 			return nil
 		},
 		Broken: func(err error) {
@@ -508,9 +511,10 @@ func (e *Etcd) read(ctx context.Context) (int64, [][]*mvccpb.KeyValue, error) {
 	return resp.Header.GetRevision(), kvs, nil
 }
 
-// take records a list's values.
-func (e *Etcd) take(ctx context.Context, apply Apply, rev int64, kvs [][]*mvccpb.KeyValue) {
-	e.setRevision(rev)
+// take records a list's values. The caller sets the status's revision
+// once what the values change is applied (converge), so that a status at a
+// revision shows that revision's effective document.
+func (e *Etcd) take(ctx context.Context, apply Apply, kvs [][]*mvccpb.KeyValue) {
 	first := func(i int) *mvccpb.KeyValue {
 		if i < len(kvs) && len(kvs[i]) > 0 {
 			return kvs[i][0]
