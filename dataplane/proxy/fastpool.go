@@ -130,8 +130,8 @@ func (p *fastPool) DoHead(head []byte, in *fasthttp.RequestHeader, resp *fasthtt
 	return p.do(nil, fastOut{head: head, header: in, isHead: in.IsHead()}, resp, deadline)
 }
 
-// DoContext is DoDeadline bounded by ctx (and by its deadline, when it has
-// one) instead of a deadline: when ctx ends before the response's header
+// DoContext is DoDeadline bounded by ctx (its end, its deadline among
+// them) instead of a deadline: when ctx ends before the response's header
 // is read, DoContext returns ctx.Err() promptly, and when it ends while the
 // body is read, the body's Read fails with ctx.Err(); either way the
 // connection is closed, not pooled. (ctx ends the exchange by moving the
@@ -142,8 +142,10 @@ func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *f
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	deadline, _ := ctx.Deadline()
-	return p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline)
+	// No deadline on the connection from ctx's: it could fire a moment
+	// before ctx ends and read as the upstream's timeout; ctx's end
+	// interrupts the exchange, and is what the caller then sees.
+	return p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{})
 }
 
 // do is DoDeadline and DoContext: ctx may be nil, and a zero deadline is
