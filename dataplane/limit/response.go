@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
@@ -46,17 +47,10 @@ func setHeaders(h http.Header, ru *rule, d Decision) {
 	// One string holds the RateLimit value; remaining and reset are
 	// substrings of it, so the five values cost two allocations (that
 	// string and their one backing array), not five.
-	rl := make([]byte, 0, 64)
-	rl = strconv.AppendQuote(rl, ru.l.ID)
-	rl = append(rl, ";r="...)
-	r0 := len(rl)
-	rl = strconv.AppendInt(rl, max(d.Remaining, 0), 10)
-	r1 := len(rl)
-	rl = append(rl, ";t="...)
-	t0 := len(rl)
-	rl = strconv.AppendInt(rl, ceilSeconds(d.Reset, 0), 10)
-	all := string(rl)
-	remaining, reset := all[r0:r1], all[t0:]
+	var buf [96]byte
+	b, r1, t0 := appendRateLimit(buf[:0], ru, d)
+	all := string(b)
+	remaining, reset := all[len(ru.quotedID)+3:r1], all[t0:]
 	rateLimit := all
 	if ru.window == 0 {
 		rateLimit = all[:r1] // no window: no t
@@ -69,6 +63,45 @@ func setHeaders(h http.Header, ru *rule, d Decision) {
 	h[hdrXRemaining] = vs[3:4:4]
 	h[hdrXReset] = vs[4:5:5]
 }
+
+// appendRateLimit appends the RateLimit value of ru's decision d with its t
+// (`"<id>";r=<remaining>;t=<reset>`) to dst; remaining ends at r1 and reset
+// starts at t0 (remaining starts after the id and ";r=").
+func appendRateLimit(dst []byte, ru *rule, d Decision) (b []byte, r1, t0 int) {
+	b = append(dst, ru.quotedID...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	r1 = len(b)
+	b = append(b, ";t="...)
+	t0 = len(b)
+	return strconv.AppendInt(b, ceilSeconds(d.Reset, 0), 10), r1, t0
+}
+
+// headerAdder is a response writer that takes header fields as bytes,
+// copied at once, beside its Header map (the fasthttp engine's exchange,
+// whose fields go to the engine's response without a map in between).
+type headerAdder interface {
+	AddHeader(name string, value []byte)
+}
+
+// addHeaders is setHeaders for a headerAdder: the same fields, built on the
+// stack, with no allocation.
+func addHeaders(a headerAdder, ru *rule, d Decision) {
+	var buf [96]byte
+	b, r1, t0 := appendRateLimit(buf[:0], ru, d)
+	rateLimit := b
+	if ru.window == 0 {
+		rateLimit = b[:r1] // no window: no t
+	}
+	a.AddHeader(hdrPolicy, s2b(ru.policy))
+	a.AddHeader(hdrRateLimit, rateLimit)
+	a.AddHeader(hdrXLimit, s2b(ru.quotaStr))
+	a.AddHeader(hdrXRemaining, b[len(ru.quotedID)+3:r1])
+	a.AddHeader(hdrXReset, b[t0:])
+}
+
+// s2b is the bytes of s without a copy, for AddHeader, which copies them.
+func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // problem is the application/problem+json body (RFC 9457) of a rejection.
 type problem struct {

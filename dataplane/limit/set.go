@@ -114,7 +114,8 @@ type rule struct {
 	policy   string // RateLimit-Policy item
 	quota    int64  // q of the policy: the rate over w whole seconds
 	quotaStr string
-	window   int64 // w of the policy in seconds; 0 for concurrency
+	quotedID string // the id as a Structured Fields String (RateLimit's item)
+	window   int64  // w of the policy in seconds; 0 for concurrency
 
 	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
 
@@ -325,7 +326,8 @@ func (ru *rule) setPolicy(p params) {
 		}
 	}
 	ru.quotaStr = strconv.FormatInt(ru.quota, 10)
-	ru.policy = strconv.Quote(ru.l.ID) + ";q=" + ru.quotaStr
+	ru.quotedID = strconv.Quote(ru.l.ID)
+	ru.policy = ru.quotedID + ";q=" + ru.quotaStr
 	if ru.window > 0 {
 		ru.policy += ";w=" + strconv.FormatInt(ru.window, 10)
 	}
@@ -595,7 +597,11 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 		}
 	}
 	if best != nil {
-		setHeaders(w.Header(), best, bestD)
+		if a, ok := w.(headerAdder); ok {
+			addHeaders(a, best, bestD)
+		} else {
+			setHeaders(w.Header(), best, bestD)
+		}
 	}
 	if conc == 0 {
 		return noop, true

@@ -163,14 +163,19 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
 	}
 	var body *fastReqBody
-	resp := fasthttp.AcquireResponse()
+	// The upstream's answer is read straight into the client's response
+	// (doInto): its header parsed once, in place, then cleaned of what must
+	// not pass (scrubFastResponse).
+	out := &ctx.Response
+	clientClose := out.ConnectionClose()
+	var s *fastStream
 	var err error
 	if !upgrade && !FastHasBody(&in.Header) {
 		// No body: the head is written in one pass over the client's raw
 		// header (appendFastHead).
 		hb := fastHeads.Get().(*fastHead)
 		hb.b = u.appendFastHead(hb.b[:0], ctx, fr, t, m)
-		err = t.fastClient().DoHead(hb.b, &in.Header, resp, start.Add(u.timeout))
+		s, err = t.fastClient().doInto(fastOut{head: hb.b, header: &in.Header, isHead: in.Header.IsHead()}, out, start.Add(u.timeout))
 		fastHeads.Put(hb)
 	} else {
 		req := fasthttp.AcquireRequest()
@@ -190,11 +195,11 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 				req.SetBodyRaw(in.Body())
 			}
 		}
-		err = t.fastClient().DoDeadline(req, resp, start.Add(u.timeout))
+		s, err = t.fastClient().doInto(fastOut{req: req, isHead: req.Header.IsHead()}, out, start.Add(u.timeout))
 	}
 	o := Outcome{}
 	if err != nil {
-		fasthttp.ReleaseResponse(resp)
+		resetFastResponse(out, clientClose)
 		o.Err = err
 		if body != nil {
 			// The client's body may be half read: the connection cannot
@@ -224,73 +229,122 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 			"timeout", o.Timeout, "err", err)
 		return o
 	}
-	status := resp.StatusCode()
+	status := out.StatusCode()
 	if status == http.StatusSwitchingProtocols || status < 200 && status != 0 {
-		// Only a requested WebSocket may switch (forwardUpgradeFast).
-		resp.SetConnectionClose()
-		_ = resp.CloseBodyStream()
-		fasthttp.ReleaseResponse(resp)
+		// Only a requested WebSocket may switch (forwardUpgradeFast). (The
+		// pool closed the connection: a 1xx has no body to stream.)
+		if s != nil {
+			s.discard()
+			_ = s.Close()
+		}
+		resetFastResponse(out, true)
 		ctx.SetConnectionClose()
 		WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
 		return Outcome{Status: http.StatusBadGateway, Err: errFastSwitch, Duration: time.Since(start)}
 	}
-	relayFastResponse(ctx, resp, fr.RequestID)
-	out := &ctx.Response
-	out.SetStatusCode(status)
-	bs := resp.BodyStream()
-	hasBody := bs != nil && !in.Header.IsHead() && status != http.StatusNoContent && status != http.StatusNotModified
-	if cl := resp.Header.ContentLength(); hasBody && cl >= 0 && cl <= smallBody {
+	scrubFastResponse(out, clientClose)
+	if s == nil {
+		// No body (HEAD, 204, 304, or an empty one): a HEAD's answer keeps
+		// the upstream's Content-Length.
+		out.SkipBody = in.Header.IsHead()
+		return Outcome{Status: status, Duration: time.Since(start)}
+	}
+	if cl := s.cl; cl >= 0 && cl <= smallBody {
 		// A small body of known length is read here and sent with the
 		// header in one write; the upstream connection goes back at once.
 		buf := smallBufs.Get().(*[smallBody]byte)
-		_, err := io.ReadFull(bs, buf[:cl])
+		_, err := io.ReadFull(s, buf[:cl])
 		if err != nil {
-			resp.SetConnectionClose()
-		} else {
-			out.SetBody(buf[:cl]) // copied
+			s.discard()
 		}
-		smallBufs.Put(buf)
-		_ = resp.CloseBodyStream()
-		fasthttp.ReleaseResponse(resp)
+		_ = s.Close()
 		if err != nil {
+			smallBufs.Put(buf)
 			// Cut off before anything was sent: a failed exchange.
-			out.ResetBody()
-			out.Header.Reset()
+			resetFastResponse(out, true)
 			ctx.SetConnectionClose()
-			x := isTimeout(err)
-			if x {
+			if isTimeout(err) {
 				WriteProblemID(w, fr.Header, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 				return Outcome{Status: http.StatusGatewayTimeout, Err: err, Timeout: true, Duration: time.Since(start)}
 			}
 			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 			return Outcome{Status: http.StatusBadGateway, Err: err, Duration: time.Since(start)}
 		}
+		out.SetBody(buf[:cl]) // copied
+		smallBufs.Put(buf)
 		return Outcome{Status: status, Duration: time.Since(start)}
 	}
-	if hasBody {
-		cl := resp.Header.ContentLength()
-		if cl < -1 {
-			cl = -1
-		}
-		rb := fastRespBodies.Get().(*fastRespBody)
-		rb.r, rb.resp, rb.conn, rb.timeout = bs, resp, ctx.Conn(), u.writeTimeout
-		rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
-		if fr.Release != nil {
-			rb.release, *fr.Release = *fr.Release, nil
-		}
-		out.SetBodyStream(rb, cl)
-		return Outcome{Status: status, Duration: time.Since(start), streamed: fr.bal != nil}
-	} else {
-		if in.Header.IsHead() {
-			out.SkipBody = true
-			if cl := resp.Header.ContentLength(); cl >= 0 {
-				out.Header.SetContentLength(cl)
+	cl := s.cl
+	if cl < -1 {
+		cl = -1
+	}
+	rb := fastRespBodies.Get().(*fastRespBody)
+	rb.r, rb.s, rb.cl, rb.conn, rb.timeout = s, s, cl, ctx.Conn(), u.writeTimeout
+	rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
+	if fr.Release != nil {
+		rb.release, *fr.Release = *fr.Release, nil
+	}
+	out.SetBodyStream(rb, cl)
+	return Outcome{Status: status, Duration: time.Since(start), streamed: fr.bal != nil}
+}
+
+// resetFastResponse empties the client's response of what doInto read into
+// it, for the gateway to answer instead; close tells whether the client's
+// connection is to close after the answer (as it was set before doInto, or
+// from now on).
+func resetFastResponse(out *fasthttp.Response, close bool) {
+	out.ResetBody()
+	out.Header.Reset()
+	out.Header.SetNoDefaultContentType(true) // the engine's setting (the gateway sets its own)
+	out.SkipBody = false
+	if close {
+		out.SetConnectionClose()
+	}
+}
+
+// scrubFastResponse cleans the upstream's answer doInto read into the
+// client's response: hop-by-hop fields and the names its Connection lists go
+// (RFC 9110 §7.6.1), with the upstream's X-Request-Id (the gateway sets the
+// client's, once) and its protocol version and reason phrase (the client's
+// status line is the gateway's: HTTP/1.1 and the status's standard
+// phrase); the upstream's Connection: close is its own connection's, not
+// the client's (clientClose is whether the client's was to close). Its Date
+// is replaced by the engine's, and Content-Length and Transfer-Encoding
+// follow the body the engine writes.
+func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
+	h := &out.Header
+	if h.ConnectionClose() {
+		h.ResetConnectionClose()
+	}
+	var del [8][]byte
+	n := 0
+	for k, v := range h.All() {
+		if len(k) == len(strConnection) && string(k) == "Connection" {
+			// Its tokens name hop-by-hop fields too.
+			for len(v) > 0 && n < len(del)-1 {
+				var tok []byte
+				tok, v, _ = bytes.Cut(v, []byte{','})
+				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+					del[n] = tok
+					n++
+				}
 			}
 		}
-		_ = resp.CloseBodyStream()
-		fasthttp.ReleaseResponse(resp)
+		if n < len(del) && (string(k) == api.HeaderRequestID || hopIndex(k) >= 0) {
+			del[n] = k
+			n++
+		}
 	}
-	return Outcome{Status: status, Duration: time.Since(start)}
+	for _, k := range del[:n] {
+		h.DelBytes(k)
+	}
+	if len(h.Protocol()) > 0 && string(h.Protocol()) != "HTTP/1.1" || len(h.StatusMessage()) > 0 {
+		h.SetProtocol(nil)
+		h.SetStatusMessage(nil)
+	}
+	if clientClose {
+		h.SetConnectionClose()
+	}
 }
 
 // smallBody is the largest response body of known length ForwardFast reads
@@ -478,51 +532,6 @@ type fastURI struct{ b []byte }
 
 var fastURIs = sync.Pool{New: func() any { return &fastURI{b: make([]byte, 0, 256)} }}
 
-// relayFastResponse copies the upstream's response header into the client's,
-// less hop-by-hop fields and the upstream's own X-Request-Id (the client gets
-// the gateway's, once).
-func relayFastResponse(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, id string) {
-	out := &ctx.Response.Header
-	// The upstream's names were normalized as its answer was parsed, and
-	// the gateway's own are canonical: none needs normalizing again.
-	out.DisableNormalizing()
-	var drop [8][]byte
-	n := 0
-	for _, c := range resp.Header.PeekAll("Connection") {
-		for len(c) > 0 && n < len(drop) {
-			var tok []byte
-			tok, c, _ = bytes.Cut(c, []byte{','})
-			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
-				drop[n] = tok
-				n++
-			}
-		}
-	}
-	for k, v := range resp.Header.All() {
-		if skipResponseHeader(k, drop[:n]) {
-			continue
-		}
-		out.AddBytesKV(k, v)
-	}
-	out.Set(api.HeaderRequestID, id)
-}
-
-func skipResponseHeader(k []byte, drop [][]byte) bool {
-	switch string(k) {
-	case "Content-Length", "Date", api.HeaderRequestID:
-		return true
-	}
-	if hopIndex(k) >= 0 {
-		return true
-	}
-	for _, d := range drop {
-		if bytes.EqualFold(k, d) {
-			return true
-		}
-	}
-	return false
-}
-
 // fastReqBody is the client's request body as the upstream client reads it:
 // each read first renews the client connection's read deadline (at most
 // every quarter of the timeout), so a body that stops arriving fails after
@@ -562,7 +571,8 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 // the body ended to release (FastRequest.Release).
 type fastRespBody struct {
 	r       io.Reader
-	resp    *fasthttp.Response
+	s       *fastStream // the upstream's body (doInto's), closed with it
+	cl      int         // its length, -1 for unknown
 	conn    net.Conn
 	timeout time.Duration
 	last    time.Time
@@ -596,17 +606,16 @@ func (b *fastRespBody) Read(p []byte) (int, error) {
 }
 
 func (b *fastRespBody) Close() error {
-	if b.resp == nil {
+	if b.s == nil {
 		return nil
 	}
 	end := b.err
-	if cl := b.resp.Header.ContentLength(); end == nil && !b.eof && (cl < 0 || b.n < cl) {
+	if cl := b.cl; end == nil && !b.eof && (cl < 0 || b.n < cl) {
 		// The engine stopped writing the body before its end: its write
 		// to the client failed (gone, or writeTimeout).
 		end = ErrClientStopped
 	}
-	err := b.resp.CloseBodyStream()
-	fasthttp.ReleaseResponse(b.resp)
+	err := b.s.Close()
 	if !b.last.IsZero() {
 		// The connection's next request starts without this one's
 		// deadline (the engine sets none of its own).
@@ -679,37 +688,40 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 		err = bw.Flush()
 	}
 	br := bufio.NewReader(up)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	resp.SkipBody = true
+	// The answer's header is read into the client's response, as
+	// ForwardFast's are (scrubFastResponse).
+	hdr := &ctx.Response.Header
+	clientClose := hdr.ConnectionClose()
 	if err == nil {
-		err = resp.Header.Read(br)
+		err = hdr.Read(br)
 	}
 	if err != nil {
+		resetFastResponse(&ctx.Response, clientClose)
 		up.Close()
 		if isTimeout(err) {
 			return fail(http.StatusGatewayTimeout, err)
 		}
 		return fail(http.StatusBadGateway, err)
 	}
-	if resp.StatusCode() != http.StatusSwitchingProtocols {
+	if status := hdr.StatusCode(); status != http.StatusSwitchingProtocols {
 		// Refused: relay the answer (its body, if any, as a plain one).
 		defer up.Close()
-		ctx.SetConnectionClose()
-		relayFastResponse(ctx, resp, fr.RequestID)
-		ctx.Response.SetStatusCode(resp.StatusCode())
-		if cl := resp.Header.ContentLength(); cl > 0 && cl <= 1<<20 {
+		cl := hdr.ContentLength()
+		scrubFastResponse(&ctx.Response, true)
+		if cl > 0 && cl <= 1<<20 {
 			b := make([]byte, cl)
 			if _, err := io.ReadFull(br, b); err == nil {
 				ctx.Response.SetBodyRaw(b)
 			}
+		} else {
+			hdr.SetContentLength(0)
 		}
-		return Outcome{Status: resp.StatusCode(), Duration: time.Since(start)}
+		return Outcome{Status: status, Duration: time.Since(start)}
 	}
 	_ = up.SetDeadline(time.Time{})
 	// The 101 is written by the engine (HijackSetNoResponse false) with the
 	// upstream's header; then the connections are joined.
-	relayFastResponse(ctx, resp, fr.RequestID)
+	scrubFastResponse(&ctx.Response, false)
 	ctx.Response.Header.Set("Connection", "Upgrade")
 	ctx.Response.Header.Set("Upgrade", "websocket")
 	ctx.Response.SetStatusCode(http.StatusSwitchingProtocols)

@@ -76,6 +76,11 @@ type fastOut struct {
 	head   []byte
 	header *fasthttp.RequestHeader // head's request as received (its method, for retryable)
 	isHead bool                    // a HEAD request: its answer has no body
+	// into: the response is the client's own (the engine's, with its
+	// settings): it is read into as it is, not reset, and the body's
+	// stream is returned to the caller instead of set as its body (see
+	// doInto).
+	into bool
 }
 
 // Write is the connection's, remembering a failure (DoContext reads an
@@ -117,17 +122,32 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
-	return p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline)
+	return p.install(p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline))
 }
 
-// DoHead is DoDeadline for a request without a body given as its head: the
-// request line and header, final blank line included (appendFastHead),
-// sent as they are; in is the request as the client sent it (its method).
-func (p *fastPool) DoHead(head []byte, in *fasthttp.RequestHeader, resp *fasthttp.Response, deadline time.Time) error {
+// doInto is DoDeadline for the gateway's forward (ForwardFast), out.req a
+// request or out.head the head of one without a body (appendFastHead),
+// sent as it is (out.header the request as the client sent it: its
+// method): the response is read straight into resp, the client's response
+// (the engine's ctx.Response), so that the upstream's header is parsed once
+// and never copied; resp is not reset first (the engine's settings for it
+// stay), and the body's stream, when there is a body, is returned instead
+// of set as resp's body (the caller reads or wraps it, and closes it).
+// resp's Connection: close, when set, is the upstream's after doInto.
+func (p *fastPool) doInto(out fastOut, resp *fasthttp.Response, deadline time.Time) (*fastStream, error) {
 	if !time.Now().Before(deadline) {
-		return fasthttp.ErrTimeout
+		return nil, fasthttp.ErrTimeout
 	}
-	return p.do(nil, fastOut{head: head, header: in, isHead: in.IsHead()}, resp, deadline)
+	out.into = true
+	return p.do(nil, out, resp, deadline)
+}
+
+// install sets a body stream do returned as its response's body.
+func (p *fastPool) install(s *fastStream, err error) error {
+	if s != nil {
+		s.resp.SetBodyStream(s, s.cl)
+	}
+	return err
 }
 
 // DoContext is DoDeadline bounded by ctx (its end, its deadline among
@@ -145,15 +165,16 @@ func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *f
 	// No deadline on the connection from ctx's: it could fire a moment
 	// before ctx ends and read as the upstream's timeout; ctx's end
 	// interrupts the exchange, and is what the caller then sees.
-	return p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{})
+	return p.install(p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{}))
 }
 
-// do is DoDeadline and DoContext: ctx may be nil, and a zero deadline is
-// none.
-func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response, deadline time.Time) error {
+// do is DoDeadline, DoContext and doInto: ctx may be nil, and a zero
+// deadline is none. It returns the body's stream, when there is a body, for
+// the caller to set as resp's (install) or to read itself (doInto).
+func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response, deadline time.Time) (*fastStream, error) {
 	cc, err := p.acquire()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req := out.req
 	if req != nil {
@@ -167,7 +188,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	for {
 		if err := cc.SetDeadline(deadline); err != nil {
 			p.put(cc, true)
-			return err
+			return nil, err
 		}
 		stop = nil
 		if ctx != nil && ctx.Done() != nil {
@@ -198,8 +219,10 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		if err == nil {
 			br = fastReaders.Get().(*bufio.Reader)
 			br.Reset(cc)
-			resp.Reset()
-			resp.Header.SetNoDefaultContentType(ctx != nil)
+			if !out.into {
+				resp.Reset()
+				resp.Header.SetNoDefaultContentType(ctx != nil)
+			}
 			resp.SkipBody = true // the header only; the body is streamed below
 			err = resp.ReadLimitBody(br, 0)
 			resp.SkipBody = false
@@ -211,7 +234,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 			break
 		}
 		if !retryable(cc, out, err) || ctx != nil && ctx.Err() != nil {
-			return p.fail(ctx, stop, cc, err)
+			return nil, p.fail(ctx, stop, cc, err)
 		}
 		// A kept-alive connection the upstream had closed meanwhile
 		// (its idle timeout shorter than ours): a replayable request is
@@ -221,7 +244,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		}
 		p.put(cc, true)
 		if cc, err = p.dialNew(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	status := resp.StatusCode()
@@ -233,18 +256,20 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 			closeConn = true // ctx ended meanwhile: the deadline is spoilt
 		}
 		p.put(cc, closeConn)
-		return nil
+		return nil, nil
 	}
 	s := fastStreams.Get().(*fastStream)
-	s.p, s.cc, s.br, s.resp, s.closeConn = p, cc, br, resp, closeConn
+	s.p, s.cc, s.br, s.closeConn, s.cl = p, cc, br, closeConn, cl
+	if !out.into {
+		s.resp = resp
+	}
 	s.ctx, s.stop = ctx, stop
 	s.body = fasthttp.AcquireResponse()
 	s.body.StreamBody = true
 	s.body.Header.SetContentLength(cl)
 	_ = s.body.ReadBody(br, 0) // a stream: reads nothing yet
 	s.r = s.body.BodyStream()
-	resp.SetBodyStream(s, cl)
-	return nil
+	return s, nil
 }
 
 // fail closes cc after the exchange failed with err, and returns the error
@@ -419,9 +444,10 @@ type fastStream struct {
 	p         *fastPool
 	cc        *fastPoolConn
 	br        *bufio.Reader
-	resp      *fasthttp.Response // the caller's: it may ask to close (SetConnectionClose) until Close
+	resp      *fasthttp.Response // the caller's: it may ask to close (SetConnectionClose) until Close; nil for doInto
 	body      *fasthttp.Response // holds fasthttp's body reader over br
 	r         io.Reader
+	cl        int // the body's Content-Length, -1 for chunked, -2 until the connection's end
 	closeConn bool
 	eof       bool
 	failed    bool
@@ -446,11 +472,16 @@ func (s *fastStream) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// discard has Close close the connection whatever the body's end (the
+// caller could not use the answer: doInto's, which has no response of its
+// own to ask it with).
+func (s *fastStream) discard() { s.closeConn = true }
+
 func (s *fastStream) Close() error {
 	if s.r == nil {
 		return nil
 	}
-	reuse := s.eof && !s.failed && !s.closeConn && !s.resp.ConnectionClose()
+	reuse := s.eof && !s.failed && !s.closeConn && (s.resp == nil || !s.resp.ConnectionClose())
 	if s.stop != nil && !s.stop() {
 		reuse = false // ctx ended: cc's deadline is spoilt
 	}

@@ -83,7 +83,9 @@ type fastExchange struct {
 	vals    []string    // backing of reqH's values
 	flushed bool
 	id      [1]string // the X-Request-Id header value
-	done    func()    // the limits' release, held until the body is written
+	added   []byte    // values AddHeader took, back to back
+	addedKV []addedField
+	done    func() // the limits' release, held until the body is written
 	rel     func(error)
 	end     *fastEnd // when the forwarded body is streamed after Serve
 }
@@ -92,7 +94,15 @@ var fastExchanges = sync.Pool{New: func() any {
 	return &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
 }}
 
+// addedField is a header field AddHeader took: its name, and where its
+// value is in added.
+type addedField struct {
+	name   string
+	v0, v1 int
+}
+
 func (x *fastExchange) reset() {
+	x.added, x.addedKV = x.added[:0], x.addedKV[:0]
 	clear(x.header)
 	clear(x.reqH)
 	clear(x.vals)
@@ -138,7 +148,6 @@ func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 		v.RequestID = proxy.NewRequestID()
 	}
 	x.id[0] = v.RequestID
-	x.header[api.HeaderRequestID] = x.id[:]
 	v.Trace = reqview.EnsureTrace(x.reqH) // sets x.reqH's traceparent when it starts one
 	return v
 }
@@ -185,14 +194,24 @@ func (x *fastExchange) WriteHeader(code int) {
 	}
 }
 
-// flush copies the answer header into the engine's response (once).
+// flush copies the answer header into the engine's response (once): the
+// request id, the fields AddHeader took, and those of the Header map. It
+// runs when the gateway answers itself (WriteHeader) and, for a forwarded
+// answer, once the upstream's header is in the response (Forward).
 func (x *fastExchange) flush() {
 	if x.flushed {
 		return
 	}
 	x.flushed = true
 	out := &x.ctx.Response.Header
-	out.DisableNormalizing() // an http.Header's names are canonical already
+	out.DisableNormalizing() // the gateway's names are canonical already
+	out.SetCanonical(hdrRequestID, s2bytes(x.view.RequestID))
+	for _, f := range x.addedKV {
+		out.AddBytesKV(s2bytes(f.name), x.added[f.v0:f.v1])
+	}
+	if len(x.header) == 0 {
+		return
+	}
 	for k, vs := range x.header {
 		switch k {
 		case "Content-Length":
@@ -202,13 +221,28 @@ func (x *fastExchange) flush() {
 				}
 			}
 			continue
-		case "Connection":
+		case "Connection", api.HeaderRequestID:
 			continue
 		}
 		for _, v := range vs {
 			out.Add(k, v)
 		}
 	}
+}
+
+var hdrRequestID = []byte(api.HeaderRequestID)
+
+// s2bytes is the bytes of s without a copy, for a fasthttp call that copies
+// them.
+func s2bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// AddHeader takes a field for the answer, whichever it is (the RateLimit
+// fields of an admitted request: see limit): value is copied, the name must
+// be canonical; flush sets it with the rest.
+func (x *fastExchange) AddHeader(name string, value []byte) {
+	v0 := len(x.added)
+	x.added = append(x.added, value...)
+	x.addedKV = append(x.addedKV, addedField{name, v0, len(x.added)})
 }
 
 func (x *fastExchange) Write(b []byte) (int, error) {
@@ -229,11 +263,7 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // Forward relays the request through the fasthttp upstream client; the
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
-	delete(x.header, api.HeaderRequestID) // ForwardFast sets it, once
 	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
-	x.flush()
-	x.flushed = false // a 502/504 from ForwardFast writes its own header
-	clear(x.header)
 	e := fastEnds.Get().(*fastEnd)
 	x.rel = e.fn
 	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.rel, Header: x.reqH, Path: m.Path}
@@ -250,6 +280,10 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 		fastEnds.Put(e)
 	}
 	if x.status == 0 {
+		// The upstream's answer is in the engine's response: the gateway's
+		// fields join it. (A 502/504 ForwardFast wrote went through
+		// WriteHeader, which flushed them.)
+		x.flush()
 		x.status = out.Status
 	}
 	return out
@@ -270,6 +304,7 @@ func WriteProblemFast(ctx *fasthttp.RequestCtx, status int, title, detail string
 	if !proxy.ValidRequestID(id) {
 		id = proxy.NewRequestID()
 	}
+	x.view.RequestID = id
 	proxy.WriteProblemID(x, nil, id, status, title, detail)
 	x.reset()
 	fastExchanges.Put(x)

@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scriptedUpstream answers every request on its connections with the next of
+// answers (raw bytes, status line included), in turn, and keeps each
+// connection open unless the answer closes it.
+func scriptedUpstream(tb testing.TB, answers ...string) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	next := make(chan string, len(answers))
+	for _, a := range answers {
+		next <- a
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					var a string
+					select {
+					case a = <-next:
+					default:
+						a = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
+					}
+					if _, err := io.WriteString(c, a); err != nil || strings.Contains(a, "Connection: close") {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestRelayedAnswerHeader: on either HTTP/1.1 engine, the client gets the
+// upstream's answer under the gateway's status line (HTTP/1.1 and the
+// status's standard phrase, whatever version and phrase the upstream
+// used), with the upstream's fields (Server, every Set-Cookie) less its
+// hop-by-hop ones and its X-Request-Id (the client gets the gateway's,
+// once), the RateLimit fields of the admitting limit once each, and the
+// upstream's "Connection: close" closes the upstream's connection, not the
+// client's: the next request on the same client connection is answered.
+func TestRelayedAnswerHeader(t *testing.T) {
+	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv(EngineEnv, engine)
+			up := scriptedUpstream(t,
+				"HTTP/1.0 200 Fine Thanks\r\nConnection: close\r\nX-Request-Id: from-upstream\r\nServer: up/1\r\n"+
+					"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nKeep-Alive: timeout=1\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok",
+				"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nX-Second: yes\r\n\r\n"+
+					"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n")
+			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: relay
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+limits:
+  - {id: per-ip, key: [ip], algorithm: token_bucket, rate: 1000, period: 1s, burst: 1000}
+`, up))
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			get := func(id string) (*http.Response, string, string) {
+				t.Helper()
+				if _, err := fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: front.test\r\nX-Request-Id: %s\r\n\r\n", id); err != nil {
+					t.Fatal(err)
+				}
+				// The status line as sent, then the rest.
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(line), br)), &http.Request{Method: "GET"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp, strings.TrimRight(line, "\r\n"), string(b)
+			}
+
+			resp, line, body := get("client-1")
+			if line != "HTTP/1.1 200 OK" || body != "ok" {
+				t.Errorf("first answer: %q, body %q", line, body)
+			}
+			if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-1" {
+				t.Errorf("X-Request-Id %q, want the gateway's (the client's valid one), once", got)
+			}
+			if got := resp.Header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
+				t.Errorf("Set-Cookie %q", got)
+			}
+			if resp.Header.Get("Server") != "up/1" || resp.Header.Get("X-Kept") != "yes" {
+				t.Errorf("Server %q X-Kept %q", resp.Header.Get("Server"), resp.Header.Get("X-Kept"))
+			}
+			if v, ok := resp.Header["Keep-Alive"]; ok {
+				t.Errorf("the client got Keep-Alive: %q", v)
+			}
+			for _, k := range []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+				if got := resp.Header.Values(k); len(got) != 1 {
+					t.Errorf("%s: %q, want one", k, got)
+				}
+			}
+			if resp.Close {
+				t.Errorf("the upstream's Connection: close reached the client")
+			}
+
+			resp, line, body = get("client-2")
+			if line != "HTTP/1.1 201 Created" || body != "abc" {
+				t.Errorf("second answer: %q, body %q", line, body)
+			}
+			if resp.Header.Get("X-Second") != "yes" || resp.Header.Get("X-Request-Id") != "client-2" {
+				t.Errorf("second answer's header: %v", resp.Header)
+			}
+			if got := resp.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "1000" {
+				t.Errorf("X-RateLimit-Limit %q", got)
+			}
+		})
+	}
+}
