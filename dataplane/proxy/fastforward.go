@@ -316,27 +316,58 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 	if h.ConnectionClose() {
 		h.ResetConnectionClose()
 	}
-	var del [8][]byte
-	n := 0
+	// The names were normalized as the answer was parsed, and the
+	// gateway's are canonical: none needs normalizing again.
+	h.DisableNormalizing()
+	var (
+		del    [8][]byte // to delete
+		listed [8][]byte // the tokens of Connection
+		names  [16][]byte
+		nd, nl int
+		nn     int // names seen, but those deleted anyway
+	)
 	for k, v := range h.All() {
-		if len(k) == len(strConnection) && string(k) == "Connection" {
-			// Its tokens name hop-by-hop fields too.
-			for len(v) > 0 && n < len(del)-1 {
-				var tok []byte
-				tok, v, _ = bytes.Cut(v, []byte{','})
-				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
-					del[n] = tok
-					n++
-				}
+		if !isHopOrID(k) {
+			if nn < len(names) {
+				names[nn] = k
+			}
+			nn++
+			continue
+		}
+		if nd < len(del) {
+			del[nd] = k
+			nd++
+		}
+		if string(k) != "Connection" {
+			continue
+		}
+		for len(v) > 0 && nl < len(listed) {
+			var tok []byte
+			tok, v, _ = bytes.Cut(v, []byte{','})
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				listed[nl] = tok
+				nl++
 			}
 		}
-		if n < len(del) && (string(k) == api.HeaderRequestID || hopIndex(k) >= 0) {
-			del[n] = k
-			n++
-		}
 	}
-	for _, k := range del[:n] {
+	for _, k := range del[:nd] {
 		h.DelBytes(k)
+	}
+	for _, tok := range listed[:nl] {
+		if nn > len(names) {
+			// Too many names to have kept: the token is deleted as
+			// named, normalized.
+			h.EnableNormalizing()
+			h.DelBytes(tok)
+			h.DisableNormalizing()
+			continue
+		}
+		for _, k := range names[:nn] {
+			if len(k) == len(tok) && bytes.EqualFold(k, tok) {
+				h.DelBytes(k)
+				break
+			}
+		}
 	}
 	if len(h.Protocol()) > 0 && string(h.Protocol()) != "HTTP/1.1" || len(h.StatusMessage()) > 0 {
 		h.SetProtocol(nil)
@@ -345,6 +376,33 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 	if clientClose {
 		h.SetConnectionClose()
 	}
+}
+
+// isHopOrID reports whether a response's field name (as fasthttp
+// normalized it) is hop-by-hop (hopHeaders) or X-Request-Id: the fields
+// scrubFastResponse always removes.
+func isHopOrID(k []byte) bool {
+	switch len(k) {
+	case 2:
+		return string(k) == "Te"
+	case 7:
+		return string(k) == "Trailer" || string(k) == "Upgrade"
+	case 10:
+		return string(k) == "Connection" || string(k) == "Keep-Alive"
+	case 12:
+		return string(k) == api.HeaderRequestID
+	case 16:
+		return string(k) == "Proxy-Connection"
+	case 17:
+		return string(k) == "Transfer-Encoding"
+	case 18:
+		return string(k) == "Proxy-Authenticate"
+	case 19:
+		return string(k) == "Proxy-Authorization"
+	case 6:
+		return string(k) == "Expect"
+	}
+	return false
 }
 
 // smallBody is the largest response body of known length ForwardFast reads

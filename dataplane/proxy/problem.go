@@ -148,8 +148,15 @@ func newIDPrefix() string {
 // counter, unique within the process and, with overwhelming probability,
 // across processes. Safe for concurrent use.
 func NewRequestID() string {
-	var buf [16 + 1 + 13]byte
-	b := append(buf[:0], idPrefix...)
-	b = strconv.AppendUint(b, idCounter.Add(1), 36)
-	return string(b)
+	var buf [RequestIDMax]byte
+	return string(AppendRequestID(buf[:0]))
+}
+
+// RequestIDMax is the longest id NewRequestID makes, in bytes.
+const RequestIDMax = 16 + 1 + 13
+
+// AppendRequestID appends a new request id (NewRequestID's) to dst.
+func AppendRequestID(dst []byte) []byte {
+	dst = append(dst, idPrefix...)
+	return strconv.AppendUint(dst, idCounter.Add(1), 36)
 }

@@ -1,6 +1,7 @@
 package reqview
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
 	"unsafe"
@@ -111,16 +112,31 @@ func EnsureTrace(h http.Header) Trace {
 		return Trace{Parent: vs[0]}
 	}
 	// One allocation holds the new value and the header's slice of it.
-	st := new(startedTrace)
+	return startTrace(h, new(TraceBuf))
+}
+
+// EnsureTraceBuf is EnsureTrace with the storage of a trace it starts
+// given: the trace's strings point into buf, which must not be used for
+// another request until this one has ended (a serving stack's pooled
+// per-request state). It does not allocate.
+func EnsureTraceBuf(h http.Header, buf *TraceBuf) Trace {
+	if vs := h[HeaderTraceparent]; len(vs) == 1 && ValidTraceparent(vs[0]) {
+		return Trace{Parent: vs[0]}
+	}
+	return startTrace(h, buf)
+}
+
+func startTrace(h http.Header, st *TraceBuf) Trace {
 	putTraceparent(&st.b)
-	st.v[0] = unsafe.String(&st.b[0], len(st.b)) // st.b is never written again
+	st.v[0] = unsafe.String(&st.b[0], len(st.b)) // st.b is not written again for this request
 	h[HeaderTraceparent] = st.v[:]
 	delete(h, HeaderTracestate)
 	return Trace{Parent: st.v[0], Started: true}
 }
 
-// startedTrace is the storage of a traceparent EnsureTrace starts.
-type startedTrace struct {
+// TraceBuf is the storage of a traceparent a request's trace starts with
+// (EnsureTraceBuf).
+type TraceBuf struct {
 	v [1]string
 	b [traceparentLen]byte
 }
@@ -153,10 +169,20 @@ func putTraceparent(b *[traceparentLen]byte) {
 	b[52], b[53], b[54] = '-', '0', '1'
 }
 
+// putHex writes x as 16 lower-case hex digits into dst[:16].
 func putHex(dst []byte, x uint64) {
-	const digits = "0123456789abcdef"
-	for i := len(dst) - 1; i >= 0; i-- {
-		dst[i] = digits[x&0xf]
-		x >>= 4
-	}
+	binary.BigEndian.PutUint64(dst[:8], hex8(uint32(x>>32)))
+	binary.BigEndian.PutUint64(dst[8:16], hex8(uint32(x)))
+}
+
+// hex8 is x's 8 hex digits, most significant first in the most significant
+// byte: each nibble spread to a byte of its own, then turned into its digit,
+// all eight at once.
+func hex8(x uint32) uint64 {
+	v := uint64(x)
+	v = (v<<16 | v) & 0x0000ffff0000ffff
+	v = (v<<8 | v) & 0x00ff00ff00ff00ff
+	v = (v<<4 | v) & 0x0f0f0f0f0f0f0f0f
+	letters := (v + 0x0606060606060606) >> 4 & 0x0101010101010101 // nibbles of 10 and more
+	return v + 0x3030303030303030 + letters*('a'-'0'-10)
 }

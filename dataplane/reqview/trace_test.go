@@ -1,6 +1,8 @@
 package reqview
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -134,5 +136,24 @@ func BenchmarkEnsureTrace(b *testing.B) {
 				EnsureTrace(h)
 			}
 		})
+	}
+}
+
+// TestPutHex: putHex agrees with fmt's %016x.
+func TestPutHex(t *testing.T) {
+	for _, x := range []uint64{0, 1, 9, 10, 15, 16, 0xabcdef0123456789, 0xfedcba9876543210, 1<<64 - 1, 0x0a0b0c0d0e0f1011} {
+		var b [16]byte
+		putHex(b[:], x)
+		if got, want := string(b[:]), fmt.Sprintf("%016x", x); got != want {
+			t.Errorf("putHex(%#x) = %q, want %q", x, got, want)
+		}
+	}
+	for range 10000 {
+		x := rand.Uint64()
+		var b [16]byte
+		putHex(b[:], x)
+		if got, want := string(b[:]), fmt.Sprintf("%016x", x); got != want {
+			t.Fatalf("putHex(%#x) = %q, want %q", x, got, want)
+		}
 	}
 }
