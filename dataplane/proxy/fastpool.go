@@ -180,21 +180,24 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	if req != nil {
 		req.URI().DisablePathNormalizing = true
 	}
+	// One pooled object holds the exchange's buffers and, when there is a
+	// body, becomes its stream.
+	s := fastStreams.Get().(*fastStream)
 	var (
 		stop  func() bool
-		br    *bufio.Reader
 		early bool
 	)
 	for {
 		if err := cc.SetDeadline(deadline); err != nil {
 			p.put(cc, true)
+			s.free()
 			return nil, err
 		}
 		stop = nil
 		if ctx != nil && ctx.Done() != nil {
 			stop = context.AfterFunc(ctx, cc.interrupt)
 		}
-		bw := fastWriters.Get().(*bufio.Writer)
+		bw := s.bw
 		bw.Reset(cc)
 		if req != nil {
 			err = req.Write(bw)
@@ -205,7 +208,6 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 			err = bw.Flush()
 		}
 		bw.Reset(nil)
-		fastWriters.Put(bw)
 		early = false
 		if err != nil && ctx != nil && cc.werr != nil && !isTimeout(cc.werr) && ctx.Err() == nil && !retryable(cc, out, err) {
 			// An upstream may answer before it has read the whole
@@ -217,23 +219,20 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 			early, err = true, nil
 		}
 		if err == nil {
-			br = fastReaders.Get().(*bufio.Reader)
-			br.Reset(cc)
+			s.br.Reset(cc)
 			if !out.into {
 				resp.Reset()
 				resp.Header.SetNoDefaultContentType(ctx != nil)
 			}
 			resp.SkipBody = true // the header only; the body is streamed below
-			err = resp.ReadLimitBody(br, 0)
+			err = resp.ReadLimitBody(s.br, 0)
 			resp.SkipBody = false
-			if err != nil {
-				putFastReader(br)
-			}
 		}
 		if err == nil {
 			break
 		}
 		if !retryable(cc, out, err) || ctx != nil && ctx.Err() != nil {
+			s.free()
 			return nil, p.fail(ctx, stop, cc, err)
 		}
 		// A kept-alive connection the upstream had closed meanwhile
@@ -244,6 +243,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		}
 		p.put(cc, true)
 		if cc, err = p.dialNew(); err != nil {
+			s.free()
 			return nil, err
 		}
 	}
@@ -251,23 +251,21 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	closeConn := early || req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
 	if cl == 0 || out.isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
-		putFastReader(br)
+		s.free()
 		if stop != nil && !stop() {
 			closeConn = true // ctx ended meanwhile: the deadline is spoilt
 		}
 		p.put(cc, closeConn)
 		return nil, nil
 	}
-	s := fastStreams.Get().(*fastStream)
-	s.p, s.cc, s.br, s.closeConn, s.cl = p, cc, br, closeConn, cl
+	s.p, s.cc, s.closeConn, s.cl = p, cc, closeConn, cl
 	if !out.into {
 		s.resp = resp
 	}
 	s.ctx, s.stop = ctx, stop
-	s.body = fasthttp.AcquireResponse()
 	s.body.StreamBody = true
 	s.body.Header.SetContentLength(cl)
-	_ = s.body.ReadBody(br, 0) // a stream: reads nothing yet
+	_ = s.body.ReadBody(s.br, 0) // a stream: reads nothing yet
 	s.r = s.body.BodyStream()
 	return s, nil
 }
@@ -425,14 +423,19 @@ func (p *fastPool) close() {
 }
 
 var (
-	fastWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
-	fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, MaxHeaderBytes) }}
-	fastStreams = sync.Pool{New: func() any { return new(fastStream) }}
+	fastStreams = sync.Pool{New: func() any {
+		return &fastStream{bw: bufio.NewWriterSize(nil, 4<<10), br: bufio.NewReaderSize(nil, MaxHeaderBytes),
+			body: new(fasthttp.Response)}
+	}}
 )
 
-func putFastReader(br *bufio.Reader) {
-	br.Reset(nil)
-	fastReaders.Put(br)
+// free puts s back in its pool, its buffers kept and emptied.
+func (s *fastStream) free() {
+	s.br.Reset(nil)
+	s.body.Reset()
+	bw, br, body := s.bw, s.br, s.body
+	*s = fastStream{bw: bw, br: br, body: body}
+	fastStreams.Put(s)
 }
 
 // fastStream is a response body read from a pooled connection: Close
@@ -443,7 +446,8 @@ func putFastReader(br *bufio.Reader) {
 type fastStream struct {
 	p         *fastPool
 	cc        *fastPoolConn
-	br        *bufio.Reader
+	br        *bufio.Reader // the exchange's buffers, kept with the pooled stream
+	bw        *bufio.Writer
 	resp      *fasthttp.Response // the caller's: it may ask to close (SetConnectionClose) until Close; nil for doInto
 	body      *fasthttp.Response // holds fasthttp's body reader over br
 	r         io.Reader
@@ -486,10 +490,7 @@ func (s *fastStream) Close() error {
 		reuse = false // ctx ended: cc's deadline is spoilt
 	}
 	_ = s.body.CloseBodyStream()
-	fasthttp.ReleaseResponse(s.body)
-	putFastReader(s.br)
 	s.p.put(s.cc, !reuse)
-	*s = fastStream{}
-	fastStreams.Put(s)
+	s.free()
 	return nil
 }
