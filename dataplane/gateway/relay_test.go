@@ -9,18 +9,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // scriptedUpstream answers every request on its connections with the next of
 // answers (raw bytes, status line included), in turn, and keeps each
-// connection open unless the answer closes it.
+// connection open unless the answer closes it. An answer holding "<stall>"
+// is sent up to there, and then nothing more until the test ends.
 func scriptedUpstream(tb testing.TB, answers ...string) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
+	stalled := make(chan struct{})
+	tb.Cleanup(func() { close(stalled); ln.Close() })
 	next := make(chan string, len(answers))
 	for _, a := range answers {
 		next <- a
@@ -46,7 +50,12 @@ func scriptedUpstream(tb testing.TB, answers ...string) string {
 					default:
 						a = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
 					}
+					a, stall := strings.CutSuffix(a, "<stall>")
 					if _, err := io.WriteString(c, a); err != nil || strings.Contains(a, "Connection: close") {
+						return
+					}
+					if stall {
+						<-stalled
 						return
 					}
 				}
@@ -144,5 +153,48 @@ limits:
 				t.Errorf("X-RateLimit-Limit %q", got)
 			}
 		})
+	}
+}
+
+// TestSmallBodyCutOff: on the fasthttp engine, a body of known length
+// small enough to be read before the answer goes out (doInto) that the
+// upstream cuts off is a 502, and one that stops arriving until the route's
+// timeout a 504: the client gets a whole answer either way (nothing of the
+// upstream's was sent), and the failures count as the upstream's (the
+// route's 5xx series).
+func TestSmallBodyCutOff(t *testing.T) {
+	t.Setenv(EngineEnv, EngineFastHTTP)
+	up := scriptedUpstream(t,
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nonly part of it",
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part, then nothing<stall>",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nwhole")
+	n, base, _ := MustStart(t, fmt.Sprintf(`namespace: cut
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 300ms}}
+`, up))
+	for i, want := range []int{http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusOK} {
+		resp, err := http.Get(base + "/x")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("request %d: reading the answer: %v", i, err)
+		}
+		if resp.StatusCode != want {
+			t.Errorf("request %d: status %d, want %d (body %q)", i, resp.StatusCode, want, b)
+		}
+		if want != http.StatusOK && !strings.Contains(resp.Header.Get("Content-Type"), "problem+json") {
+			t.Errorf("request %d: Content-Type %q, want a problem", i, resp.Header.Get("Content-Type"))
+		}
+		if want == http.StatusOK && string(b) != "whole" {
+			t.Errorf("request %d: body %q", i, b)
+		}
+	}
+	for _, code := range []string{"502", "504", "200"} {
+		if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("all", code)); got != 1 {
+			t.Errorf("sluice_requests_total{route=all,code=%s} %v, want 1", code, got)
+		}
 	}
 }

@@ -244,34 +244,10 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	}
 	scrubFastResponse(out, clientClose)
 	if s == nil {
-		// No body (HEAD, 204, 304, or an empty one): a HEAD's answer keeps
-		// the upstream's Content-Length.
+		// No body (HEAD, 204, 304, or an empty one), or a small one doInto
+		// read into the response: a HEAD's answer keeps the upstream's
+		// Content-Length.
 		out.SkipBody = in.Header.IsHead()
-		return Outcome{Status: status, Duration: time.Since(start)}
-	}
-	if cl := s.cl; cl >= 0 && cl <= smallBody {
-		// A small body of known length is read here and sent with the
-		// header in one write; the upstream connection goes back at once.
-		buf := smallBufs.Get().(*[smallBody]byte)
-		_, err := io.ReadFull(s, buf[:cl])
-		if err != nil {
-			s.discard()
-		}
-		_ = s.Close()
-		if err != nil {
-			smallBufs.Put(buf)
-			// Cut off before anything was sent: a failed exchange.
-			resetFastResponse(out, true)
-			ctx.SetConnectionClose()
-			if isTimeout(err) {
-				WriteProblemID(w, fr.Header, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
-				return Outcome{Status: http.StatusGatewayTimeout, Err: err, Timeout: true, Duration: time.Since(start)}
-			}
-			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
-			return Outcome{Status: http.StatusBadGateway, Err: err, Duration: time.Since(start)}
-		}
-		out.SetBody(buf[:cl]) // copied
-		smallBufs.Put(buf)
 		return Outcome{Status: status, Duration: time.Since(start)}
 	}
 	cl := s.cl
@@ -406,10 +382,8 @@ func isHopOrID(k []byte) bool {
 }
 
 // smallBody is the largest response body of known length ForwardFast reads
-// before answering, to send it with the header in one write.
+// before answering (doInto), to send it with the header in one write.
 const smallBody = 16 << 10
-
-var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
 
 var (
 	errFastSwitch = errors.New("the upstream switched protocols unasked")

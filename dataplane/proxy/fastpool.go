@@ -132,7 +132,9 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 // (the engine's ctx.Response), so that the upstream's header is parsed once
 // and never copied; resp is not reset first (the engine's settings for it
 // stay), and the body's stream, when there is a body, is returned instead
-// of set as resp's body (the caller reads or wraps it, and closes it).
+// of set as resp's body (the caller reads or wraps it, and closes it). A
+// body of known length up to smallBody is read into resp instead, and no
+// stream returned: an error reading it is doInto's.
 // resp's Connection: close, when set, is the upstream's after doInto.
 func (p *fastPool) doInto(out fastOut, resp *fasthttp.Response, deadline time.Time) (*fastStream, error) {
 	if !time.Now().Before(deadline) {
@@ -250,7 +252,19 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	status := resp.StatusCode()
 	closeConn := early || req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
-	if cl == 0 || out.isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+	noBody := cl == 0 || out.isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified
+	if !noBody && out.into && cl > 0 && cl <= smallBody {
+		// A small body of known length is read at once into the client's
+		// response (doInto), to go out with the header in one write; the
+		// connection goes back to the pool now.
+		resp.StreamBody = false
+		if err := resp.ReadBody(s.br, cl); err != nil {
+			s.free()
+			return nil, p.fail(ctx, stop, cc, err)
+		}
+		noBody = true
+	}
+	if noBody {
 		s.free()
 		if stop != nil && !stop() {
 			closeConn = true // ctx ended meanwhile: the deadline is spoilt
