@@ -297,17 +297,11 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 	h.DisableNormalizing()
 	var (
 		del    [8][]byte // to delete
-		listed [8][]byte // the tokens of Connection
-		names  [16][]byte
+		listed [8][]byte // the tokens of Connection that name other fields
 		nd, nl int
-		nn     int // names seen, but those deleted anyway
 	)
 	for k, v := range h.All() {
 		if !isHopOrID(k) {
-			if nn < len(names) {
-				names[nn] = k
-			}
-			nn++
 			continue
 		}
 		if nd < len(del) {
@@ -320,30 +314,26 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 		for len(v) > 0 && nl < len(listed) {
 			var tok []byte
 			tok, v, _ = bytes.Cut(v, []byte{','})
-			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+			// "close", "keep-alive" (a hop-by-hop field itself): nothing
+			// more to delete for them.
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 && !bytes.EqualFold(tok, strClose) && !isHopName(tok) {
 				listed[nl] = tok
 				nl++
 			}
 		}
 	}
-	for _, k := range del[:nd] {
-		h.DelBytes(k)
-	}
-	for _, tok := range listed[:nl] {
-		if nn > len(names) {
-			// Too many names to have kept: the token is deleted as
-			// named, normalized.
-			h.EnableNormalizing()
-			h.DelBytes(tok)
-			h.DisableNormalizing()
-			continue
-		}
-		for _, k := range names[:nn] {
-			if len(k) == len(tok) && bytes.EqualFold(k, tok) {
-				h.DelBytes(k)
-				break
+	if nl > 0 {
+		// Rare: Connection names fields of the answer's own; they are
+		// found by name (any case) before anything is deleted.
+		for k := range h.All() {
+			if nd < len(del) && listedIn(k, listed[:nl]) {
+				del[nd] = k
+				nd++
 			}
 		}
+	}
+	for _, k := range del[:nd] {
+		h.DelBytes(k)
 	}
 	if len(h.Protocol()) > 0 && string(h.Protocol()) != "HTTP/1.1" || len(h.StatusMessage()) > 0 {
 		h.SetProtocol(nil)
@@ -352,6 +342,22 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 	if clientClose {
 		h.SetConnectionClose()
 	}
+}
+
+var strClose = []byte("close")
+
+// isHopName reports whether tok names a hop-by-hop field (hopHeaders), in
+// any case.
+func isHopName(tok []byte) bool {
+	if len(tok) < 2 || len(tok) > len("Proxy-Authorization") {
+		return false
+	}
+	for _, h := range hopHeaders {
+		if len(h) == len(tok) && bytes.EqualFold(tok, []byte(h)) {
+			return true
+		}
+	}
+	return false
 }
 
 // isHopOrID reports whether a response's field name (as fasthttp
