@@ -88,7 +88,7 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 	}
 	var release func(error)
 	if fr.Release != nil {
-		release, *fr.Release = *fr.Release, nil
+		release = fr.Release.TakeRelease()
 	}
 	out.SetBodyStream(&bridgeReader{PipeReader: pr, done: done, body: body, release: release}, cl)
 	if in.IsHead() {

@@ -79,12 +79,12 @@ type FastRequest struct {
 	Traceparent string
 	// TLS tells whether the client connection is TLS (X-Forwarded-Proto).
 	TLS bool
-	// Release, when not nil and *Release not nil, is called once the
-	// response is written: ForwardFast takes it (sets *Release to nil) when
+	// Release, when not nil, gives the function to call once the response
+	// is written: ForwardFast takes it (TakeRelease, at most once) only when
 	// the body is streamed after it returns, and calls it with how the body
 	// ended: nil when whole, ErrClientStopped when the client stopped taking
 	// it, else the error that cut it off (see Upstream.EndFast).
-	Release *func(end error)
+	Release Releaser
 	// Header and Path are the request's view (header and matched path), for
 	// targets served through the net/http path (h2c).
 	Header http.Header
@@ -92,6 +92,12 @@ type FastRequest struct {
 
 	bal *balancer // set by ForwardFast: the balancer a streamed body reports to
 	ti  int       // and the target it picked
+}
+
+// Releaser is the serving stack's side of a response whose body is
+// written after ForwardFast returned (FastRequest.Release).
+type Releaser interface {
+	TakeRelease() func(end error)
 }
 
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
@@ -258,7 +264,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	rb.r, rb.s, rb.cl, rb.conn, rb.timeout = s, s, cl, ctx.Conn(), u.writeTimeout
 	rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
 	if fr.Release != nil {
-		rb.release, *fr.Release = *fr.Release, nil
+		rb.release = fr.Release.TakeRelease()
 	}
 	out.SetBodyStream(rb, cl)
 	return Outcome{Status: status, Duration: time.Since(start), streamed: fr.bal != nil}

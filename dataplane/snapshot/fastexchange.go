@@ -107,7 +107,7 @@ func (x *fastExchange) reset() {
 	clear(x.reqH)
 	clear(x.vals)
 	x.vals = x.vals[:0]
-	x.view, x.id, x.done, x.rel, x.end = reqview.View{}, [1]string{}, nil, nil, nil
+	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
 	x.ctx, x.tls, x.status, x.flushed = nil, false, 0, false
 }
 
@@ -264,21 +264,11 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
-	e := fastEnds.Get().(*fastEnd)
-	x.rel = e.fn
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: &x.rel, Header: x.reqH, Path: m.Path}
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: x, Header: x.reqH, Path: m.Path}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
 	out := u.ForwardFast(x, x.ctx, fr, m)
-	if x.rel == nil {
-		// Taken: the body is streamed after Serve returns, and e ends it.
-		e.done, x.done = x.done, nil
-		x.end = e
-	} else {
-		x.rel = nil
-		fastEnds.Put(e)
-	}
 	if x.status == 0 {
 		// The upstream's answer is in the engine's response: the gateway's
 		// fields join it. (A 502/504 ForwardFast wrote went through
@@ -287,6 +277,16 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 		x.status = out.Status
 	}
 	return out
+}
+
+// TakeRelease is ForwardFast's, for a body streamed after Serve returns: a
+// fastEnd takes over the limits' release, and ends the response (its
+// release and report) once the body is written.
+func (x *fastExchange) TakeRelease() func(end error) {
+	e := fastEnds.Get().(*fastEnd)
+	e.done, x.done = x.done, nil
+	x.end = e
+	return e.fn
 }
 
 func (x *fastExchange) streaming() bool { return x.end != nil }
