@@ -57,9 +57,29 @@ type gw struct {
 	cmd    *exec.Cmd
 	addr   string
 	admin  string
+	tls    string // the --listen-tls address, when asked for
 	rules  string
 	stderr *syncBuffer
 	done   chan error
+}
+
+// servingAddrs are the addresses of a gateway's "gateway serving" line.
+type servingAddrs struct {
+	Msg       string `json:"msg"`
+	Listen    string `json:"listen"`
+	Admin     string `json:"admin"`
+	ListenTLS string `json:"listenTLS"`
+}
+
+// servingLine finds the "gateway serving" line in a gateway's log.
+func servingLine(log string) (servingAddrs, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var a servingAddrs
+		if json.Unmarshal([]byte(line), &a) == nil && a.Msg == "gateway serving" {
+			return a, true
+		}
+	}
+	return servingAddrs{}, false
 }
 
 type syncBuffer struct {
@@ -79,11 +99,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startGateway writes rules to a file and starts the binary on free ports,
-// waiting until /readyz answers.
+// startGateway writes rules to a file and starts the binary on ports the
+// system picks (":0": no port reserved first and released, which another
+// test could take meanwhile), reads them from its "gateway serving" line
+// and waits until /readyz answers.
 func startGateway(t *testing.T, rules string, extra ...string) *gw {
 	t.Helper()
-	g := &gw{addr: freePort(t), admin: freePort(t), rules: filepath.Join(t.TempDir(), "rules.yaml"), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	g := &gw{addr: "127.0.0.1:0", admin: "127.0.0.1:0", rules: filepath.Join(t.TempDir(), "rules.yaml"), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	if err := os.WriteFile(g.rules, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +128,20 @@ func startGateway(t *testing.T, rules string, extra ...string) *gw {
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
+	for g.addr == "127.0.0.1:0" {
+		if a, ok := servingLine(g.stderr.String()); ok {
+			g.addr, g.admin, g.tls = a.Listen, a.Admin, a.ListenTLS
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not log its addresses within 10s\n%s", g.stderr.String())
+		}
+		select {
+		case err := <-g.done:
+			t.Fatalf("gateway exited: %v\n%s", err, g.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + g.admin + "/readyz")
 		if err == nil {

@@ -44,9 +44,9 @@ func TestTLSProcess(t *testing.T) {
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.Leaf(t, time.Time{}, time.Time{}, "127.0.0.1").Write(t, cert, key)
 	up := upstream(t)
-	tlsAddr := freePort(t)
 	g := startGateway(t, fmt.Sprintf(rulesTemplate, up.URL, 1000000, 1000000),
-		"--listen-tls", tlsAddr, "--tls-cert", cert, "--tls-key", key)
+		"--listen-tls", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
+	tlsAddr := g.tls
 	for _, proto := range []string{"h1", "h2"} {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, Protocols: new(http.Protocols)}
 		if proto == "h2" {
