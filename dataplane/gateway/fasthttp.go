@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -200,8 +201,10 @@ func strictFast(h *fasthttp.RequestHeader) (int, string) {
 	if bytes.IndexByte(uri, ' ') >= 0 {
 		return http.StatusBadRequest, "the request target has a space"
 	}
-	if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
-		return http.StatusBadRequest, why
+	if len(uri) == 0 || uri[0] != '/' { // origin-form passes: no strings to make
+		if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
+			return http.StatusBadRequest, why
+		}
 	}
 	hosts, cls, tes := 0, 0, 0
 	for raw := h.RawHeaders(); len(raw) > 0; {
@@ -218,7 +221,7 @@ func strictFast(h *fasthttp.RequestHeader) (int, string) {
 		}
 		// The line was cut at LF; a NUL or a CR left in it is refused (the
 		// value is trimmed of spaces and tabs only: none is lost).
-		if bytes.IndexByte(value, 0) >= 0 || bytes.IndexByte(value, '\r') >= 0 {
+		if hasNULOrCR(value) {
 			return http.StatusBadRequest, "a header value has a control character"
 		}
 		switch len(name) { // most names are none of these: one length test
@@ -264,4 +267,35 @@ func allDigits(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// hasNULOrCR reports whether b holds a NUL or a CR: eight bytes at a time
+// for a short b (most header values; the last eight overlap the others),
+// bytes.IndexByte for a longer one.
+func hasNULOrCR(b []byte) bool {
+	n := len(b)
+	switch {
+	case n >= 64:
+		return bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '\r') >= 0
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if nulOrCR(binary.LittleEndian.Uint64(b[i:])) {
+				return true
+			}
+		}
+		return nulOrCR(binary.LittleEndian.Uint64(b[n-8:]))
+	}
+	for _, c := range b {
+		if c == 0 || c == '\r' {
+			return true
+		}
+	}
+	return false
+}
+
+// nulOrCR reports whether one of v's bytes is a NUL or a CR: a zero byte in
+// v, or in v^crs.
+func nulOrCR(v uint64) bool {
+	const ones, highs, crs = 0x0101010101010101, 0x8080808080808080, 0x0d0d0d0d0d0d0d0d
+	return (v-ones)&^v&highs != 0 || (v^crs-ones)&^(v^crs)&highs != 0
 }

@@ -357,3 +357,17 @@ func FuzzStrictFast(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHasNULOrCR: hasNULOrCR is the two bytes.IndexByte it stands for.
+func FuzzHasNULOrCR(f *testing.F) {
+	for _, s := range []string{"", "h2load nghttp2/1.52.0", "a\x00", "\r", "0123456\r89", "01234567\x00", strings.Repeat("x", 70) + "\r",
+		"\x8d\x80\x0e\x01\x0c\x8c", "\xff\xff\xff\xff\xff\xff\xff\x0d", strings.Repeat("\x01", 16)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s)
+		if got, want := hasNULOrCR(b), bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '\r') >= 0; got != want {
+			t.Fatalf("hasNULOrCR(%q) = %v, want %v", s, got, want)
+		}
+	})
+}

@@ -45,11 +45,9 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	// listed name known.
 	raw, started := in.RawHeaders(), fr.Traceparent != ""
 	var l connListed
-	xff := fastURIs.Get().(*fastURI)
+	var xb [256]byte // the client's X-Forwarded-For values: most fit, on the stack
 	mark := len(dst)
-	var x []byte
-	var late bool
-	dst, x, late = appendClientFields(dst, xff.b[:0], raw, &l, started, true)
+	dst, x, late := appendClientFields(dst, xb[:0], raw, &l, started, true)
 	if late {
 		dst, x, _ = appendClientFields(dst[:mark], x[:0], raw, &l, started, false)
 	}
@@ -57,8 +55,6 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	if len(x) > 0 {
 		dst = append(append(dst, x...), ", "...)
 	}
-	xff.b = x
-	fastURIs.Put(xff)
 	dst = appendPeerIP(dst, ctx)
 	dst = append(dst, "\r\nX-Forwarded-Host: "...)
 	dst = append(dst, in.Host()...)

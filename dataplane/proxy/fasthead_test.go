@@ -50,6 +50,8 @@ routes:
 			"Connection: keep-alive, te, x-forwarded-for\r\nTE: trailers\r\n", FastRequest{RequestID: "id-10"}},
 		{"names to canonicalize and padded values", "GET /api/k HTTP/1.1\r\nhost: front.test\r\nuser-agent: \t h2load \t\r\nX-EMPTY:\r\nx-blank:   \r\n",
 			FastRequest{RequestID: "id-11"}},
+		{"a long X-Forwarded-For chain", "GET /api/l HTTP/1.1\r\nHost: front.test\r\nX-Forwarded-For: " + strings.Repeat("10.0.0.1, ", 30) + "10.0.0.2\r\n" +
+			"X-A: 1\r\nx-forwarded-for: " + strings.Repeat("192.168.100.200, ", 20) + "10.0.0.3\r\n", FastRequest{RequestID: "id-12"}},
 		{"a trace started", "HEAD /api/d HTTP/1.1\r\nHost: front.test\r\nTraceparent: bogus\r\nTracestate: a=b\r\nCookie: a=1\r\nCookie: b=2\r\n",
 			FastRequest{RequestID: "id-4", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 		{"the client's trace kept", "GET /api/e HTTP/1.0\r\nHost: front.test\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nTracestate: a=b\r\nExpect: 100-continue\r\nContent-Length: 0\r\n",

@@ -91,33 +91,51 @@ var tokenByte = func() (t [256]bool) {
 // other letters lower case. A name that is not a token is left as it is.
 // A name already canonical (most are) is read once and not written.
 func CanonicalizeKey(name []byte) {
-	upper := true
+	up := uint(1) // first, or after a '-'
 	for i, c := range name {
-		if !tokenByte[c] {
-			return
-		}
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			if IsToken(name[i+1:]) {
-				canonicalizeFrom(name[i:], upper)
+		if d := canonByte[up&1<<8|uint(c)]; d != c {
+			if tokenByte[c] && IsToken(name[i+1:]) {
+				canonicalizeFrom(name[i:], up)
 			}
-			return
+			return // or not a token
 		}
-		upper = c == '-'
+		up = b2u(c == '-')
 	}
 }
 
 // canonicalizeFrom is CanonicalizeKey's rewrite of a token's bytes from the
-// first that is not canonical; upper tells whether that one is the first of
-// the name or follows a '-'.
-func canonicalizeFrom(b []byte, upper bool) {
+// first that is not canonical; up is 1 when that one is the first of the
+// name or follows a '-'.
+func canonicalizeFrom(b []byte, up uint) {
 	for i, c := range b {
-		switch {
-		case upper && 'a' <= c && c <= 'z':
-			c -= 'a' - 'A'
-		case !upper && 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		}
+		c = canonByte[up&1<<8|uint(c)]
 		b[i] = c
-		upper = c == '-'
+		up = b2u(c == '-')
 	}
 }
+
+func b2u(b bool) uint {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// canonByte[1<<8|c] is token byte c where a name's first letter or a
+// letter after a '-' is (upper case), canonByte[c] elsewhere (lower case).
+// A byte that is not a token's maps to another byte (c^0x80), so that it
+// never reads as canonical.
+var canonByte = func() (t [512]byte) {
+	for c := range 256 {
+		t[c], t[1<<8|c] = byte(c), byte(c)
+		switch {
+		case !tokenByte[c]:
+			t[c], t[1<<8|c] = byte(c)^0x80, byte(c)^0x80
+		case 'a' <= c && c <= 'z':
+			t[1<<8|c] = byte(c) - 'a' + 'A'
+		case 'A' <= c && c <= 'Z':
+			t[c] = byte(c) - 'A' + 'a'
+		}
+	}
+	return t
+}()

@@ -152,6 +152,7 @@ func TestCanonicalizeKey(t *testing.T) {
 		{"not a token: left as it is", "x y", "x y"},
 		{"not a token after a change", "user-agent ", "user-agent "},
 		{"not a token, non-ASCII", "caf\u00e9", "caf\u00e9"},
+		{"not a token: a NUL before a letter to change", "\x00A0", "\x00A0"},
 		{"empty", "", ""},
 	}
 	for _, tc := range tests {
@@ -217,4 +218,28 @@ func BenchmarkNextRawField(b *testing.B) {
 			_ = n
 		})
 	}
+}
+
+// BenchmarkCanonicalizeKey canonicalizes names as browsers and HTTP/2-era
+// clients spell them (each copied back first), against textproto's.
+func BenchmarkCanonicalizeKey(b *testing.B) {
+	names := []string{"Host", "user-agent", "Accept-Encoding", "sec-fetch-mode", "X-Request-Id", "cookie"}
+	buf := make([]byte, 64)
+	b.Run("CanonicalizeKey", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, n := range names {
+				k := buf[:copy(buf, n)]
+				CanonicalizeKey(k)
+			}
+		}
+	})
+	b.Run("textproto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, n := range names {
+				_ = textproto.CanonicalMIMEHeaderKey(n)
+			}
+		}
+	})
 }
