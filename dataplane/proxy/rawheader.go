@@ -7,8 +7,9 @@ import "bytes"
 // final blank line included), is read by three passes per request: the
 // gateway's strict parsing, the request view's header (package snapshot)
 // and the upstream request head (appendFastHead). They split it with
-// NextRawField and compare names with EqualFoldASCII, so that they read
-// every line the same way.
+// NextRawField, compare names with EqualFoldASCII and IsToken, and the view
+// canonicalizes them with CanonicalizeKey, so that they read every line the
+// same way.
 
 // NextRawField splits the first line off raw, a raw header block: the
 // field's name (the bytes before the line's first colon, or the whole line
