@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -200,42 +201,47 @@ func strictFast(h *fasthttp.RequestHeader) (int, string) {
 	if bytes.IndexByte(uri, ' ') >= 0 {
 		return http.StatusBadRequest, "the request target has a space"
 	}
-	if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
-		return http.StatusBadRequest, why
+	if len(uri) == 0 || uri[0] != '/' { // origin-form passes: no strings to make
+		if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
+			return http.StatusBadRequest, why
+		}
 	}
-	raw := h.RawHeaders()
 	hosts, cls, tes := 0, 0, 0
-	for len(raw) > 0 {
-		var line []byte
-		line, raw, _ = bytes.Cut(raw, []byte{'\n'})
-		line = bytes.TrimSuffix(line, []byte{'\r'})
-		if len(line) == 0 {
-			continue
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return http.StatusBadRequest, "obsolete line folding in the header"
-		}
-		name, value, ok := bytes.Cut(line, []byte{':'})
-		if !ok || len(name) == 0 || !isToken(name) {
+	for raw := h.RawHeaders(); len(raw) > 0; {
+		name, value, rest, colon := proxy.NextRawField(raw)
+		raw = rest
+		if !colon || len(name) == 0 || !proxy.IsToken(name) {
+			switch {
+			case !colon && len(name) == 0: // a blank line
+				continue
+			case len(name) > 0 && (name[0] == ' ' || name[0] == '\t'):
+				return http.StatusBadRequest, "obsolete line folding in the header"
+			}
 			return http.StatusBadRequest, "a header name is not a token"
 		}
-		// The line was cut at LF; a NUL or a CR left in it is refused.
-		if bytes.IndexByte(value, 0) >= 0 || bytes.IndexByte(value, '\r') >= 0 {
+		// The line was cut at LF; a NUL or a CR left in it is refused (the
+		// value is trimmed of spaces and tabs only: none is lost).
+		if hasNULOrCR(value) {
 			return http.StatusBadRequest, "a header value has a control character"
 		}
-		value = bytes.Trim(value, " \t")
-		switch {
-		case len(name) == 4 && bytes.EqualFold(name, []byte("Host")):
-			hosts++
-		case len(name) == 14 && bytes.EqualFold(name, []byte("Content-Length")):
-			cls++
-			if len(value) == 0 || !allDigits(value) {
-				return http.StatusBadRequest, "the Content-Length is not a number"
+		switch len(name) { // most names are none of these: one length test
+		case 4:
+			if proxy.EqualFoldASCII(name, "Host") {
+				hosts++
 			}
-		case len(name) == 17 && bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			tes++
-			if !bytes.EqualFold(value, []byte("chunked")) {
-				return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
+		case 14:
+			if proxy.EqualFoldASCII(name, "Content-Length") {
+				cls++
+				if len(value) == 0 || !allDigits(value) {
+					return http.StatusBadRequest, "the Content-Length is not a number"
+				}
+			}
+		case 17:
+			if proxy.EqualFoldASCII(name, "Transfer-Encoding") {
+				tes++
+				if !bytes.EqualFold(value, []byte("chunked")) {
+					return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
+				}
 			}
 		}
 	}
@@ -263,20 +269,33 @@ func allDigits(b []byte) bool {
 	return true
 }
 
-func isToken(b []byte) bool {
+// hasNULOrCR reports whether b holds a NUL or a CR: eight bytes at a time
+// for a short b (most header values; the last eight overlap the others),
+// bytes.IndexByte for a longer one.
+func hasNULOrCR(b []byte) bool {
+	n := len(b)
+	switch {
+	case n >= 64:
+		return bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '\r') >= 0
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			if nulOrCR(binary.LittleEndian.Uint64(b[i:])) {
+				return true
+			}
+		}
+		return nulOrCR(binary.LittleEndian.Uint64(b[n-8:]))
+	}
 	for _, c := range b {
-		if !tokenByte[c] {
-			return false
+		if c == 0 || c == '\r' {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
-// tokenByte tells the bytes of a token (RFC 9110 §5.6.2: tchar).
-var tokenByte = func() (t [256]bool) {
-	for c := range 256 {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
-	}
-	return t
-}()
+// nulOrCR reports whether one of v's bytes is a NUL or a CR: a zero byte in
+// v, or in v^crs.
+func nulOrCR(v uint64) bool {
+	const ones, highs, crs = 0x0101010101010101, 0x8080808080808080, 0x0d0d0d0d0d0d0d0d
+	return (v-ones)&^v&highs != 0 || (v^crs-ones)&^(v^crs)&highs != 0
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -35,6 +36,13 @@ func TestStrictFast(t *testing.T) {
 		{"absolute-form", "GET http://x/a HTTP/1.1\r\nHost: x\r\n", http.StatusBadRequest},
 		{"HTTP/2.0 on HTTP/1", "GET /a HTTP/2.0\r\nHost: x\r\n", http.StatusHTTPVersionNotSupported},
 		{"HTTP/1.2", "GET /a HTTP/1.2\r\nHost: x\r\n", http.StatusHTTPVersionNotSupported},
+		{"names in another case", "POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\nuser-agent: t\r\n", 0},
+		{"two Hosts in two cases", "GET /a HTTP/1.1\r\nHost: x\r\nHOST: x\r\n", http.StatusBadRequest},
+		{"a padded length", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: \t3 \t\r\n", 0},
+		{"an empty length", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length:  \r\n", http.StatusBadRequest},
+		{"Chunked in capitals", "POST /a HTTP/1.1\r\nHost: x\r\ntransfer-encoding: CHUNKED\r\n", 0},
+		{"empty values", "GET /a HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-Blank: \t \r\n", 0},
+		{"a bare LF line end", "GET /a HTTP/1.1\r\nHost: x\nX-A: 1\r\n", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -265,4 +273,101 @@ routes:
 			}
 		})
 	}
+}
+
+// strictFastRef is strictFast's pass over the raw header as it was written
+// before it shared proxy.NextRawField: the bytes functions on each line.
+func strictFastRef(h *fasthttp.RequestHeader) (int, string) {
+	isToken := func(b []byte) bool {
+		for _, c := range b {
+			if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	raw := h.RawHeaders()
+	hosts, cls, tes := 0, 0, 0
+	for len(raw) > 0 {
+		var line []byte
+		line, raw, _ = bytes.Cut(raw, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return http.StatusBadRequest, "obsolete line folding in the header"
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(name) == 0 || !isToken(name) {
+			return http.StatusBadRequest, "a header name is not a token"
+		}
+		if bytes.IndexByte(value, 0) >= 0 || bytes.IndexByte(value, '\r') >= 0 {
+			return http.StatusBadRequest, "a header value has a control character"
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case len(name) == 4 && bytes.EqualFold(name, []byte("Host")):
+			hosts++
+		case len(name) == 14 && bytes.EqualFold(name, []byte("Content-Length")):
+			cls++
+			if len(value) == 0 || !allDigits(value) {
+				return http.StatusBadRequest, "the Content-Length is not a number"
+			}
+		case len(name) == 17 && bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			tes++
+			if !bytes.EqualFold(value, []byte("chunked")) {
+				return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
+			}
+		}
+	}
+	switch {
+	case cls > 1:
+		return http.StatusBadRequest, "more than one Content-Length"
+	case tes > 1:
+		return http.StatusNotImplemented, "only the chunked transfer coding is implemented, once"
+	case cls > 0 && tes > 0:
+		return http.StatusBadRequest, "both Content-Length and Transfer-Encoding"
+	case hosts > 1:
+		return http.StatusBadRequest, "more than one Host"
+	case hosts == 0 && h.IsHTTP11():
+		return http.StatusBadRequest, "no Host"
+	}
+	return 0, ""
+}
+
+// FuzzStrictFast: on any header fasthttp parses, strictFast's verdict on the
+// raw header is the one the bytes functions gave (the request line checks,
+// which it makes first, are left out: a well-formed line is used).
+func FuzzStrictFast(f *testing.F) {
+	for _, s := range []string{"Host: x\r\n", "host: x\r\nContent-Length: 3\r\n", "Host: x\r\nX: a\r\n b\r\n",
+		"Host: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n", "Host: x\r\nX Y: 1\r\n", "X: \x00\r\n",
+		"Host: x\r\nContent-Length: \t\r\n", "Host: x\nHost: y\n", "Host: x\r\nTransfer-Encoding: \u212aed\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, fields string) {
+		var h fasthttp.RequestHeader
+		if h.Read(bufio.NewReader(strings.NewReader("GET /a HTTP/1.1\r\n"+fields+"\r\n"))) != nil {
+			return
+		}
+		gs, gw := strictFast(&h)
+		ws, ww := strictFastRef(&h)
+		if gs != ws || gw != ww {
+			t.Fatalf("raw %q: strictFast %d %q, the bytes functions %d %q", h.RawHeaders(), gs, gw, ws, ww)
+		}
+	})
+}
+
+// FuzzHasNULOrCR: hasNULOrCR is the two bytes.IndexByte it stands for.
+func FuzzHasNULOrCR(f *testing.F) {
+	for _, s := range []string{"", "h2load nghttp2/1.52.0", "a\x00", "\r", "0123456\r89", "01234567\x00", strings.Repeat("x", 70) + "\r",
+		"\x8d\x80\x0e\x01\x0c\x8c", "\xff\xff\xff\xff\xff\xff\xff\x0d", strings.Repeat("\x01", 16)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s)
+		if got, want := hasNULOrCR(b), bytes.IndexByte(b, 0) >= 0 || bytes.IndexByte(b, '\r') >= 0; got != want {
+			t.Fatalf("hasNULOrCR(%q) = %v, want %v", s, got, want)
+		}
+	})
 }

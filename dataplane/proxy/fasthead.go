@@ -12,13 +12,16 @@ import (
 // appendFastHead appends the head of the request ctx carries as it goes to
 // target t, for a request without a body (the common GET): the request line
 // with the forwarded path and query, Host, the client's header lines as they
-// arrived (names as spelled, values without surrounding spaces), less the
-// hop-by-hop fields, the names Connection lists and the fields the gateway
-// sets itself, then those: X-Forwarded-For (the client's values, then the
-// peer), X-Forwarded-Host, X-Forwarded-Proto, Via, X-Request-Id and, for a
-// trace the gateway started, Traceparent (the client's Tracestate dropped
-// with it). It is buildFastRequest's result, serialized, written in one pass
-// over the raw header instead of copying a parsed header and editing it.
+// arrived (names as spelled, or canonical once the fasthttp engine's request
+// view has canonicalized them in place; values without surrounding spaces
+// and tabs), less the hop-by-hop fields, the names Connection lists and the
+// fields the gateway sets itself, then those: X-Forwarded-For (the client's
+// values, then the peer), X-Forwarded-Host, X-Forwarded-Proto, Via,
+// X-Request-Id and, for a trace the gateway started, Traceparent (the
+// client's Tracestate dropped with it). It is buildFastRequest's result,
+// serialized, written in one pass over the raw header (two when a
+// Connection line comes late: see appendClientFields) instead of copying a
+// parsed header and editing it.
 //
 // The raw header is what the engine parsed and strictFast accepted (names
 // are tokens, no obs-fold, no control characters in values), so each line
@@ -36,59 +39,22 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	dst = append(dst, t.host...)
 	dst = append(dst, "\r\n"...)
 
-	raw := in.RawHeaders()
-	// The names Connection lists are hop-by-hop too: found first, as
-	// Connection may come after them.
-	var listed [8][]byte
-	nl := 0
-	for rest := raw; len(rest) > 0; {
-		var name, value []byte
-		name, value, rest = nextRawField(rest)
-		if len(name) != len(strConnection) || !bytes.EqualFold(name, strConnection) {
-			continue
-		}
-		for len(value) > 0 && nl < len(listed) {
-			var tok []byte
-			tok, value, _ = bytes.Cut(value, []byte{','})
-			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
-				listed[nl] = tok
-				nl++
-			}
-		}
-	}
-
-	xff := fastURIs.Get().(*fastURI)
-	x := xff.b[:0]
-	for rest := raw; len(rest) > 0; {
-		var name, value []byte
-		name, value, rest = nextRawField(rest)
-		if len(name) == 0 {
-			continue
-		}
-		switch gatewaySets(name, fr.Traceparent != "") {
-		case setXFF:
-			if len(x) > 0 {
-				x = append(x, ", "...)
-			}
-			x = append(x, value...)
-			continue
-		case setDrop:
-			continue
-		}
-		if listedIn(name, listed[:nl]) {
-			continue
-		}
-		dst = append(dst, name...)
-		dst = append(dst, ": "...)
-		dst = append(dst, value...)
-		dst = append(dst, "\r\n"...)
+	// One pass, mostly: the names Connection lists are hop-by-hop too, and
+	// Connection may come after them; only when it lists one that could
+	// have been forwarded already is the pass made again, with every
+	// listed name known.
+	raw, started := in.RawHeaders(), fr.Traceparent != ""
+	var l connListed
+	var xb [256]byte // the client's X-Forwarded-For values: most fit, on the stack
+	mark := len(dst)
+	dst, x, late := appendClientFields(dst, xb[:0], raw, &l, started, true)
+	if late {
+		dst, x, _ = appendClientFields(dst[:mark], x[:0], raw, &l, started, false)
 	}
 	dst = append(dst, "X-Forwarded-For: "...)
 	if len(x) > 0 {
 		dst = append(append(dst, x...), ", "...)
 	}
-	xff.b = x
-	fastURIs.Put(xff)
 	dst = appendPeerIP(dst, ctx)
 	dst = append(dst, "\r\nX-Forwarded-Host: "...)
 	dst = append(dst, in.Host()...)
@@ -111,16 +77,61 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	return append(dst, "\r\n\r\n"...)
 }
 
-var strConnection = []byte("Connection")
+// connListed holds the names the client's Connection lines list, the
+// first eight.
+type connListed struct {
+	names [8][]byte
+	n     int
+}
 
-// nextRawField splits the first line off a raw header block: its name and
-// value (surrounding spaces and tabs trimmed), and the rest. A blank line
-// gives an empty name.
-func nextRawField(raw []byte) (name, value, rest []byte) {
-	line, rest, _ := bytes.Cut(raw, []byte{'\n'})
-	line = bytes.TrimSuffix(line, []byte{'\r'})
-	name, value, _ = bytes.Cut(line, []byte{':'})
-	return name, bytes.Trim(value, " \t"), rest
+// appendClientFields is appendFastHead's pass over raw, the client's header
+// lines: it appends those that go upstream to dst (as "name: value" lines)
+// and the values of X-Forwarded-For to x, leaving out what gatewaySets
+// drops and the names in l. With collect, it adds the names each Connection
+// line lists to l as it meets them, and late reports that one was added
+// after a line was forwarded and could have been that line's name (it is
+// not a name gatewaySets drops or merges anyway: names are ASCII, fasthttp
+// refuses others, so two names equal but for case are classified alike):
+// the pass is then to be made again without collect.
+func appendClientFields(dst, x, raw []byte, l *connListed, started, collect bool) (_, _ []byte, late bool) {
+	kept := false
+	for len(raw) > 0 {
+		name, value, rest, _ := NextRawField(raw)
+		raw = rest
+		if len(name) == 0 {
+			continue
+		}
+		switch gatewaySets(name, started) {
+		case setXFF:
+			if len(x) > 0 {
+				x = append(x, ", "...)
+			}
+			x = append(x, value...)
+			continue
+		case setDrop:
+			if collect && len(name) == len("Connection") && EqualFoldASCII(name, "Connection") {
+				for len(value) > 0 && l.n < len(l.names) {
+					var tok []byte
+					tok, value, _ = bytes.Cut(value, []byte{','})
+					if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+						l.names[l.n] = tok
+						l.n++
+						late = late || kept && gatewaySets(tok, started) == setKeep
+					}
+				}
+			}
+			continue
+		}
+		if listedIn(name, l.names[:l.n]) {
+			continue
+		}
+		kept = true
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, value...)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst, x, late
 }
 
 // What appendFastHead does with a client's header line.
@@ -135,7 +146,7 @@ const (
 // dropped, X-Forwarded-For is merged; started tells whether the gateway
 // started the trace (the client's Traceparent and Tracestate are dropped).
 func gatewaySets(name []byte, started bool) int {
-	is := func(s string) bool { return bytes.EqualFold(name, []byte(s)) }
+	is := func(s string) bool { return EqualFoldASCII(name, s) }
 	switch len(name) { // most names are none of these: one length test
 	case 2:
 		return drop(is("Te"))

@@ -42,6 +42,16 @@ routes:
 		{"more gateway fields than the delete list holds", "GET /api/g HTTP/1.1\r\nHost: front.test\r\n" +
 			strings.Repeat("X-Request-Id: a\r\nKeep-Alive: 1\r\n", 10) + "Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n",
 			FastRequest{RequestID: "id-7"}},
+		{"Connection after the field it lists", "GET /api/h HTTP/1.1\r\nHost: front.test\r\nX-Hop: 1\r\nX-Kept: yes\r\nx-hop: 2\r\nConnection: x-HOP\r\n",
+			FastRequest{RequestID: "id-8"}},
+		{"two Connection lines, the second late", "GET /api/i HTTP/1.1\r\nHost: front.test\r\nConnection: keep-alive\r\nA: 1\r\nB: 2\r\n" +
+			"Connection: Upgrade, close , b,\r\nClose: c\r\n", FastRequest{RequestID: "id-9"}},
+		{"Connection late, listing only what goes anyway", "GET /api/j HTTP/1.1\r\nHost: front.test\r\nA: 1\r\nX-Forwarded-For: 10.0.0.9\r\n" +
+			"Connection: keep-alive, te, x-forwarded-for\r\nTE: trailers\r\n", FastRequest{RequestID: "id-10"}},
+		{"names to canonicalize and padded values", "GET /api/k HTTP/1.1\r\nhost: front.test\r\nuser-agent: \t h2load \t\r\nX-EMPTY:\r\nx-blank:   \r\n",
+			FastRequest{RequestID: "id-11"}},
+		{"a long X-Forwarded-For chain", "GET /api/l HTTP/1.1\r\nHost: front.test\r\nX-Forwarded-For: " + strings.Repeat("10.0.0.1, ", 30) + "10.0.0.2\r\n" +
+			"X-A: 1\r\nx-forwarded-for: " + strings.Repeat("192.168.100.200, ", 20) + "10.0.0.3\r\n", FastRequest{RequestID: "id-12"}},
 		{"a trace started", "HEAD /api/d HTTP/1.1\r\nHost: front.test\r\nTraceparent: bogus\r\nTracestate: a=b\r\nCookie: a=1\r\nCookie: b=2\r\n",
 			FastRequest{RequestID: "id-4", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 		{"the client's trace kept", "GET /api/e HTTP/1.0\r\nHost: front.test\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nTracestate: a=b\r\nExpect: 100-continue\r\nContent-Length: 0\r\n",
@@ -157,4 +167,127 @@ func TestGatewaySetsCoversHopHeaders(t *testing.T) {
 			t.Errorf("%s dropped", name)
 		}
 	}
+}
+
+// clientFieldsRef is appendFastHead's header lines as they were written
+// before its one pass: the names Connection lists found first over every
+// line, then the lines written, each split with the bytes functions
+// (nextRawFieldRef) and classified by name with bytes.EqualFold.
+func clientFieldsRef(raw []byte, started bool) (dst, x []byte) {
+	var listed [8][]byte
+	nl := 0
+	for rest := raw; len(rest) > 0; {
+		var name, value []byte
+		name, value, rest, _ = nextRawFieldRef(rest)
+		if len(name) != len("Connection") || !bytes.EqualFold(name, []byte("Connection")) {
+			continue
+		}
+		for len(value) > 0 && nl < len(listed) {
+			var tok []byte
+			tok, value, _ = bytes.Cut(value, []byte{','})
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				listed[nl] = tok
+				nl++
+			}
+		}
+	}
+	drop := slices.Concat(hopHeaders, []string{"Host", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id"})
+	if started {
+		drop = append(drop, "Traceparent", "Tracestate")
+	}
+	is := func(name []byte, s string) bool { return len(name) == len(s) && bytes.EqualFold(name, []byte(s)) }
+lines:
+	for rest := raw; len(rest) > 0; {
+		var name, value []byte
+		name, value, rest, _ = nextRawFieldRef(rest)
+		if len(name) == 0 {
+			continue
+		}
+		if is(name, "X-Forwarded-For") {
+			if len(x) > 0 {
+				x = append(x, ", "...)
+			}
+			x = append(x, value...)
+			continue
+		}
+		for _, d := range drop {
+			if is(name, d) {
+				continue lines
+			}
+		}
+		for _, l := range listed[:nl] {
+			if bytes.EqualFold(name, l) {
+				continue lines
+			}
+		}
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, value...)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst, x
+}
+
+// clientFields is what appendFastHead writes of raw's lines, as it does it.
+func clientFields(raw []byte, started bool) (dst, x []byte) {
+	var l connListed
+	dst, x, late := appendClientFields(nil, nil, raw, &l, started, true)
+	if late {
+		dst, x, _ = appendClientFields(dst[:0], x[:0], raw, &l, started, false)
+	}
+	return dst, x
+}
+
+// checkClientFields compares clientFields with clientFieldsRef on raw, a
+// header block strictFast accepts (names are tokens; others are skipped).
+func checkClientFields(t *testing.T, raw []byte) {
+	t.Helper()
+	for rest := raw; len(rest) > 0; {
+		var name []byte
+		var colon bool
+		name, _, rest, colon = nextRawFieldRef(rest)
+		if len(name) == 0 && !colon {
+			continue
+		}
+		if !colon || len(name) == 0 || !IsToken(name) {
+			return
+		}
+	}
+	for _, started := range []bool{false, true} {
+		dst, x := clientFields(raw, started)
+		wdst, wx := clientFieldsRef(raw, started)
+		if !bytes.Equal(dst, wdst) || !bytes.Equal(x, wx) {
+			t.Fatalf("raw %q (trace started %v):\nlines %q, want %q\nX-Forwarded-For %q, want %q", raw, started, dst, wdst, x, wx)
+		}
+	}
+}
+
+// TestClientFields: the raw head's one pass (two when a Connection line
+// comes late) writes the lines the two passes over every line wrote.
+func TestClientFields(t *testing.T) {
+	t.Parallel()
+	for _, raw := range clientFieldSeeds {
+		checkClientFields(t, []byte(raw))
+	}
+}
+
+var clientFieldSeeds = []string{
+	"Host: a\r\nUser-Agent: x\r\n\r\n",
+	"Connection: keep-alive, X-A\r\nX-A: 1\r\nX-B: 2\r\n\r\n",
+	"X-A: 1\r\nX-B: 2\r\nConnection: x-a\r\n\r\n",
+	"X-A: 1\r\nConnection: keep-alive, te\r\nTE: t\r\n\r\n",
+	"X-A: 1\r\nConnection: a,b,c,d,e,f,g,h,x-a\r\n\r\n",
+	"X-A: 1\r\nConnection: a,b,c,d\r\nX-B: 1\r\nConnection: e,f,g,h,x-b\r\n\r\n",
+	"X-A: 1\r\nconnection: \u212a, x-\u212a\r\nK: 1\r\nX-K: 2\r\n\r\n",
+	"X-Forwarded-For: 1\r\nx-forwarded-for: 2\r\nTraceparent: t\r\ntracestate: s\r\nConnection: x-forwarded-for\r\n\r\n",
+	"A:\r\nB: \t \r\nConnection: ,, ,\r\n\r\n",
+}
+
+func FuzzClientFields(f *testing.F) {
+	for _, s := range clientFieldSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		checkClientFields(t, []byte(raw))
+	})
 }

@@ -39,11 +39,7 @@ func viaName(nodeID string) string {
 
 // isTokenChar reports whether c may appear in an RFC 9110 token.
 func isTokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	return tokenByte[c]
 }
 
 // viaValue is the Via entry this node adds to a request received with

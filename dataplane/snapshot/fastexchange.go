@@ -122,15 +122,7 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // forwarded.
 func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 	h := &ctx.Request.Header
-	for k, v := range h.AllInOrder() {
-		key := b2s(k)
-		x.vals = append(x.vals, b2s(v))
-		if prev, ok := x.reqH[key]; ok {
-			x.reqH[key] = append(prev, x.vals[len(x.vals)-1])
-			continue
-		}
-		x.reqH[key] = x.vals[len(x.vals)-1 : len(x.vals) : len(x.vals)]
-	}
+	x.fillHeader(h.RawHeaders())
 	uri := ctx.URI()
 	cl := proxy.FastContentLength(h)
 	v := &x.view
@@ -330,4 +322,35 @@ func (s *Snapshot) MinBodyTimeout() time.Duration {
 func (x *fastExchange) HoldDone(done func()) bool {
 	x.done = done
 	return true
+}
+
+// fillHeader puts the field lines of raw (the request's raw header block,
+// which strictFast accepted) in x.reqH, as fasthttp's AllInOrder reads
+// them: names canonicalized in place (so that the raw head forwarded
+// upstream carries them so too, as it did when AllInOrder normalized them),
+// values trimmed of spaces and tabs, each line one value in the order
+// received. Keys and values point into raw. x.reqH is empty (reset).
+func (x *fastExchange) fillHeader(raw []byte) {
+	// Lengths of the names seen so far (all past 63 share a bit): a name
+	// of a length not seen yet is new to the map, which needs no lookup.
+	var seen uint64
+	for len(raw) > 0 {
+		name, value, rest, _ := proxy.NextRawField(raw)
+		raw = rest
+		if len(name) == 0 {
+			continue
+		}
+		proxy.CanonicalizeKey(name)
+		key := b2s(name)
+		x.vals = append(x.vals, b2s(value))
+		bit := uint64(1) << min(len(name), 63)
+		if seen&bit != 0 {
+			if prev, ok := x.reqH[key]; ok {
+				x.reqH[key] = append(prev, x.vals[len(x.vals)-1])
+				continue
+			}
+		}
+		seen |= bit
+		x.reqH[key] = x.vals[len(x.vals)-1 : len(x.vals) : len(x.vals)]
+	}
 }
