@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,22 @@ import (
 // body is buffered whole. The client's body is read by Forward's transport
 // only until the response is written (bridgeBody), after which the engine
 // owns the connection again.
+// deepCopy is h with its names and values copied: the strings of a
+// FastRequest's header point into buffers of the serving stack's that are
+// reused once ForwardFast has returned, and the bridged Forward's goroutine
+// may read its request (its error handler) until the body ends.
+func deepCopy(h http.Header) http.Header {
+	c := make(http.Header, len(h))
+	for k, vs := range h {
+		cv := make([]string, len(vs))
+		for i, v := range vs {
+			cv[i] = strings.Clone(v)
+		}
+		c[strings.Clone(k)] = cv
+	}
+	return c
+}
+
 func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Match, start time.Time) Outcome {
 	in := &ctx.Request.Header
 	r := &http.Request{
@@ -27,7 +44,7 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 		URL:        &url.URL{Path: fr.Path, RawQuery: string(ctx.URI().QueryString())},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1, ProtoMinor: 1,
-		Header:        fr.Header,
+		Header:        deepCopy(fr.Header),
 		Host:          string(in.Host()),
 		RemoteAddr:    ctx.RemoteAddr().String(),
 		RequestURI:    string(in.RequestURI()),

@@ -839,11 +839,3 @@ func GuardBodyConn(c net.Conn, hasBody bool, timeout time.Duration) {
 
 // BodyTimeout returns the route's bound on a stalled client body.
 func (u *Upstream) BodyTimeout() time.Duration { return u.bodyTimeout }
-
-// closeAllFast closes the idle connections of every fasthttp pool.
-func closeAllFast() {
-	fastClients.Range(func(_, c any) bool {
-		c.(*fastPool).CloseIdleConnections()
-		return true
-	})
-}

@@ -167,8 +167,10 @@ func (t *Transport) CloseIdle() {
 	defer t.mu.Unlock()
 	for _, o := range t.origins {
 		o.rt.CloseIdleConnections()
+		if c, ok := fastClients.Load(o); ok {
+			c.(*fastPool).CloseIdleConnections()
+		}
 	}
-	closeAllFast()
 }
 
 func (t *Transport) newTransport(h2c bool) *http.Transport {

@@ -83,7 +83,11 @@ type fastExchange struct {
 	vals    []string    // backing of reqH's values
 	flushed bool
 	id      [1]string // the X-Request-Id header value
-	added   []byte    // values AddHeader took, back to back
+	// The storage of a request id and a trace the gateway starts: their
+	// strings are valid until the request ends, as the rest of the view's.
+	idBuf   [proxy.RequestIDMax]byte
+	trace   reqview.TraceBuf
+	added   []byte // values AddHeader took, back to back
 	addedKV []addedField
 	done    func() // the limits' release, held until the body is written
 	rel     func(error)
@@ -137,10 +141,10 @@ func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 	if ids := x.reqH[api.HeaderRequestID]; len(ids) == 1 && proxy.ValidRequestID(ids[0]) {
 		v.RequestID = ids[0]
 	} else {
-		v.RequestID = proxy.NewRequestID()
+		v.RequestID = b2s(proxy.AppendRequestID(x.idBuf[:0]))
 	}
 	x.id[0] = v.RequestID
-	v.Trace = reqview.EnsureTrace(x.reqH) // sets x.reqH's traceparent when it starts one
+	v.Trace = reqview.EnsureTraceBuf(x.reqH, &x.trace) // sets x.reqH's traceparent when it starts one
 	return v
 }
 
