@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,8 +121,80 @@ func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // the upgrade request's context ends with the session
-	d.h2.ServeConn(conn, &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h1, Handler: d.handler,
+	sc := &sessionConn{Conn: conn, local: conn.LocalAddr(), remote: conn.RemoteAddr()}
+	defer sc.end()
+	d.h2.ServeConn(sc, &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h1, Handler: d.handler,
 		UpgradeRequest: up.req.WithContext(ctx), Settings: up.settings})
+}
+
+// sessionConn is a hijacked connection lent to an HTTP/2 session. The
+// engine recycles the connection's wrapper as soon as the hijack handler
+// returns, and x/net's server can still be writing a frame from a goroutine
+// of its own after ServeConn returned: end, called before the handler
+// returns, ends the calls in flight (a deadline in the past) and waits for
+// them, and every call after it fails with net.ErrClosed instead of
+// reaching the recycled wrapper (a nil dereference that took the process
+// down).
+type sessionConn struct {
+	net.Conn
+	local, remote net.Addr
+	mu            sync.RWMutex
+	ended         bool
+}
+
+func (c *sessionConn) end() {
+	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+}
+
+func (c *sessionConn) Read(b []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *sessionConn) Write(b []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *sessionConn) Close() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *sessionConn) SetDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetDeadline(t) })
+}
+func (c *sessionConn) SetReadDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetReadDeadline(t) })
+}
+func (c *sessionConn) SetWriteDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetWriteDeadline(t) })
+}
+func (c *sessionConn) LocalAddr() net.Addr  { return c.local }
+func (c *sessionConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *sessionConn) guard(f func() error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return net.ErrClosed
+	}
+	return f()
 }
 
 // drainFast ends the fasthttp engine's connections: every pass closes the
