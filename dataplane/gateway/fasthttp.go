@@ -140,37 +140,33 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 // that the connection ends after it (the dispatcher drains the engine's
 // connections itself: see fastconn.go).
 func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
-	if h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
+	status, why, seen := strictFastSeen(&ctx.Request.Header)
+	if seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
 		return
 	}
-	n.serveFast(ctx)
+	n.serveFast(ctx, status, why, seen)
 	if n.draining.Load() && !ctx.Hijacked() {
 		ctx.SetConnectionClose()
 	}
 }
 
-// serveFast is ServeHTTP for the fasthttp engine.
-func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
-	if status, why := strictFast(&ctx.Request.Header); status != 0 {
+// serveFast is ServeHTTP for the fasthttp engine, given what strictFastSeen
+// found of the request.
+func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen) {
+	if status != 0 {
 		ctx.SetConnectionClose()
 		snapshot.WriteProblemFast(ctx, status, http.StatusText(status), why)
 		n.metrics.Requests.WithLabelValues("", fmt.Sprint(status)).Inc()
 		n.metrics.Served.Count(status)
 		return
 	}
-	if vias := ctx.Request.Header.PeekAll("Via"); len(vias) > 0 {
-		vs := make([]string, len(vias))
-		for i, v := range vias {
-			vs[i] = string(v)
-		}
-		if n.cfg.Snapshot.Transport.LoopingVia(vs) {
-			ctx.SetConnectionClose()
-			snapshot.WriteProblemFast(ctx, proxy.StatusLoopDetected, "Loop detected",
-				"the request already went through this gateway, or through too many proxies (Via); check the route's targets")
-			n.metrics.Requests.WithLabelValues("", "508").Inc()
-			n.metrics.Served.Count(http.StatusLoopDetected)
-			return
-		}
+	if seen&seenVia != 0 && n.loopingFast(ctx) {
+		ctx.SetConnectionClose()
+		snapshot.WriteProblemFast(ctx, proxy.StatusLoopDetected, "Loop detected",
+			"the request already went through this gateway, or through too many proxies (Via); check the route's targets")
+		n.metrics.Requests.WithLabelValues("", "508").Inc()
+		n.metrics.Served.Count(http.StatusLoopDetected)
+		return
 	}
 	// Bound a body until the route's bound applies. (A streamed response
 	// clears its write deadline when done: see proxy.ForwardFast.)
@@ -180,7 +176,18 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
 		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
 		return
 	}
-	s.ServeFast(ctx, ctx.IsTLS())
+	s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0)
+}
+
+// loopingFast reports whether the request's Via fields show it went through
+// this gateway already, or through too many proxies (Transport.LoopingVia).
+func (n *Node) loopingFast(ctx *fasthttp.RequestCtx) bool {
+	vias := ctx.Request.Header.PeekAll("Via")
+	vs := make([]string, len(vias))
+	for i, v := range vias {
+		vs[i] = string(v)
+	}
+	return n.cfg.Snapshot.Transport.LoopingVia(vs)
 }
 
 // strictFast returns the status and reason to refuse an HTTP/1 request
@@ -191,19 +198,37 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx) {
 // gateway refuses rather than normalizes), no obs-fold (§5.2), header names
 // that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1.
 func strictFast(h *fasthttp.RequestHeader) (int, string) {
+	status, why, _ := strictFastSeen(h)
+	return status, why
+}
+
+// fieldsSeen tells which fields strictFastSeen saw in a request's header:
+// what the request path would otherwise look up (fasthttp's lookups
+// normalize the name asked for each time).
+type fieldsSeen uint8
+
+const (
+	seenUpgrade fieldsSeen = 1 << iota // an Upgrade field
+	seenVia                            // a Via field
+)
+
+// strictFastSeen is strictFast, also telling which of the fields the
+// request path looks for it saw (on a request it accepts).
+func strictFastSeen(h *fasthttp.RequestHeader) (int, string, fieldsSeen) {
+	var seen fieldsSeen
 	// fasthttp reads any "HTTP/x.y"; net/http answers 505 to versions
 	// other than 1.0 and 1.1 (and the request must not reach an upstream
 	// under a version it was not parsed as).
 	if p := h.Protocol(); string(p) != "HTTP/1.1" && string(p) != "HTTP/1.0" {
-		return http.StatusHTTPVersionNotSupported, "the request's HTTP version is not HTTP/1.0 or HTTP/1.1"
+		return http.StatusHTTPVersionNotSupported, "the request's HTTP version is not HTTP/1.0 or HTTP/1.1", 0
 	}
 	uri := h.RequestURI()
 	if bytes.IndexByte(uri, ' ') >= 0 {
-		return http.StatusBadRequest, "the request target has a space"
+		return http.StatusBadRequest, "the request target has a space", 0
 	}
 	if len(uri) == 0 || uri[0] != '/' { // origin-form passes: no strings to make
 		if why := strictTargetOf(string(h.Method()), string(uri)); why != "" {
-			return http.StatusBadRequest, why
+			return http.StatusBadRequest, why, 0
 		}
 	}
 	hosts, cls, tes := 0, 0, 0
@@ -215,49 +240,57 @@ func strictFast(h *fasthttp.RequestHeader) (int, string) {
 			case !colon && len(name) == 0: // a blank line
 				continue
 			case len(name) > 0 && (name[0] == ' ' || name[0] == '\t'):
-				return http.StatusBadRequest, "obsolete line folding in the header"
+				return http.StatusBadRequest, "obsolete line folding in the header", 0
 			}
-			return http.StatusBadRequest, "a header name is not a token"
+			return http.StatusBadRequest, "a header name is not a token", 0
 		}
 		// The line was cut at LF; a NUL or a CR left in it is refused (the
 		// value is trimmed of spaces and tabs only: none is lost).
 		if hasNULOrCR(value) {
-			return http.StatusBadRequest, "a header value has a control character"
+			return http.StatusBadRequest, "a header value has a control character", 0
 		}
 		switch len(name) { // most names are none of these: one length test
+		case 3:
+			if proxy.EqualFoldASCII(name, "Via") {
+				seen |= seenVia
+			}
 		case 4:
 			if proxy.EqualFoldASCII(name, "Host") {
 				hosts++
+			}
+		case 7:
+			if proxy.EqualFoldASCII(name, "Upgrade") {
+				seen |= seenUpgrade
 			}
 		case 14:
 			if proxy.EqualFoldASCII(name, "Content-Length") {
 				cls++
 				if len(value) == 0 || !allDigits(value) {
-					return http.StatusBadRequest, "the Content-Length is not a number"
+					return http.StatusBadRequest, "the Content-Length is not a number", 0
 				}
 			}
 		case 17:
 			if proxy.EqualFoldASCII(name, "Transfer-Encoding") {
 				tes++
 				if !bytes.EqualFold(value, []byte("chunked")) {
-					return http.StatusNotImplemented, "only the chunked transfer coding is implemented"
+					return http.StatusNotImplemented, "only the chunked transfer coding is implemented", 0
 				}
 			}
 		}
 	}
 	switch {
 	case cls > 1:
-		return http.StatusBadRequest, "more than one Content-Length"
+		return http.StatusBadRequest, "more than one Content-Length", 0
 	case tes > 1:
-		return http.StatusNotImplemented, "only the chunked transfer coding is implemented, once"
+		return http.StatusNotImplemented, "only the chunked transfer coding is implemented, once", 0
 	case cls > 0 && tes > 0:
-		return http.StatusBadRequest, "both Content-Length and Transfer-Encoding"
+		return http.StatusBadRequest, "both Content-Length and Transfer-Encoding", 0
 	case hosts > 1:
-		return http.StatusBadRequest, "more than one Host"
+		return http.StatusBadRequest, "more than one Host", 0
 	case hosts == 0 && h.IsHTTP11():
-		return http.StatusBadRequest, "no Host"
+		return http.StatusBadRequest, "no Host", 0
 	}
-	return 0, ""
+	return 0, "", seen
 }
 
 func allDigits(b []byte) bool {

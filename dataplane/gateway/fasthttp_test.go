@@ -342,7 +342,8 @@ func strictFastRef(h *fasthttp.RequestHeader) (int, string) {
 func FuzzStrictFast(f *testing.F) {
 	for _, s := range []string{"Host: x\r\n", "host: x\r\nContent-Length: 3\r\n", "Host: x\r\nX: a\r\n b\r\n",
 		"Host: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n", "Host: x\r\nX Y: 1\r\n", "X: \x00\r\n",
-		"Host: x\r\nContent-Length: \t\r\n", "Host: x\nHost: y\n", "Host: x\r\nTransfer-Encoding: \u212aed\r\n"} {
+		"Host: x\r\nContent-Length: \t\r\n", "Host: x\nHost: y\n", "Host: x\r\nTransfer-Encoding: \u212aed\r\n",
+		"Host: x\r\nupgrade: websocket\r\nVIA: 1.1 a\r\n", "Host: x\r\nUpgrade:\r\nvia: \r\n", "Host: x\r\nUpgradf: 1\r\nVic: 2\r\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, fields string) {
@@ -354,6 +355,16 @@ func FuzzStrictFast(f *testing.F) {
 		ws, ww := strictFastRef(&h)
 		if gs != ws || gw != ww {
 			t.Fatalf("raw %q: strictFast %d %q, the bytes functions %d %q", h.RawHeaders(), gs, gw, ws, ww)
+		}
+		// What it saw is what fasthttp's lookups find, on a request it
+		// accepts.
+		if _, _, seen := strictFastSeen(&h); gs == 0 {
+			if got, want := seen&seenUpgrade != 0, len(h.PeekAll("Upgrade")) > 0; got != want {
+				t.Fatalf("raw %q: saw Upgrade %v, fasthttp finds one %v", h.RawHeaders(), got, want)
+			}
+			if got, want := seen&seenVia != 0, len(h.PeekAll("Via")) > 0; got != want {
+				t.Fatalf("raw %q: saw Via %v, fasthttp finds one %v", h.RawHeaders(), got, want)
+			}
 		}
 	})
 }

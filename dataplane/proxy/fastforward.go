@@ -79,6 +79,9 @@ type FastRequest struct {
 	Traceparent string
 	// TLS tells whether the client connection is TLS (X-Forwarded-Proto).
 	TLS bool
+	// NoUpgrade, when set, says the request has no Upgrade field (the
+	// serving stack saw none): ForwardFast does not look for one.
+	NoUpgrade bool
 	// Release, when not nil, gives the function to call once the response
 	// is written: ForwardFast takes it (TakeRelease, at most once) only when
 	// the body is streamed after it returns, and calls it with how the body
@@ -164,7 +167,7 @@ func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 // forwardFast is ForwardFast to target t of an HTTP/1.1 route.
 func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, m Match, t *target, start time.Time) Outcome {
 	in := &ctx.Request
-	upgrade := len(in.Header.Peek("Upgrade")) > 0
+	upgrade := !fr.NoUpgrade && len(in.Header.Peek("Upgrade")) > 0
 	if upgrade && isWebSocket(&in.Header) {
 		return u.forwardUpgradeFast(w, ctx, fr, t, m, start)
 	}

@@ -21,9 +21,9 @@ import (
 // Serve on it with the fasthttp Exchange. tls tells whether the client's
 // connection is TLS. The answer is in ctx.Response when it returns; a
 // forwarded body is streamed by the engine afterwards.
-func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls bool) {
+func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool) {
 	x := fastExchanges.Get().(*fastExchange)
-	x.ctx, x.tls = ctx, tls
+	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
 	v := x.fill(ctx)
 	v.ClientIP = s.fastClientIP(ctx, v.Header)
 	s.Serve(x, v)
@@ -74,15 +74,16 @@ func (e *fastEnd) end(err error) {
 // the header map it builds: both are refilled for each request, their
 // strings pointing into the engine's buffers, valid until the request ends.
 type fastExchange struct {
-	ctx     *fasthttp.RequestCtx
-	tls     bool
-	status  int
-	header  http.Header // the gateway's own answer header, copied on WriteHeader
-	view    reqview.View
-	reqH    http.Header // the request's header, as the view reads it
-	vals    []string    // backing of reqH's values
-	flushed bool
-	id      [1]string // the X-Request-Id header value
+	ctx       *fasthttp.RequestCtx
+	tls       bool
+	noUpgrade bool // the request has no Upgrade field (the engine's strict pass saw none)
+	status    int
+	header    http.Header // the gateway's own answer header, copied on WriteHeader
+	view      reqview.View
+	reqH      http.Header // the request's header, as the view reads it
+	vals      []string    // backing of reqH's values
+	flushed   bool
+	id        [1]string // the X-Request-Id header value
 	// The storage of a request id and a trace the gateway starts: their
 	// strings are valid until the request ends, as the rest of the view's.
 	idBuf   [proxy.RequestIDMax]byte
@@ -112,7 +113,7 @@ func (x *fastExchange) reset() {
 	clear(x.vals)
 	x.vals = x.vals[:0]
 	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
-	x.ctx, x.tls, x.status, x.flushed = nil, false, 0, false
+	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed = nil, false, false, 0, false
 }
 
 // b2s is the string of b without a copy; b must outlive the string's use
@@ -260,7 +261,7 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, Release: x, Header: x.reqH, Path: m.Path}
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x.reqH, Path: m.Path}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
