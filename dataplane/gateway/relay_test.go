@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,8 @@ func TestRelayedAnswerHeader(t *testing.T) {
 				"HTTP/1.0 200 Fine Thanks\r\nConnection: close\r\nX-Request-Id: from-upstream\r\nServer: up/1\r\n"+
 					"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nKeep-Alive: timeout=1\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok",
 				"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nX-Second: yes\r\n\r\n"+
-					"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n")
+					"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n",
+				"HTTP/1.1 200 OK\r\nratelimit-policy: \"app\";q=5\r\nContent-Length: 1\r\n\r\nz")
 			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: relay
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
@@ -151,6 +153,12 @@ limits:
 			}
 			if got := resp.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "1000" {
 				t.Errorf("X-RateLimit-Limit %q", got)
+			}
+
+			// An upstream's own RateLimit field stays, beside the gateway's.
+			resp, _, body = get("client-3")
+			if got := resp.Header.Values("Ratelimit-Policy"); body != "z" || len(got) != 2 || !slices.Contains(got, `"app";q=5`) {
+				t.Errorf("RateLimit-Policy %q (body %q), want the upstream's and the gateway's", got, body)
 			}
 		})
 	}

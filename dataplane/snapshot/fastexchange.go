@@ -203,8 +203,17 @@ func (x *fastExchange) flush() {
 	out := &x.ctx.Response.Header
 	out.DisableNormalizing() // the gateway's names are canonical already
 	out.SetCanonical(hdrRequestID, s2bytes(x.view.RequestID))
+	// A name the answer does not hold yet (the upstream sent no field of
+	// it: the common case) is set, which skips fasthttp's copy and check of
+	// the name that adding makes; otherwise the field is added beside the
+	// upstream's.
+	set := len(x.addedKV) > 0 && !x.holdsAdded(out)
 	for _, f := range x.addedKV {
-		out.AddBytesKV(s2bytes(f.name), x.added[f.v0:f.v1])
+		if set {
+			out.SetCanonical(s2bytes(f.name), x.added[f.v0:f.v1])
+		} else {
+			out.AddBytesKV(s2bytes(f.name), x.added[f.v0:f.v1])
+		}
 	}
 	if len(x.header) == 0 {
 		return
@@ -233,9 +242,22 @@ var hdrRequestID = []byte(api.HeaderRequestID)
 // them.
 func s2bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
+// holdsAdded reports whether the answer already holds a field of a name
+// AddHeader took.
+func (x *fastExchange) holdsAdded(out *fasthttp.ResponseHeader) bool {
+	for k := range out.All() {
+		for _, f := range x.addedKV {
+			if len(k) == len(f.name) && string(k) == f.name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AddHeader takes a field for the answer, whichever it is (the RateLimit
 // fields of an admitted request: see limit): value is copied, the name must
-// be canonical; flush sets it with the rest.
+// be canonical and taken once per request; flush sets it with the rest.
 func (x *fastExchange) AddHeader(name string, value []byte) {
 	v0 := len(x.added)
 	x.added = append(x.added, value...)
