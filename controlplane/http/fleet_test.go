@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,23 @@ func (f *fleetEnv) put(t testing.TB, ns string, r *api.Report, lease bool) {
 	}
 }
 
+// waitWatching waits until the fleet's report watcher follows ns: it
+// rescans the namespaces every 100 ms, and one that starts after a test's
+// reports were written sees only each key's last value (as a replica that
+// starts late does). It writes a report of node "gw-probe" with no
+// requests, for version.
+func (f *fleetEnv) waitWatching(t *testing.T, ns string, version int64) {
+	t.Helper()
+	f.put(t, ns, report("gw-probe", "probe", 1, time.Now(), version, 0, 0), true)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(f.fleet.LiveNodes(ns), "gw-probe") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the report watcher does not follow namespace %s", ns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func report(node, boot string, seq int64, at time.Time, version int64, allowed, rejected int64) *api.Report {
 	return &api.Report{NodeID: node, BootID: boot, Seq: seq, At: at.UTC(), IntervalSeconds: 1, Version: version,
 		Requests: api.RequestCounts{Total: allowed + rejected, Rejected: rejected, Class2xx: allowed, Class4xx: rejected},
@@ -161,6 +179,7 @@ func TestFleetStatsAndRefusals(t *testing.T) {
 	ap.must(http.StatusOK, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/approve", ch.ID), map[string]string{"comment": "ok"})
 	var v sluice.Version
 	ap.must(http.StatusCreated, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/publish", ch.ID), nil).decode(t, &v)
+	f.waitWatching(t, "shop", v.Number)
 
 	now := time.Now()
 	f.put(t, "shop", report("gw-1", "boot1", 1, now.Add(-3*time.Second), v.Number, 10, 2), true)
