@@ -51,21 +51,18 @@ func hasToken(lines [][]byte, tok string) bool {
 }
 
 // upgradeFast switches ctx's connection to HTTP/2 as the net/http engine
-// does (x/net's h2c handler): the request's framing must pass strictFast
-// first (else it is refused by serveFast), its body is read whole, and it is
+// does (x/net's h2c handler), for a request whose framing strictFast
+// accepted (handleFast calls it only then), its body is read whole, and it is
 // then answered 101 and served as HTTP/2 stream 1 through the node's one
 // request path (ServeHTTP). An HTTP2-Settings that is missing, repeated or
 // not base64url is answered 500, as there. It reports false when the
-// request is to be served as HTTP/1.1 instead: framing refused, over TLS
+// request is to be served as HTTP/1.1 instead: over TLS
 // (h2c is cleartext only; TLS negotiates h2 by ALPN), or a connection the
 // dispatcher did not hand over.
 func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	h := &ctx.Request.Header
 	t := trackOf(ctx.Conn())
 	if t == nil || ctx.IsTLS() {
-		return false
-	}
-	if status, _ := strictFast(h); status != 0 {
 		return false
 	}
 	settings, ok := h2cSettings(h)

@@ -140,8 +140,8 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 // that the connection ends after it (the dispatcher drains the engine's
 // connections itself: see fastconn.go).
 func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
-	status, why, seen := strictFastSeen(&ctx.Request.Header)
-	if seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
+	status, why, seen := strictFast(&ctx.Request.Header)
+	if status == 0 && seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
 		return
 	}
 	n.serveFast(ctx, status, why, seen)
@@ -150,7 +150,7 @@ func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// serveFast is ServeHTTP for the fasthttp engine, given what strictFastSeen
+// serveFast is ServeHTTP for the fasthttp engine, given what strictFast
 // found of the request.
 func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen) {
 	if status != 0 {
@@ -190,21 +190,9 @@ func (n *Node) loopingFast(ctx *fasthttp.RequestCtx) bool {
 	return n.cfg.Snapshot.Transport.LoopingVia(vs)
 }
 
-// strictFast returns the status and reason to refuse an HTTP/1 request
-// with, or 0: what net/http refuses (see strictTarget) and, since fasthttp
-// is lenient where net/http is strict, the framing checks made here on the
-// header as received: one Content-Length of digits only, a Transfer-Encoding
-// of exactly "chunked" (501 otherwise), never both (RFC 9112 §6.3: the
-// gateway refuses rather than normalizes), no obs-fold (§5.2), header names
-// that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1.
-func strictFast(h *fasthttp.RequestHeader) (int, string) {
-	status, why, _ := strictFastSeen(h)
-	return status, why
-}
-
-// fieldsSeen tells which fields strictFastSeen saw in a request's header:
-// what the request path would otherwise look up (fasthttp's lookups
-// normalize the name asked for each time).
+// fieldsSeen tells which fields strictFast saw in a request's header: what
+// the request path would otherwise look up (fasthttp's lookups normalize the
+// name asked for each time).
 type fieldsSeen uint8
 
 const (
@@ -212,9 +200,16 @@ const (
 	seenVia                            // a Via field
 )
 
-// strictFastSeen is strictFast, also telling which of the fields the
-// request path looks for it saw (on a request it accepts).
-func strictFastSeen(h *fasthttp.RequestHeader) (int, string, fieldsSeen) {
+// strictFast returns the status and reason to refuse an HTTP/1 request
+// with, or 0: what net/http refuses (see strictTarget) and, since fasthttp
+// is lenient where net/http is strict, the framing checks made here on the
+// header as received: one Content-Length of digits only, a Transfer-Encoding
+// of exactly "chunked" (501 otherwise), never both (RFC 9112 §6.3: the
+// gateway refuses rather than normalizes), no obs-fold (§5.2), header names
+// that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1. On a
+// request it accepts, it also tells which of the fields the request path
+// looks for it saw.
+func strictFast(h *fasthttp.RequestHeader) (int, string, fieldsSeen) {
 	var seen fieldsSeen
 	// fasthttp reads any "HTTP/x.y"; net/http answers 505 to versions
 	// other than 1.0 and 1.1 (and the request must not reach an upstream

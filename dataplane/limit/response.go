@@ -48,9 +48,9 @@ func setHeaders(h http.Header, ru *rule, d Decision) {
 	// substrings of it, so the five values cost two allocations (that
 	// string and their one backing array), not five.
 	var buf [96]byte
-	b, r1, t0 := appendRateLimit(buf[:0], ru, d)
+	b, r0, r1, t0 := appendRateLimit(buf[:0], ru, d)
 	all := string(b)
-	remaining, reset := all[len(ru.quotedID)+3:r1], all[t0:]
+	remaining, reset := all[r0:r1], all[t0:]
 	rateLimit := all
 	if ru.window == 0 {
 		rateLimit = all[:r1] // no window: no t
@@ -65,16 +65,17 @@ func setHeaders(h http.Header, ru *rule, d Decision) {
 }
 
 // appendRateLimit appends the RateLimit value of ru's decision d with its t
-// (`"<id>";r=<remaining>;t=<reset>`) to dst; remaining ends at r1 and reset
-// starts at t0 (remaining starts after the id and ";r=").
-func appendRateLimit(dst []byte, ru *rule, d Decision) (b []byte, r1, t0 int) {
+// (`"<id>";r=<remaining>;t=<reset>`) to dst; remaining is b[r0:r1] and
+// reset starts at t0.
+func appendRateLimit(dst []byte, ru *rule, d Decision) (b []byte, r0, r1, t0 int) {
 	b = append(dst, ru.quotedID...)
 	b = append(b, ";r="...)
+	r0 = len(b)
 	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 	r1 = len(b)
 	b = append(b, ";t="...)
 	t0 = len(b)
-	return strconv.AppendInt(b, ceilSeconds(d.Reset, 0), 10), r1, t0
+	return strconv.AppendInt(b, ceilSeconds(d.Reset, 0), 10), r0, r1, t0
 }
 
 // headerAdder is a response writer that takes header fields as bytes,
@@ -88,7 +89,7 @@ type headerAdder interface {
 // stack, with no allocation.
 func addHeaders(a headerAdder, ru *rule, d Decision) {
 	var buf [96]byte
-	b, r1, t0 := appendRateLimit(buf[:0], ru, d)
+	b, r0, r1, t0 := appendRateLimit(buf[:0], ru, d)
 	rateLimit := b
 	if ru.window == 0 {
 		rateLimit = b[:r1] // no window: no t
@@ -96,7 +97,7 @@ func addHeaders(a headerAdder, ru *rule, d Decision) {
 	a.AddHeader(hdrPolicy, s2b(ru.policy))
 	a.AddHeader(hdrRateLimit, rateLimit)
 	a.AddHeader(hdrXLimit, s2b(ru.quotaStr))
-	a.AddHeader(hdrXRemaining, b[len(ru.quotedID)+3:r1])
+	a.AddHeader(hdrXRemaining, b[r0:r1])
 	a.AddHeader(hdrXReset, b[t0:])
 }
 

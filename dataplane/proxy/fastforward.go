@@ -110,20 +110,6 @@ type Releaser interface {
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
 
-// hopIndex is the index of name k (as fasthttp normalized it) in
-// hopHeaders, or -1.
-func hopIndex(k []byte) int {
-	if len(k) < 2 || len(k) > len("Proxy-Authorization") {
-		return -1
-	}
-	for i, h := range hopHeaders {
-		if string(k) == h {
-			return i
-		}
-	}
-	return -1
-}
-
 // ForwardFast is Forward for the fasthttp engine: it sends ctx's request to
 // the next target on m.Path and puts the answer in ctx.Response, whose body
 // the engine then streams from the upstream as the client takes it. w is the
@@ -241,11 +227,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	status := out.StatusCode()
 	if status == http.StatusSwitchingProtocols || status < 200 && status != 0 {
 		// Only a requested WebSocket may switch (forwardUpgradeFast). (The
-		// pool closed the connection: a 1xx has no body to stream.)
-		if s != nil {
-			s.discard()
-			_ = s.Close()
-		}
+		// pool closed the connection, and a 1xx has no body: s is nil.)
 		resetFastResponse(out, true)
 		ctx.SetConnectionClose()
 		WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
@@ -264,7 +246,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		cl = -1
 	}
 	rb := fastRespBodies.Get().(*fastRespBody)
-	rb.r, rb.s, rb.cl, rb.conn, rb.timeout = s, s, cl, ctx.Conn(), u.writeTimeout
+	rb.s, rb.cl, rb.conn, rb.timeout = s, cl, ctx.Conn(), u.writeTimeout
 	rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
 	if fr.Release != nil {
 		rb.release = fr.Release.TakeRelease()
@@ -362,7 +344,7 @@ func isHopName(tok []byte) bool {
 		return false
 	}
 	for _, h := range hopHeaders {
-		if len(h) == len(tok) && bytes.EqualFold(tok, []byte(h)) {
+		if EqualFoldASCII(tok, h) {
 			return true
 		}
 	}
@@ -617,7 +599,6 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 // pool, or closes it when the body was not read to its end, and reports how
 // the body ended to release (FastRequest.Release).
 type fastRespBody struct {
-	r       io.Reader
 	s       *fastStream // the upstream's body (doInto's), closed with it
 	cl      int         // its length, -1 for unknown
 	conn    net.Conn
@@ -641,7 +622,7 @@ func (b *fastRespBody) Read(p []byte) (int, error) {
 			b.last = now
 		}
 	}
-	n, err := b.r.Read(p)
+	n, err := b.s.Read(p)
 	b.n += n
 	switch {
 	case err == io.EOF:

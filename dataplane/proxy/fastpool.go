@@ -122,7 +122,7 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 	if !time.Now().Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
-	return p.install(p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline))
+	return install(p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline))
 }
 
 // doInto is DoDeadline for the gateway's forward (ForwardFast), out.req a
@@ -145,7 +145,7 @@ func (p *fastPool) doInto(out fastOut, resp *fasthttp.Response, deadline time.Ti
 }
 
 // install sets a body stream do returned as its response's body.
-func (p *fastPool) install(s *fastStream, err error) error {
+func install(s *fastStream, err error) error {
 	if s != nil {
 		s.resp.SetBodyStream(s, s.cl)
 	}
@@ -167,7 +167,7 @@ func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *f
 	// No deadline on the connection from ctx's: it could fire a moment
 	// before ctx ends and read as the upstream's timeout; ctx's end
 	// interrupts the exchange, and is what the caller then sees.
-	return p.install(p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{}))
+	return install(p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{}))
 }
 
 // do is DoDeadline, DoContext and doInto: ctx may be nil, and a zero
