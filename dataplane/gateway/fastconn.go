@@ -40,21 +40,103 @@ type fastTrack struct {
 type trackedConn interface {
 	net.Conn
 	track() *fastTrack
+	// kick ends a wait for the next request at once (a read deadline of
+	// now, applied whatever the engine deferred: see readDeadlines).
+	kick(now time.Time)
 }
 
 type fastConn struct {
 	net.Conn
-	t fastTrack
+	t  fastTrack
+	rd readDeadlines
 }
 
 func (c *fastConn) track() *fastTrack { return &c.t }
 
+func (c *fastConn) Read(b []byte) (int, error) {
+	if err := c.rd.arm(c.Conn); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+func (c *fastConn) SetReadDeadline(t time.Time) error { return c.rd.set(c.Conn, t) }
+func (c *fastConn) SetDeadline(t time.Time) error     { return c.rd.setBoth(c.Conn, t) }
+func (c *fastConn) kick(now time.Time)                { _ = c.Conn.SetReadDeadline(now) }
+
 type fastTLSConn struct {
 	*tls.Conn
-	t fastTrack
+	t  fastTrack
+	rd readDeadlines
 }
 
 func (c *fastTLSConn) track() *fastTrack { return &c.t }
+
+func (c *fastTLSConn) Read(b []byte) (int, error) {
+	if err := c.rd.arm(c.Conn); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+func (c *fastTLSConn) SetReadDeadline(t time.Time) error { return c.rd.set(c.Conn, t) }
+func (c *fastTLSConn) SetDeadline(t time.Time) error     { return c.rd.setBoth(c.Conn, t) }
+func (c *fastTLSConn) kick(now time.Time)                { _ = c.Conn.SetReadDeadline(now) }
+
+// readDeadlines defers and coalesces the read deadlines the engine sets on
+// a connection it serves. The engine sets two per keep-alive request: the
+// idle bound before it waits for the request, then the header's bound
+// (ReadHeaderTimeout) once the first byte is in, and each costs the
+// runtime a timer update (about 700 instructions, a third of the engine's
+// own work per request). A deadline only matters to a read that blocks, so
+// set records it and arm, before each read, applies what was recorded
+// last: the header's bound of a request whose header came whole with its
+// first byte is never applied, being replaced by the next idle bound before
+// the next read. And an idle bound later than the one already armed by
+// less than a sixty-fourth of the time left (at most a second) is not
+// applied again: a connection is closed idle for at least 63/64 of
+// IdleTimeout (74 s of 75), re-armed about once a second while busy.
+//
+// Until the engine hands the connection over (a hijack: WebSocket, h2c,
+// which SetDeadline marks, the engine clearing both deadlines first) only
+// the connection's own goroutine sets read deadlines and reads, so the
+// fields need no lock; after it, deadlines apply at once, as other
+// goroutines read and set them. The dispatcher's drain ends an idle wait
+// with kick, which applies a past deadline at once and touches nothing
+// here.
+type readDeadlines struct {
+	pending, armed time.Time
+	dirty          bool // pending is not applied
+	direct         bool // handed over: deadlines apply at once
+}
+
+func (d *readDeadlines) set(c net.Conn, t time.Time) error {
+	if d.direct {
+		return c.SetReadDeadline(t)
+	}
+	d.pending, d.dirty = t, true
+	return nil
+}
+
+func (d *readDeadlines) setBoth(c net.Conn, t time.Time) error {
+	d.direct, d.dirty, d.armed = true, false, t
+	return c.SetDeadline(t)
+}
+
+// arm applies the pending read deadline before a read, unless the armed one
+// is as good (see readDeadlines).
+func (d *readDeadlines) arm(c net.Conn) error {
+	if !d.dirty {
+		return nil
+	}
+	d.dirty = false
+	t := d.pending
+	if !t.IsZero() && !d.armed.IsZero() {
+		if ahead := t.Sub(d.armed); ahead == 0 || ahead > 0 && ahead < min(time.Second, time.Until(t)/64) {
+			return nil
+		}
+	}
+	d.armed = t
+	return c.SetReadDeadline(t)
+}
 
 func newTrackedConn(c net.Conn, now time.Time) trackedConn {
 	if tc, ok := c.(*tls.Conn); ok {
@@ -235,7 +317,7 @@ func (d *dispatcher) closeFastConns(now time.Time, all bool) {
 		case s == fasthttp.StateIdle, s == fasthttp.StateNew && now.Sub(t.since) > time.Second:
 			// A past read deadline ends the engine's wait for the next
 			// request; it closes the connection itself.
-			_ = c.SetReadDeadline(now)
+			c.kick(now)
 		}
 	}
 }
