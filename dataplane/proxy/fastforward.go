@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // target choice, X-Forwarded-*, Via, X-Request-Id and traceparent, the same
 // hop-by-hop removal, only WebSocket may switch protocols, and the same
 // Outcome meanings (502, 504, 408 for a stalled client body, 499 for a
-// client gone).
+// client gone). A chunked answer's trailers are relayed to an HTTP/1.1
+// client, as ReverseProxy relays them (see forwardFast).
 
 // fastClients holds the fasthttp pool of each origin (key *origin): made on
 // first use, closed when the origin is released (Transport.release).
@@ -106,7 +108,10 @@ type Releaser interface {
 // hopHeaders are removed from forwarded requests and responses (RFC 9110
 // §7.6.1), as httputil.ReverseProxy does, with Expect on requests: the
 // engine answered a client's "Expect: 100-continue" itself, and the body is
-// sent upstream as it comes. (Expect is never in a response.)
+// sent upstream as it comes. (Expect is never in a response.) Trailer is
+// not hop-by-hop (RFC 9110 §6.6.2), but it goes with a framing the gateway
+// may change: a response keeps it only when its trailers are relayed
+// (scrubFastResponse).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}
 
@@ -123,6 +128,14 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // closes the client's connection without completing the response; that
 // happens after ForwardFast returned, so the Outcome reports the status the
 // client got.
+//
+// A chunked answer goes to an HTTP/1.1 client chunked, with its trailers:
+// the upstream's Trailer field (less X-Request-Id, the gateway's header
+// field), and the trailer fields that arrive, declared or not, written
+// after the body. A field fasthttp refuses in a trailer section (its
+// isBadTrailer list) ends the body without that section, and one the
+// Trailer field declares fails the answer (502). An HTTP/1.0 client, and an
+// answer with Content-Length, get no trailers and no Trailer field.
 func (u *Upstream) ForwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, m Match) Outcome {
 	start := time.Now()
 	// Every target of a route speaks its protocol (upstream.protocol).
@@ -233,7 +246,14 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
 		return Outcome{Status: http.StatusBadGateway, Err: errFastSwitch, Duration: time.Since(start)}
 	}
-	scrubFastResponse(out, clientClose)
+	// A chunked answer's trailers go to an HTTP/1.1 client, which gets it
+	// chunked too: its Trailer field stays, and the fields come after the
+	// body (fastRespBody.Read). (An HTTP/1.0 client gets neither.)
+	trailers := s != nil && s.cl == -1 && in.Header.IsHTTP11()
+	scrubFastResponse(out, clientClose, trailers)
+	if trailers && len(out.Header.PeekTrailerKeys()) > 0 {
+		undeclareID(&out.Header)
+	}
 	if s == nil {
 		// No body (HEAD, 204, 304, or an empty one), or a small one doInto
 		// read into the response: a HEAD's answer keeps the upstream's
@@ -248,6 +268,9 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 	rb := fastRespBodies.Get().(*fastRespBody)
 	rb.s, rb.cl, rb.conn, rb.timeout = s, cl, ctx.Conn(), u.writeTimeout
 	rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
+	if trailers {
+		rb.trailer = &out.Header
+	}
 	if fr.Release != nil {
 		rb.release = fr.Release.TakeRelease()
 	}
@@ -277,8 +300,11 @@ func resetFastResponse(out *fasthttp.Response, close bool) {
 // phrase); the upstream's Connection: close is its own connection's, not
 // the client's (clientClose is whether the client's was to close). Its Date
 // is replaced by the engine's, and Content-Length and Transfer-Encoding
-// follow the body the engine writes.
-func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
+// follow the body the engine writes. Trailer, which is not hop-by-hop (RFC
+// 9110 §6.6.2) but declares fields the body's end brings, stays when
+// trailers tells that they are relayed (the answer goes out chunked with
+// them).
+func scrubFastResponse(out *fasthttp.Response, clientClose, trailers bool) {
 	h := &out.Header
 	if h.ConnectionClose() {
 		h.ResetConnectionClose()
@@ -292,7 +318,7 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 		nd, nl int
 	)
 	for k, v := range h.All() {
-		if !isHopOrID(k) {
+		if !isHopOrID(k) || trailers && string(k) == "Trailer" {
 			continue
 		}
 		if nd < len(del) {
@@ -336,6 +362,32 @@ func scrubFastResponse(out *fasthttp.Response, clientClose bool) {
 }
 
 var strClose = []byte("close")
+
+// undeclareID takes X-Request-Id out of the trailer names h declares (the
+// upstream's Trailer field): the gateway sets the client's in the header,
+// after ForwardFast, and fasthttp would put a declared name's value in the
+// trailer section instead.
+func undeclareID(h *fasthttp.ResponseHeader) {
+	names := h.PeekTrailerKeys()
+	i := slices.IndexFunc(names, func(k []byte) bool { return string(k) == api.HeaderRequestID })
+	if i < 0 {
+		return
+	}
+	var list []byte
+	for j, k := range names {
+		if j != i {
+			if len(list) > 0 {
+				list = append(list, ", "...)
+			}
+			list = append(list, k...)
+		}
+	}
+	if len(list) == 0 {
+		h.Del("Trailer")
+		return
+	}
+	_ = h.SetTrailerBytes(list) // names fasthttp accepted already
+}
 
 // isHopName reports whether tok names a hop-by-hop field (hopHeaders), in
 // any case.
@@ -611,6 +663,10 @@ type fastRespBody struct {
 	n       int             // bytes read
 	eof     bool            // the body was read to its end
 	err     error           // the upstream's read error, when it failed
+	// trailer, when not nil, is the client's response header, whose
+	// trailer section gets the upstream's trailer fields, declared or
+	// not, when the body ends (the engine writes it after the body).
+	trailer *fasthttp.ResponseHeader
 }
 
 var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
@@ -627,10 +683,33 @@ func (b *fastRespBody) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		b.eof = true
+		if b.trailer != nil {
+			b.endTrailer()
+		}
 	case err != nil && b.err == nil:
 		b.err = err
 	}
 	return n, err
+}
+
+// endTrailer adds the fields of the upstream's trailer section to the
+// client's response's, once: each name is declared first (the header is
+// out: declaring moves nothing, and an undeclared field is relayed as
+// net/http's ReverseProxy relays one), so that its value goes to the
+// trailer section.
+func (b *fastRespBody) endTrailer() {
+	h := b.trailer
+	b.trailer = nil
+	for raw := b.s.trailer(); len(raw) > 0; {
+		var name, value []byte
+		name, value, raw, _ = NextRawField(raw)
+		if len(name) == 0 {
+			continue
+		}
+		if h.AddTrailerBytes(name) == nil {
+			h.AddBytesKV(name, value)
+		}
+	}
 }
 
 func (b *fastRespBody) Close() error {
@@ -735,7 +814,7 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 		// Refused: relay the answer (its body, if any, as a plain one).
 		defer up.Close()
 		cl := hdr.ContentLength()
-		scrubFastResponse(&ctx.Response, true)
+		scrubFastResponse(&ctx.Response, true, false)
 		if cl > 0 && cl <= 1<<20 {
 			b := make([]byte, cl)
 			if _, err := io.ReadFull(br, b); err == nil {
@@ -749,7 +828,7 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 	_ = up.SetDeadline(time.Time{})
 	// The 101 is written by the engine (HijackSetNoResponse false) with the
 	// upstream's header; then the connections are joined.
-	scrubFastResponse(&ctx.Response, false)
+	scrubFastResponse(&ctx.Response, false, false)
 	ctx.Response.Header.Set("Connection", "Upgrade")
 	ctx.Response.Header.Set("Upgrade", "websocket")
 	ctx.Response.SetStatusCode(http.StatusSwitchingProtocols)

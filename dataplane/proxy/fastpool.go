@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -481,6 +482,16 @@ func (s *fastStream) Read(b []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		s.eof = true
+	case err != nil && forbiddenTrailer(err):
+		// The body is whole, but its trailer section holds a field that
+		// must not be a trailer (fasthttp's list: Content-Type,
+		// Set-Cookie, Location, ...), which fasthttp refuses: the body
+		// ends there, without its trailer section (fasthttp kept none of
+		// its fields), as net/http's server ends it without a forbidden
+		// declared field; the connection, its reader left before that
+		// section, is not reused.
+		s.eof, s.closeConn, s.r = true, true, eofReader{}
+		return n, io.EOF
 	case err != nil:
 		s.failed = true
 		if s.ctx != nil && s.ctx.Err() != nil {
@@ -488,6 +499,30 @@ func (s *fastStream) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// forbiddenTrailer reports whether err is fasthttp's refusal of a field
+// in a chunked body's trailer section that must not be a trailer
+// (isBadTrailer; the error is fasthttp's "forbidden trailer key %q", as
+// its header error wraps it).
+func forbiddenTrailer(err error) bool {
+	inner := errors.Unwrap(err)
+	return inner != nil && strings.HasPrefix(inner.Error(), "forbidden trailer key ")
+}
+
+// eofReader is a body read to its end.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// trailer returns the trailer section of a chunked body read to its end
+// ("name: value" lines, names in canonical form, values as received, then
+// a blank line), or nil when it had no field.
+func (s *fastStream) trailer() []byte {
+	if len(s.body.Header.PeekTrailerKeys()) == 0 {
+		return nil
+	}
+	return s.body.Header.TrailerHeader()
 }
 
 // discard has Close close the connection whatever the body's end (the

@@ -42,13 +42,19 @@ func (t *target) roundTripper() http.RoundTripper {
 // unknown) before it reads the response, and the response body as the
 // caller reads it (Close returns the connection to the pool when the body
 // was read whole, and closes it otherwise). Interim 1xx answers are
-// skipped; the upstream's trailers are dropped (fasthttp does not report
-// them). When the request's context ends before the response's header,
-// RoundTrip returns ctx.Err() at once, and while the body is read, Read
-// does; the connection is closed either way. A timeout (the context's
-// deadline, or the connection's) is a net.Error whose Timeout is true, as
-// net/http reports it. Expect is not sent: the body goes upstream as it
-// comes.
+// skipped. A chunked answer's trailers are reported as net/http's
+// Transport reports them: the declared names are in the response's Trailer
+// (nil values, the Trailer field out of Header) when RoundTrip returns, and
+// the fields that arrive, declared or not, are set there when the body's
+// Read reaches io.EOF (ReverseProxy relays them); a field fasthttp refuses
+// in a trailer section (its isBadTrailer list) ends the body without that
+// section, and a Trailer field declaring one fails the answer (fasthttp
+// refuses its header). When the request's context ends before the
+// response's header, RoundTrip returns ctx.Err() at once, and while the
+// body is read, Read does; the connection is closed either way. A timeout
+// (the context's deadline, or the connection's) is a net.Error whose
+// Timeout is true, as net/http reports it. Expect is not sent: the body
+// goes upstream as it comes.
 //
 // It is safe for concurrent use.
 type fastTransport struct {
@@ -148,6 +154,20 @@ func newFastResponse(r *http.Request, resp *fasthttp.Response, head bool) *http.
 		out.ContentLength = int64(cl)
 		b := fastBodies.Get().(*fastBody)
 		b.r, b.resp = bs, resp
+		if s, ok := bs.(*fastStream); cl == -1 && ok {
+			// A chunked body may end with trailers: the declared names
+			// are the response's Trailer now (as net/http's Transport
+			// gives them, the Trailer field out of Header), and the
+			// fields come at the body's end (fastBody.Read).
+			b.s, b.out = s, out
+			if names := resp.Header.PeekTrailerKeys(); len(names) > 0 {
+				out.Trailer = make(http.Header, len(names))
+				for _, k := range names {
+					out.Trailer[fastHeaderKey(k)] = nil
+				}
+				delete(out.Header, "Trailer")
+			}
+		}
 		out.Body = b
 		return out
 	case head:
@@ -249,10 +269,14 @@ func statusLine(code int) string {
 
 // fastBody is a response body read from the pool: Close closes the
 // stream (which returns or closes the connection) and releases the
-// response. Reads and Close come from one goroutine at a time.
+// response. A chunked body's trailer fields go into its response's
+// Trailer when Read reaches the end (net/http's rule). Reads and Close
+// come from one goroutine at a time.
 type fastBody struct {
 	r    io.Reader
 	resp *fasthttp.Response
+	s    *fastStream    // r, for a chunked body (its trailer section)
+	out  *http.Response // the response whose Trailer it fills, with s
 }
 
 var fastBodies = sync.Pool{New: func() any { return new(fastBody) }}
@@ -262,10 +286,34 @@ func (b *fastBody) Read(p []byte) (int, error) {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF:
+		if b.out != nil {
+			b.endTrailer()
+		}
+	case err != nil:
 		err = netHTTPErr(err)
 	}
 	return n, err
+}
+
+// endTrailer puts the fields of the body's trailer section, declared or
+// not, in its response's Trailer (keys canonical), once.
+func (b *fastBody) endTrailer() {
+	out := b.out
+	b.out = nil
+	for raw := b.s.trailer(); len(raw) > 0; {
+		var name, value []byte
+		name, value, raw, _ = NextRawField(raw)
+		if len(name) == 0 {
+			continue
+		}
+		if out.Trailer == nil {
+			out.Trailer = make(http.Header)
+		}
+		k := fastHeaderKey(name)
+		out.Trailer[k] = append(out.Trailer[k], string(value))
+	}
 }
 
 func (b *fastBody) Close() error {
