@@ -45,6 +45,26 @@ type fastPoolConn struct {
 	lastUse time.Time
 	werr    error // the last write's error: the upstream stopped reading
 	reused  bool  // kept alive for another exchange
+	wArmed  bool  // a write deadline is set (an exchange that needed one)
+}
+
+// quickHead is the largest request head without a body that do writes
+// with no write deadline: it goes whole into the connection's send buffer
+// (16 KiB at least; the previous exchange's bytes were read and acknowledged
+// by the upstream, which answered), so its write cannot block, and it saves
+// the runtime a timer update per exchange. The read deadline bounds the
+// exchange as before.
+const quickHead = 4 << 10
+
+// arm sets the exchange's deadline on cc: the read deadline alone for a
+// quick head (quickHead) on a connection that never had a write deadline,
+// both otherwise.
+func (cc *fastPoolConn) arm(deadline time.Time, quick bool) error {
+	if quick && !cc.wArmed {
+		return cc.SetReadDeadline(deadline)
+	}
+	cc.wArmed = true
+	return cc.SetDeadline(deadline)
 }
 
 // retryable reports whether req, which failed with err on cc before any
@@ -190,8 +210,9 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		stop  func() bool
 		early bool
 	)
+	quick := req == nil && len(out.head) <= quickHead
 	for {
-		if err := cc.SetDeadline(deadline); err != nil {
+		if err := cc.arm(deadline, quick); err != nil {
 			p.put(cc, true)
 			s.free()
 			return nil, err

@@ -176,3 +176,63 @@ func TestFastPoolFull(t *testing.T) {
 		t.Fatalf("acquire on a full pool: %v", err)
 	}
 }
+
+// TestFastPoolQuickHead: a head without a body goes with the read deadline
+// alone (quickHead), and a connection an earlier exchange gave a write
+// deadline, long past, is re-armed whole: the quick head's write does not
+// fail on the stale deadline, and the answer comes on the same connection.
+// A quick head to an upstream that never answers still times out.
+func TestFastPoolQuickHead(t *testing.T) {
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall" {
+			time.Sleep(2 * time.Second)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "ok")
+	})
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }, time.Minute, 4)
+	defer p.close()
+
+	// An exchange with a body: both deadlines, 100 ms ahead.
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.Header.SetMethod(http.MethodPost)
+	req.Header.SetRequestURI("/body")
+	req.Header.SetHost("up.test")
+	req.SetBodyString("payload")
+	if err := p.DoDeadline(req, resp, time.Now().Add(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if bs := resp.BodyStream(); bs != nil {
+		_, _ = io.ReadAll(bs)
+	}
+	_ = resp.CloseBodyStream()
+	fasthttp.ReleaseRequest(req)
+	fasthttp.ReleaseResponse(resp)
+	time.Sleep(200 * time.Millisecond) // its deadlines are past
+
+	head := func(path string, d time.Duration) (int, error) {
+		var h fasthttp.RequestHeader
+		h.SetMethod(http.MethodGet)
+		raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
+		out := &fasthttp.Response{}
+		s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
+		if err != nil {
+			return 0, err
+		}
+		if s != nil {
+			_, _ = io.ReadAll(s)
+			s.Close()
+		}
+		return out.StatusCode(), nil
+	}
+	if status, err := head("/quick", 5*time.Second); err != nil || status != http.StatusOK {
+		t.Fatalf("quick head on a connection with a stale write deadline: %d, %v", status, err)
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want the one kept alive", n)
+	}
+	start := time.Now()
+	if _, err := head("/stall", 150*time.Millisecond); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("quick head to a stalled upstream: %v after %v, want a timeout at 150ms", err, time.Since(start))
+	}
+}
