@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -35,6 +36,7 @@ func roundTripTrailers(tb testing.TB, rt http.RoundTripper, url string) trailerR
 		}
 		r.Declared = append(r.Declared, k)
 	}
+	slices.Sort(r.Declared) // a map's keys, in no order
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	r.Body, r.ReadErr = string(b), err != nil
