@@ -6,7 +6,7 @@ MODULES := api controlplane dataplane etcdwatch migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build web test run bench bench-proxy bench-insn bench-web lint fmt vet clean
+.PHONY: all build web test run bench bench-proxy bench-insn bench-web pgo-profile lint fmt vet clean
 
 all: build
 
@@ -46,6 +46,12 @@ bench-proxy: build
 # nginx, a bare fasthttp proxy and sluice-gateway: steady on a busy machine.
 bench-insn: build
 	scripts/bench-insn.sh
+
+# pgo-profile: records dataplane/cmd/sluice-gateway/default.pgo, the CPU
+# profile the gateway is built with (profile-guided optimization), from the
+# gateway under make bench-proxy's traffic; make build afterwards.
+pgo-profile: build
+	scripts/pgo-profile.sh
 
 # bench-web: the console's initial JS size and, at 10,000 rules, draft open,
 # YAML view and version diff times (Playwright, Debian's Chromium).

@@ -149,13 +149,13 @@ func (c *Controller) WriteFallbackView(w http.ResponseWriter, v *reqview.View, n
 	h := w.Header()
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(c.RetryAfter(now)/time.Second), 10))
 	h.Set("Cache-Control", "no-store")
-	if proxy.IsGRPC(v.Header) { // grpc-status 14 UNAVAILABLE naming the rule
-		proxy.WriteGRPCStatus(w, v.Header, c.fb.status, proxy.GRPCUnavailable, "degrade "+strconv.Quote(c.rule)+" shed the request")
+	if proxy.IsGRPC(v.Header()) { // grpc-status 14 UNAVAILABLE naming the rule
+		proxy.WriteGRPCStatus(w, v.Header(), c.fb.status, proxy.GRPCUnavailable, "degrade "+strconv.Quote(c.rule)+" shed the request")
 		return
 	}
 	h.Set("Vary", "Accept")
 	var body []byte
-	switch negotiate(v.Header.Get("Accept"), len(c.fb.html) > 0, len(c.fb.json) > 0) {
+	switch negotiate(v.Header().Get("Accept"), len(c.fb.html) > 0, len(c.fb.json) > 0) {
 	case bodyHTML:
 		body = c.fb.html
 		h.Set("Content-Type", "text/html; charset=utf-8")

@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"net/textproto"
 	"slices"
 
@@ -64,10 +65,14 @@ func (c *Classes) Classify(v *reqview.View, routeID string) int {
 			continue
 		}
 		ok := true
+		var header http.Header
+		if len(m.headers) > 0 {
+			header = v.Header()
+		}
 		for _, h := range m.headers {
 			// Header names are canonical: read the map directly (Get would
 			// canonicalize again).
-			if hv := v.Header[h.name]; len(hv) == 0 || hv[0] != h.value {
+			if hv := header[h.name]; len(hv) == 0 || hv[0] != h.value {
 				ok = false
 				break
 			}

@@ -296,7 +296,7 @@ func newCostSpec(c *api.Cost, capacity int64) costSpec {
 func (c *costSpec) cost(v *reqview.View) int64 {
 	switch {
 	case c.header != "":
-		vs := v.Header[c.header]
+		vs := v.Header()[c.header]
 		if len(vs) == 0 {
 			return 1
 		}

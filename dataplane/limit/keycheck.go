@@ -166,18 +166,23 @@ func (kc *KeyCheck) ReadView(v *reqview.View) error {
 		}
 	}
 	if len(kc.headers) > 0 {
-		if err := kc.checkHeaders(v.Header, v); err != nil {
+		if err := kc.checkHeaders(v.Header(), v); err != nil {
 			v.EndCheck(&kc.names, false)
 			return err
 		}
 	}
 	if len(kc.cookies) > 0 {
-		if err := checkCookies(v.Header["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), v); err != nil {
+		if err := checkCookies(v.Header()["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), v); err != nil {
 			v.EndCheck(&kc.names, false)
 			return err
 		}
 	}
-	if conn := v.Header["Connection"]; len(conn) > 0 {
+	// Connection matters only to a keyed header or Cookie (checkConnection).
+	if len(kc.headers) == 0 && len(kc.cookies) == 0 {
+		v.EndCheck(&kc.names, true)
+		return nil
+	}
+	if conn := v.Header()["Connection"]; len(conn) > 0 {
 		if err := kc.checkConnection(conn); err != nil {
 			v.EndCheck(&kc.names, false)
 			return err

@@ -571,7 +571,7 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 				tk[j].refund(v.Context(), now)
 			}
 			s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
-			writeReject(w, v.Header, ru, d, v.RequestID)
+			writeReject(w, v.Header(), ru, d, v.RequestID)
 			return nil, false
 		}
 		inc(m.allow)

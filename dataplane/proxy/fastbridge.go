@@ -44,7 +44,7 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 		URL:        &url.URL{Path: fr.Path, RawQuery: string(ctx.URI().QueryString())},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1, ProtoMinor: 1,
-		Header:        deepCopy(fr.Header),
+		Header:        deepCopy(fr.header()),
 		Host:          string(in.Host()),
 		RemoteAddr:    ctx.RemoteAddr().String(),
 		RequestURI:    string(in.RequestURI()),

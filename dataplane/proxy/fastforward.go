@@ -90,13 +90,32 @@ type FastRequest struct {
 	// ended: nil when whole, ErrClientStopped when the client stopped taking
 	// it, else the error that cut it off (see Upstream.EndFast).
 	Release Releaser
-	// Header and Path are the request's view (header and matched path), for
-	// targets served through the net/http path (h2c).
-	Header http.Header
+	// Header gives the request's header (net/http's form) to the paths
+	// that read it: targets served through the net/http path (h2c,
+	// https://), and the gateway's own answers (502, 504, 408), which read
+	// Accept and gRPC's content type. It is asked only then. Path is the
+	// matched path, for the net/http path.
+	Header RequestHeader
 	Path   string
 
 	bal *balancer // set by ForwardFast: the balancer a streamed body reports to
 	ti  int       // and the target it picked
+}
+
+// RequestHeader is the serving stack's side of FastRequest.Header.
+type RequestHeader interface {
+	// RequestHeader returns the request's header as it is forwarded on
+	// net/http's path: canonical keys, the gateway's X-Request-Id and
+	// trace context.
+	RequestHeader() http.Header
+}
+
+// header is fr's request header, or nil without one.
+func (fr *FastRequest) header() http.Header {
+	if fr.Header == nil {
+		return nil
+	}
+	return fr.Header.RequestHeader()
 }
 
 // Releaser is the serving stack's side of a response whose body is
@@ -217,19 +236,19 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		switch {
 		case body != nil && body.timedOut:
 			w.Header().Set("Connection", "close")
-			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
+			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
 			o.ClientGone, o.Status, o.Err = true, http.StatusRequestTimeout, nil
 		case body != nil && body.failed:
 			// The client's body broke its framing (a bad chunk) or ended
 			// early: refused, and the connection closed after the answer.
 			w.Header().Set("Connection", "close")
-			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
 			o.ClientGone, o.Status, o.Err = true, http.StatusBadRequest, nil
 		case errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
-			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 			o.Status, o.Timeout = http.StatusGatewayTimeout, true
 		default:
-			WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 			o.Status = http.StatusBadGateway
 		}
 		o.Duration = time.Since(start)
@@ -243,7 +262,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		// pool closed the connection, and a 1xx has no body: s is nil.)
 		resetFastResponse(out, true)
 		ctx.SetConnectionClose()
-		WriteProblemID(w, fr.Header, fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
+		WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
 		return Outcome{Status: http.StatusBadGateway, Err: errFastSwitch, Duration: time.Since(start)}
 	}
 	// A chunked answer's trailers go to an HTTP/1.1 client, which gets it
@@ -764,9 +783,9 @@ func isWebSocket(h *fasthttp.RequestHeader) bool {
 func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match, start time.Time) Outcome {
 	fail := func(status int, err error) Outcome {
 		if status == http.StatusGatewayTimeout {
-			WriteProblemID(w, fr.Header, fr.RequestID, status, "Gateway timeout", u.timeoutDetail)
+			WriteProblemID(w, fr.header(), fr.RequestID, status, "Gateway timeout", u.timeoutDetail)
 		} else {
-			WriteProblemID(w, fr.Header, fr.RequestID, status, "Bad gateway", "the upstream could not be reached")
+			WriteProblemID(w, fr.header(), fr.RequestID, status, "Bad gateway", "the upstream could not be reached")
 		}
 		return Outcome{Status: status, Err: err, Timeout: status == http.StatusGatewayTimeout, Duration: time.Since(start)}
 	}

@@ -126,6 +126,7 @@ func appendClientFields(dst, x, raw []byte, l *connListed, started, collect bool
 			continue
 		}
 		kept = true
+		CanonicalizeKey(name) // in place: forwarded as net/http's header map would send it
 		dst = append(dst, name...)
 		dst = append(dst, ": "...)
 		dst = append(dst, value...)

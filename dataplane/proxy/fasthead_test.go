@@ -78,6 +78,13 @@ routes:
 			}
 			_ = bw.Flush()
 			raw := u.appendFastHead(nil, ctx, tc.fr, tg, m)
+			// The names go upstream canonical, as net/http's header map
+			// sends them, whatever case the client used.
+			for _, line := range strings.Split(string(raw), "\r\n")[1:] {
+				if name, _, ok := strings.Cut(line, ":"); ok && name != http.CanonicalHeaderKey(name) {
+					t.Errorf("raw head field name %q is not canonical", name)
+				}
+			}
 
 			a, b := readBack(t, built.Bytes()), readBack(t, raw)
 			if a.Method != b.Method || a.RequestURI != b.RequestURI || a.Host != b.Host {

@@ -54,7 +54,7 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, status int, title, det
 }
 
 // WriteProblemID is WriteProblem for the request whose header is reqHeader
-// and whose id is id (its reqview.View's Header and RequestID): the writer
+// and whose id is id (its reqview.View's Header() and RequestID): the writer
 // for any serving stack.
 func WriteProblemID(w http.ResponseWriter, reqHeader http.Header, id string, status int, title, detail string) {
 	if IsGRPC(reqHeader) {

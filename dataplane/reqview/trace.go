@@ -112,7 +112,10 @@ func EnsureTrace(h http.Header) Trace {
 		return Trace{Parent: vs[0]}
 	}
 	// One allocation holds the new value and the header's slice of it.
-	return startTrace(h, new(TraceBuf))
+	buf := new(TraceBuf)
+	t := startTrace(buf)
+	CarryTrace(h, buf)
+	return t
 }
 
 // EnsureTraceBuf is EnsureTrace with the storage of a trace it starts
@@ -120,17 +123,40 @@ func EnsureTrace(h http.Header) Trace {
 // another request until this one has ended (a serving stack's pooled
 // per-request state). It does not allocate.
 func EnsureTraceBuf(h http.Header, buf *TraceBuf) Trace {
-	if vs := h[HeaderTraceparent]; len(vs) == 1 && ValidTraceparent(vs[0]) {
-		return Trace{Parent: vs[0]}
+	vs := h[HeaderTraceparent]
+	first := ""
+	if len(vs) > 0 {
+		first = vs[0]
 	}
-	return startTrace(h, buf)
+	t := TraceOf(first, len(vs), buf)
+	if t.Started {
+		CarryTrace(h, buf)
+	}
+	return t
 }
 
-func startTrace(h http.Header, st *TraceBuf) Trace {
+// TraceOf is EnsureTrace's decision for a request whose header holds n
+// traceparent lines, the first being first: a single valid one is the
+// trace; otherwise a new trace is started in buf (see EnsureTraceBuf), which
+// CarryTrace puts in the request's header when it is built. It does not
+// allocate.
+func TraceOf(first string, n int, buf *TraceBuf) Trace {
+	if n == 1 && ValidTraceparent(first) {
+		return Trace{Parent: first}
+	}
+	return startTrace(buf)
+}
+
+// CarryTrace makes h carry the trace TraceOf started in buf: its
+// traceparent set to it, its tracestate removed. It does not allocate.
+func CarryTrace(h http.Header, buf *TraceBuf) {
+	h[HeaderTraceparent] = buf.v[:]
+	delete(h, HeaderTracestate)
+}
+
+func startTrace(st *TraceBuf) Trace {
 	putTraceparent(&st.b)
 	st.v[0] = unsafe.String(&st.b[0], len(st.b)) // st.b is not written again for this request
-	h[HeaderTraceparent] = st.v[:]
-	delete(h, HeaderTracestate)
 	return Trace{Parent: st.v[0], Started: true}
 }
 

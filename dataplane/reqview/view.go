@@ -51,8 +51,9 @@ type View struct {
 	Path string
 	// RawQuery is the query, undecoded, without its "?".
 	RawQuery string
-	// Header is the request's header, read only. Its keys are canonical.
-	Header http.Header
+	// header is the request's header (Header), or nil until src builds it.
+	header http.Header
+	src    HeaderSource
 	// ContentLength is the declared body length, -1 when unknown.
 	ContentLength int64
 	// ClientIP is the client address (the peer, or the X-Forwarded-For
@@ -93,12 +94,39 @@ func (n *KeyNames) Len() int { return len(n.Queries) + len(n.Headers) + len(n.Co
 
 // FromRequest returns the view of r as net/http parsed it: Method, Host,
 // RawPath (r.URL.EscapedPath), Path (r.URL.Path until the router sets the
-// cleaned one), RawQuery, Header, ContentLength and Ctx. The rest is the
+// cleaned one), RawQuery, the header, ContentLength and Ctx. The rest is the
 // caller's to fill.
 func FromRequest(r *http.Request) View {
 	return View{Method: r.Method, Host: r.Host, RawPath: r.URL.EscapedPath(), Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-		Header: r.Header, ContentLength: r.ContentLength, Ctx: r.Context()}
+		header: r.Header, ContentLength: r.ContentLength, Ctx: r.Context()}
 }
+
+// HeaderSource builds a request's header the first time a stage asks for it
+// (View.Header): the fasthttp engine reads it from the request's raw header
+// block then, and a request no rule reads the header of costs no map.
+type HeaderSource interface {
+	// BuildHeader returns the request's header: keys canonical, one
+	// value per field line, in the order received. It is called at most
+	// once per View.
+	BuildHeader() http.Header
+}
+
+// Header returns the request's header, read only: its keys are canonical,
+// each field line one value, in the order received. It is nil for a view
+// without one (the zero View).
+func (v *View) Header() http.Header {
+	if v.header == nil && v.src != nil {
+		v.header = v.src.BuildHeader()
+		v.src = nil
+	}
+	return v.header
+}
+
+// SetHeader sets the request's header (see Header).
+func (v *View) SetHeader(h http.Header) { v.header, v.src = h, nil }
+
+// SetHeaderSource has the header built by src when it is first asked for.
+func (v *View) SetHeaderSource(src HeaderSource) { v.header, v.src = nil, src }
 
 // Context returns Ctx, or context.Background when Ctx is nil.
 func (v *View) Context() context.Context {
@@ -158,7 +186,7 @@ func (v *View) HeaderPart(name string) (string, bool) {
 			}
 		}
 	}
-	return HeaderPart(v.Header, name)
+	return HeaderPart(v.Header(), name)
 }
 
 // QueryPart returns the value a query:NAME key part reads: the checked value
@@ -184,7 +212,7 @@ func (v *View) CookiePart(name string) (string, bool) {
 			}
 		}
 	}
-	return CookiePart(v.Header["Cookie"], name)
+	return CookiePart(v.Header()["Cookie"], name)
 }
 
 // HeaderPart returns the value a header:NAME key part reads from h (name in

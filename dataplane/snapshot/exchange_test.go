@@ -67,9 +67,10 @@ degrades:
   - {id: off, routes: [shed], mode: manual, level: 2}
 `, func() int64 { return now })
 	view := func(method, rawPath, query string) *reqview.View {
-		v := reqview.View{Method: method, Host: "gw.example", RawPath: rawPath, RawQuery: query, Header: http.Header{},
+		v := reqview.View{Method: method, Host: "gw.example", RawPath: rawPath, RawQuery: query,
 			ContentLength: 0, ClientIP: netip.MustParseAddr("192.0.2.1"), RequestID: "req-1",
 			Trace: reqview.Trace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+		v.SetHeader(http.Header{})
 		return &v
 	}
 	tests := []struct {

@@ -25,7 +25,7 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
 	v := x.fill(ctx)
-	v.ClientIP = s.fastClientIP(ctx, v.Header)
+	v.ClientIP = s.fastClientIP(ctx, v)
 	s.Serve(x, v)
 	if x.done != nil { // not taken by a streamed body
 		x.done()
@@ -80,8 +80,9 @@ type fastExchange struct {
 	status    int
 	header    http.Header // the gateway's own answer header, copied on WriteHeader
 	view      reqview.View
-	reqH      http.Header // the request's header, as the view reads it
+	reqH      http.Header // the request's header, as the view reads it, once built (BuildHeader)
 	vals      []string    // backing of reqH's values
+	built     bool        // reqH holds the request's header
 	flushed   bool
 	id        [1]string // the X-Request-Id header value
 	// The storage of a request id and a trace the gateway starts: their
@@ -112,9 +113,12 @@ type addedField struct {
 func (x *fastExchange) reset() {
 	x.added, x.addedKV, x.addedFirst = x.added[:0], x.addedKV[:0], 0
 	clear(x.header)
-	clear(x.reqH)
-	clear(x.vals)
-	x.vals = x.vals[:0]
+	if x.built {
+		clear(x.reqH)
+		clear(x.vals)
+		x.vals = x.vals[:0]
+		x.built = false
+	}
 	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
 	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed = nil, false, false, 0, false
 }
@@ -123,33 +127,69 @@ func (x *fastExchange) reset() {
 // and not change meanwhile (the engine's request buffers, for the request).
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// fill builds the view of ctx's request: method, host, path, query and the
-// header in canonical form (one line, one value, in the order received), all
-// pointing into the engine's buffers. It also settles the request id and the
-// trace context, as ServeHTTP does, on the request itself so that they are
-// forwarded.
+// fill builds the view of ctx's request: method, host, path, query, all
+// pointing into the engine's buffers, and the header, built when a stage
+// first asks for it (BuildHeader: most requests are decided without it).
+// It also settles the request id and the trace context, as ServeHTTP does,
+// from the one pass over the raw header that finds their fields (scanIDs).
 func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 	h := &ctx.Request.Header
-	x.fillHeader(h.RawHeaders())
+	ids := scanIDs(h.RawHeaders())
 	uri := ctx.URI()
 	cl := proxy.FastContentLength(h)
 	v := &x.view
 	*v = reqview.View{Method: b2s(h.Method()), Host: b2s(h.Host()), RawPath: b2s(uri.PathOriginal()),
-		RawQuery: b2s(uri.QueryString()), Header: x.reqH, ContentLength: cl, Ctx: ctx}
+		RawQuery: b2s(uri.QueryString()), ContentLength: cl, Ctx: ctx}
+	v.SetHeaderSource(x)
 	if q := v.RawPath; len(q) > 0 {
 		if i := indexByte(q, '?'); i >= 0 { // PathOriginal is the target less the host
 			v.RawPath = q[:i]
 		}
 	}
 	v.Path = v.RawPath
-	if ids := x.reqH[api.HeaderRequestID]; len(ids) == 1 && proxy.ValidRequestID(ids[0]) {
-		v.RequestID = ids[0]
+	if ids.requestIDs == 1 && proxy.ValidRequestID(ids.requestID) {
+		v.RequestID = ids.requestID
 	} else {
 		v.RequestID = b2s(proxy.AppendRequestID(x.idBuf[:0]))
 	}
 	x.id[0] = v.RequestID
-	v.Trace = reqview.EnsureTraceBuf(x.reqH, &x.trace) // sets x.reqH's traceparent when it starts one
+	v.Trace = reqview.TraceOf(ids.traceparent, ids.traceparents, &x.trace) // carried by the header once built
 	return v
+}
+
+// requestIDs are the fields of a request's raw header that fill reads
+// before anything else: X-Request-Id and traceparent, the first value of
+// each (trimmed, as the header map holds it) and how many lines of each.
+type requestIDs struct {
+	requestID, traceparent   string
+	requestIDs, traceparents int
+}
+
+// scanIDs finds the request id and traceparent fields in raw (names in any
+// case, as the header map's canonical keys match them).
+func scanIDs(raw []byte) requestIDs {
+	var r requestIDs
+	for len(raw) > 0 {
+		name, value, rest, _ := proxy.NextRawField(raw)
+		raw = rest
+		switch len(name) { // most names are neither: one length test
+		case len(api.HeaderRequestID):
+			if proxy.EqualFoldASCII(name, api.HeaderRequestID) {
+				if r.requestIDs == 0 {
+					r.requestID = b2s(value)
+				}
+				r.requestIDs++
+			}
+		case len(reqview.HeaderTraceparent):
+			if proxy.EqualFoldASCII(name, reqview.HeaderTraceparent) {
+				if r.traceparents == 0 {
+					r.traceparent = b2s(value)
+				}
+				r.traceparents++
+			}
+		}
+	}
+	return r
 }
 
 func indexByte(s string, c byte) int {
@@ -162,7 +202,7 @@ func indexByte(s string, c byte) int {
 }
 
 // fastClientIP is clientIP for the fasthttp engine.
-func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, h http.Header) netip.Addr {
+func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, v *reqview.View) netip.Addr {
 	var a netip.Addr
 	switch ra := ctx.RemoteAddr().(type) {
 	case *net.TCPAddr:
@@ -175,7 +215,7 @@ func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, h http.Header) netip.A
 	if len(s.trusted) == 0 {
 		return a.Unmap()
 	}
-	return api.ClientIP(a, h.Values("X-Forwarded-For"), s.trusted)
+	return api.ClientIP(a, v.Header().Values("X-Forwarded-For"), s.trusted)
 }
 
 func (x *fastExchange) Header() http.Header { return x.header }
@@ -293,8 +333,7 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // Forward relays the request through the fasthttp upstream client; the
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
-	x.reqH[api.HeaderRequestID] = x.id[:] // what a bridged (h2c) forward sends
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x.reqH, Path: m.Path}
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x, Path: m.Path}
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
@@ -362,13 +401,36 @@ func (x *fastExchange) HoldDone(done func()) bool {
 	return true
 }
 
+// RequestHeader is the request's header as ForwardFast's net/http paths
+// send it and its own answers read it (proxy.FastRequest.Header): the
+// view's, with the gateway's X-Request-Id.
+func (x *fastExchange) RequestHeader() http.Header {
+	h := x.view.Header()
+	h[api.HeaderRequestID] = x.id[:]
+	return h
+}
+
+// BuildHeader is the view's header (reqview.HeaderSource), built once: the
+// request's field lines (fillHeader), carrying the trace the gateway
+// started, if it did.
+func (x *fastExchange) BuildHeader() http.Header {
+	if !x.built {
+		x.fillHeader(x.ctx.Request.Header.RawHeaders())
+		if x.view.Trace.Started {
+			reqview.CarryTrace(x.reqH, &x.trace)
+		}
+	}
+	return x.reqH
+}
+
 // fillHeader puts the field lines of raw (the request's raw header block,
 // which strictFast accepted) in x.reqH, as fasthttp's AllInOrder reads
-// them: names canonicalized in place (so that the raw head forwarded
-// upstream carries them so too, as it did when AllInOrder normalized them),
-// values trimmed of spaces and tabs, each line one value in the order
-// received. Keys and values point into raw. x.reqH is empty (reset).
+// them: names canonicalized in place (as the raw head forwarded upstream
+// carries them: see proxy's appendClientFields), values trimmed of spaces
+// and tabs, each line one value in the order received. Keys and values
+// point into raw. x.reqH is empty (reset), and marked built.
 func (x *fastExchange) fillHeader(raw []byte) {
+	x.built = true // for reset
 	// Lengths of the names seen so far (all past 63 share a bit): a name
 	// of a length not seen yet is new to the map, which needs no lookup.
 	var seen uint64

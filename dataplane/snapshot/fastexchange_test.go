@@ -58,7 +58,7 @@ func TestFastView(t *testing.T) {
 				t.Fatalf("view %q %q %q %q, want %q %q %q %q", v.Method, v.Host, v.RawPath, v.RawQuery, tc.method, tc.host, tc.path, tc.raw)
 			}
 			for k, want := range tc.header {
-				if got := v.Header[k]; strings.Join(got, "|") != strings.Join(want, "|") {
+				if got := v.Header()[k]; strings.Join(got, "|") != strings.Join(want, "|") {
 					t.Errorf("header %s %q, want %q", k, got, want)
 				}
 			}

@@ -53,7 +53,7 @@ func TestFastViewHeader(t *testing.T) {
 			ctx := fastCtx(t, head)
 			x.ctx = ctx
 			v := x.fill(ctx)
-			got := v.Header.Clone()
+			got := v.Header().Clone()
 			delete(got, "Traceparent") // started by fill
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("header %q, want %q", got, tc.want)

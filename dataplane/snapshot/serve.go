@@ -118,13 +118,13 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	m := s.router.MatchView(v)
 	v.Path = m.Path
 	if m.Invalid != "" {
-		proxy.WriteProblemID(x, v.Header, v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
+		proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
 		s.metrics.Requests.WithLabelValues("", "400").Inc()
 		s.metrics.Served.Count(http.StatusBadRequest)
 		return false
 	}
 	if m.Route == nil {
-		proxy.WriteNoRouteID(x, v.Header, v.RequestID)
+		proxy.WriteNoRouteID(x, v.Header(), v.RequestID)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
 		s.metrics.Served.Count(http.StatusNotFound)
 		return false
@@ -136,7 +136,7 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	// anything decides on them, so nothing is consumed for it; the values
 	// checked are kept in v for degrade and limits.
 	if err := rt.keys.ReadView(v); err != nil {
-		proxy.WriteProblemID(x, v.Header, v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
+		proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
 		s.finish(rt, start, s.now(), http.StatusBadRequest)
 		return false
 	}
@@ -170,7 +170,7 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 		t, err := b.Allow(start)
 		if err != nil {
 			s.limits.LogDecision(v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
-			b.WriteFallbackMethod(x, v.Method, v.Header, start)
+			b.WriteFallbackMethod(x, v.Method, v.Header(), start)
 			s.finish(rt, start, s.now(), x.Status())
 			return false
 		}
