@@ -208,3 +208,85 @@ limits:
 		t.Errorf("slots freed after %v; writeTimeout is %v", freed, writeTimeout)
 	}
 }
+
+// TestStalledBodyTimeouts: a client that sends its header and part of its
+// body, then nothing, is answered by whichever of the route's timeouts fires
+// first, on either HTTP/1.1 engine: the route's timeout with a prompt 504,
+// bodyTimeout with 408; the client's connection is closed after either
+// answer, and so is the upstream's (not pooled). (A
+// stall within the first 8 KiB, which the fasthttp engine reads before the
+// route is known, is bounded by bodyTimeout alone: TestSlowBodyClients.)
+func TestStalledBodyTimeouts(t *testing.T) {
+	var opened, closed atomic.Int32
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	for _, tc := range []struct {
+		desc                 string
+		engine               string
+		timeout, bodyTimeout string
+		status               int
+		detail               string
+	}{
+		{desc: "nethttp, route timeout first", engine: EngineNetHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
+		{desc: "nethttp, body timeout first", engine: EngineNetHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
+		{desc: "fasthttp, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
+		{desc: "fasthttp, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: stall
+routes:
+  - id: upload
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: %q}], timeout: %s, bodyTimeout: %s}
+`, up.URL, tc.timeout, tc.bodyTimeout), Config{HTTP1Engine: tc.engine})
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			start := time.Now()
+			// 10 KiB of 100: past the 8 KiB the fasthttp engine reads
+			// before its handler runs (fastHeaderReceived), so that on
+			// either engine the stall comes while the body is forwarded.
+			if _, err := io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 102400\r\n\r\n"+strings.Repeat("x", 10<<10)); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("after %v: %v", time.Since(start), err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			took := time.Since(start)
+			t.Logf("answered %d after %v", resp.StatusCode, took)
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") ||
+				!strings.Contains(string(body), tc.detail) {
+				t.Fatalf("stalled body: %d %s %s, want %d problem+json saying %q", resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.status, tc.detail)
+			}
+			if took > 2*time.Second { // generous for a loaded machine; the other timeout is 5s
+				t.Errorf("answered after %v", took)
+			}
+			if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Errorf("client connection after the answer: read %d, %v; want it closed", n, err)
+			}
+			for deadline := time.Now().Add(2 * time.Second); closed.Load() < opened.Load(); {
+				if time.Now().After(deadline) {
+					t.Fatalf("upstream connections: %d opened, %d closed", opened.Load(), closed.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

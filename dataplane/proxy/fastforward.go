@@ -139,9 +139,10 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // the engine then streams from the upstream as the client takes it. w is the
 // exchange's writer, for the gateway's own answers (502, 504, 408). The
 // route's timeout bounds the whole exchange (one deadline on the upstream
-// connection, body included); the client's body is bounded by bodyTimeout
-// and the client's reading by writeTimeout, both progress timeouts on the
-// client's connection.
+// connection, body included, and the latest the client's body is waited
+// for: a body that stalls when it passes is answered 504); the client's
+// body is bounded by bodyTimeout (408) and the client's reading by
+// writeTimeout, both progress timeouts on the client's connection.
 //
 // A response cut off mid-body (the upstream failed or its deadline passed)
 // closes the client's connection without completing the response; that
@@ -216,7 +217,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		if FastHasBody(&in.Header) {
 			cl := in.Header.ContentLength()
 			if bs := ctx.RequestBodyStream(); bs != nil {
-				body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout}
+				body = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout, due: start.Add(u.timeout)}
 				req.SetBodyStream(body, cl)
 			} else {
 				req.SetBodyRaw(in.Body())
@@ -635,11 +636,17 @@ var fastURIs = sync.Pool{New: func() any { return &fastURI{b: make([]byte, 0, 25
 // fastReqBody is the client's request body as the upstream client reads it:
 // each read first renews the client connection's read deadline (at most
 // every quarter of the timeout), so a body that stops arriving fails after
-// timeout without progress. It is read on the request's goroutine.
+// timeout without progress (timedOut). The deadline is never later than
+// due, the route's deadline for the whole exchange: a body that stalls when
+// it passes fails then, as the route's timeout (a timeout error, not
+// timedOut), since the upstream client sends the body before it reads the
+// answer and would otherwise wait in this read. It is read on the
+// request's goroutine.
 type fastReqBody struct {
 	r        io.Reader
 	conn     net.Conn
 	timeout  time.Duration
+	due      time.Time // the route's deadline; zero for none
 	last     time.Time
 	timedOut bool
 	failed   bool
@@ -648,15 +655,22 @@ type fastReqBody struct {
 func (b *fastReqBody) Read(p []byte) (int, error) {
 	if b.timeout > 0 {
 		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
-			_ = b.conn.SetReadDeadline(now.Add(b.timeout))
+			d := now.Add(b.timeout)
+			if !b.due.IsZero() && b.due.Before(d) {
+				d = b.due
+			}
+			_ = b.conn.SetReadDeadline(d)
 			b.last = now
 		}
 	}
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
-		if isTimeout(err) {
+		switch {
+		case isTimeout(err) && !b.due.IsZero() && !time.Now().Before(b.due):
+			// The route's deadline passed: its 504, not the client's 408.
+		case isTimeout(err):
 			b.timedOut = true
-		} else {
+		default:
 			b.failed = true
 		}
 	}

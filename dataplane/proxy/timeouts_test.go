@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -43,5 +44,89 @@ func TestBodyStallOutcome(t *testing.T) {
 	o := <-outcomes
 	if o.Status != http.StatusRequestTimeout || !o.ClientGone || o.Err != nil || o.Timeout {
 		t.Errorf("outcome %+v, want 408, ClientGone, no Err, no upstream Timeout", o)
+	}
+}
+
+// TestBodyStallRouteTimeout: a client that sends its header and part of its
+// body, then nothing, is answered by whichever of the route's two timeouts
+// fires first: the route's timeout is a prompt 504 (problem+json, the
+// client's connection closed after it, the upstream's connection closed,
+// not pooled, and an Outcome that counts a timeout), bodyTimeout a 408 as
+// before (TestBodyStallOutcome).
+func TestBodyStallRouteTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc                 string
+		timeout, bodyTimeout string
+		status               int
+		detail               string
+	}{
+		{desc: "route timeout first", timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
+		{desc: "body timeout first", timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			var opened, closed atomic.Int32
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+			}))
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				switch s {
+				case http.StateNew:
+					opened.Add(1)
+				case http.StateClosed:
+					closed.Add(1)
+				}
+			}
+			up.Start()
+			t.Cleanup(up.Close)
+			rt := mustCompile(t, oneRoute("r", "{pathPrefix: /}", fmt.Sprintf(`{targets: [{url: "%s"}], timeout: %s, bodyTimeout: %s}`,
+				up.URL, tc.timeout, tc.bodyTimeout)), false)
+			outcomes := make(chan Outcome, 1)
+			gw := newGateway(t, rt, outcomes)
+			c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			start := time.Now()
+			_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			took := time.Since(start)
+			if resp.StatusCode != tc.status || !resp.Close ||
+				!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || !strings.Contains(string(body), tc.detail) {
+				t.Fatalf("stalled body: %d close=%v %s %s after %v, want %d", resp.StatusCode, resp.Close, resp.Header.Get("Content-Type"), body, took, tc.status)
+			}
+			if took > 2*time.Second { // generous for a loaded machine; the other timeout is 5s
+				t.Errorf("answered after %v", took)
+			}
+			if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Errorf("client connection after the answer: read %d, %v; want it closed", n, err)
+			}
+			o := <-outcomes
+			switch tc.status {
+			case http.StatusGatewayTimeout:
+				if o.Status != tc.status || !o.Timeout || o.ClientGone || o.Err == nil {
+					t.Errorf("outcome %+v, want 504, Timeout, Err, not ClientGone", o)
+				}
+			default:
+				if o.Status != tc.status || !o.ClientGone || o.Err != nil || o.Timeout {
+					t.Errorf("outcome %+v, want 408, ClientGone, no Err, no upstream Timeout", o)
+				}
+			}
+			// The upstream connection is closed, not pooled.
+			for deadline := time.Now().Add(2 * time.Second); closed.Load() < opened.Load(); {
+				if time.Now().After(deadline) {
+					t.Fatalf("upstream connections: %d opened, %d closed", opened.Load(), closed.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -260,7 +260,9 @@ func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 // client's connection (or HTTP/2 stream), as http.ResponseController sets
 // them: a request body of which
 // nothing arrives for the route's bodyTimeout is answered 408 (connection
-// closed), and a response write the client takes nothing of for the route's
+// closed); when the route's timeout fires first while the transport still
+// reads the body, that read is ended at once (a read deadline in the past)
+// and the answer is 504, the HTTP/1 connection closed after it; and a response write the client takes nothing of for the route's
 // writeTimeout aborts the response, so that a slow or non-reading client
 // holds no limit slot longer than that. Both are progress timeouts, renewed
 // as data moves. A writer without deadlines (a test recorder) is served
@@ -286,8 +288,6 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
 		rec.due, rec.clientDeadline = start.Add(timeout), clientDeadline
 	}
-	rec.timer = time.AfterFunc(timeout, rec.expire)
-
 	out := r.WithContext(ctx)
 	ou := *r.URL
 	u.setPath(&ou, t, m.Path)
@@ -296,6 +296,8 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		rec.body = &bodyReader{ReadCloser: r.Body, w: w, timeout: u.bodyTimeout}
 		out.Body = rec.body
 	}
+	rec.timer = time.AfterFunc(timeout, rec.expire) // after rec.body: onTimeout reads it
+
 	aborted := serve(t.proxy, rec, out)
 
 	rec.disarm()
@@ -435,6 +437,12 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 	case (rec.timedOut.Load() || rec.pastDue()) && rec.clientDeadline:
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
 	case rec.timedOut.Load() || rec.pastDue():
+		if rec.body != nil && rec.body.cut.Load() && r.ProtoMajor == 1 {
+			// The timeout ended the body's reading half way: the
+			// connection cannot be read on. (An HTTP/2 stream ends
+			// alone; Connection: close there would end the connection.)
+			rec.w.Header().Set("Connection", "close")
+		}
 		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
 		rec.status = StatusClientClosed
@@ -496,9 +504,17 @@ func putRecorder(rec *recorder) {
 	recorders.Put(rec)
 }
 
+// onTimeout ends the exchange when the route's timeout fires: the context
+// (the upstream's side), and a read of the client's body in progress, which
+// the transport may be blocked in while the client sends nothing (it sends
+// the body before it reads the answer), so that the answer is a prompt 504
+// rather than waiting for the body's next part or its bodyTimeout.
 func (rec *recorder) onTimeout() {
 	rec.timedOut.Store(true)
 	rec.cancel()
+	if rec.body != nil {
+		rec.body.interrupt()
+	}
 }
 
 // disarm stops the timeout timer, remembering whether it was stopped in
@@ -580,23 +596,28 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // bodyReader is the client's request body as the upstream transport reads
 // it: each read first renews the client connection's read deadline (at most
 // every quarter of the timeout), so a body that stops arriving fails after
-// timeout without progress. The transport may read or close it from its own
-// goroutine, even after Forward returned; finish stops the deadline updates
-// then, as a finished handler's writer must not be touched.
+// timeout without progress (timedOut: the client stalled). interrupt, when
+// the route's timeout fires, fails the reads in progress and to come (cut:
+// the route's timeout, not a stall). The transport may read or close it
+// from its own goroutine, even after Forward returned; finish stops the
+// deadline updates then, as a finished handler's writer must not be
+// touched.
 type bodyReader struct {
 	io.ReadCloser
 	w        http.ResponseWriter // the client's, for its read deadline
 	timeout  time.Duration
-	timedOut atomic.Bool
+	timedOut atomic.Bool // a read failed by the bodyTimeout deadline
+	cut      atomic.Bool // interrupt ended the body before its end; set under mu
 
-	mu   sync.Mutex
-	last time.Time // deadline last set at
-	done bool
+	mu    sync.Mutex
+	last  time.Time // deadline last set at
+	done  bool
+	ended bool // a read returned an error (io.EOF among them)
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	if !b.done && b.timeout > 0 {
+	if !b.done && !b.cut.Load() && b.timeout > 0 {
 		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
 			if SetReadDeadline(b.w, now.Add(b.timeout)) != nil {
 				b.timeout = 0 // not supported by this writer
@@ -607,10 +628,31 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	}
 	b.mu.Unlock()
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		b.timedOut.Store(true)
+	if err != nil {
+		b.mu.Lock()
+		b.ended = true
+		if !b.cut.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			b.timedOut.Store(true)
+		}
+		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// interrupt fails the body's read in progress, if any, and those to come,
+// with a read deadline in the past on the client's connection (or HTTP/2
+// stream, whose body it ends): the route's timeout fired. It does nothing
+// once the body ended (read to its end, or stalled) or the handler is done
+// with the writer (finish). It may run on the timer's goroutine.
+func (b *bodyReader) interrupt() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done || b.ended {
+		return
+	}
+	if SetReadDeadline(b.w, interruptedAt) == nil {
+		b.cut.Store(true)
+	}
 }
 
 // finish ends the deadline updates: the handler is done with the writer.
