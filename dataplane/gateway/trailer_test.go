@@ -28,9 +28,20 @@ type trailerAnswer struct {
 
 func getTrailers(tb testing.TB, c *http.Client, url string) (trailerAnswer, http.Header) {
 	tb.Helper()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
-		tb.Fatalf("GET %s: %v", url, err)
+		tb.Fatal(err)
+	}
+	return doTrailers(tb, c, req)
+}
+
+// doTrailers is getTrailers for any request.
+func doTrailers(tb testing.TB, c *http.Client, req *http.Request) (trailerAnswer, http.Header) {
+	tb.Helper()
+	url := req.URL.String()
+	resp, err := c.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", req.Method, url, err)
 	}
 	a := trailerAnswer{Status: resp.StatusCode, CL: resp.ContentLength}
 	for k := range resp.Trailer {
@@ -40,7 +51,7 @@ func getTrailers(tb testing.TB, c *http.Client, url string) (trailerAnswer, http
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		tb.Errorf("GET %s: reading the body: %v", url, err)
+		tb.Errorf("%s %s: reading the body: %v", req.Method, url, err)
 	}
 	a.Body = string(b)
 	if len(resp.Trailer) > 0 {
