@@ -1,20 +1,16 @@
 package gateway
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 )
 
 // trailerAnswer is what a net/http client sees of an answer's trailers.
@@ -28,9 +24,20 @@ type trailerAnswer struct {
 
 func getTrailers(tb testing.TB, c *http.Client, url string) (trailerAnswer, http.Header) {
 	tb.Helper()
-	resp, err := c.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
-		tb.Fatalf("GET %s: %v", url, err)
+		tb.Fatal(err)
+	}
+	return doTrailers(tb, c, req)
+}
+
+// doTrailers is getTrailers for any request.
+func doTrailers(tb testing.TB, c *http.Client, req *http.Request) (trailerAnswer, http.Header) {
+	tb.Helper()
+	url := req.URL.String()
+	resp, err := c.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", req.Method, url, err)
 	}
 	a := trailerAnswer{Status: resp.StatusCode, CL: resp.ContentLength}
 	for k := range resp.Trailer {
@@ -40,7 +47,7 @@ func getTrailers(tb testing.TB, c *http.Client, url string) (trailerAnswer, http
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		tb.Errorf("GET %s: reading the body: %v", url, err)
+		tb.Errorf("%s %s: reading the body: %v", req.Method, url, err)
 	}
 	a.Body = string(b)
 	if len(resp.Trailer) > 0 {
@@ -173,23 +180,9 @@ func TestTrailersHTTP10Client(t *testing.T) {
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 `, up))
-			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.WriteString(c, "GET /x HTTP/1.0\r\nHost: front.test\r\n\r\n"); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || string(b) != "abc" {
-				t.Errorf("body %q, %v", b, err)
+			resp, b := getHTTP10(t, base, "/x")
+			if string(b) != "abc" {
+				t.Errorf("body %q", b)
 			}
 			if len(resp.Trailer) > 0 || engine == EngineFastHTTP && resp.Header["Trailer"] != nil {
 				t.Errorf("an HTTP/1.0 client got trailers: Trailer %v, header %v", resp.Trailer, resp.Header)

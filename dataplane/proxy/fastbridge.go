@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,14 +14,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// forwardBridged forwards a request the fasthttp engine parsed through the
-// net/http path (Forward, with its HTTP/2 transport), for targets fasthttp's
-// client cannot speak (h2c). Forward runs on a goroutine of its own writing
-// into a pipe: ForwardFast waits for the response header, puts it in
-// ctx.Response and lets the engine stream the pipe to the client, so neither
-// body is buffered whole. The client's body is read by Forward's transport
-// only until the response is written (bridgeBody), after which the engine
-// owns the connection again.
 // deepCopy is h with its names and values copied: the strings of a
 // FastRequest's header point into buffers of the serving stack's that are
 // reused once ForwardFast has returned, and the bridged Forward's goroutine
@@ -37,6 +30,28 @@ func deepCopy(h http.Header) http.Header {
 	return c
 }
 
+// forwardBridged forwards a request the fasthttp engine parsed through the
+// net/http path (Forward, with its transports), for targets fasthttp's
+// client does not serve (h2c, and https:// with the route's upstream.tls).
+// Forward runs on a goroutine of its own writing into a pipe: forwardBridged
+// waits for the response header, puts it in ctx.Response and lets the
+// engine stream the pipe to the client, so neither body is buffered whole.
+// The client's body is read by Forward's transport only until the response
+// is written (bridgeBody), after which the engine owns the connection again.
+//
+// The trailers Forward writes (ReverseProxy's: the names the Trailer field
+// declares, set in the header map after the body, and undeclared ones under
+// http.TrailerPrefix) go to an HTTP/1.1 client as net/http's server sends
+// them: the answer goes out chunked, with the Trailer field (less
+// X-Request-Id, the gateway's header field), and bridgeReader adds the
+// fields to its trailer section when the pipe ends, for fasthttp to write
+// after the last chunk. An answer that declares trailers goes out chunked
+// even when the upstream gave its length (HTTP/2 carries both, HTTP/1.1
+// cannot); one that declares none keeps its Content-Length, and then any
+// undeclared trailers are dropped, as net/http's server drops them. A field
+// fasthttp refuses in a trailer (its isBadTrailer list, wider than
+// net/http's) is left out, declared or not. An HTTP/1.0 client gets neither
+// the Trailer field nor trailers.
 func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Match, start time.Time) Outcome {
 	in := &ctx.Request.Header
 	r := &http.Request{
@@ -89,16 +104,29 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 		status = http.StatusOK
 	}
 	out.SetStatusCode(status)
-	for k, vs := range bw.h {
-		if k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" {
+	// The header as WriteHeader saw it, which Forward no longer changes
+	// (it writes the trailers in a map of their own), or, when nothing was
+	// written, the one map, which Forward, returned, no longer changes.
+	head := bw.head
+	if head == nil {
+		head = bw.h
+	}
+	// Trailers go to an HTTP/1.1 client only, on a body it gets chunked.
+	trailers := in.IsHTTP11() && bw.head != nil && !in.IsHead()
+	for k, vs := range head {
+		if k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" || k == "Trailer" && !trailers {
 			continue
 		}
 		for _, v := range vs {
 			out.Header.Add(k, v)
 		}
 	}
+	declared := trailers && len(out.Header.PeekTrailerKeys()) > 0
+	if declared {
+		undeclareID(&out.Header)
+	}
 	cl := -1
-	if v := bw.h.Get("Content-Length"); v != "" {
+	if v := head.Get("Content-Length"); v != "" && !declared {
 		if n, err := parseLength(v); err == nil {
 			cl = n
 		}
@@ -107,7 +135,11 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 	if fr.Release != nil {
 		release = fr.Release.TakeRelease()
 	}
-	out.SetBodyStream(&bridgeReader{PipeReader: pr, done: done, body: body, release: release}, cl)
+	br := &bridgeReader{PipeReader: pr, done: done, body: body, release: release}
+	if trailers && cl < 0 {
+		br.w, br.trailer = bw, &out.Header
+	}
+	out.SetBodyStream(br, cl)
 	if in.IsHead() {
 		out.SkipBody = true
 	}
@@ -143,9 +175,13 @@ func (r *byteReader) Read(p []byte) (int, error) {
 }
 
 // bridgeWriter is the ResponseWriter Forward writes to: the header is handed
-// over on the first WriteHeader or Write, the body through the pipe.
+// over on the first WriteHeader or Write, the body through the pipe. From
+// WriteHeader on, Header is a new map, which holds what is set after the
+// header (trailers), while forwardBridged reads the header's (head): the
+// two goroutines never share a map.
 type bridgeWriter struct {
 	h      http.Header
+	head   http.Header // h as WriteHeader found it, once called
 	status int
 	pw     *io.PipeWriter
 	header chan struct{}
@@ -159,6 +195,7 @@ func (w *bridgeWriter) WriteHeader(code int) {
 		return // 1xx are not relayed by this bridge
 	}
 	w.status = code
+	w.head, w.h = w.h, http.Header{}
 	w.signal()
 }
 
@@ -183,6 +220,41 @@ type bridgeReader struct {
 	done    chan Outcome
 	body    *bridgeBody
 	release func(end error)
+	// w and trailer, when not nil: the writer whose trailers go, at the
+	// pipe's io.EOF, to trailer, the client's response header (its
+	// trailer section, which the engine writes after the body).
+	w       *bridgeWriter
+	trailer *fasthttp.ResponseHeader
+}
+
+// Read reads the pipe; at its io.EOF, the trailers are added. The pipe
+// ends with io.EOF only once Forward has returned (pw.Close, after
+// Forward, on its goroutine), which happens before this Read returns: w.h
+// holds the trailers' final values, and nothing writes it any more.
+func (r *bridgeReader) Read(p []byte) (int, error) {
+	n, err := r.PipeReader.Read(p)
+	if err == io.EOF && r.trailer != nil {
+		addBridgedTrailers(r.trailer, r.w.h)
+		r.trailer = nil
+	}
+	return n, err
+}
+
+// addBridgedTrailers adds to out's trailer section the trailers a
+// ResponseWriter's handler set in h after WriteHeader, by net/http's rule:
+// a name out's Trailer field declares, and a name under http.TrailerPrefix
+// (less the prefix); other names set after the header are not sent.
+func addBridgedTrailers(out *fasthttp.ResponseHeader, h http.Header) {
+	declared := out.PeekTrailerKeys()
+	for k, vs := range h {
+		name, undeclared := strings.CutPrefix(k, http.TrailerPrefix)
+		if !undeclared && !slices.ContainsFunc(declared, func(d []byte) bool { return EqualFoldASCII(d, k) }) {
+			continue
+		}
+		for _, v := range vs {
+			addTrailerField(out, []byte(name), []byte(v))
+		}
+	}
 }
 
 func (r *bridgeReader) Close() error {

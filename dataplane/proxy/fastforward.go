@@ -736,12 +736,21 @@ func (b *fastRespBody) endTrailer() {
 	for raw := b.s.trailer(); len(raw) > 0; {
 		var name, value []byte
 		name, value, raw, _ = NextRawField(raw)
-		if len(name) == 0 {
-			continue
+		if len(name) > 0 {
+			addTrailerField(h, name, value)
 		}
-		if h.AddTrailerBytes(name) == nil {
-			h.AddBytesKV(name, value)
-		}
+	}
+}
+
+// addTrailerField adds a trailer field to h, a client's response whose
+// header is out (fasthttp is writing its body): the name is declared first
+// (a name declared already, as the Trailer field declared it, is left as it
+// is; declaring moves nothing now that the header is out), so that the value
+// goes to the trailer section fasthttp writes after the last chunk. A name
+// fasthttp refuses in a trailer (its isBadTrailer list) is left out.
+func addTrailerField(h *fasthttp.ResponseHeader, name, value []byte) {
+	if h.AddTrailerBytes(name) == nil {
+		h.AddBytesKV(name, value)
 	}
 }
 
