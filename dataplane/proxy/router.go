@@ -41,6 +41,7 @@ type Router struct {
 	byID      map[string]*Route
 	slashes   SlashPolicy
 	listed    map[string]bool // methods some route lists that are not registered
+	byHeader  bool            // some route matches on a header (MatchView reads it only then)
 	closeOnce sync.Once
 }
 
@@ -174,6 +175,7 @@ func (rt *Router) add(route *Route, m *api.Match, order int) error {
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
 		base.headers = append(base.headers, headerMatch{textproto.CanonicalMIMEHeaderKey(name), m.Headers[name]})
 		base.nconstr++
+		rt.byHeader = true
 	}
 	if m.PathRegex != "" {
 		re, err := regexp.Compile(m.PathRegex)
@@ -266,8 +268,8 @@ func (rt *Router) Match(r *http.Request) Match {
 }
 
 // MatchView is Match on a request view: v.Method, v.Host, v.RawPath (the
-// escaped path as sent) and v.Header() (only for a route matching on a
-// header), for any serving stack. It does not
+// escaped path as sent) and v.Header() (read only when a route matches on
+// a header), for any serving stack. It does not
 // set v.Path; the caller sets it to the returned Match's Path.
 func (rt *Router) MatchView(v *reqview.View) Match {
 	if !rt.knownMethod(v.Method) {
@@ -277,7 +279,11 @@ func (rt *Router) MatchView(v *reqview.View) Match {
 	if rt.slashes == SlashReject && hasEncodedSlash(path) {
 		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
 	}
-	return Match{Route: rt.lookup(v.Host, v.Method, path, v), Path: path}
+	var h http.Header
+	if rt.byHeader {
+		h = v.Header() // built only for a router with a route matching on a header
+	}
+	return Match{Route: rt.Lookup(v.Host, v.Method, path, h), Path: path}
 }
 
 // knownMethod reports whether method is matched at all: a registered HTTP
@@ -324,19 +330,6 @@ func (rt *Router) Upstream(routeID string) *Upstream {
 // header, with or without port) with method, cleaned path (as returned by
 // RequestPath) and header, or nil. It does not allocate.
 func (rt *Router) Lookup(host, method, path string, header http.Header) *Route {
-	return rt.lookup(host, method, path, plainHeader(header))
-}
-
-// headerReader gives a request's header to the routes whose match reads it
-// (match.headers): a reqview.View builds its header only then.
-type headerReader interface{ Header() http.Header }
-
-// plainHeader is a header at hand, as a headerReader.
-type plainHeader http.Header
-
-func (h plainHeader) Header() http.Header { return http.Header(h) }
-
-func (rt *Router) lookup(host, method, path string, header headerReader) *Route {
 	hostname, port := splitHost(host)
 	if es, ok := rt.exact[path]; ok {
 		if r := firstMatch(es, hostname, port, method, path, header); r != nil {
@@ -364,7 +357,7 @@ func (rt *Router) lookup(host, method, path string, header headerReader) *Route 
 	return firstMatch(rt.catchAll, hostname, port, method, path, header)
 }
 
-func firstMatch(es []entry, hostname, port, method, path string, header headerReader) *Route {
+func firstMatch(es []entry, hostname, port, method, path string, header http.Header) *Route {
 	for i := range es {
 		if es[i].matches(hostname, port, method, path, header) {
 			return es[i].route
@@ -373,7 +366,7 @@ func firstMatch(es []entry, hostname, port, method, path string, header headerRe
 	return nil
 }
 
-func (e *entry) matches(hostname, port, method, path string, hr headerReader) bool {
+func (e *entry) matches(hostname, port, method, path string, header http.Header) bool {
 	switch e.host.kind {
 	case hostExact:
 		if !strings.EqualFold(hostname, e.host.name) {
@@ -391,12 +384,9 @@ func (e *entry) matches(hostname, port, method, path string, hr headerReader) bo
 	if len(e.methods) > 0 && !slices.Contains(e.methods, method) && !(e.getHead && method == http.MethodHead) {
 		return false
 	}
-	if len(e.headers) > 0 {
-		header := hr.Header()
-		for _, h := range e.headers {
-			if !slices.Contains(header[h.name], h.value) {
-				return false
-			}
+	for _, h := range e.headers {
+		if !slices.Contains(header[h.name], h.value) {
+			return false
 		}
 	}
 	if e.re == nil {
