@@ -20,14 +20,7 @@ A=$(realpath "$1") B=$(realpath "$2")
 ROUNDS=${ROUNDS:-5} DURATION=${DURATION:-5s} CONNS=${CONNS:-32}
 P=${BASEPORT:-18290}
 UP=$P NGX=$((P+1)) GA=$((P+2)) GAA=$((P+3)) GB=$((P+4)) GBA=$((P+5))
-work=$(mktemp -d /tmp/sluice-ab.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_workdir sluice-ab
 mkdir -p "$work/up" "$work/ngx"
 bench_upstream_conf "$work/up" "$UP"
 bench_proxy_conf "$work/ngx" "$UP" "worker_processes auto;" "    listen 127.0.0.1:$NGX;"

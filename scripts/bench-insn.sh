@@ -28,14 +28,7 @@ ENGINE=${HTTP1_ENGINE:-fasthttp}
 UP=18081 PX=18082 ADMIN=18083
 [ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_workdir sluice-insn
 
 go build -o "$work/bareproxy" ./dataplane/internal/cmd/bareproxy
 mkdir -p "$work/up" "$work/ngx"

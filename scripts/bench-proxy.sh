@@ -57,22 +57,13 @@ if [ ! -x "$CADDY_BIN" ]; then
 		die "could not build Caddy $CADDY_VERSION"
 fi
 
-work=$(mktemp -d /tmp/sluice-bench.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_workdir sluice-bench
 
 # The bare proxy is built here, not by make build.
 go build -o "$work/bareproxy" ./dataplane/internal/cmd/bareproxy
 
 # One self-signed certificate for every TLS listener.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
-	-keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+bench_cert "$work"
 
 mkdir -p "$work/up" "$work/ngx" "$work/caddy"
 bench_upstream_conf "$work/up" "$UP"

@@ -98,9 +98,32 @@ ensure_chromium() {
 	[ -x "$CHROMIUM" ] || die "the console's end-to-end tests need Chromium at $CHROMIUM: install the Debian package chromium (apt-get install chromium)"
 }
 
-# The proxy benchmarks (bench-proxy.sh, bench-insn.sh, bench-engine-ab.sh)
-# compare the gateway with nginx on the same upstream and the same limit;
-# these write that setup once.
+# The proxy benchmarks (bench-proxy.sh, bench-insn.sh, bench-engine-ab.sh,
+# pgo-profile.sh) compare the gateway with nginx on the same upstream and the
+# same limit; these write that setup once.
+
+# bench_workdir NAME makes the benchmark's scratch directory, $work
+# (/tmp/NAME.XXXXXX), and the array pids, whose processes are killed, and
+# $work removed, when the script ends.
+bench_workdir() {
+	work=$(mktemp -d "/tmp/$1.XXXXXX")
+	pids=()
+	trap bench_cleanup EXIT INT TERM
+}
+
+bench_cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+
+# bench_cert DIR writes DIR/tls.crt and DIR/tls.key: a self-signed P-256
+# certificate for 127.0.0.1, for every TLS listener of a benchmark.
+bench_cert() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+		-keyout "$1/tls.key" -out "$1/tls.crt" 2>/dev/null
+}
 
 # bench_upstream_conf DIR PORT writes DIR/nginx.conf: one nginx worker on
 # 127.0.0.1:PORT answering every request with a fixed 13-byte body.

@@ -28,18 +28,9 @@ OUT=${OUT:-dataplane/cmd/sluice-gateway/default.pgo}
 UP=18191 GW=18193 GWADMIN=18194 GWTLS=18198
 [ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
 
-work=$(mktemp -d /tmp/sluice-pgo.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_workdir sluice-pgo
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
-	-keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+bench_cert "$work"
 mkdir -p "$work/up"
 bench_upstream_conf "$work/up" "$UP"
 bench_rules "$work/rules.yaml" "$UP"

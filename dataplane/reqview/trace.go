@@ -118,28 +118,12 @@ func EnsureTrace(h http.Header) Trace {
 	return t
 }
 
-// EnsureTraceBuf is EnsureTrace with the storage of a trace it starts
-// given: the trace's strings point into buf, which must not be used for
-// another request until this one has ended (a serving stack's pooled
-// per-request state). It does not allocate.
-func EnsureTraceBuf(h http.Header, buf *TraceBuf) Trace {
-	vs := h[HeaderTraceparent]
-	first := ""
-	if len(vs) > 0 {
-		first = vs[0]
-	}
-	t := TraceOf(first, len(vs), buf)
-	if t.Started {
-		CarryTrace(h, buf)
-	}
-	return t
-}
-
 // TraceOf is EnsureTrace's decision for a request whose header holds n
 // traceparent lines, the first being first: a single valid one is the
-// trace; otherwise a new trace is started in buf (see EnsureTraceBuf), which
-// CarryTrace puts in the request's header when it is built. It does not
-// allocate.
+// trace; otherwise a new trace is started in buf, whose strings the trace
+// points into (buf must not be used for another request until this one has
+// ended: a serving stack's pooled per-request state), and which CarryTrace
+// puts in the request's header when it is built. It does not allocate.
 func TraceOf(first string, n int, buf *TraceBuf) Trace {
 	if n == 1 && ValidTraceparent(first) {
 		return Trace{Parent: first}
@@ -161,7 +145,7 @@ func startTrace(st *TraceBuf) Trace {
 }
 
 // TraceBuf is the storage of a traceparent a request's trace starts with
-// (EnsureTraceBuf).
+// (TraceOf).
 type TraceBuf struct {
 	v [1]string
 	b [traceparentLen]byte
