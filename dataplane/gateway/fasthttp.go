@@ -140,19 +140,20 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 // that the connection ends after it (the dispatcher drains the engine's
 // connections itself: see fastconn.go).
 func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
-	status, why, seen := strictFast(&ctx.Request.Header)
+	var ids snapshot.RequestIDs
+	status, why, seen := strictFast(&ctx.Request.Header, &ids)
 	if status == 0 && seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
 		return
 	}
-	n.serveFast(ctx, status, why, seen)
+	n.serveFast(ctx, status, why, seen, &ids)
 	if n.draining.Load() && !ctx.Hijacked() {
 		ctx.SetConnectionClose()
 	}
 }
 
 // serveFast is ServeHTTP for the fasthttp engine, given what strictFast
-// found of the request.
-func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen) {
+// found of the request (and the ids it gathered).
+func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen, ids *snapshot.RequestIDs) {
 	if status != 0 {
 		ctx.SetConnectionClose()
 		snapshot.WriteProblemFast(ctx, status, http.StatusText(status), why)
@@ -176,7 +177,7 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen 
 		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
 		return
 	}
-	s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0)
+	s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0, ids)
 }
 
 // loopingFast reports whether the request's Via fields show it went through
@@ -208,8 +209,10 @@ const (
 // gateway refuses rather than normalizes), no obs-fold (§5.2), header names
 // that are tokens, no NUL or bare CR, exactly one Host for HTTP/1.1. On a
 // request it accepts, it also tells which of the fields the request path
-// looks for it saw.
-func strictFast(h *fasthttp.RequestHeader) (int, string, fieldsSeen) {
+// looks for it saw, and gathers the request's ids into ids
+// (snapshot.RequestIDs.Field), so that serving it takes no second pass over
+// the header.
+func strictFast(h *fasthttp.RequestHeader, ids *snapshot.RequestIDs) (int, string, fieldsSeen) {
 	var seen fieldsSeen
 	// fasthttp reads any "HTTP/x.y"; net/http answers 505 to versions
 	// other than 1.0 and 1.1 (and the request must not reach an upstream
@@ -244,6 +247,7 @@ func strictFast(h *fasthttp.RequestHeader) (int, string, fieldsSeen) {
 		if hasNULOrCR(value) {
 			return http.StatusBadRequest, "a header value has a control character", 0
 		}
+		ids.Field(name, value)
 		switch len(name) { // most names are none of these: one length test
 		case 3:
 			if proxy.EqualFoldASCII(name, "Via") {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
 
 // TestStrictFast: the framing checks the fasthttp engine makes on a parsed
@@ -53,7 +55,7 @@ func TestStrictFast(t *testing.T) {
 				}
 				return // fasthttp refuses it itself (answered by fastError)
 			}
-			status, why, _ := strictFast(&h)
+			status, why, _ := strictFast(&h, new(snapshot.RequestIDs))
 			if status != tc.status {
 				t.Fatalf("status %d (%s), want %d", status, why, tc.status)
 			}
@@ -351,7 +353,7 @@ func FuzzStrictFast(f *testing.F) {
 		if h.Read(bufio.NewReader(strings.NewReader("GET /a HTTP/1.1\r\n"+fields+"\r\n"))) != nil {
 			return
 		}
-		gs, gw, seen := strictFast(&h)
+		gs, gw, seen := strictFast(&h, new(snapshot.RequestIDs))
 		ws, ww := strictFastRef(&h)
 		if gs != ws || gw != ww {
 			t.Fatalf("raw %q: strictFast %d %q, the bytes functions %d %q", h.RawHeaders(), gs, gw, ws, ww)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
@@ -33,7 +32,41 @@ func ceilSeconds(d time.Duration, lo int64) int64 {
 	return max(s, lo)
 }
 
-// setHeaders writes the RateLimit headers of ru's decision d:
+// setHeaders writes the RateLimit headers of ru's decision d into h (the
+// values of Fields.Append).
+func setHeaders(h http.Header, ru *rule, d Decision) {
+	// One string holds the five values back to back, so that they cost two
+	// allocations (that string and their one backing array), not five.
+	var buf [160]byte
+	b, ends := Fields{ru, d}.Append(buf[:0])
+	all := string(b)
+	var vals [5]string
+	start := 0
+	for i, end := range ends {
+		vals[i] = all[start:end]
+		start = end
+	}
+	vs := vals[:]
+	for i, name := range FieldNames {
+		h[name] = vs[i : i+1 : i+1]
+	}
+}
+
+// Fields is the RateLimit fields of one admitted request's decision, by
+// value. An exchange that writes its answer's fields itself (the fasthttp
+// engine's) takes a Fields (TakeRateLimit) and formats it as it writes its
+// header (Append): nothing the exchange keeps points into the limit's
+// stack, so the request allocates nothing for its fields.
+type Fields struct {
+	ru *rule
+	d  Decision
+}
+
+// FieldNames is the canonical names of the RateLimit fields, in the order
+// of Fields.Append's values.
+var FieldNames = [5]string{hdrPolicy, hdrRateLimit, hdrXLimit, hdrXRemaining, hdrXReset}
+
+// Append appends the values of f's fields, back to back, to dst:
 //
 //	RateLimit-Policy: "<id>";q=<quota>;w=<window seconds>
 //	RateLimit: "<id>";r=<remaining>;t=<seconds until reset>
@@ -42,67 +75,36 @@ func ceilSeconds(d time.Duration, lo int64) int64 {
 //
 // following draft-ietf-httpapi-ratelimit-headers-10 (the syntax of -08 and
 // later: a Structured Fields list of items with the policy id as a String).
-// Concurrency limits have no window: no w, and no t in RateLimit.
-func setHeaders(h http.Header, ru *rule, d Decision) {
-	// One string holds the RateLimit value; remaining and reset are
-	// substrings of it, so the five values cost two allocations (that
-	// string and their one backing array), not five.
-	var buf [96]byte
-	b, r0, r1, t0 := appendRateLimit(buf[:0], ru, d)
-	all := string(b)
-	remaining, reset := all[r0:r1], all[t0:]
-	rateLimit := all
-	if ru.window == 0 {
-		rateLimit = all[:r1] // no window: no t
-	}
-	vals := [5]string{ru.policy, rateLimit, ru.quotaStr, remaining, reset}
-	vs := vals[:]
-	h[hdrPolicy] = vs[0:1:1]
-	h[hdrRateLimit] = vs[1:2:2]
-	h[hdrXLimit] = vs[2:3:3]
-	h[hdrXRemaining] = vs[3:4:4]
-	h[hdrXReset] = vs[4:5:5]
-}
-
-// appendRateLimit appends the RateLimit value of ru's decision d with its t
-// (`"<id>";r=<remaining>;t=<reset>`) to dst; remaining is b[r0:r1] and
-// reset starts at t0.
-func appendRateLimit(dst []byte, ru *rule, d Decision) (b []byte, r0, r1, t0 int) {
-	b = append(dst, ru.quotedID...)
+// Concurrency limits have no window: no w, and no t in RateLimit. The
+// value of FieldNames[i] ends at ends[i] and starts where the one before
+// it ends (the first at len(dst)).
+func (f Fields) Append(dst []byte) (b []byte, ends [5]int) {
+	ru, d := f.ru, f.d
+	remaining, reset := max(d.Remaining, 0), ceilSeconds(d.Reset, 0)
+	b = append(dst, ru.policy...)
+	ends[0] = len(b)
+	b = append(b, ru.quotedID...)
 	b = append(b, ";r="...)
-	r0 = len(b)
-	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
-	r1 = len(b)
-	b = append(b, ";t="...)
-	t0 = len(b)
-	return strconv.AppendInt(b, ceilSeconds(d.Reset, 0), 10), r0, r1, t0
-}
-
-// headerAdder is a response writer that takes header fields as bytes,
-// copied at once, beside its Header map (the fasthttp engine's exchange,
-// whose fields go to the engine's response without a map in between).
-type headerAdder interface {
-	AddHeader(name string, value []byte)
-}
-
-// addHeaders is setHeaders for a headerAdder: the same fields, built on the
-// stack, with no allocation.
-func addHeaders(a headerAdder, ru *rule, d Decision) {
-	var buf [96]byte
-	b, r0, r1, t0 := appendRateLimit(buf[:0], ru, d)
-	rateLimit := b
-	if ru.window == 0 {
-		rateLimit = b[:r1] // no window: no t
+	b = strconv.AppendInt(b, remaining, 10)
+	if ru.window != 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, reset, 10)
 	}
-	a.AddHeader(hdrPolicy, s2b(ru.policy))
-	a.AddHeader(hdrRateLimit, rateLimit)
-	a.AddHeader(hdrXLimit, s2b(ru.quotaStr))
-	a.AddHeader(hdrXRemaining, b[r0:r1])
-	a.AddHeader(hdrXReset, b[t0:])
+	ends[1] = len(b)
+	b = append(b, ru.quotaStr...)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, reset, 10)
+	ends[4] = len(b)
+	return b, ends
 }
 
-// s2b is the bytes of s without a copy, for AddHeader, which copies them.
-func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+// rateLimitTaker is a response writer that takes the RateLimit fields as a
+// Fields value instead of through its Header map.
+type rateLimitTaker interface {
+	TakeRateLimit(Fields)
+}
 
 // problem is the application/problem+json body (RFC 9457) of a rejection.
 type problem struct {

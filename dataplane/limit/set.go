@@ -597,8 +597,8 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 		}
 	}
 	if best != nil {
-		if a, ok := w.(headerAdder); ok {
-			addHeaders(a, best, bestD)
+		if t, ok := w.(rateLimitTaker); ok {
+			t.TakeRateLimit(Fields{best, bestD})
 		} else {
 			setHeaders(w.Header(), best, bestD)
 		}

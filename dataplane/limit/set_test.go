@@ -682,3 +682,68 @@ func TestNoRefundToAFailedStore(t *testing.T) {
 		})
 	}
 }
+
+// takerRecorder is a ResponseWriter that takes the RateLimit fields by
+// value, as the fasthttp engine's exchange does.
+type takerRecorder struct {
+	*httptest.ResponseRecorder
+	f     Fields
+	taken int
+}
+
+func (r *takerRecorder) TakeRateLimit(f Fields) { r.f, r.taken = f, r.taken+1 }
+
+// TestFieldsAppend: the values a taker formats (Fields.Append) are the
+// ones the Header map gets, for a limit with a window and a concurrency
+// limit (no w, no t), and admitting allocates nothing for a taker.
+func TestFieldsAppend(t *testing.T) {
+	// Not parallel: AllocsPerRun.
+	clk := newClock()
+	s := mustCompile(t, limitsOf(
+		api.Limit{ID: "orders-per-ip", Routes: []string{"orders"}, Key: []string{"ip"}, Algorithm: api.TokenBucket, Rate: 10, Period: api.Duration(time.Minute), Burst: 2},
+		api.Limit{ID: "inflight", Routes: []string{"conc"}, Key: []string{"ip"}, Algorithm: api.Concurrency, Rate: 3},
+	), nil, clk.opts(Options{}))
+	info := ipInfo("192.0.2.1")
+	for _, tc := range []struct {
+		route string
+		want  [5]string
+	}{
+		{"orders", [5]string{`"orders-per-ip";q=10;w=60`, `"orders-per-ip";r=1;t=6`, "10", "1", "6"}},
+		{"conc", [5]string{`"inflight";q=3`, `"inflight";r=2`, "3", "2", "0"}},
+	} {
+		w := &takerRecorder{ResponseRecorder: httptest.NewRecorder()}
+		done, ok := s.Chain(tc.route).Admit(w, get("/"), info)
+		if !ok || w.taken != 1 {
+			t.Fatalf("%s: admitted %v, fields taken %d times, want once", tc.route, ok, w.taken)
+		}
+		if len(w.Header()) != 0 {
+			t.Errorf("%s: a taker's Header map got %v", tc.route, w.Header())
+		}
+		b, ends := w.f.Append([]byte("prefix"))
+		start := len("prefix")
+		for i, name := range FieldNames {
+			if got := string(b[start:ends[i]]); got != tc.want[i] {
+				t.Errorf("%s: %s = %q, want %q", tc.route, name, got, tc.want[i])
+			}
+			start = ends[i]
+		}
+		h := http.Header{}
+		setHeaders(h, w.f.ru, w.f.d)
+		for i, name := range FieldNames {
+			if got := h.Get(name); got != tc.want[i] {
+				t.Errorf("%s: map %s = %q, want %q", tc.route, name, got, tc.want[i])
+			}
+		}
+		done()
+	}
+	big := mustCompile(t, limitsOf(api.Limit{ID: "big", Key: []string{"ip"}, Algorithm: api.TokenBucket, Rate: 1e9, Period: api.Duration(time.Second), Burst: 1e9}), nil, clk.opts(Options{}))
+	w := &takerRecorder{ResponseRecorder: httptest.NewRecorder()}
+	ch, r := big.Chain("orders"), get("/")
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := ch.Admit(w, r, info); !ok {
+			t.Fatal("rejected")
+		}
+	}); n != 0 {
+		t.Errorf("admitting with a taker allocates %v times, want 0", n)
+	}
+}

@@ -236,3 +236,73 @@ func TestFastPoolQuickHead(t *testing.T) {
 		t.Fatalf("quick head to a stalled upstream: %v after %v, want a timeout at 150ms", err, time.Since(start))
 	}
 }
+
+// deadlineConn counts the read deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	reads *atomic.Int32
+}
+
+func (c deadlineConn) SetReadDeadline(t time.Time) error {
+	c.reads.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// TestFastPoolDeadlineKept: back-to-back quick exchanges on one connection
+// keep the read deadline the first set (arm's slack) instead of setting
+// their own; an exchange with a shorter timeout (another route to the same
+// origin) gets its own, and its timeout fires on time: not before it, and
+// not more than the slack after it; the timed-out GET is not retried on a
+// new connection (its deadline is past).
+func TestFastPoolDeadlineKept(t *testing.T) {
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall" {
+			time.Sleep(2 * time.Second)
+		}
+		fmt.Fprint(w, "ok")
+	})
+	var reads atomic.Int32
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) {
+		c, err := net.Dial("tcp", addr)
+		return deadlineConn{c, &reads}, err
+	}, time.Minute, 1)
+	defer p.close()
+	head := func(path string, d time.Duration) (int, error) {
+		var h fasthttp.RequestHeader
+		h.SetMethod(http.MethodGet)
+		raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
+		out := &fasthttp.Response{}
+		s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
+		if err != nil {
+			return 0, err
+		}
+		if s != nil {
+			_, _ = io.ReadAll(s)
+			s.Close()
+		}
+		return out.StatusCode(), nil
+	}
+	const n = 20
+	for i := range n {
+		if status, err := head("/quick", time.Minute); err != nil || status != http.StatusOK {
+			t.Fatalf("exchange %d: %d, %v", i, status, err)
+		}
+	}
+	// A minute's slack is a second: 20 exchanges on loopback take far less.
+	if got := reads.Load(); got < 1 || got > 2 {
+		t.Errorf("%d exchanges set %d read deadlines, want 1 (2 if they spanned the second)", n, got)
+	}
+	const short = 300 * time.Millisecond
+	start := time.Now()
+	_, err := head("/stall", short)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("a stalled exchange did not time out")
+	}
+	if took < short || took > short+short/64+200*time.Millisecond {
+		t.Errorf("a %v timeout fired after %v", short, took)
+	}
+	if up.conns.Load() != 1 {
+		t.Errorf("%d connections, want the one kept alive", up.conns.Load())
+	}
+}

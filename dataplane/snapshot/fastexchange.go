@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
@@ -20,11 +21,13 @@ import (
 // request's view from ctx without copying (see fastExchange.fill), and runs
 // Serve on it with the fasthttp Exchange. tls tells whether the client's
 // connection is TLS. The answer is in ctx.Response when it returns; a
-// forwarded body is streamed by the engine afterwards.
-func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool) {
+// forwarded body is streamed by the engine afterwards. ids, when not nil,
+// are the request's ids as a pass of the engine's over the whole raw header
+// gathered them (RequestIDs.Field); nil has ServeFast find them itself.
+func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids *RequestIDs) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
-	v := x.fill(ctx)
+	v := x.fill(ctx, ids)
 	v.ClientIP = s.fastClientIP(ctx, v)
 	s.Serve(x, v)
 	if x.done != nil { // not taken by a streamed body
@@ -87,31 +90,22 @@ type fastExchange struct {
 	id        [1]string // the X-Request-Id header value
 	// The storage of a request id and a trace the gateway starts: their
 	// strings are valid until the request ends, as the rest of the view's.
-	idBuf   [proxy.RequestIDMax]byte
-	trace   reqview.TraceBuf
-	added   []byte // values AddHeader took, back to back
-	addedKV []addedField
-	// addedFirst has bit c&63 set for the first byte c of each name
-	// AddHeader took (holdsAdded's quick test).
-	addedFirst uint64
-	done       func() // the limits' release, held until the body is written
-	rel        func(error)
-	end        *fastEnd // when the forwarded body is streamed after Serve
+	idBuf [proxy.RequestIDMax]byte
+	trace reqview.TraceBuf
+	rl    limit.Fields // the admitting limit's RateLimit fields (TakeRateLimit), if hasRL
+	hasRL bool
+	rlBuf []byte // their values, formatted by flush
+	done  func() // the limits' release, held until the body is written
+	rel   func(error)
+	end   *fastEnd // when the forwarded body is streamed after Serve
 }
 
 var fastExchanges = sync.Pool{New: func() any {
 	return &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
 }}
 
-// addedField is a header field AddHeader took: its name, and where its
-// value is in added.
-type addedField struct {
-	name   string
-	v0, v1 int
-}
-
 func (x *fastExchange) reset() {
-	x.added, x.addedKV, x.addedFirst = x.added[:0], x.addedKV[:0], 0
+	x.rl, x.hasRL = limit.Fields{}, false
 	clear(x.header)
 	if x.built {
 		clear(x.reqH)
@@ -131,10 +125,16 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // pointing into the engine's buffers, and the header, built when a stage
 // first asks for it (BuildHeader: most requests are decided without it).
 // It also settles the request id and the trace context, as ServeHTTP does,
-// from the one pass over the raw header that finds their fields (scanIDs).
-func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
+// from the fields of ids (or, if nil, of one pass over the raw header that
+// finds them: scanIDs).
+func (x *fastExchange) fill(ctx *fasthttp.RequestCtx, found *RequestIDs) *reqview.View {
 	h := &ctx.Request.Header
-	ids := scanIDs(h.RawHeaders())
+	var ids RequestIDs
+	if found != nil {
+		ids = *found
+	} else {
+		ids = scanIDs(h.RawHeaders())
+	}
 	uri := ctx.URI()
 	cl := proxy.FastContentLength(h)
 	v := &x.view
@@ -157,37 +157,47 @@ func (x *fastExchange) fill(ctx *fasthttp.RequestCtx) *reqview.View {
 	return v
 }
 
-// requestIDs are the fields of a request's raw header that fill reads
+// RequestIDs are the fields of a request's raw header that fill reads
 // before anything else: X-Request-Id and traceparent, the first value of
 // each (trimmed, as the header map holds it) and how many lines of each.
-type requestIDs struct {
+// An engine's pass over the raw header (the fasthttp engine's strict check)
+// gathers them with Field, so that ServeFast need not pass over it again.
+type RequestIDs struct {
 	requestID, traceparent   string
 	requestIDs, traceparents int
 }
 
-// scanIDs finds the request id and traceparent fields in raw (names in any
-// case, as the header map's canonical keys match them).
-func scanIDs(raw []byte) requestIDs {
-	var r requestIDs
+// Field notes one field of the raw header, if it is one of the ids' (names
+// in any case, as the header map's canonical keys match them). value must
+// stay valid and unchanged for the request (the engine's buffer).
+func (r *RequestIDs) Field(name, value []byte) {
+	if len(name) == len(api.HeaderRequestID) || len(name) == len(reqview.HeaderTraceparent) {
+		r.field(name, value)
+	}
+}
+
+func (r *RequestIDs) field(name, value []byte) {
+	switch {
+	case len(name) == len(api.HeaderRequestID) && proxy.EqualFoldASCII(name, api.HeaderRequestID):
+		if r.requestIDs == 0 {
+			r.requestID = b2s(value)
+		}
+		r.requestIDs++
+	case len(name) == len(reqview.HeaderTraceparent) && proxy.EqualFoldASCII(name, reqview.HeaderTraceparent):
+		if r.traceparents == 0 {
+			r.traceparent = b2s(value)
+		}
+		r.traceparents++
+	}
+}
+
+// scanIDs gathers the ids of raw, a whole raw header, with Field.
+func scanIDs(raw []byte) RequestIDs {
+	var r RequestIDs
 	for len(raw) > 0 {
 		name, value, rest, _ := proxy.NextRawField(raw)
 		raw = rest
-		switch len(name) { // most names are neither: one length test
-		case len(api.HeaderRequestID):
-			if proxy.EqualFoldASCII(name, api.HeaderRequestID) {
-				if r.requestIDs == 0 {
-					r.requestID = b2s(value)
-				}
-				r.requestIDs++
-			}
-		case len(reqview.HeaderTraceparent):
-			if proxy.EqualFoldASCII(name, reqview.HeaderTraceparent) {
-				if r.traceparents == 0 {
-					r.traceparent = b2s(value)
-				}
-				r.traceparents++
-			}
-		}
+		r.Field(name, value)
 	}
 	return r
 }
@@ -235,7 +245,7 @@ func (x *fastExchange) WriteHeader(code int) {
 }
 
 // flush copies the answer header into the engine's response (once): the
-// request id, the fields AddHeader took, and those of the Header map. It
+// request id, the RateLimit fields (TakeRateLimit), and those of the Header map. It
 // runs when the gateway answers itself (WriteHeader) and, for a forwarded
 // answer, once the upstream's header is in the response (Forward).
 func (x *fastExchange) flush() {
@@ -246,16 +256,22 @@ func (x *fastExchange) flush() {
 	out := &x.ctx.Response.Header
 	out.DisableNormalizing() // the gateway's names are canonical already
 	out.SetCanonical(hdrRequestID, s2bytes(x.view.RequestID))
-	// A name the answer does not hold yet (the upstream sent no field of
-	// it: the common case) is set, which skips fasthttp's copy and check of
-	// the name that adding makes; otherwise the field is added beside the
-	// upstream's.
-	set := len(x.addedKV) > 0 && !x.holdsAdded(out)
-	for _, f := range x.addedKV {
-		if set {
-			out.SetCanonical(s2bytes(f.name), x.added[f.v0:f.v1])
-		} else {
-			out.AddBytesKV(s2bytes(f.name), x.added[f.v0:f.v1])
+	if x.hasRL {
+		// A name the answer does not hold yet (the upstream sent no
+		// RateLimit field: the common case) is set, which skips fasthttp's
+		// copy and check of the name that adding makes; otherwise the
+		// field is added beside the upstream's.
+		set := !holdsRateLimit(out)
+		b, ends := x.rl.Append(x.rlBuf[:0])
+		x.rlBuf = b
+		start := 0
+		for i, name := range limit.FieldNames {
+			if set {
+				out.SetCanonical(s2bytes(name), b[start:ends[i]])
+			} else {
+				out.AddBytesKV(s2bytes(name), b[start:ends[i]])
+			}
+			start = ends[i]
 		}
 	}
 	if len(x.header) == 0 {
@@ -285,17 +301,17 @@ var hdrRequestID = []byte(api.HeaderRequestID)
 // them.
 func s2bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// holdsAdded reports whether the answer already holds a field of a name
-// AddHeader took.
-func (x *fastExchange) holdsAdded(out *fasthttp.ResponseHeader) bool {
+// holdsRateLimit reports whether the answer already holds a field of one
+// of the RateLimit names (limit.FieldNames).
+func holdsRateLimit(out *fasthttp.ResponseHeader) bool {
 	for k := range out.All() {
-		// Most of the answer's names start with a letter none of the
-		// added ones starts with: one test each.
-		if len(k) == 0 || x.addedFirst&(1<<(k[0]&63)) == 0 {
+		// Most of the answer's names start with neither R nor X: one test
+		// each.
+		if len(k) == 0 || k[0] != 'R' && k[0] != 'X' {
 			continue
 		}
-		for _, f := range x.addedKV {
-			if len(k) == len(f.name) && string(k) == f.name {
+		for _, name := range limit.FieldNames {
+			if string(k) == name {
 				return true
 			}
 		}
@@ -303,17 +319,9 @@ func (x *fastExchange) holdsAdded(out *fasthttp.ResponseHeader) bool {
 	return false
 }
 
-// AddHeader takes a field for the answer, whichever it is (the RateLimit
-// fields of an admitted request: see limit): value is copied, the name must
-// be canonical and taken once per request; flush sets it with the rest.
-func (x *fastExchange) AddHeader(name string, value []byte) {
-	v0 := len(x.added)
-	x.added = append(x.added, value...)
-	x.addedKV = append(x.addedKV, addedField{name, v0, len(x.added)})
-	if len(name) > 0 {
-		x.addedFirst |= 1 << (name[0] & 63)
-	}
-}
+// TakeRateLimit takes the admitting limit's RateLimit fields for the
+// answer; flush writes them with the rest.
+func (x *fastExchange) TakeRateLimit(f limit.Fields) { x.rl, x.hasRL = f, true }
 
 func (x *fastExchange) Write(b []byte) (int, error) {
 	if x.status == 0 {

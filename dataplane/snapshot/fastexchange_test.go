@@ -53,7 +53,7 @@ func TestFastView(t *testing.T) {
 			defer func() { x.reset(); fastExchanges.Put(x) }()
 			ctx := fastCtx(t, tc.head)
 			x.ctx = ctx
-			v := x.fill(ctx)
+			v := x.fill(ctx, nil)
 			if v.Method != tc.method || v.Host != tc.host || v.RawPath != tc.path || v.RawQuery != tc.raw {
 				t.Fatalf("view %q %q %q %q, want %q %q %q %q", v.Method, v.Host, v.RawPath, v.RawQuery, tc.method, tc.host, tc.path, tc.raw)
 			}
@@ -87,7 +87,7 @@ func BenchmarkFastView(b *testing.B) {
 	for b.Loop() {
 		x := fastExchanges.Get().(*fastExchange)
 		x.ctx = ctx
-		_ = x.fill(ctx)
+		_ = x.fill(ctx, nil)
 		x.reset()
 		fastExchanges.Put(x)
 	}

@@ -52,7 +52,7 @@ func TestFastViewHeader(t *testing.T) {
 			defer func() { x.reset(); fastExchanges.Put(x) }()
 			ctx := fastCtx(t, head)
 			x.ctx = ctx
-			v := x.fill(ctx)
+			v := x.fill(ctx, nil)
 			got := v.Header().Clone()
 			delete(got, "Traceparent") // started by fill
 			if !reflect.DeepEqual(got, tc.want) {
