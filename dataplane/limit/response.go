@@ -83,19 +83,24 @@ func (f Fields) Append(dst []byte) (b []byte, ends [5]int) {
 	remaining, reset := max(d.Remaining, 0), ceilSeconds(d.Reset, 0)
 	b = append(dst, ru.policy...)
 	ends[0] = len(b)
+	// Remaining and reset are formatted once each, for both of the
+	// fields that hold them.
+	var num [40]byte
+	rem := strconv.AppendInt(num[:0], remaining, 10)
+	rst := strconv.AppendInt(num[len(rem):len(rem)], reset, 10)
 	b = append(b, ru.quotedID...)
 	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, rem...)
 	if ru.window != 0 {
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, reset, 10)
+		b = append(b, rst...)
 	}
 	ends[1] = len(b)
 	b = append(b, ru.quotaStr...)
 	ends[2] = len(b)
-	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, rem...)
 	ends[3] = len(b)
-	b = strconv.AppendInt(b, reset, 10)
+	b = append(b, rst...)
 	ends[4] = len(b)
 	return b, ends
 }

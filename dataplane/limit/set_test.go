@@ -702,6 +702,7 @@ func TestFieldsAppend(t *testing.T) {
 	s := mustCompile(t, limitsOf(
 		api.Limit{ID: "orders-per-ip", Routes: []string{"orders"}, Key: []string{"ip"}, Algorithm: api.TokenBucket, Rate: 10, Period: api.Duration(time.Minute), Burst: 2},
 		api.Limit{ID: "inflight", Routes: []string{"conc"}, Key: []string{"ip"}, Algorithm: api.Concurrency, Rate: 3},
+		api.Limit{ID: "wide", Routes: []string{"wide"}, Key: []string{"ip"}, Algorithm: api.Concurrency, Rate: 123456789},
 	), nil, clk.opts(Options{}))
 	info := ipInfo("192.0.2.1")
 	for _, tc := range []struct {
@@ -710,6 +711,7 @@ func TestFieldsAppend(t *testing.T) {
 	}{
 		{"orders", [5]string{`"orders-per-ip";q=10;w=60`, `"orders-per-ip";r=1;t=6`, "10", "1", "6"}},
 		{"conc", [5]string{`"inflight";q=3`, `"inflight";r=2`, "3", "2", "0"}},
+		{"wide", [5]string{`"wide";q=123456789`, `"wide";r=123456788`, "123456789", "123456788", "0"}},
 	} {
 		w := &takerRecorder{ResponseRecorder: httptest.NewRecorder()}
 		done, ok := s.Chain(tc.route).Admit(w, get("/"), info)
@@ -745,5 +747,9 @@ func TestFieldsAppend(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("admitting with a taker allocates %v times, want 0", n)
+	}
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf, _ = w.f.Append(buf[:0]) }); n != 0 {
+		t.Errorf("Fields.Append allocates %v times, want 0", n)
 	}
 }
