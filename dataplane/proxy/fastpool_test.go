@@ -177,6 +177,24 @@ func TestFastPoolFull(t *testing.T) {
 	}
 }
 
+// quickGet sends a bodyless GET for path through p's quick-head path
+// (doInto) with a deadline d ahead, and reads the whole answer.
+func quickGet(p *fastPool, path string, d time.Duration) (int, error) {
+	var h fasthttp.RequestHeader
+	h.SetMethod(http.MethodGet)
+	raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
+	out := &fasthttp.Response{}
+	s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
+	if err != nil {
+		return 0, err
+	}
+	if s != nil {
+		_, _ = io.ReadAll(s)
+		s.Close()
+	}
+	return out.StatusCode(), nil
+}
+
 // TestFastPoolQuickHead: a head without a body goes with the read deadline
 // alone (quickHead), and a connection an earlier exchange gave a write
 // deadline, long past, is re-armed whole: the quick head's write does not
@@ -210,21 +228,7 @@ func TestFastPoolQuickHead(t *testing.T) {
 	fasthttp.ReleaseResponse(resp)
 	time.Sleep(200 * time.Millisecond) // its deadlines are past
 
-	head := func(path string, d time.Duration) (int, error) {
-		var h fasthttp.RequestHeader
-		h.SetMethod(http.MethodGet)
-		raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
-		out := &fasthttp.Response{}
-		s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
-		if err != nil {
-			return 0, err
-		}
-		if s != nil {
-			_, _ = io.ReadAll(s)
-			s.Close()
-		}
-		return out.StatusCode(), nil
-	}
+	head := func(path string, d time.Duration) (int, error) { return quickGet(p, path, d) }
 	if status, err := head("/quick", 5*time.Second); err != nil || status != http.StatusOK {
 		t.Fatalf("quick head on a connection with a stale write deadline: %d, %v", status, err)
 	}
@@ -267,21 +271,7 @@ func TestFastPoolDeadlineKept(t *testing.T) {
 		return deadlineConn{c, &reads}, err
 	}, time.Minute, 1)
 	defer p.close()
-	head := func(path string, d time.Duration) (int, error) {
-		var h fasthttp.RequestHeader
-		h.SetMethod(http.MethodGet)
-		raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
-		out := &fasthttp.Response{}
-		s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
-		if err != nil {
-			return 0, err
-		}
-		if s != nil {
-			_, _ = io.ReadAll(s)
-			s.Close()
-		}
-		return out.StatusCode(), nil
-	}
+	head := func(path string, d time.Duration) (int, error) { return quickGet(p, path, d) }
 	const n = 20
 	for i := range n {
 		if status, err := head("/quick", time.Minute); err != nil || status != http.StatusOK {
