@@ -203,7 +203,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		// header (appendFastHead).
 		hb := fastHeads.Get().(*fastHead)
 		hb.b = u.appendFastHead(hb.b[:0], ctx, fr, t, m)
-		s, err = t.fastClient().doInto(fastOut{head: hb.b, header: &in.Header, isHead: in.Header.IsHead()}, out, start.Add(u.timeout))
+		s, err = t.fastClient().doInto(fastOut{head: hb.b, header: &in.Header, isHead: in.Header.IsHead()}, out, start, start.Add(u.timeout))
 		fastHeads.Put(hb)
 	} else {
 		req := fasthttp.AcquireRequest()
@@ -223,7 +223,7 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 				req.SetBodyRaw(in.Body())
 			}
 		}
-		s, err = t.fastClient().doInto(fastOut{req: req, isHead: req.Header.IsHead()}, out, start.Add(u.timeout))
+		s, err = t.fastClient().doInto(fastOut{req: req, isHead: req.Header.IsHead()}, out, start, start.Add(u.timeout))
 	}
 	o := Outcome{}
 	if err != nil {

@@ -69,9 +69,11 @@ const quickHead = 4 << 10
 // about once a second at most. So the route's timeout fires between its
 // duration and that plus a sixty-fourth of it (at most a second) late, as
 // a timer fires late anyway; never early.
-func (cc *fastPoolConn) arm(deadline time.Time, quick bool) error {
+//
+// now is the caller's reading of the clock, a moment ago.
+func (cc *fastPoolConn) arm(deadline time.Time, quick bool, now time.Time) error {
 	if quick && !cc.wArmed && !deadline.IsZero() {
-		slack := deadlineSlack(deadline)
+		slack := deadlineSlack(deadline, now)
 		if ahead := cc.rArmed.Sub(deadline); ahead >= 0 && ahead <= slack {
 			return nil
 		}
@@ -83,10 +85,10 @@ func (cc *fastPoolConn) arm(deadline time.Time, quick bool) error {
 }
 
 // deadlineSlack is how much later than deadline arm may leave a quick
-// exchange's read deadline: a sixty-fourth of the time left, at most a
-// second.
-func deadlineSlack(deadline time.Time) time.Duration {
-	return max(0, min(time.Second, time.Until(deadline)/64))
+// exchange's read deadline: a sixty-fourth of the time left at now, at most
+// a second.
+func deadlineSlack(deadline, now time.Time) time.Duration {
+	return max(0, min(time.Second, deadline.Sub(now)/64))
 }
 
 // retryable reports whether req, which failed with err on cc before any
@@ -165,10 +167,11 @@ var errFastPoolFull = errors.New("no free connection to the upstream (too many o
 // idempotent (retryable), as net/http's client does; nothing else is
 // retried.
 func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	if !time.Now().Before(deadline) {
+	now := time.Now()
+	if !now.Before(deadline) {
 		return fasthttp.ErrTimeout
 	}
-	return install(p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, deadline))
+	return install(p.do(nil, fastOut{req: req, isHead: req.Header.IsHead()}, resp, now, deadline))
 }
 
 // doInto is DoDeadline for the gateway's forward (ForwardFast), out.req a
@@ -182,12 +185,14 @@ func (p *fastPool) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, de
 // body of known length up to smallBody is read into resp instead, and no
 // stream returned: an error reading it is doInto's.
 // resp's Connection: close, when set, is the upstream's after doInto.
-func (p *fastPool) doInto(out fastOut, resp *fasthttp.Response, deadline time.Time) (*fastStream, error) {
-	if !time.Now().Before(deadline) {
+// now is the caller's reading of the clock a moment ago (the exchange's
+// start: one reading serves the whole exchange).
+func (p *fastPool) doInto(out fastOut, resp *fasthttp.Response, now, deadline time.Time) (*fastStream, error) {
+	if !now.Before(deadline) {
 		return nil, fasthttp.ErrTimeout
 	}
 	out.into = true
-	return p.do(nil, out, resp, deadline)
+	return p.do(nil, out, resp, now, deadline)
 }
 
 // install sets a body stream do returned as its response's body.
@@ -213,14 +218,15 @@ func (p *fastPool) DoContext(ctx context.Context, req *fasthttp.Request, resp *f
 	// No deadline on the connection from ctx's: it could fire a moment
 	// before ctx ends and read as the upstream's timeout; ctx's end
 	// interrupts the exchange, and is what the caller then sees.
-	return install(p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Time{}))
+	return install(p.do(ctx, fastOut{req: req, isHead: req.Header.IsHead()}, resp, time.Now(), time.Time{}))
 }
 
 // do is DoDeadline, DoContext and doInto: ctx may be nil, and a zero
-// deadline is none. It returns the body's stream, when there is a body, for
-// the caller to set as resp's (install) or to read itself (doInto).
-func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response, deadline time.Time) (*fastStream, error) {
-	cc, err := p.acquire()
+// deadline is none; now is the caller's reading of the clock. It returns
+// the body's stream, when there is a body, for the caller to set as resp's
+// (install) or to read itself (doInto).
+func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response, now, deadline time.Time) (*fastStream, error) {
+	cc, err := p.acquire(now)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +243,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	)
 	quick := req == nil && len(out.head) <= quickHead
 	for {
-		if err := cc.arm(deadline, quick); err != nil {
+		if err := cc.arm(deadline, quick, now); err != nil {
 			p.put(cc, true)
 			s.free()
 			return nil, err
@@ -283,7 +289,8 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		// A retry past the deadline would only fail at once, on a new
 		// connection: a timeout that read nothing comes as fasthttp's
 		// ErrNothingRead, which hides the timeout from retryable.
-		if !retryable(cc, out, err) || ctx != nil && ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline) {
+		now = time.Now()
+		if !retryable(cc, out, err) || ctx != nil && ctx.Err() != nil || !deadline.IsZero() && !now.Before(deadline) {
 			s.free()
 			return nil, p.fail(ctx, stop, cc, err)
 		}
@@ -362,8 +369,8 @@ func fastErr(err error) error {
 }
 
 // acquire returns the most recently used idle connection, or a new one.
-func (p *fastPool) acquire() (*fastPoolConn, error) {
-	now := time.Now()
+// now is the caller's reading of the clock.
+func (p *fastPool) acquire(now time.Time) (*fastPoolConn, error) {
 	p.mu.Lock()
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		cc := p.idle[n-1]

@@ -172,7 +172,7 @@ func TestFastPool(t *testing.T) {
 func TestFastPoolFull(t *testing.T) {
 	p := newFastPool("127.0.0.1:1", func(string) (net.Conn, error) { return nil, fmt.Errorf("no dial expected") }, time.Second, 1)
 	p.open = 1
-	if _, err := p.acquire(); err != errFastPoolFull {
+	if _, err := p.acquire(time.Now()); err != errFastPoolFull {
 		t.Fatalf("acquire on a full pool: %v", err)
 	}
 }
@@ -184,7 +184,7 @@ func quickGet(p *fastPool, path string, d time.Duration) (int, error) {
 	h.SetMethod(http.MethodGet)
 	raw := []byte("GET " + path + " HTTP/1.1\r\nHost: up.test\r\n\r\n")
 	out := &fasthttp.Response{}
-	s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now().Add(d))
+	s, err := p.doInto(fastOut{head: raw, header: &h}, out, time.Now(), time.Now().Add(d))
 	if err != nil {
 		return 0, err
 	}
