@@ -62,6 +62,10 @@ type Fields struct {
 	d  Decision
 }
 
+// Taken reports whether f holds a decision's fields (the zero Fields holds
+// none).
+func (f Fields) Taken() bool { return f.ru != nil }
+
 // FieldNames is the canonical names of the RateLimit fields, in the order
 // of Fields.Append's values.
 var FieldNames = [5]string{hdrPolicy, hdrRateLimit, hdrXLimit, hdrXRemaining, hdrXReset}

@@ -345,7 +345,7 @@ func scrubFastResponse(out *fasthttp.Response, clientClose, trailers bool) {
 			del[nd] = k
 			nd++
 		}
-		if string(k) != "Connection" || len(v) == len("keep-alive") && EqualFoldASCII(v, "keep-alive") {
+		if string(k) != "Connection" || EqualFoldASCII(v, "keep-alive") {
 			continue // the common Connection: nothing more to delete
 		}
 		for len(v) > 0 && nl < len(listed) {

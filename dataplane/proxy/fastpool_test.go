@@ -228,15 +228,14 @@ func TestFastPoolQuickHead(t *testing.T) {
 	fasthttp.ReleaseResponse(resp)
 	time.Sleep(200 * time.Millisecond) // its deadlines are past
 
-	head := func(path string, d time.Duration) (int, error) { return quickGet(p, path, d) }
-	if status, err := head("/quick", 5*time.Second); err != nil || status != http.StatusOK {
+	if status, err := quickGet(p, "/quick", 5*time.Second); err != nil || status != http.StatusOK {
 		t.Fatalf("quick head on a connection with a stale write deadline: %d, %v", status, err)
 	}
 	if n := up.conns.Load(); n != 1 {
 		t.Fatalf("%d connections, want the one kept alive", n)
 	}
 	start := time.Now()
-	if _, err := head("/stall", 150*time.Millisecond); err == nil || time.Since(start) > time.Second {
+	if _, err := quickGet(p, "/stall", 150*time.Millisecond); err == nil || time.Since(start) > time.Second {
 		t.Fatalf("quick head to a stalled upstream: %v after %v, want a timeout at 150ms", err, time.Since(start))
 	}
 }
@@ -271,10 +270,9 @@ func TestFastPoolDeadlineKept(t *testing.T) {
 		return deadlineConn{c, &reads}, err
 	}, time.Minute, 1)
 	defer p.close()
-	head := func(path string, d time.Duration) (int, error) { return quickGet(p, path, d) }
 	const n = 20
 	for i := range n {
-		if status, err := head("/quick", time.Minute); err != nil || status != http.StatusOK {
+		if status, err := quickGet(p, "/quick", time.Minute); err != nil || status != http.StatusOK {
 			t.Fatalf("exchange %d: %d, %v", i, status, err)
 		}
 	}
@@ -284,7 +282,7 @@ func TestFastPoolDeadlineKept(t *testing.T) {
 	}
 	const short = 300 * time.Millisecond
 	start := time.Now()
-	_, err := head("/stall", short)
+	_, err := quickGet(p, "/stall", short)
 	took := time.Since(start)
 	if err == nil {
 		t.Fatal("a stalled exchange did not time out")

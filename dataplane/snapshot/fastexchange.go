@@ -92,10 +92,9 @@ type fastExchange struct {
 	// strings are valid until the request ends, as the rest of the view's.
 	idBuf [proxy.RequestIDMax]byte
 	trace reqview.TraceBuf
-	rl    limit.Fields // the admitting limit's RateLimit fields (TakeRateLimit), if hasRL
-	hasRL bool
-	rlBuf []byte // their values, formatted by flush
-	done  func() // the limits' release, held until the body is written
+	rl    limit.Fields // the admitting limit's RateLimit fields (TakeRateLimit), if Taken
+	rlBuf []byte       // their values, formatted by flush
+	done  func()       // the limits' release, held until the body is written
 	rel   func(error)
 	end   *fastEnd // when the forwarded body is streamed after Serve
 }
@@ -105,7 +104,7 @@ var fastExchanges = sync.Pool{New: func() any {
 }}
 
 func (x *fastExchange) reset() {
-	x.rl, x.hasRL = limit.Fields{}, false
+	x.rl = limit.Fields{}
 	clear(x.header)
 	if x.built {
 		clear(x.reqH)
@@ -256,7 +255,7 @@ func (x *fastExchange) flush() {
 	out := &x.ctx.Response.Header
 	out.DisableNormalizing() // the gateway's names are canonical already
 	out.SetCanonical(hdrRequestID, s2bytes(x.view.RequestID))
-	if x.hasRL {
+	if x.rl.Taken() {
 		// A name the answer does not hold yet (the upstream sent no
 		// RateLimit field: the common case) is set, which skips fasthttp's
 		// copy and check of the name that adding makes; otherwise the
@@ -321,7 +320,7 @@ func holdsRateLimit(out *fasthttp.ResponseHeader) bool {
 
 // TakeRateLimit takes the admitting limit's RateLimit fields for the
 // answer; flush writes them with the rest.
-func (x *fastExchange) TakeRateLimit(f limit.Fields) { x.rl, x.hasRL = f, true }
+func (x *fastExchange) TakeRateLimit(f limit.Fields) { x.rl = f }
 
 func (x *fastExchange) Write(b []byte) (int, error) {
 	if x.status == 0 {
