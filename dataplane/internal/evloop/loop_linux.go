@@ -9,8 +9,8 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
