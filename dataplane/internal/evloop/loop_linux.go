@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -372,7 +373,16 @@ func (l *Loop) Run() error {
 	defer l.shut()
 	for !l.stopped.Load() {
 		wait := l.nextWait()
-		n, err := unix.EpollWait(l.ep, l.events[:], wait)
+		var n int
+		var err error
+		if rawPoll {
+			n, err = rawEpollWait(l.ep, l.events[:], 0)
+			if n == 0 && err == nil {
+				n, err = unix.EpollWait(l.ep, l.events[:], wait)
+			}
+		} else {
+			n, err = unix.EpollWait(l.ep, l.events[:], wait)
+		}
 		l.now = int64(time.Since(l.base))
 		if err != nil {
 			if err == unix.EINTR {
@@ -627,4 +637,14 @@ func (l *Loop) Dial(dial func() (net.Conn, error), h Handler, done func(*Conn, e
 			done(c, nil)
 		})
 	}()
+}
+
+var rawPoll = os.Getenv("SLUICE_RAWPOLL") != ""
+
+func rawEpollWait(ep int, events []unix.EpollEvent, msec int) (int, error) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
