@@ -41,14 +41,26 @@ const (
 // when Config.HTTP1Engine is empty (so that a test suite can run on either).
 const EngineEnv = "SLUICE_HTTP1_ENGINE"
 
+// DefaultEngine is the HTTP/1.1 engine when none is named: EngineLoop
+// where event loops are built (Linux), else EngineFastHTTP.
+var DefaultEngine = func() string {
+	if evloop.Supported {
+		return EngineLoop
+	}
+	return EngineFastHTTP
+}()
+
 // ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
-// else EngineFastHTTP).
+// else DefaultEngine).
 func ParseEngine(s string) (string, error) {
 	if s == "" {
 		s = os.Getenv(EngineEnv)
 	}
+	if s == "" {
+		s = DefaultEngine
+	}
 	switch s {
-	case "", EngineFastHTTP:
+	case EngineFastHTTP:
 		return EngineFastHTTP, nil
 	case EngineNetHTTP:
 		return EngineNetHTTP, nil

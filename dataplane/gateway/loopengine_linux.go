@@ -364,7 +364,7 @@ func (cl *loopClient) readMore() bool {
 // readFailed deals with a read that brought nothing: wait for more (a
 // request part read, within its bound), or close.
 func (cl *loopClient) readFailed(err error) {
-	if errors.Is(err, evloop.ErrWouldBlock) {
+	if err == evloop.ErrWouldBlock {
 		if len(cl.buf) > 0 {
 			cl.c.SetDeadline(cl.since + int64(cl.bound))
 		}
@@ -582,7 +582,7 @@ func (cl *loopClient) linger() {
 	}
 	for {
 		_, err := cl.c.Read(cl.ls.in)
-		if errors.Is(err, evloop.ErrWouldBlock) {
+		if err == evloop.ErrWouldBlock {
 			return
 		}
 		if err != nil {

@@ -209,7 +209,7 @@ func (f *loopFwd) readable() {
 		}
 		n, err := uc.c.Read(uc.buf[len(uc.buf):cap(uc.buf)])
 		uc.buf = uc.buf[:len(uc.buf)+n]
-		if errors.Is(err, evloop.ErrWouldBlock) {
+		if err == evloop.ErrWouldBlock {
 			break
 		}
 		if err != nil {
@@ -237,12 +237,15 @@ func (f *loopFwd) parse() {
 			switch {
 			case uc.eof:
 				f.fail(io.ErrUnexpectedEOF)
-			case len(uc.buf) >= loopAnswerMax:
+			case len(uc.buf) >= MaxHeaderBytes:
 				f.fail(errors.New("the upstream's answer header is too large"))
 			}
 			return
 		}
 		n, err := readHeader(uc.buf, func(br *bufio.Reader) error { return out.Header.Read(br) })
+		if err == nil && n > MaxHeaderBytes {
+			err = errors.New("the upstream's answer header is too large")
+		}
 		if err != nil {
 			f.fail(err)
 			return
@@ -391,10 +394,11 @@ type loopPools struct {
 	pools atomic.Pointer[[]*loopPool]
 }
 
-// loopPool returns t's origin's pool on l.
+// loopPool returns t's origin's pool on l. (A pool of an earlier loop of
+// the same id, stopped since, is replaced: its connections closed with it.)
 func (t *target) loopPool(l *evloop.Loop) *loopPool {
 	lp := &t.origin.loop
-	if ps := lp.pools.Load(); ps != nil && l.ID() < len(*ps) && (*ps)[l.ID()] != nil {
+	if ps := lp.pools.Load(); ps != nil && l.ID() < len(*ps) && (*ps)[l.ID()] != nil && (*ps)[l.ID()].l == l {
 		return (*ps)[l.ID()]
 	}
 	lp.mu.Lock()
@@ -403,7 +407,7 @@ func (t *target) loopPool(l *evloop.Loop) *loopPool {
 	if old := lp.pools.Load(); old != nil {
 		ps = *old
 	}
-	if l.ID() < len(ps) && ps[l.ID()] != nil {
+	if l.ID() < len(ps) && ps[l.ID()] != nil && ps[l.ID()].l == l {
 		return ps[l.ID()]
 	}
 	next := make([]*loopPool, max(len(ps), l.ID()+1))
@@ -484,7 +488,7 @@ func (uc *loopConn) Readable(c *evloop.Conn) {
 	}
 	// Idle: the upstream closed it (or sent what nobody asked for).
 	var b [64]byte
-	if _, err := c.Read(b[:]); errors.Is(err, evloop.ErrWouldBlock) {
+	if _, err := c.Read(b[:]); err == evloop.ErrWouldBlock {
 		return
 	}
 	for i, o := range uc.p.idle {

@@ -20,6 +20,26 @@ import (
 // Supported reports whether event loops are built for this system.
 const Supported = true
 
+// read and write are the system calls on a non-blocking socket: they
+// never wait, so they are made without telling the scheduler (a raw
+// system call), which would otherwise prepare to hand the processor to
+// another thread and take it back, a cost on every read and write.
+func read(fd int, b []byte) (int, error) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func write(fd int, b []byte) (int, error) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
 // ErrWouldBlock is Conn.Read's error when nothing is there to read yet: the
 // handler hears again (Readable) once there is.
 var ErrWouldBlock = errors.New("evloop: would block")
@@ -87,7 +107,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	n, err := unix.Read(c.fd, b)
+	n, err := read(c.fd, b)
 	switch {
 	case err == unix.EAGAIN:
 		c.readable = false
@@ -122,7 +142,7 @@ func (c *Conn) Write(b []byte) error {
 		return nil
 	}
 	for len(b) > 0 {
-		n, err := unix.Write(c.fd, b)
+		n, err := write(c.fd, b)
 		if err == unix.EINTR {
 			continue
 		}
@@ -147,7 +167,7 @@ func (c *Conn) Pending() int { return len(c.out) - c.outOff }
 // flush writes queued output; it reports whether the queue emptied.
 func (c *Conn) flush() (bool, error) {
 	for c.outOff < len(c.out) {
-		n, err := unix.Write(c.fd, c.out[c.outOff:])
+		n, err := write(c.fd, c.out[c.outOff:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -373,16 +393,7 @@ func (l *Loop) Run() error {
 	defer l.shut()
 	for !l.stopped.Load() {
 		wait := l.nextWait()
-		var n int
-		var err error
-		if rawPoll {
-			n, err = rawEpollWait(l.ep, l.events[:], 0)
-			if n == 0 && err == nil {
-				n, err = unix.EpollWait(l.ep, l.events[:], wait)
-			}
-		} else {
-			n, err = unix.EpollWait(l.ep, l.events[:], wait)
-		}
+		n, err := unix.EpollWait(l.ep, l.events[:], wait)
 		l.now = int64(time.Since(l.base))
 		if err != nil {
 			if err == unix.EINTR {
@@ -639,12 +650,3 @@ func (l *Loop) Dial(dial func() (net.Conn, error), h Handler, done func(*Conn, e
 	}()
 }
 
-var rawPoll = os.Getenv("SLUICE_RAWPOLL") != ""
-
-func rawEpollWait(ep int, events []unix.EpollEvent, msec int) (int, error) {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}
