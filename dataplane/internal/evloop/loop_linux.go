@@ -649,4 +649,3 @@ func (l *Loop) Dial(dial func() (net.Conn, error), h Handler, done func(*Conn, e
 		})
 	}()
 }
-
