@@ -99,11 +99,10 @@ func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngin
 				n.log.Error("event loop failed", "loop", i, "err", err)
 			}
 		})
-		listening := make(chan error, 1)
-		l.Post(func() { listening <- l.Listen(fd, ls.accept) })
-		if err := <-listening; err != nil {
+		var lerr error
+		if err := l.Call(func() { lerr = l.Listen(fd, ls.accept) }); err != nil || lerr != nil {
 			e.stop()
-			return nil, err
+			return nil, errors.Join(err, lerr)
 		}
 	}
 	return e, nil
@@ -127,15 +126,9 @@ func (e *loopEngine) stop() {
 // ctx ends; then it stops the loops.
 func (e *loopEngine) drain(ctx context.Context) error {
 	e.draining.Store(true)
-	var wg sync.WaitGroup
 	for _, ls := range e.loops {
-		wg.Add(1)
-		ls.l.Post(func() {
-			ls.l.Unlisten(e.lfd)
-			wg.Done()
-		})
+		_ = ls.l.Call(func() { ls.l.Unlisten(e.lfd) }) // a loop that ended listens no more
 	}
-	wg.Wait()
 	unix.Close(e.lfd)
 	e.lfd = -1
 	streams := make(chan struct{})

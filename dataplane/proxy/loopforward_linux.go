@@ -306,9 +306,8 @@ func (f *loopFwd) answered() {
 			f.fail(err)
 			return
 		}
-		if uc.eof && cl == -2 {
-			// Read to its end already: what the stream reads is pre.
-			closeConn = true
+		if cl == -2 {
+			closeConn = true // the body ends with the connection
 		}
 		s := f.t.fastClient().adopt(nc, pre, cl, closeConn)
 		// The stream's own bound: the route's deadline, as fastPool's.

@@ -257,7 +257,8 @@ type Loop struct {
 	spare   []func()
 	posted  atomic.Bool // tasks is not empty (the eventfd was written)
 	stopped atomic.Bool
-	n       atomic.Int64 // connections registered
+	done    chan struct{} // closed when Run returns
+	n       atomic.Int64  // connections registered
 
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
@@ -280,7 +281,8 @@ func New(id int) (*Loop, error) {
 		unix.Close(ep)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	l := &Loop{ep: ep, efd: efd, id: id, listeners: map[int]func(int, unix.Sockaddr){}, base: time.Now()}
+	l := &Loop{ep: ep, efd: efd, id: id, listeners: map[int]func(int, unix.Sockaddr){}, base: time.Now(),
+		done: make(chan struct{})}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
 		unix.Close(ep)
@@ -370,14 +372,39 @@ func (l *Loop) Unlisten(fd int) {
 // posted after Stop may never run.
 func (l *Loop) Post(f func()) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.efd < 0 {
+		return // the loop has ended
+	}
 	l.tasks = append(l.tasks, f)
-	wake := !l.posted.Swap(true)
-	l.mu.Unlock()
-	if wake {
-		var one = [8]byte{1}
+	if !l.posted.Swap(true) {
+		// Under the lock: shut closes the eventfd under it too, so the
+		// number is never written after it could name another file.
+		one := [8]byte{1}
 		_, _ = unix.Write(l.efd, one[:])
 	}
 }
+
+// Call runs f on the loop's goroutine and waits for it; it returns
+// ErrClosed, without waiting, if the loop has ended (or ends first).
+func (l *Loop) Call(f func()) error {
+	ran := make(chan struct{})
+	l.Post(func() { f(); close(ran) })
+	select {
+	case <-ran:
+		return nil
+	case <-l.done:
+		select {
+		case <-ran: // the loop ran it on its way out
+			return nil
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// Done is closed when Run returns.
+func (l *Loop) Done() <-chan struct{} { return l.done }
 
 // Stop ends Run after the loop's current turn. Connections still
 // registered are closed.
@@ -390,6 +417,7 @@ func (l *Loop) Stop() {
 // loop's connections and epoll instance. It returns an error only if
 // epoll fails.
 func (l *Loop) Run() error {
+	defer close(l.done)
 	defer l.shut()
 	for !l.stopped.Load() {
 		wait := l.nextWait()
@@ -541,7 +569,10 @@ func (l *Loop) shut() {
 	// Tasks posted meanwhile run once, on a stopped loop: a dial's
 	// registration fails and closes its socket.
 	l.runTasks()
+	l.mu.Lock()
 	unix.Close(l.efd)
+	l.efd = -1
+	l.mu.Unlock()
 	unix.Close(l.ep)
 }
 

@@ -410,3 +410,27 @@ func (h handlerFuncs) Expired(c *Conn) {
 		h.expired(c)
 	}
 }
+
+// Call runs a function on the loop and waits; on a loop that has ended it
+// returns ErrClosed, and Post does nothing.
+func TestCallAndStop(t *testing.T) {
+	l, err := New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Run() }()
+	ran := false
+	if err := l.Call(func() { ran = true }); err != nil || !ran {
+		t.Fatalf("Call: %v, ran %v", err, ran)
+	}
+	l.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-l.Done()
+	if err := l.Call(func() { t.Error("ran on an ended loop") }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Call on an ended loop: %v", err)
+	}
+	l.Post(func() { t.Error("ran on an ended loop") })
+}
