@@ -183,7 +183,13 @@ func (ls *loopState) accept(fd int, sa unix.Sockaddr) {
 		unix.Close(fd)
 		return
 	}
+	// As Go's listeners set up the connections they accept: no Nagle
+	// delay, and keep-alive probes every 15 s, so that a peer gone without
+	// a word is found out during a long request too.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
 	cl := &loopClient{ls: ls, first: true}
 	cl.view.remote = tcpAddrOf(sa)
 	cl.view.local = e.addr

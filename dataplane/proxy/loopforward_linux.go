@@ -435,12 +435,29 @@ func closeLoops(o *origin) {
 
 func (p *loopPool) close() {
 	p.closed = true
+	p.closeIdle()
+}
+
+// closeIdle closes the pool's idle connections (on its loop).
+func (p *loopPool) closeIdle() {
 	for _, uc := range p.idle {
 		uc.c.Close()
 		p.open--
 	}
 	clear(p.idle)
 	p.idle = p.idle[:0]
+}
+
+// closeLoopsIdle closes the idle connections of o's loop pools (on their
+// loops); the pools stay in use.
+func closeLoopsIdle(o *origin) {
+	if ps := o.loop.pools.Load(); ps != nil {
+		for _, p := range *ps {
+			if p != nil {
+				p.l.Post(p.closeIdle)
+			}
+		}
+	}
 }
 
 // put returns uc to the pool, or closes it.

@@ -11,3 +11,5 @@ func (u *Upstream) LoopCapable() bool { return false }
 type loopPools struct{}
 
 func closeLoops(*origin) {}
+
+func closeLoopsIdle(*origin) {}

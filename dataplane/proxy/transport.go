@@ -172,6 +172,7 @@ func (t *Transport) CloseIdle() {
 		if c, ok := fastClients.Load(o); ok {
 			c.(*fastPool).CloseIdleConnections()
 		}
+		closeLoopsIdle(o)
 	}
 }
 
