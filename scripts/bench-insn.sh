@@ -3,8 +3,8 @@
 # valgrind's callgrind, for nginx (proxy_pass, upstream keepalive,
 # limit_req), a bare fasthttp proxy (dataplane/internal/cmd/bareproxy
 # --engine fasthttp, the ceiling of the gateway's engine) and sluice-gateway
-# (the same per-IP token bucket as make bench-proxy, on the fasthttp
-# engine). Each proxy runs alone under callgrind; after WARM requests the
+# (the same per-IP token bucket as make bench-proxy, on its default engine,
+# evloop on Linux). Each proxy runs alone under callgrind; after WARM requests the
 # counters are zeroed, REQUESTS keep-alive requests are sent (h2load --h1,
 # 8 connections, to one nginx upstream) and the count is read. Counted
 # instructions do not depend on what else the machine runs, so this is the
@@ -13,7 +13,7 @@
 # space only.
 #
 # Environment: REQUESTS (default 3000), WARM (default 1000), HTTP1_ENGINE
-# (default fasthttp).
+# (default: the gateway's default; fasthttp or nethttp to count those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -24,7 +24,7 @@ ensure_pkg h2load nghttp2-client
 
 REQUESTS=${REQUESTS:-3000}
 WARM=${WARM:-1000}
-ENGINE=${HTTP1_ENGINE:-fasthttp}
+ENGINE=${HTTP1_ENGINE:-}
 UP=18081 PX=18082 ADMIN=18083
 [ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
 
@@ -73,7 +73,7 @@ measure() {
 say "callgrind: $REQUESTS keep-alive requests after $WARM warm-up (h2load --h1 -c 8), each proxy alone"
 measure nginx nginx -p "$work/ngx" -c "$work/ngx/nginx.conf"
 measure bare-fast "$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$PX" --upstream "http://127.0.0.1:$UP"
-measure sluice bin/sluice-gateway --http1-engine "$ENGINE" --rules "$work/rules.yaml" --listen "127.0.0.1:$PX" \
+measure sluice bin/sluice-gateway ${ENGINE:+--http1-engine "$ENGINE"} --rules "$work/rules.yaml" --listen "127.0.0.1:$PX" \
 	--admin "127.0.0.1:$ADMIN" --log-level warn
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ printf "%.2fx", a/b }'; }
 echo

@@ -14,7 +14,8 @@
 # utime+stime of the proxy's processes (nginx: master and workers) from
 # /proc/<pid>/stat over the round, divided by the requests the client made.
 # That is steadier than req/s on a shared machine. Prints each run, then
-# medians and ratios.
+# medians and ratios: the ratio of the medians, and the median of each
+# round's ratio.
 #
 # Environment: ROUNDS (default 5), DURATION (default 8s), CONNS (default 32),
 # THREADS (default 1), H2STREAMS (h2load streams per connection, default 10),
@@ -23,7 +24,8 @@
 # (default v2.11.9; built once with go install into ~/.cache/sluice-bench),
 # SKIP_TLS=1 and SKIP_H2=1 leave those parts out; HTTP1_ENGINE=nethttp runs
 # sluice-gateway with --http1-engine nethttp (default: the gateway's default,
-# fasthttp).
+# evloop on Linux). The gateway also runs on its fasthttp engine (sluice-fast),
+# for the two engines side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -40,7 +42,7 @@ H2STREAMS=${H2STREAMS:-10}
 SKIP_TLS=${SKIP_TLS:-0}
 SKIP_H2=${SKIP_H2:-0}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
-UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096 BAREFAST=18090
+UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096 BAREFAST=18090 GWFAST=18088 GWFASTADMIN=18089
 NGXTLS=18097 GWTLS=18098 NGXH2C=18099
 PROXY_CPUS=${PROXY_CPUS:-auto}
 if [ "$PROXY_CPUS" != auto ]; then export GOMAXPROCS=$PROXY_CPUS; fi
@@ -103,7 +105,10 @@ bin/sluice-gateway ${HTTP1_ENGINE:+--http1-engine "$HTTP1_ENGINE"} --rules "$wor
 "$CADDY_BIN" run --config "$work/caddy/Caddyfile" --adapter caddyfile >"$work/caddy.log" 2>&1 & caddy_pid=$!; pids+=($caddy_pid)
 "$work/bareproxy" --listen "127.0.0.1:$BARE" --upstream "http://127.0.0.1:$UP" 2>"$work/bare.log" & bare_pid=$!; pids+=($bare_pid)
 "$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$BAREFAST" --upstream "http://127.0.0.1:$UP" 2>"$work/barefast.log" & barefast_pid=$!; pids+=($barefast_pid)
-for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE,$BAREFAST}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
+# The gateway on its fasthttp engine too, for the engines side by side.
+bin/sluice-gateway --http1-engine fasthttp --rules "$work/rules.yaml" --listen "127.0.0.1:$GWFAST" --admin "127.0.0.1:$GWFASTADMIN" \
+	--log-level warn 2>"$work/gwfast.log" & gwfast_pid=$!; pids+=($gwfast_pid)
+for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE,$BAREFAST,$GWFAST}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
 	for _ in $(seq 100); do curl -kfsS -o /dev/null "$url" 2>/dev/null && break; sleep 0.1; done
 	curl -kfsS -o /dev/null "$url" || die "nothing answers at $url; see $work"
 done
@@ -118,6 +123,7 @@ for t in sluice sluice-tls sluice-h2c sluice-h2; do procs[$t]=$gw_pid; done
 procs[caddy]=$caddy_pid
 procs[bare]=$bare_pid
 procs[bare-fast]=$barefast_pid
+procs[sluice-fast]=$gwfast_pid
 
 cpu_ticks() { # pids... → utime+stime clock ticks, summed (a process's stat counts all its threads)
 	local t=0 p
@@ -170,7 +176,8 @@ run_h2load() { # name url round; h2load reports a mean, not percentiles: p50 and
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
 
 h1=(direct "http://127.0.0.1:$UP/bench" nginx "http://127.0.0.1:$NGX/bench" sluice "http://127.0.0.1:$GW/bench"
-	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench" bare-fast "http://127.0.0.1:$BAREFAST/bench")
+	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench" bare-fast "http://127.0.0.1:$BAREFAST/bench"
+	sluice-fast "http://127.0.0.1:$GWFAST/bench")
 tls=()
 [ "$SKIP_TLS" = 1 ] || tls=(nginx-tls "https://127.0.0.1:$NGXTLS/bench" sluice-tls "https://127.0.0.1:$GWTLS/bench")
 h2=()
@@ -201,11 +208,20 @@ for t in "${targets[@]}"; do
 	printf '%-11s %12.0f %10.3f %10.3f %12.2f\n' "$t" "${M[$t]}" "$(median "${p50[$t]}")" "${P99[$t]}" "${C[$t]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2fx", a/b; else print "n/a" }'; }
+# rratio A B: the median over rounds of A's figure ÷ B's in the same round
+# (the rounds interleave the targets, so a round's two figures were taken
+# minutes apart at most: on a noisy machine this moves less than the ratio
+# of the medians).
+rratio() {
+	paste <(tr ' ' '\n' <<<"$1" | grep -v '^$') <(tr ' ' '\n' <<<"$2" | grep -v '^$') |
+		awk '$2 > 0 {print $1/$2}' | sort -g | awk '{a[NR]=$1} END{ if (NR == 0) print "n/a"; else if (NR%2) printf "%.2fx", a[(NR+1)/2]; else printf "%.2fx", (a[NR/2]+a[NR/2+1])/2 }'
+}
 echo
-echo "sluice/nginx rps:            $(ratio "${M[sluice]}" "${M[nginx]}")  (target >= 0.8x)"
-echo "sluice/caddy rps:            $(ratio "${M[sluice]}" "${M[caddy]}")  (target >= 3x)"
+echo "sluice/nginx rps:            $(ratio "${M[sluice]}" "${M[nginx]}")  (target >= 0.8x); per round: $(rratio "${rps[sluice]}" "${rps[nginx]}")"
+echo "sluice/caddy rps:            $(ratio "${M[sluice]}" "${M[caddy]}")  (target >= 3x); per round: $(rratio "${rps[sluice]}" "${rps[caddy]}"); nginx/caddy: $(ratio "${M[nginx]}" "${M[caddy]}")"
 echo "sluice/bare ReverseProxy rps: $(ratio "${M[sluice]}" "${M[bare]}"); sluice/bare fasthttp rps: $(ratio "${M[sluice]}" "${M[bare-fast]}")"
-echo "cpu per request sluice/nginx: $(ratio "${C[sluice]}" "${C[nginx]}")  (target <= 1.3x)"
+echo "sluice-fast (fasthttp engine)/nginx: rps $(ratio "${M[sluice-fast]}" "${M[nginx]}"), cpu $(ratio "${C[sluice-fast]}" "${C[nginx]}")"
+echo "cpu per request sluice/nginx: $(ratio "${C[sluice]}" "${C[nginx]}")  (target <= 1.3x); per round: $(rratio "${cpu[sluice]}" "${cpu[nginx]}")"
 echo "cpu per request caddy/nginx:  $(ratio "${C[caddy]}" "${C[nginx]}"); bare/nginx: $(ratio "${C[bare]}" "${C[nginx]}"); bare-fast/nginx: $(ratio "${C[bare-fast]}" "${C[nginx]}")"
 awk -v sp="${P99[sluice]}" -v np="${P99[nginx]}" -v dp="${P99[direct]}" 'BEGIN{
 	an = np-dp; as = sp-dp

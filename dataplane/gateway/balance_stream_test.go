@@ -14,7 +14,7 @@ import (
 // after the request path returned): meanwhile the least-outstanding choice
 // sends new requests to the other target.
 func TestStreamingTargetIsOutstanding(t *testing.T) {
-	for _, engine := range []string{EngineFastHTTP, EngineNetHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			release := make(chan struct{})

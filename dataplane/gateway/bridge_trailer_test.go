@@ -146,7 +146,7 @@ func TestBridgedTrailers(t *testing.T) {
 		{desc: "no trailers", path: "/plain",
 			want: trailerAnswer{Status: 200, Body: "abc", CL: -1}},
 	}
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			_, base, _ := MustStart(t, bridgedTargets(t))
@@ -156,7 +156,7 @@ func TestBridgedTrailers(t *testing.T) {
 			for _, target := range []string{"/h2c", "/https"} {
 				for _, tc := range cases {
 					want := tc.want
-					if tc.departs != nil && engine == EngineFastHTTP {
+					if tc.departs != nil && fastParsed(engine) {
 						want = *tc.departs
 					}
 					req, err := http.NewRequest("GET", base+target+tc.path, nil)
@@ -221,7 +221,7 @@ routes:
 // engine without the Trailer field either (net/http's server writes the
 // one ReverseProxy declares, as it does for any HTTP/1.0 client).
 func TestBridgedTrailersHTTP10Client(t *testing.T) {
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			_, base, _ := MustStart(t, bridgedTargets(t))
@@ -230,7 +230,7 @@ func TestBridgedTrailersHTTP10Client(t *testing.T) {
 				if string(b) != "abc" {
 					t.Errorf("%s: body %q", path, b)
 				}
-				if len(resp.Trailer) > 0 || engine == EngineFastHTTP && resp.Header["Trailer"] != nil {
+				if len(resp.Trailer) > 0 || fastParsed(engine) && resp.Header["Trailer"] != nil {
 					t.Errorf("%s: an HTTP/1.0 client got trailers: Trailer %v, header %v", path, resp.Trailer, resp.Header)
 				}
 			}

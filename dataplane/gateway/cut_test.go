@@ -46,7 +46,7 @@ breakers:
     errorRatio: 0.5
     openFor: 10s
 `, up)
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		for _, framing := range []string{"len=1", "len=0"} {
 			t.Run(engine+"/"+framing, func(t *testing.T) {
 				t.Setenv(EngineEnv, engine)
@@ -139,7 +139,7 @@ breakers:
     errorRatio: 0.5
     openFor: 10s
 `, up)
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			n, base, adminURL := MustStart(t, rules)

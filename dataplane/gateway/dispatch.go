@@ -12,6 +12,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
+
+	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
 // h2Preface is the start of an HTTP/2 client connection preface (RFC 9113
@@ -113,6 +115,16 @@ func (d *dispatcher) untrack(c net.Conn) bool {
 	return ok && !d.closed
 }
 
+// adopt dispatches c, a connection the event-loop engine hands over (with
+// what it read of it put back), on a goroutine of its own.
+func (d *dispatcher) adopt(c net.Conn) {
+	if !d.track(c) {
+		c.Close()
+		return
+	}
+	go d.dispatch(c)
+}
+
 // dispatch decides c's protocol and hands it on.
 func (d *dispatcher) dispatch(c net.Conn) {
 	h2, conn, err := d.sniff(c)
@@ -166,10 +178,16 @@ func (d *dispatcher) sniff(c net.Conn) (h2 bool, conn net.Conn, err error) {
 			return false, nil, err
 		}
 		if b[n-1] != h2Preface[n-1] {
-			return false, &peekedConn{Conn: c, r: br}, nil
+			return false, sniffed(c, br), nil
 		}
 	}
-	return true, &peekedConn{Conn: c, r: br}, nil
+	return true, sniffed(c, br), nil
+}
+
+// sniffed is c with the bytes br read ahead of it put back.
+func sniffed(c net.Conn, br *bufio.Reader) net.Conn {
+	b, _ := br.Peek(br.Buffered())
+	return proxy.Prefixed(c, b)
 }
 
 // shutdown stops dispatching: connections still being sniffed are closed,
@@ -205,32 +223,6 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// peekedConn is a connection whose first bytes were read ahead into r.
-type peekedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *peekedConn) Read(p []byte) (int, error) {
-	if c.r != nil {
-		if c.r.Buffered() > 0 {
-			return c.r.Read(p)
-		}
-		c.r = nil
-	}
-	return c.Conn.Read(p)
-}
-
-// CloseWrite half-closes the connection when it can, so that net/http can
-// send an error answer (400, 431) and a FIN before closing, rather than a
-// reset that may discard the answer.
-func (c *peekedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 // connListener is a net.Listener of connections pushed to it: how the

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/evloop"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
@@ -28,25 +29,48 @@ const (
 	// writer and response parser over the gateway's own keep-alive pools
 	// (https and h2c targets through net/http's transports, bridged).
 	EngineFastHTTP = "fasthttp"
+	// EngineLoop serves cleartext HTTP/1.1 on event loops (package evloop:
+	// Linux only), one per processor, with the fasthttp engine's parser and
+	// request path, forwarding to cleartext HTTP/1.1 targets on the loops;
+	// what a loop cannot serve without blocking goes to the fasthttp
+	// engine (see loopengine_linux.go), which also serves TLS.
+	EngineLoop = "evloop"
 )
 
 // EngineEnv names the environment variable that chooses the HTTP/1.1 engine
 // when Config.HTTP1Engine is empty (so that a test suite can run on either).
 const EngineEnv = "SLUICE_HTTP1_ENGINE"
 
+// DefaultEngine is the HTTP/1.1 engine when none is named: EngineLoop
+// where event loops are built (Linux), else EngineFastHTTP.
+var DefaultEngine = func() string {
+	if evloop.Supported {
+		return EngineLoop
+	}
+	return EngineFastHTTP
+}()
+
 // ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
-// else EngineFastHTTP).
+// else DefaultEngine).
 func ParseEngine(s string) (string, error) {
 	if s == "" {
 		s = os.Getenv(EngineEnv)
 	}
+	if s == "" {
+		s = DefaultEngine
+	}
 	switch s {
-	case "", EngineFastHTTP:
+	case EngineFastHTTP:
 		return EngineFastHTTP, nil
 	case EngineNetHTTP:
 		return EngineNetHTTP, nil
+	case EngineLoop:
+		if !evloop.Supported {
+			return "", fmt.Errorf("HTTP/1.1 engine %q: event loops are built for Linux only", s)
+		}
+		return EngineLoop, nil
 	}
-	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineFastHTTP, EngineNetHTTP)
+	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q, %q or %q", s, EngineFastHTTP, EngineLoop, EngineNetHTTP)
 }
 
 // newFastServer is the fasthttp HTTP/1.1 engine: the same request path as
@@ -119,8 +143,7 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	var ne net.Error
 	switch {
 	case errors.As(err, &small):
-		snapshot.WriteProblemFast(ctx, http.StatusRequestHeaderFieldsTooLarge, "Request header too large",
-			"the request header exceeds the gateway's limit")
+		headerTooLarge(ctx)
 	case errors.As(err, &ne) && ne.Timeout():
 		snapshot.WriteProblemFast(ctx, http.StatusRequestTimeout, "Request timeout", "the request header did not arrive in time")
 	case strings.Contains(err.Error(), "transfer-encoding") && !strings.Contains(err.Error(), "conflict"):
@@ -132,6 +155,12 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		snapshot.WriteProblemFast(ctx, http.StatusBadRequest, "Bad request", "the request could not be parsed")
 	}
+}
+
+// headerTooLarge answers a request whose header is over the bound (431).
+func headerTooLarge(ctx *fasthttp.RequestCtx) {
+	snapshot.WriteProblemFast(ctx, http.StatusRequestHeaderFieldsTooLarge, "Request header too large",
+		"the request header exceeds the gateway's limit")
 }
 
 // handleFast is the fasthttp engine's handler: an "Upgrade: h2c" request
@@ -154,12 +183,22 @@ func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
 // serveFast is ServeHTTP for the fasthttp engine, given what strictFast
 // found of the request (and the ids it gathered).
 func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen, ids *snapshot.RequestIDs) {
+	if s := n.fastPrelude(ctx, status, why, seen); s != nil {
+		s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0, ids)
+	}
+}
+
+// fastPrelude is what the fasthttp engines do with a request before the
+// snapshot serves it: refuse what strictFast refused (status, why), and a
+// request that loops, and answer 503 while no rules are applied; it
+// returns the snapshot to serve the request with, or nil when it answered.
+func (n *Node) fastPrelude(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen) *snapshot.Snapshot {
 	if status != 0 {
 		ctx.SetConnectionClose()
 		snapshot.WriteProblemFast(ctx, status, http.StatusText(status), why)
 		n.metrics.Requests.WithLabelValues("", fmt.Sprint(status)).Inc()
 		n.metrics.Served.Count(status)
-		return
+		return nil
 	}
 	if seen&seenVia != 0 && n.loopingFast(ctx) {
 		ctx.SetConnectionClose()
@@ -167,7 +206,7 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen 
 			"the request already went through this gateway, or through too many proxies (Via); check the route's targets")
 		n.metrics.Requests.WithLabelValues("", "508").Inc()
 		n.metrics.Served.Count(http.StatusLoopDetected)
-		return
+		return nil
 	}
 	// Bound a body until the route's bound applies. (A streamed response
 	// clears its write deadline when done: see proxy.ForwardFast.)
@@ -175,9 +214,8 @@ func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen 
 	s := n.current.Load()
 	if s == nil {
 		snapshot.WriteProblemFast(ctx, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
-		return
 	}
-	s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0, ids)
+	return s
 }
 
 // loopingFast reports whether the request's Via fields show it went through

@@ -201,7 +201,7 @@ routes:
 // TestFastEngineHugeHeader: a request header over proxy.MaxHeaderBytes is
 // answered 431 (problem+json) and the connection closed, on either engine.
 func TestFastEngineHugeHeader(t *testing.T) {
-	for _, engine := range []string{EngineFastHTTP, EngineNetHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })

@@ -72,6 +72,9 @@ type Config struct {
 	// SLUICE_HTTP1_ENGINE environment variable, else EngineFastHTTP. HTTP/2
 	// (h2, h2c) is served by net/http either way.
 	HTTP1Engine string
+	// EventLoops is the number of event loops of EngineLoop; 0 means one
+	// per processor (GOMAXPROCS) but one, at least one.
+	EventLoops int
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.
 	Snapshot snapshot.Options

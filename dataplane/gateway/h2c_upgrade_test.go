@@ -124,7 +124,7 @@ routes:
 		{"not asked in Connection", "GET /a HTTP/1.1\r\nHost: g.test\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n", "", http.StatusOK, ""},
 		{"bad framing is refused first", "POST /p HTTP/1.1\r\n" + ask + "Content-Length: 3\r\nContent-Length: 4\r\n", "abc", http.StatusBadRequest, ""},
 	}
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			_, base, _ := MustStart(t, rules)

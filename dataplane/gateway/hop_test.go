@@ -17,7 +17,7 @@ import (
 // gateway's, and a client's "Connection: close" does not close the
 // upstream connection.
 func TestHopByHopFields(t *testing.T) {
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			seen := make(chan http.Header, 4)

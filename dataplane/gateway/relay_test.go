@@ -75,7 +75,7 @@ func scriptedUpstream(tb testing.TB, answers ...string) string {
 // upstream's "Connection: close" closes the upstream's connection, not the
 // client's: the next request on the same client connection is answered.
 func TestRelayedAnswerHeader(t *testing.T) {
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP} {
+	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
 			up := scriptedUpstream(t,

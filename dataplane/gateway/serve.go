@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"sync"
 	"time"
 
@@ -181,7 +182,9 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if err != nil {
 		return err
 	}
-	if engine == EngineFastHTTP {
+	if engine == EngineFastHTTP || engine == EngineLoop {
+		// The event-loop engine hands the fasthttp engine what it does
+		// not serve itself.
 		d.h1fast = n.newFastServer()
 	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
@@ -189,6 +192,13 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
 		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
+	var loops *loopEngine
+	if engine == EngineLoop {
+		// Started once the servers they hand connections to are set up.
+		if loops, err = n.startLoops(d, ls.Traffic, loopCount(n.cfg.EventLoops)); err != nil {
+			return fmt.Errorf("starting the event loops: %w", err)
+		}
+	}
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
 	run := func(serve func() error) {
@@ -206,6 +216,9 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	}
 	run(d.serveH1)
 	for _, l := range trafficLns {
+		if loops != nil && l == ls.Traffic {
+			continue // the loops accept from it
+		}
 		run(func() error { return d.serve(l) })
 	}
 	run(func() error { return adm.Serve(ls.Admin) })
@@ -237,7 +250,17 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	for _, l := range trafficLns {
 		l.Close() // stop accepting; the dispatcher's serve loops return
 	}
+	var loopErr chan error
+	if loops != nil {
+		loopErr = make(chan error, 1)
+		go func() { loopErr <- loops.drain(sctx) }()
+	}
 	err = d.shutdown(sctx)
+	if loopErr != nil {
+		if lerr := <-loopErr; err == nil {
+			err = lerr
+		}
+	}
 	close(stopReaper)
 	_ = adm.Shutdown(sctx)
 	stopReload()
@@ -321,4 +344,18 @@ func (f *freshConns) reap(stop <-chan struct{}, quiet time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// loopCount is the number of event loops when Config.EventLoops is 0: one
+// per processor but one, which stays free for the rest of the process (the
+// fasthttp engine's connections, TLS, HTTP/2, the admin endpoint, timers,
+// the garbage collector), so that the runtime never has to take a
+// processor from a loop waiting in epoll_wait (its monitor would, every
+// 20 µs, at a cost in thread hand-offs measured in BENCHMARKS.md); at
+// least one.
+func loopCount(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	return max(1, runtime.GOMAXPROCS(0)-1)
 }

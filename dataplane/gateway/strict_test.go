@@ -198,7 +198,7 @@ routes:
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if engine == EngineFastHTTP {
+			if fastParsed(engine) {
 				// The fasthttp engine refuses both shapes instead (400 and
 				// the connection closed), and nothing reaches the upstream.
 				status, closed := sendStrict(t, addr, tc.req)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluicegw/sluice/api"
 )
@@ -78,5 +79,35 @@ func BenchmarkCompileChains(b *testing.B) {
 				s.Close()
 			}
 		})
+	}
+}
+
+// TestChainMayWait: a chain may wait when one of its limits is shared
+// through a store or is a leaky bucket that delays, variants included.
+func TestChainMayWait(t *testing.T) {
+	t.Parallel()
+	store := Options{Cluster: func(api.Limit) (Limiter, error) {
+		return &storeLimiter{take: func() (Decision, error) { return Decision{Allowed: true}, nil }}, nil
+	}}
+	for _, tc := range []struct {
+		desc string
+		l    api.Limit
+		want bool
+	}{
+		{"token bucket", api.Limit{ID: "a", Algorithm: api.TokenBucket, Rate: 10}, false},
+		{"concurrency", api.Limit{ID: "a", Algorithm: api.Concurrency, Rate: 10}, false},
+		{"leaky bucket without delay", api.Limit{ID: "a", Algorithm: api.LeakyBucket, Rate: 10}, false},
+		{"leaky bucket with delay", api.Limit{ID: "a", Algorithm: api.LeakyBucket, Rate: 10, MaxDelay: api.Duration(time.Second)}, true},
+		{"cluster scope", api.Limit{ID: "a", Algorithm: api.TokenBucket, Rate: 10, Scope: api.ScopeCluster}, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := mustCompile(t, limitsOf(tc.l, api.Limit{ID: "other", Algorithm: api.FixedWindow, Rate: 5}), nil, newClock().opts(store))
+			if got := s.Chain("r").MayWait(); got != tc.want {
+				t.Fatalf("MayWait = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if (*Chain)(nil).MayWait() {
+		t.Fatal("a nil chain may wait")
 	}
 }

@@ -620,6 +620,32 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 	return rl.done, true
 }
 
+// MayWait reports whether AdmitView may block before it decides: a limit
+// shared through a store (cluster scope), which may wait for the store, or
+// a leaky bucket that delays requests (maxDelay). A serving stack that must
+// not block (an event loop) serves the chain's requests elsewhere. A nil
+// Chain never waits.
+func (c *Chain) MayWait() bool {
+	if c == nil {
+		return false
+	}
+	for _, ru := range c.rules {
+		if ru.mayWait() {
+			return true
+		}
+		for _, vr := range ru.variants {
+			if vr.mayWait() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (ru *rule) mayWait() bool {
+	return ru.local == nil || ru.l.MaxDelay > 0
+}
+
 // tighter reports whether a leaves a smaller share of its limit than b.
 func tighter(a, b Decision) bool {
 	ra, rb := max(a.Remaining, 0), max(b.Remaining, 0)

@@ -33,6 +33,8 @@ type Metrics struct {
 	AdaptiveLimit      *prometheus.GaugeVec     // sluice_limit_adaptive_limit{rule,variant}
 	TargetHealthy      *prometheus.GaugeVec     // sluice_upstream_target_healthy{route,target}
 	TargetEjections    *prometheus.CounterVec   // sluice_upstream_target_ejections_total{route,target}
+	LoopConnections    prometheus.Gauge         // sluice_evloop_connections
+	LoopHandoffs       *prometheus.CounterVec   // sluice_evloop_handoffs_total{reason}; see Handoff*
 
 	// Served counts every request answered, for the node's own figures.
 	Served Served
@@ -45,6 +47,18 @@ const (
 	DecisionShadowDeny = "shadow_reject"
 	DecisionExempt     = "exempt"
 	DecisionStoreError = "store_error"
+)
+
+// Reasons the event-loop engine hands a connection to the fasthttp engine
+// (sluice_evloop_handoffs_total's reason label).
+const (
+	HandoffH2C     = "h2c"     // the HTTP/2 preface (prior knowledge)
+	HandoffHTTP10  = "http10"  // an HTTP/1.0 request
+	HandoffUpgrade = "upgrade" // a protocol switch (WebSocket, h2c upgrade)
+	HandoffBody    = "body"    // a chunked body, or one over the loop's bound
+	HandoffExpect  = "expect"  // a body behind Expect: 100-continue
+	HandoffRoute   = "route"   // a route a loop does not serve (targets, limits that wait)
+	HandoffStream  = "stream"  // an answer whose body streams (chunked, long)
 )
 
 // New registers every metric, and the Go and process collectors, in a new registry.
@@ -110,11 +124,17 @@ func New() *Metrics {
 		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_panics_total", Help: "Panics recovered in a node's components (each stops the node), by component.",
 		}, []string{"component"}),
+		LoopConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_evloop_connections", Help: "Client connections served by the event-loop engine's loops.",
+		}),
+		LoopHandoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_evloop_handoffs_total", Help: "Connections the event-loop engine handed to the fasthttp engine, by reason: h2c, http10, upgrade, body, expect, route, stream.",
+		}, []string{"reason"}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.BreakerRejections, m.RulesetVersion, m.RulesetApplyErrors,
 		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
-		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections,
+		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections, m.LoopConnections, m.LoopHandoffs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -117,6 +117,14 @@
 // spoken to with HTTP/2 over cleartext (prior knowledge); H2CHandler lets
 // the gateway's own server accept h2c.
 //
+// ForwardFast is Forward for the fasthttp engine (the fasthttp request in,
+// the answer read straight into the fasthttp response), and ForwardLoop for
+// the event-loop engine (Linux): the same head, parser and cleaning, over
+// upstream connections of the caller's event loop, returning at once and
+// ending with a callback on the loop; an answer whose body must stream
+// leaves the loop for the origin's fastPool (adopt). LoopCapable tells the
+// routes a loop may forward (cleartext HTTP/1.1 targets).
+//
 // Failures are application/problem+json: no route 404 (WriteNoRoute), an
 // unreachable or refusing target 502, the route's timeout 504. A client
 // that goes away gets nothing and is recorded as 499. Bodies name the

@@ -118,6 +118,19 @@ func (fr *FastRequest) header() http.Header {
 	return fr.Header.RequestHeader()
 }
 
+// LoopExchange is the serving stack's side of ForwardLoop (the event-loop
+// engine's forward, Linux only).
+type LoopExchange interface {
+	// ResponseWriter receives the gateway's own answers (502, 504).
+	http.ResponseWriter
+	// LoopDone is called on the loop, once, when the exchange has an
+	// answer in the client's response (ctx.Response): a whole one, or one
+	// whose body is a stream (ctx.Response.IsBodyStream) for the caller to
+	// write from a goroutine; the exchange then ends when that body does
+	// (FastRequest.Release). It may be called before ForwardLoop returns.
+	LoopDone(o Outcome)
+}
+
 // Releaser is the serving stack's side of a response whose body is
 // written after ForwardFast returned (FastRequest.Release).
 type Releaser interface {
@@ -257,6 +270,19 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 			"timeout", o.Timeout, "err", err)
 		return o
 	}
+	return u.relayFast(w, ctx, fr, s, clientClose, start)
+}
+
+// relayFast finishes an exchange whose answer's header the upstream client
+// read into the client's response (ctx.Response): s is its body's stream,
+// nil when it has none or it was read into the response already. The
+// answer is cleaned of what must not pass (scrubFastResponse) and, with a
+// body to stream, given a body stream the engine writes from (fastRespBody:
+// it ends the exchange, FastRequest.Release, when the body ends). A switch of
+// protocols nobody asked for is answered 502 instead (the upstream client
+// does not pool such a connection).
+func (u *Upstream) relayFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, s *fastStream, clientClose bool, start time.Time) Outcome {
+	in, out := &ctx.Request, &ctx.Response
 	status := out.StatusCode()
 	if status == http.StatusSwitchingProtocols || status < 200 && status != 0 {
 		// Only a requested WebSocket may switch (forwardUpgradeFast). (The

@@ -25,8 +25,11 @@ import (
 //
 // The raw header is what the engine parsed and strictFast accepted (names
 // are tokens, no obs-fold, no control characters in values), so each line
-// is forwarded as it was read; bodies and protocol switches go through
-// buildFastRequest, whose framing fasthttp writes.
+// is forwarded as it was read. On the fasthttp engine bodies and protocol
+// switches go through buildFastRequest, whose framing fasthttp writes; the
+// event-loop engine sends a body of known length it read whole right after
+// this head, whose Content-Length line (one, digits only: strictFast) is
+// the client's.
 func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match) []byte {
 	in := &ctx.Request.Header
 	dst = append(dst, in.Method()...)

@@ -329,16 +329,73 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		p.put(cc, closeConn)
 		return nil, nil
 	}
-	s.p, s.cc, s.closeConn, s.cl = p, cc, closeConn, cl
 	if !out.into {
 		s.resp = resp
 	}
 	s.ctx, s.stop = ctx, stop
+	s.begin(p, cc, closeConn, cl)
+	return s, nil
+}
+
+// begin makes s the stream of a body of length cl (-1 chunked, -2 until
+// the connection's end) read from cc through s.br, where the header was
+// read: Close returns cc to p, unless closeConn.
+func (s *fastStream) begin(p *fastPool, cc *fastPoolConn, closeConn bool, cl int) {
+	s.p, s.cc, s.closeConn, s.cl = p, cc, closeConn, cl
 	s.body.StreamBody = true
 	s.body.Header.SetContentLength(cl)
 	_ = s.body.ReadBody(s.br, 0) // a stream: reads nothing yet
 	s.r = s.body.BodyStream()
-	return s, nil
+}
+
+// adopt takes c into the pool, a connection on which another reader (the
+// event-loop engine's, see ForwardLoop) read an answer's header and pre,
+// the first bytes of its body: it returns the body's stream (cl as for
+// begin), which reads pre first, then c, and returns c to the pool when
+// closed after the body's end.
+func (p *fastPool) adopt(c net.Conn, pre []byte, cl int, closeConn bool) *fastStream {
+	p.mu.Lock()
+	p.open++
+	p.mu.Unlock()
+	cc := &fastPoolConn{Conn: Prefixed(c, pre), reused: true}
+	s := fastStreams.Get().(*fastStream)
+	s.br.Reset(cc)
+	s.begin(p, cc, closeConn, cl)
+	return s
+}
+
+// Prefixed returns c with pre put back before what it reads next: a
+// connection whose first bytes another reader took (a protocol sniff, an
+// event loop handing the connection over). It half-closes (CloseWrite)
+// when c does, so that a server can send an error answer and a FIN before
+// closing, rather than a reset that may discard the answer.
+func Prefixed(c net.Conn, pre []byte) net.Conn {
+	if len(pre) == 0 {
+		return c
+	}
+	return &preConn{Conn: c, pre: pre}
+}
+
+// preConn is a connection whose first bytes were read already, into pre.
+type preConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *preConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *preConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // fail closes cc after the exchange failed with err, and returns the error

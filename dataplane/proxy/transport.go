@@ -114,6 +114,7 @@ type origin struct {
 	key   string
 	rt    *http.Transport
 	refs  int
+	loop  loopPools // the event-loop engine's pools (loopforward_linux.go)
 }
 
 // NewTransport returns an empty set of connection pools with s's settings.
@@ -150,6 +151,7 @@ func (t *Transport) release(o *origin) {
 	if last {
 		o.rt.CloseIdleConnections()
 		closeFast(o)
+		closeLoops(o)
 	}
 }
 
@@ -170,6 +172,7 @@ func (t *Transport) CloseIdle() {
 		if c, ok := fastClients.Load(o); ok {
 			c.(*fastPool).CloseIdleConnections()
 		}
+		closeLoopsIdle(o)
 	}
 }
 

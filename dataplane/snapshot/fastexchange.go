@@ -97,6 +97,15 @@ type fastExchange struct {
 	done  func()       // the limits' release, held until the body is written
 	rel   func(error)
 	end   *fastEnd // when the forwarded body is streamed after Serve
+	// The event-loop engine's (ServeLoop): its connection, whether the
+	// forward it started is in flight (Forward returned, LoopDone not yet
+	// called), whether Serve is still running, and the outcome of a
+	// forward that ended before Serve returned.
+	loop       LoopConn
+	forwarding bool
+	serving    bool
+	early      *proxy.Outcome
+	earlyOut   proxy.Outcome
 }
 
 var fastExchanges = sync.Pool{New: func() any {
@@ -114,6 +123,7 @@ func (x *fastExchange) reset() {
 	}
 	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
 	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed = nil, false, false, 0, false
+	x.loop, x.forwarding, x.serving, x.early, x.earlyOut = nil, false, false, nil, proxy.Outcome{}
 }
 
 // b2s is the string of b without a copy; b must outlive the string's use
@@ -344,6 +354,16 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	if x.view.Trace.Started {
 		fr.Traceparent = x.view.Trace.Parent
 	}
+	if x.loop != nil {
+		// The event loop's forward ends later (LoopDone): the limits'
+		// release and the outcome's report wait for it, as for a body
+		// streamed after Serve returns; the outcome returned here is a
+		// placeholder that LoopDone replaces.
+		x.TakeRelease()
+		x.forwarding = true
+		x.loop.Forward(u, x, x.ctx, fr, m)
+		return proxy.Outcome{}
+	}
 	out := u.ForwardFast(x, x.ctx, fr, m)
 	if x.status == 0 {
 		// The upstream's answer is in the engine's response: the gateway's
@@ -359,10 +379,12 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 // fastEnd takes over the limits' release, and ends the response (its
 // release and report) once the body is written.
 func (x *fastExchange) TakeRelease() func(end error) {
-	e := fastEnds.Get().(*fastEnd)
-	e.done, x.done = x.done, nil
-	x.end = e
-	return e.fn
+	if x.end == nil { // taken already by the event loop's Forward
+		e := fastEnds.Get().(*fastEnd)
+		e.done, x.done = x.done, nil
+		x.end = e
+	}
+	return x.end.fn
 }
 
 func (x *fastExchange) streaming() bool { return x.end != nil }

@@ -115,7 +115,11 @@ type doneHolder interface{ HoldDone(done func()) bool }
 // reports false.
 func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
-	m := s.router.MatchView(v)
+	return s.serveMatch(x, v, s.router.MatchView(v), start)
+}
+
+// serveMatch is Serve once the request is matched (m), from start.
+func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start int64) (aborted bool) {
 	v.Path = m.Path
 	if m.Invalid != "" {
 		proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)

@@ -120,6 +120,9 @@ type route struct {
 	degrade  *degrade.Controller
 	duration prometheus.Observer
 	codes    codeCounters
+	// loopSafe: an event loop may serve the route (Snapshot.ServeLoop):
+	// its targets are cleartext HTTP/1.1 and its limits never wait.
+	loopSafe bool
 }
 
 // Compile builds a snapshot of v, carrying over the state of unchanged rules
@@ -187,6 +190,8 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 			duration: opts.Metrics.RequestDuration.WithLabelValues(r.ID),
 			codes:    newCodeCounters(opts.Metrics.Requests, r.ID),
 		}
+		rt := s.routes[r.ID]
+		rt.loopSafe = rt.upstream.LoopCapable() && !rt.limits.MayWait()
 	}
 	return s, nil
 }

@@ -83,6 +83,7 @@ type options struct {
 	logLevel                   string
 	pprof                      bool
 	http1Engine                string
+	eventLoops                 int
 	etcd, etcdPrefix           string
 	namespace, nodeID, labels  string
 	stateDir, advertise        string
@@ -141,7 +142,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
-	fs.StringVar(&o.http1Engine, "http1-engine", gateway.EngineFastHTTP, "HTTP/1.1 engine: fasthttp (valyala/fasthttp server, request writer and response parser) or nethttp (net/http and httputil.ReverseProxy); HTTP/2 is served by net/http either way")
+	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: fasthttp (valyala/fasthttp server, request writer and response parser), evloop (cleartext HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only; the rest on fasthttp) or nethttp (net/http and httputil.ReverseProxy); HTTP/2 is served by net/http in every case")
+	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS) but one, at least one")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -189,6 +191,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if _, err := gateway.ParseEngine(o.http1Engine); err != nil {
 		return nil, fmt.Errorf("--http1-engine: %w", err)
+	}
+	if o.eventLoops < 0 {
+		return nil, fmt.Errorf("--event-loops %d: must be 0 (the default) or more", o.eventLoops)
 	}
 	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if o.etcdPasswordFile != "" {
@@ -301,6 +306,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		TLSKeyFile:        o.tlsKey,
 		TLSOCSPStaple:     o.tlsStaple,
 		HTTP1Engine:       o.http1Engine,
+		EventLoops:        o.eventLoops,
 	})
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -1,0 +1,746 @@
+//go:build linux
+
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/evloop"
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/snapshot"
+)
+
+// The event-loop engine (EngineLoop) serves the cleartext traffic
+// listener's HTTP/1.1 on a few event loops (package evloop), one per
+// processor, instead of a goroutine per connection: a loop reads a
+// connection only once epoll says it is readable, so an exchange costs one
+// read and one write on each side (the goroutine engines pay two reads more
+// that find nothing, and the scheduler's hand-offs). The request path is
+// the fasthttp engine's: fasthttp parses the request and the answer, the
+// same strict checks run (strictFast), and the snapshot serves it
+// (ServeLoop), forwarding on the loop (proxy.Upstream.ForwardLoop).
+//
+// A loop serves what it can serve without blocking: HTTP/1.1 requests
+// without a body or with a body of known length up to proxy.LoopBodyMax,
+// on routes whose targets are cleartext HTTP/1.1 and whose limits never
+// wait (snapshot.ServeLoop), and answers whose bodies are small and of
+// known length. Everything else leaves the loop for good, with the bytes
+// read so far: the connection goes to the dispatcher, which serves it on
+// the fasthttp engine (an HTTP/1.0 client, an Upgrade, h2c, a chunked or
+// long body, a route the loop declines), or, for an answer whose body must
+// stream, a goroutine writes that answer and then hands the connection to
+// the fasthttp engine.
+
+// loopEngine is the event-loop engine of one Serve.
+type loopEngine struct {
+	n     *Node
+	d     *dispatcher
+	addr  net.Addr // the listener's
+	lfd   int      // the listener's socket, duplicated for the loops
+	loops []*loopState
+	wg    sync.WaitGroup // the loops' goroutines
+	// streams counts the goroutines writing answers whose bodies stream
+	// (before they hand their connection to the dispatcher).
+	streams  sync.WaitGroup
+	conns    atomic.Int64 // client connections on the loops
+	draining atomic.Bool
+}
+
+// loopState is one loop and what its goroutine alone uses.
+type loopState struct {
+	e       *loopEngine
+	l       *evloop.Loop
+	in      []byte // reads land here first
+	out     []byte // answers are serialized here
+	clients map[*loopClient]struct{}
+}
+
+// loopClientMax bounds what a client connection holds of a request: the
+// header's bound and a body the loop reads whole.
+const loopClientMax = proxy.MaxHeaderBytes + proxy.LoopBodyMax
+
+// startLoops serves ln's connections on count event loops (the dispatcher
+// takes what they hand over); ln itself is left to the caller, who closes
+// it (the loops drop their duplicate when they drain).
+func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngine, error) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("the event-loop engine needs a TCP listener")
+	}
+	fd, err := evloop.Dup(sc)
+	if err != nil {
+		return nil, err
+	}
+	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd}
+	for i := range count {
+		l, err := evloop.New(i)
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		ls := &loopState{e: e, l: l, in: make([]byte, loopClientMax), clients: map[*loopClient]struct{}{}}
+		e.loops = append(e.loops, ls)
+		e.wg.Go(func() {
+			if err := l.Run(); err != nil {
+				n.log.Error("event loop failed", "loop", i, "err", err)
+			}
+		})
+		var lerr error
+		if err := l.Call(func() { lerr = l.Listen(fd, ls.accept) }); err != nil || lerr != nil {
+			e.stop()
+			return nil, errors.Join(err, lerr)
+		}
+	}
+	return e, nil
+}
+
+// stop ends the loops (closing what they hold) and waits for them.
+func (e *loopEngine) stop() {
+	for _, ls := range e.loops {
+		ls.l.Stop()
+	}
+	e.wg.Wait()
+	if e.lfd >= 0 {
+		unix.Close(e.lfd)
+		e.lfd = -1
+	}
+}
+
+// drain stops accepting, closes idle connections as they become idle
+// (answers say "Connection: close" meanwhile: Node.draining), and waits for
+// the connections, and the answers streaming off the loops, to end, until
+// ctx ends; then it stops the loops.
+func (e *loopEngine) drain(ctx context.Context) error {
+	e.draining.Store(true)
+	for _, ls := range e.loops {
+		_ = ls.l.Call(func() { ls.l.Unlisten(e.lfd) }) // a loop that ended listens no more
+	}
+	unix.Close(e.lfd)
+	e.lfd = -1
+	streams := make(chan struct{})
+	go func() { e.streams.Wait(); close(streams) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for {
+		for _, ls := range e.loops {
+			ls.l.Post(ls.closeIdle)
+		}
+		if e.conns.Load() == 0 {
+			select {
+			case <-streams:
+				e.stopLoops()
+				return nil
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			e.stopLoops()
+			<-streams // their connections are closed: they end
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *loopEngine) stopLoops() {
+	for _, ls := range e.loops {
+		ls.l.Stop()
+	}
+	e.wg.Wait()
+}
+
+// closeIdle closes the loop's client connections that wait for a request
+// (none under way), while the engine drains.
+func (ls *loopState) closeIdle() {
+	for cl := range ls.clients {
+		if !cl.busy && cl.c.Pending() == 0 && len(cl.buf) == 0 {
+			cl.close()
+		}
+	}
+}
+
+// accept registers a new client connection on the loop.
+func (ls *loopState) accept(fd int, sa unix.Sockaddr) {
+	e := ls.e
+	if e.draining.Load() {
+		unix.Close(fd)
+		return
+	}
+	// As Go's listeners set up the connections they accept: no Nagle
+	// delay, and keep-alive probes every 15 s, so that a peer gone without
+	// a word is found out during a long request too.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
+	cl := &loopClient{ls: ls, first: true}
+	cl.view.remote = tcpAddrOf(sa)
+	cl.view.local = e.addr
+	c, err := ls.l.Add(fd, cl)
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
+	cl.c = c
+	ls.clients[cl] = struct{}{}
+	e.conns.Add(1)
+	e.n.metrics.LoopConnections.Inc()
+	// The first request's first byte, as the fasthttp engine bounds it
+	// (its ReadTimeout).
+	c.SetDeadline(ls.l.Now() + int64(ReadHeaderTimeout))
+}
+
+func tcpAddrOf(sa unix.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: append(net.IP(nil), a.Addr[:]...), Port: a.Port}
+	case *unix.SockaddrInet6:
+		ta := &net.TCPAddr{IP: append(net.IP(nil), a.Addr[:]...), Port: a.Port}
+		if a.ZoneId != 0 {
+			if ifi, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
+				ta.Zone = ifi.Name
+			}
+		}
+		return ta
+	}
+	return &net.TCPAddr{}
+}
+
+// loopClient is a client connection on a loop.
+type loopClient struct {
+	ls   *loopState
+	c    *evloop.Conn
+	view connView
+	ctx  *fasthttp.RequestCtx // the request under way, and its answer
+	// buf holds what was read and not served yet, when a request came in
+	// pieces or behind another (pipelined); reads land in the loop's
+	// buffer otherwise.
+	buf     []byte
+	scanned int   // how much of the pending request headerEnds searched
+	since   int64 // when the pending request's first bytes came
+	// bound is how long the pending request may take to arrive whole,
+	// from since: the header's bound, or the body's once the header is in.
+	bound   time.Duration
+	busy    bool // a request is being forwarded
+	first   bool // no request yet: the h2c preface may come
+	closing bool // the answer said close: the connection ends once it is out
+	uri     fasthttp.URI
+}
+
+// Readable reads and serves what the connection brings, unless a request
+// is under way (what comes meanwhile waits in the socket).
+func (cl *loopClient) Readable(*evloop.Conn) {
+	if cl.closing {
+		cl.linger()
+		return
+	}
+	if !cl.busy {
+		cl.serve()
+	}
+}
+
+// Drained: the answer is out; serving goes on.
+func (cl *loopClient) Drained(*evloop.Conn) {
+	if cl.closing {
+		cl.shutdown()
+		return
+	}
+	cl.c.SetDeadline(cl.ls.l.Now() + int64(IdleTimeout))
+	if !cl.busy {
+		cl.serve()
+	}
+}
+
+// Expired: a bound on the client passed.
+func (cl *loopClient) Expired(c *evloop.Conn) {
+	switch {
+	case cl.busy:
+		// The exchange is bounded by the route's timeout, on the
+		// upstream's side; the client waits for it.
+		c.SetDeadline(cl.ls.l.Now() + int64(IdleTimeout))
+	case cl.closing, c.Pending() > 0:
+		cl.close() // the client did not take its answer
+	case len(cl.buf) > 0:
+		// A request that did not arrive whole in time: 408, as the
+		// fasthttp engine answers a header that stalls.
+		ctx := cl.acquire()
+		snapshot.WriteProblemFast(ctx, http.StatusRequestTimeout, "Request timeout", "the request did not arrive in time")
+		ctx.SetConnectionClose()
+		cl.respond()
+	default:
+		cl.close() // idle
+	}
+}
+
+// serve serves the requests the connection holds, reading what it brings,
+// until one is under way, the socket has nothing more, or the answers are
+// not taken.
+func (cl *loopClient) serve() {
+	ls := cl.ls
+	for !cl.busy && !cl.closing && !cl.c.Closed() && cl.c.Pending() == 0 {
+		var data []byte
+		own := len(cl.buf) > 0
+		if own {
+			data = cl.buf
+		} else {
+			n, err := cl.c.Read(ls.in)
+			if n == 0 {
+				cl.readFailed(err)
+				return
+			}
+			data = ls.in[:n]
+			cl.since = ls.l.Now()
+		}
+		used, whole := cl.serveOne(data)
+		if cl.c.Closed() || used < 0 {
+			return // handed over, or closed
+		}
+		if !whole {
+			// The request is not all there: keep it and read on.
+			if !own {
+				cl.buf = append(cl.buf[:0], data...)
+			}
+			if !cl.readMore() {
+				return
+			}
+			continue
+		}
+		// Keep what follows the request (pipelined), if anything.
+		rest := data[used:]
+		if own {
+			cl.buf = cl.buf[:copy(cl.buf, rest)]
+		} else if len(rest) > 0 {
+			cl.buf = append(cl.buf[:0], rest...)
+		}
+		if len(cl.buf) == 0 && cap(cl.buf) > 16<<10 {
+			cl.buf = nil
+		}
+		cl.since = ls.l.Now()
+	}
+}
+
+// readMore reads what the socket holds onto cl.buf; it reports whether
+// anything came (else the request waits, bounded, for the rest).
+func (cl *loopClient) readMore() bool {
+	if len(cl.buf) == cap(cl.buf) {
+		if cap(cl.buf) >= loopClientMax {
+			// Over the header's bound (a body that long was handed
+			// over when its header came): 431, as the fasthttp engine.
+			ctx := cl.acquire()
+			headerTooLarge(ctx)
+			ctx.SetConnectionClose()
+			cl.respond()
+			return false
+		}
+		cl.buf = append(cl.buf, make([]byte, min(max(cap(cl.buf), 4<<10), loopClientMax-cap(cl.buf)))...)[:len(cl.buf)]
+	}
+	n, err := cl.c.Read(cl.buf[len(cl.buf):cap(cl.buf)])
+	cl.buf = cl.buf[:len(cl.buf)+n]
+	if n == 0 {
+		cl.readFailed(err)
+		return false
+	}
+	return true
+}
+
+// readFailed deals with a read that brought nothing: wait for more (a
+// request part read, within its bound), or close.
+func (cl *loopClient) readFailed(err error) {
+	if err == evloop.ErrWouldBlock {
+		if len(cl.buf) > 0 {
+			cl.c.SetDeadline(cl.since + int64(cl.bound))
+		}
+		return
+	}
+	cl.close() // the client closed, or its socket failed
+}
+
+// serveOne serves the request at the start of data: it returns how many
+// bytes it took and true, or false while the request is not all there, or
+// -1 when the connection was handed over or closed.
+func (cl *loopClient) serveOne(data []byte) (int, bool) {
+	if cl.first {
+		if p := min(len(data), len(h2Preface)); string(data[:p]) == h2Preface[:p] {
+			if p < len(h2Preface) {
+				return 0, false
+			}
+			cl.handOver(data, metrics.HandoffH2C) // h2c with prior knowledge
+			return -1, true
+		}
+	}
+	ctx := cl.acquire()
+	h := &ctx.Request.Header
+	n, whole, err := proxy.ReadRequestHeader(h, data, &cl.scanned)
+	if !whole {
+		if len(data) >= proxy.MaxHeaderBytes {
+			headerTooLarge(ctx)
+			ctx.SetConnectionClose()
+			cl.respond()
+			return -1, true
+		}
+		cl.bound = ReadHeaderTimeout
+		return 0, false
+	}
+	if err == nil {
+		// As the fasthttp engine's server, which refuses a target its URI
+		// parse refuses (400) before the handler runs.
+		err = cl.uri.Parse(h.Host(), h.RequestURI())
+	}
+	if err != nil {
+		fastError(ctx, err)
+		ctx.SetConnectionClose()
+		cl.respond()
+		return -1, true
+	}
+	cl.first = false
+	var ids snapshot.RequestIDs
+	status, why, seen := strictFast(h, &ids)
+	bodyLen := proxy.FastContentLength(h)
+	switch {
+	case status != 0:
+		// Refused below, before anything reads the request.
+	case !h.IsHTTP11():
+		// HTTP/1.0, its own keep-alive and framing: the fasthttp
+		// engine's, as a protocol switch and a chunked or long body.
+		cl.handOver(data, metrics.HandoffHTTP10)
+		return -1, true
+	case seen&seenUpgrade != 0:
+		cl.handOver(data, metrics.HandoffUpgrade)
+		return -1, true
+	case bodyLen < 0, bodyLen > proxy.LoopBodyMax:
+		cl.handOver(data, metrics.HandoffBody)
+		return -1, true
+	case bodyLen > 0:
+		if len(data)-n < int(bodyLen) {
+			if ctx.Request.MayContinue() {
+				cl.handOver(data, metrics.HandoffExpect) // the client waits for 100 Continue
+				return -1, true
+			}
+			cl.bound = cl.bodyBound()
+			return 0, false
+		}
+		ctx.Request.SetBody(data[n : n+int(bodyLen)])
+		n += int(bodyLen)
+	}
+	cl.scanned = 0
+	ctx.Request.SetURI(&cl.uri)
+	var res snapshot.LoopResult
+	if s := cl.ls.e.n.fastPrelude(ctx, status, why, seen); s != nil {
+		res = s.ServeLoop(ctx, &ids, cl)
+	}
+	switch res {
+	case snapshot.LoopDeclined:
+		cl.handOver(data, metrics.HandoffRoute)
+		return -1, true
+	case snapshot.LoopForwarding:
+		cl.busy = true
+	default:
+		cl.respond()
+	}
+	return n, true
+}
+
+// bodyBound is the wait for the rest of a request's body: the shortest
+// bodyTimeout of the rules (the route is not known yet), as the fasthttp
+// engine's HeaderReceived bounds it.
+func (cl *loopClient) bodyBound() time.Duration {
+	if s := cl.ls.e.n.current.Load(); s != nil {
+		return s.MinBodyTimeout()
+	}
+	return api.DefaultBodyTimeout
+}
+
+// acquire returns the connection's request context, ready for a request.
+func (cl *loopClient) acquire() *fasthttp.RequestCtx {
+	if cl.ctx == nil {
+		cl.ctx = loopCtxs.Get().(*fasthttp.RequestCtx)
+		cl.ctx.Init2(&cl.view, quietLogger{}, false)
+		cl.ctx.Response.Header.SetNoDefaultContentType(true)
+	}
+	return cl.ctx
+}
+
+var loopCtxs = sync.Pool{New: func() any { return new(fasthttp.RequestCtx) }}
+
+// recycle readies the connection's context for the next request.
+func (cl *loopClient) recycle() {
+	ctx := cl.ctx
+	ctx.Request.Reset()
+	ctx.Response.Reset()
+	ctx.Response.Header.SetNoDefaultContentType(true)
+}
+
+// Forward starts the exchange on the connection's loop (snapshot.LoopConn).
+func (cl *loopClient) Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match) {
+	u.ForwardLoop(cl.ls.l, x, ctx, fr, m)
+}
+
+// Answered: the forwarded request's answer is in the context
+// (snapshot.LoopConn). An answer whose body streams is written off the
+// loop; any other now, and serving goes on.
+func (cl *loopClient) Answered() {
+	cl.busy = false
+	if cl.c.Closed() {
+		// Gone meanwhile (the engine stopped): end what the answer holds.
+		_ = cl.ctx.Response.CloseBodyStream()
+		cl.recycle()
+		loopCtxs.Put(cl.ctx)
+		cl.ctx = nil
+		return
+	}
+	if cl.ctx.Response.IsBodyStream() {
+		cl.stream()
+		return
+	}
+	cl.respond()
+	cl.serve()
+}
+
+// respond writes the answer in the context: the fasthttp engine's framing
+// (Content-Length from the body; none for HEAD, 1xx, 204 and 304), and
+// "Connection: close" when the request, the answer or a drain asks for it.
+func (cl *loopClient) respond() {
+	ctx := cl.ctx
+	resp := &ctx.Response
+	closeConn := ctx.Request.Header.ConnectionClose() || resp.ConnectionClose() || cl.ls.e.n.draining.Load()
+	if closeConn {
+		resp.SetConnectionClose()
+	}
+	if ctx.Request.Header.IsHead() {
+		resp.SkipBody = true
+	}
+	body := resp.Body()
+	status := resp.StatusCode()
+	sendBody := !resp.SkipBody && status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+	if sendBody || len(body) > 0 {
+		resp.Header.SetContentLength(len(body))
+	}
+	out := resp.Header.AppendBytes(cl.ls.out[:0])
+	if sendBody {
+		out = append(out, body...)
+	}
+	err := cl.c.Write(out)
+	if cap(out) <= 64<<10 {
+		cl.ls.out = out[:0]
+	}
+	cl.recycle()
+	now := cl.ls.l.Now()
+	switch {
+	case err != nil:
+		cl.close()
+	case closeConn:
+		cl.closing = true
+		if cl.c.Pending() == 0 {
+			cl.shutdown()
+		} else {
+			cl.c.SetDeadline(now + int64(api.DefaultWriteTimeout))
+		}
+	case cl.c.Pending() > 0:
+		// The client is slow to take it: bounded as the fasthttp engine
+		// bounds a response write.
+		cl.c.SetDeadline(now + int64(api.DefaultWriteTimeout))
+	default:
+		cl.c.SetDeadline(now + int64(IdleTimeout))
+	}
+}
+
+// shutdown ends a connection whose last answer is out: a FIN, then what
+// the client still sends is read and dropped until it closes too (or a
+// second passes), so that its unread bytes do not turn the close into a
+// reset that could discard the answer.
+func (cl *loopClient) shutdown() {
+	if err := cl.c.CloseWrite(); err != nil {
+		cl.close()
+		return
+	}
+	cl.c.SetDeadline(cl.ls.l.Now() + int64(time.Second))
+	cl.linger()
+}
+
+// linger reads and drops what a closing connection brings, until its end.
+func (cl *loopClient) linger() {
+	if cl.c.Pending() > 0 {
+		return // the answer is still going out
+	}
+	for {
+		_, err := cl.c.Read(cl.ls.in)
+		if err == evloop.ErrWouldBlock {
+			return
+		}
+		if err != nil {
+			cl.close()
+			return
+		}
+	}
+}
+
+// close closes the connection and forgets it.
+func (cl *loopClient) close() {
+	if !cl.c.Closed() {
+		cl.c.Close()
+	}
+	cl.forget()
+}
+
+// forget drops the connection from the loop's books (closed, or handed
+// over).
+func (cl *loopClient) forget() {
+	ls := cl.ls
+	if _, ok := ls.clients[cl]; !ok {
+		return
+	}
+	delete(ls.clients, cl)
+	ls.e.conns.Add(-1)
+	ls.e.n.metrics.LoopConnections.Dec()
+	if cl.ctx != nil && !cl.busy { // a forward under way still holds it
+		cl.recycle()
+		loopCtxs.Put(cl.ctx)
+		cl.ctx = nil
+	}
+	cl.buf = nil
+}
+
+// handOver takes the connection off the loop, with pending (what was read
+// and not served: the request at hand and what follows it), to the
+// dispatcher, which serves it on the fasthttp engine (or HTTP/2 for the
+// h2c preface); reason is counted (sluice_evloop_handoffs_total).
+func (cl *loopClient) handOver(pending []byte, reason string) {
+	cl.ls.e.n.metrics.LoopHandoffs.WithLabelValues(reason).Inc()
+	pre := append([]byte(nil), pending...)
+	nc, err := cl.c.Detach()
+	cl.forget()
+	if err != nil {
+		cl.ls.e.n.log.Debug("handing a connection over failed", "err", err)
+		return
+	}
+	cl.ls.e.d.adopt(proxy.Prefixed(nc, pre))
+}
+
+// stream writes an answer whose body streams from a goroutine, off the
+// loop (the body's reads block), then hands the connection to the
+// dispatcher for its next requests.
+func (cl *loopClient) stream() {
+	e := cl.ls.e
+	e.n.metrics.LoopHandoffs.WithLabelValues(metrics.HandoffStream).Inc()
+	ctx := cl.ctx
+	pre := append([]byte(nil), cl.buf...)
+	nc, err := cl.c.Detach()
+	// The context goes with the answer: forget must not recycle it.
+	cl.busy = true
+	cl.forget()
+	if err != nil {
+		// The answer cannot be written: end its body (the exchange's
+		// release and report run, as for a client gone).
+		_ = ctx.Response.CloseBodyStream()
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		loopCtxs.Put(ctx)
+		return
+	}
+	view := ctx.Conn().(*connView)
+	view.nc = nc // the body's write deadlines (proxy's fastRespBody) reach the connection
+	closeConn := ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || e.n.draining.Load()
+	if closeConn {
+		ctx.Response.SetConnectionClose()
+	}
+	e.streams.Add(1)
+	go func() {
+		defer e.streams.Done()
+		bw := loopWriters.Get().(*bufio.Writer)
+		bw.Reset(nc)
+		err := ctx.Response.Write(bw) // closes the body stream when it ends
+		if err == nil {
+			err = bw.Flush()
+		}
+		bw.Reset(nil)
+		loopWriters.Put(bw)
+		_ = ctx.Response.CloseBodyStream() // a failed write left it open
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		view.nc = nil
+		loopCtxs.Put(ctx)
+		if err != nil || closeConn {
+			_ = nc.Close()
+			return
+		}
+		e.d.adopt(proxy.Prefixed(nc, pre))
+	}()
+}
+
+var loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+
+// connView is the net.Conn a loop's request context holds (ctx.Conn):
+// the client's addresses, and, once the connection leaves the loop with an
+// answer whose body streams, the connection itself (so that the body's
+// write deadlines reach it); before that, reads, writes and deadlines do
+// nothing (the loop bounds the connection itself).
+type connView struct {
+	local, remote net.Addr
+	nc            net.Conn
+}
+
+var errOnLoop = errors.New("the connection is served by an event loop")
+
+func (v *connView) Read(b []byte) (int, error) {
+	if v.nc != nil {
+		return v.nc.Read(b)
+	}
+	return 0, errOnLoop
+}
+
+func (v *connView) Write(b []byte) (int, error) {
+	if v.nc != nil {
+		return v.nc.Write(b)
+	}
+	return 0, errOnLoop
+}
+
+func (v *connView) Close() error {
+	if v.nc != nil {
+		return v.nc.Close()
+	}
+	return nil
+}
+
+func (v *connView) LocalAddr() net.Addr  { return v.local }
+func (v *connView) RemoteAddr() net.Addr { return v.remote }
+
+func (v *connView) SetDeadline(t time.Time) error {
+	if v.nc != nil {
+		return v.nc.SetDeadline(t)
+	}
+	return nil
+}
+
+func (v *connView) SetReadDeadline(t time.Time) error {
+	if v.nc != nil {
+		return v.nc.SetReadDeadline(t)
+	}
+	return nil
+}
+
+func (v *connView) SetWriteDeadline(t time.Time) error {
+	if v.nc != nil {
+		return v.nc.SetWriteDeadline(t)
+	}
+	return nil
+}
+
+var _ io.ReadWriteCloser = (*connView)(nil)

@@ -1,0 +1,499 @@
+//go:build linux
+
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/source"
+)
+
+// startLoop runs a node on the event-loop engine with rules.
+func startLoop(t *testing.T, rules string) (*Node, string) {
+	t.Helper()
+	t.Setenv(EngineEnv, EngineLoop)
+	n, base, _ := MustStart(t, rules)
+	return n, strings.TrimPrefix(base, "http://")
+}
+
+// handoffs returns the node's hand-overs to the fasthttp engine, by reason.
+func handoffs(t *testing.T, n *Node) map[string]int {
+	t.Helper()
+	mfs, err := n.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_evloop_handoffs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = int(m.GetCounter().GetValue())
+		}
+	}
+	return got
+}
+
+// exchange writes raw on a new connection and reads as many answers.
+func exchange(t *testing.T, addr, raw string, answers int) []*http.Response {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	return readAnswers(t, bufio.NewReader(c), answers)
+}
+
+func readAnswers(t *testing.T, br *bufio.Reader, answers int) []*http.Response {
+	t.Helper()
+	var out []*http.Response
+	for i := 0; i < answers; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("answer %d's body: %v", i+1, err)
+		}
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		out = append(out, resp)
+	}
+	return out
+}
+
+func bodyOf(resp *http.Response) string {
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestLoopServesOnLoop: what an event loop serves itself it serves whole,
+// with nothing handed to the fasthttp engine: GET, HEAD, a POST with a
+// small body, requests pipelined in one write, a request that comes a few
+// bytes at a time, answers without a body (204, 304), an interim 100
+// Continue before the answer, and an upstream that closes its connection
+// after an answer. The upstream sees the gateway's forwarded fields.
+func TestLoopServesOnLoop(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*http.Request
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = io.WriteString(w, "closing")
+		case "/slow":
+			time.Sleep(50 * time.Millisecond)
+			_, _ = io.WriteString(w, "slow "+r.URL.RawQuery)
+		default:
+			w.Header().Set("X-Path", r.URL.Path)
+			fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.RequestURI(), b)
+		}
+	}))
+	t.Cleanup(up.Close)
+	n, addr := startLoop(t, fmt.Sprintf(`namespace: loop
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+limits:
+  - {id: per-ip, key: [ip], algorithm: token_bucket, rate: 100000, burst: 100000}
+`, up.URL))
+
+	get := exchange(t, addr, "GET /a?x=1 HTTP/1.1\r\nHost: shop\r\nX-Forwarded-For: 192.0.2.9\r\n\r\n", 1)[0]
+	if get.StatusCode != 200 || bodyOf(get) != "GET /a?x=1 " || get.Header.Get("X-Request-Id") == "" ||
+		get.Header.Get("RateLimit-Policy") == "" || get.Header.Get("X-Path") != "/a" {
+		t.Fatalf("GET: %d %q %v", get.StatusCode, bodyOf(get), get.Header)
+	}
+	mu.Lock()
+	r0 := seen[0]
+	mu.Unlock()
+	if xff := r0.Header.Get("X-Forwarded-For"); xff != "192.0.2.9, 127.0.0.1" || r0.Header.Get("Via") == "" ||
+		r0.Header.Get("X-Forwarded-Host") != "shop" || r0.Header.Get("X-Request-Id") != get.Header.Get("X-Request-Id") {
+		t.Fatalf("the upstream saw %v", r0.Header)
+	}
+
+	hc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	_ = hc.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(hc, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /after-head HTTP/1.1\r\nHost: x\r\n\r\n")
+	hbr := bufio.NewReader(hc)
+	head, err := http.ReadResponse(hbr, &http.Request{Method: http.MethodHead})
+	if err != nil || head.StatusCode != 200 || head.ContentLength != int64(len("HEAD /h ")) {
+		t.Fatalf("HEAD: %v, Content-Length %d (%v)", head, head.ContentLength, err)
+	}
+	if after := readAnswers(t, hbr, 1)[0]; bodyOf(after) != "GET /after-head " {
+		t.Fatalf("after HEAD: %q", bodyOf(after))
+	}
+
+	post := exchange(t, addr, "POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 1)[0]
+	if bodyOf(post) != "POST /p hello" {
+		t.Fatalf("POST: %q", bodyOf(post))
+	}
+
+	// Pipelined: answered in order, the slow one first.
+	pipe := exchange(t, addr, "GET /slow?1 HTTP/1.1\r\nHost: x\r\n\r\nGET /q HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"POST /r HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi", 3)
+	if got := []string{bodyOf(pipe[0]), bodyOf(pipe[1]), bodyOf(pipe[2])}; got[0] != "slow 1" || got[1] != "GET /q " || got[2] != "POST /r hi" {
+		t.Fatalf("pipelined: %q", got)
+	}
+
+	// A few bytes at a time, header and body.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	req := "POST /drip HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789"
+	for i := 0; i < len(req); i += 7 {
+		_, _ = io.WriteString(c, req[i:min(i+7, len(req))])
+		time.Sleep(2 * time.Millisecond)
+	}
+	br := bufio.NewReader(c)
+	if drip := readAnswers(t, br, 1)[0]; bodyOf(drip) != "POST /drip 0123456789" {
+		t.Fatalf("dripped request: %q", bodyOf(drip))
+	}
+	// The same connection goes on: no body statuses, then a close.
+	_, _ = io.WriteString(c, "GET /204 HTTP/1.1\r\nHost: x\r\n\r\nGET /304 HTTP/1.1\r\nHost: x\r\n\r\nGET /close HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+	rs := readAnswers(t, br, 4)
+	if rs[0].StatusCode != 204 || rs[1].StatusCode != 304 || bodyOf(rs[2]) != "closing" || bodyOf(rs[3]) != "GET /after " {
+		t.Fatalf("answers %d %d %q %q", rs[0].StatusCode, rs[1].StatusCode, bodyOf(rs[2]), bodyOf(rs[3]))
+	}
+	if h := handoffs(t, n); len(h) > 0 {
+		t.Fatalf("handed over: %v", h)
+	}
+}
+
+// TestLoopInterimAnswers: an upstream's 100 Continue and 103 before its
+// answer are skipped; the client gets the answer.
+func TestLoopInterimAnswers(t *testing.T) {
+	up := connUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
+		}
+	})
+	n, addr := startLoop(t, fmt.Sprintf("namespace: loop\nroutes:\n  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}\n", "http://"+up))
+	rs := exchange(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+	for _, r := range rs {
+		if r.StatusCode != 200 || bodyOf(r) != "body" {
+			t.Fatalf("answer %d %q", r.StatusCode, bodyOf(r))
+		}
+	}
+	if h := handoffs(t, n); len(h) > 0 {
+		t.Fatalf("handed over: %v", h)
+	}
+}
+
+// connUpstream serves each connection with serve, on a loopback port.
+func connUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestLoopHandsOver: what a loop does not serve itself goes to the fasthttp
+// engine with the bytes read so far, and is served there: h2c with prior
+// knowledge, HTTP/1.0, a protocol switch, chunked and long bodies, a body
+// behind Expect: 100-continue, a route whose limits may wait, and an
+// answer whose body streams (after which the connection goes on, on the
+// fasthttp engine). Each is counted by reason.
+func TestLoopHandsOver(t *testing.T) {
+	big := strings.Repeat("b", 200<<10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/big":
+			_, _ = io.WriteString(w, big)
+		case "/chunked":
+			w.(http.Flusher).Flush() // no Content-Length: chunked
+			_, _ = io.WriteString(w, "chunked answer")
+		default:
+			fmt.Fprintf(w, "%s %s %d %s", r.Proto, r.URL.Path, len(b), r.Header.Get("Upgrade"))
+		}
+	}))
+	t.Cleanup(up.Close)
+	n, addr := startLoop(t, fmt.Sprintf(`namespace: loop
+routes:
+  - {id: wait, match: {pathPrefix: /wait}, upstream: {targets: [{url: %[1]q}]}}
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %[1]q}]}}
+limits:
+  - {id: smooth, routes: [wait], algorithm: leaky_bucket, rate: 1000, burst: 10, maxDelay: 1s}
+`, up.URL))
+	want := map[string]int{}
+	check := func(reason string, r *http.Response, body string) {
+		t.Helper()
+		want[reason]++
+		if got := bodyOf(r); r.StatusCode != 200 || got != body {
+			t.Fatalf("%s: %d %.60q, want %.60q", reason, r.StatusCode, got, body)
+		}
+		if h := handoffs(t, n); h[reason] != want[reason] {
+			t.Fatalf("%s: handed over %v, want %d for %s", reason, h, want[reason], reason)
+		}
+	}
+
+	h2 := &http.Client{Transport: &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
+		return net.Dial(network, a)
+	}}}
+	resp, err := h2.Get("http://" + addr + "/h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	check(metrics.HandoffH2C, resp, "HTTP/1.1 /h2 0 ")
+
+	check(metrics.HandoffHTTP10, exchange(t, addr, "GET /old HTTP/1.0\r\nHost: x\r\n\r\n", 1)[0], "HTTP/1.1 /old 0 ")
+	check(metrics.HandoffBody, exchange(t, addr, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 1)[0],
+		"HTTP/1.1 /c 3 ")
+	long := strings.Repeat("l", 100<<10)
+	check(metrics.HandoffBody, exchange(t, addr, fmt.Sprintf("POST /long HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(long), long), 1)[0],
+		fmt.Sprintf("HTTP/1.1 /long %d ", len(long)))
+	check(metrics.HandoffRoute, exchange(t, addr, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0], "HTTP/1.1 /wait 0 ")
+
+	// Expect: 100-continue with the body not sent yet: the fasthttp
+	// engine says 100 Continue, then the body comes.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("before the body: %q, %v", line, err)
+	}
+	_, _ = br.ReadString('\n')
+	_, _ = io.WriteString(c, "body")
+	check(metrics.HandoffExpect, readAnswers(t, br, 1)[0], "HTTP/1.1 /e 4 ")
+
+	// Streamed answers; the connection goes on after each.
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+	br2 := bufio.NewReader(c2)
+	_, _ = io.WriteString(c2, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	check(metrics.HandoffStream, readAnswers(t, br2, 1)[0], big)
+	_, _ = io.WriteString(c2, "GET /chunked HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	rs := readAnswers(t, br2, 2)
+	if bodyOf(rs[0]) != "chunked answer" || bodyOf(rs[1]) != "HTTP/1.1 /next 0 " {
+		t.Fatalf("after the streamed answer: %q %q", bodyOf(rs[0]), bodyOf(rs[1]))
+	}
+	// Those were the fasthttp engine's: one hand-over for the connection.
+	c3, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	_ = c3.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c3, "GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n")
+	check(metrics.HandoffStream, readAnswers(t, bufio.NewReader(c3), 1)[0], "chunked answer")
+}
+
+// TestLoopUpstreamFailures: a target that refuses is 502, one slower than
+// the route's timeout 504 (promptly), an answer cut short or with a header
+// over the bound 502; a GET that meets a kept-alive connection the upstream
+// closed is sent again on a new one, a POST is not.
+func TestLoopUpstreamFailures(t *testing.T) {
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := refused.Addr().String()
+	refused.Close()
+	var mu sync.Mutex
+	served := 0
+	up := connUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			served++
+			first := served
+			mu.Unlock()
+			switch r.URL.Path {
+			case "/slow":
+				time.Sleep(2 * time.Second)
+			case "/cut":
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+				return
+			case "/huge":
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("h", 80<<10)+"\r\nContent-Length: 0\r\n\r\n")
+				return
+			case "/stale":
+				// Answer the first request on a connection, then close it
+				// when the next one comes, unanswered.
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+				if _, err := http.ReadRequest(br); err == nil {
+					return
+				}
+				return
+			}
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%d", len(fmt.Sprint(first)), first)
+		}
+	})
+	_, addr := startLoop(t, fmt.Sprintf(`namespace: loop
+routes:
+  - {id: refused, match: {pathPrefix: /refused}, upstream: {targets: [{url: "http://%s"}]}}
+  - {id: slow, match: {pathPrefix: /slow}, upstream: {targets: [{url: "http://%s"}], timeout: 200ms}}
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: "http://%s"}]}}
+`, refusedAddr, up, up))
+	if r := exchange(t, addr, "GET /refused HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0]; r.StatusCode != 502 {
+		t.Fatalf("refused target: %d", r.StatusCode)
+	}
+	start := time.Now()
+	if r := exchange(t, addr, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0]; r.StatusCode != 504 || time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("slow target: %d after %v", r.StatusCode, time.Since(start))
+	}
+	if r := exchange(t, addr, "GET /cut HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0]; r.StatusCode != 502 {
+		t.Fatalf("cut answer: %d", r.StatusCode)
+	}
+	if r := exchange(t, addr, "GET /huge HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0]; r.StatusCode != 502 {
+		t.Fatalf("huge answer header: %d", r.StatusCode)
+	}
+	// Two requests on one client connection share one upstream
+	// connection: the second finds it closed, unanswered.
+	rs := exchange(t, addr, "GET /stale HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+	if bodyOf(rs[0]) != "first" || rs[1].StatusCode != 200 {
+		t.Fatalf("GET after a stale connection: %q, %d", bodyOf(rs[0]), rs[1].StatusCode)
+	}
+	rs = exchange(t, addr, "GET /stale HTTP/1.1\r\nHost: x\r\n\r\nPOST /again HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", 2)
+	if bodyOf(rs[0]) != "first" || rs[1].StatusCode != 502 {
+		t.Fatalf("POST after a stale connection: %q, %d (a POST is not sent twice)", bodyOf(rs[0]), rs[1].StatusCode)
+	}
+}
+
+// TestLoopBodyTimeout: a body that stalls before it is whole is answered
+// 408 after the rules' shortest bodyTimeout, and the connection closed.
+func TestLoopBodyTimeout(t *testing.T) {
+	up := okUpstream(t)
+	_, addr := startLoop(t, fmt.Sprintf("namespace: loop\nroutes:\n  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], bodyTimeout: 300ms}}\n", up.URL))
+	start := time.Now()
+	status, closed := sendStrict(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
+	if status != http.StatusRequestTimeout || !closed || time.Since(start) > 3*time.Second {
+		t.Fatalf("stalled body: %d (closed %v) after %v", status, closed, time.Since(start))
+	}
+}
+
+// TestLoopDrain: on shutdown an idle keep-alive connection is closed, a
+// request in flight is answered with "Connection: close", and the node
+// stops once it is out.
+func TestLoopDrain(t *testing.T) {
+	t.Setenv(EngineEnv, EngineLoop)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	t.Cleanup(up.Close)
+	n := New(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
+	rules := fmt.Sprintf("namespace: loop\nroutes:\n  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}\n", up.URL)
+	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := n.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx, ls) }()
+	addr := ls.Traffic.Addr().String()
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	ibr := bufio.NewReader(idle)
+	readAnswers(t, ibr, 1)
+
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_ = busy.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond) // the request reaches the upstream
+	cancel()
+	if _, err := ibr.ReadByte(); err != io.EOF {
+		t.Fatalf("the idle connection: %v, want it closed", err)
+	}
+	close(release)
+	r := readAnswers(t, bufio.NewReader(busy), 1)[0]
+	if bodyOf(r) != "done" || !r.Close {
+		t.Fatalf("in flight: %q, close %v", bodyOf(r), r.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+}
