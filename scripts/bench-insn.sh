@@ -46,8 +46,10 @@ measure() {
 	local name=$1 vg out f total
 	shift
 	# Go's asynchronous preemption signals confuse callgrind's signal
-	# handling; cooperative preemption alone is enough for a proxy.
-	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$@" \
+	# handling; cooperative preemption alone is enough for a proxy. And
+	# valgrind cannot run RDTSCP, which Go's runtime uses where the CPU
+	# (as valgrind reports it) has it (AMD EPYC machines): off.
+	GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off valgrind --tool=callgrind --callgrind-out-file="$work/cg.$name.%p" "$@" \
 		>"$work/$name.log" 2>&1 &
 	vg=$!
 	pids+=($vg)
@@ -56,7 +58,7 @@ measure() {
 	h2load --h1 -n "$WARM" -c 8 "http://127.0.0.1:$PX/" >/dev/null 2>&1
 	callgrind_control -z "$vg" >/dev/null 2>&1
 	out=$(h2load --h1 -n "$REQUESTS" -c 8 "http://127.0.0.1:$PX/" 2>&1)
-	grep -q "$REQUESTS succeeded" <<<"$out" || die "$name: not every request succeeded: $out"
+	grep -q "$REQUESTS succeeded" <<<"$out" || die "$name: not every request succeeded: $out; log: $(grep -v "^==" "$work/$name.log" | head -12)"
 	callgrind_control -d "$vg" >/dev/null 2>&1
 	f=""
 	for _ in $(seq 50); do
@@ -67,7 +69,22 @@ measure() {
 	wait "$vg" 2>/dev/null || true
 	total=$(awk '/^totals:/{print $2; exit}' "$f")
 	insn[$name]=$((total / REQUESTS))
-	printf '%-10s %9d instructions per request\n' "$name" "${insn[$name]}"
+	# Heap allocations: the calls of Go's allocator (runtime.mallocgc), in
+	# callgrind's call records (cfn= names the callee, calls= follows).
+	allocs=$(awk '
+		/^fn=/ { next }
+		/^cfn=/ {
+			id = $1; sub(/^cfn=/, "", id); name = $0; sub(/^cfn=\([0-9]+\) ?/, "", name)
+			if (name != "") names[id] = name
+			callee = names[id]
+			if (callee == "" && match($0, /\([0-9]+\)/)) callee = names[substr($0, RSTART, RLENGTH)]
+			next
+		}
+		/^calls=/ { if (callee == "runtime.mallocgc") { split($1, c, "="); n += c[2] } callee = ""; next }
+		END { print n + 0 }' "$f")
+	printf '%-10s %9d instructions per request' "$name" "${insn[$name]}"
+	if [ "$allocs" -gt 0 ] || [ "$name" != nginx ]; then printf ', %d heap allocations in %d requests' "$allocs" "$REQUESTS"; fi
+	echo
 }
 
 say "callgrind: $REQUESTS keep-alive requests after $WARM warm-up (h2load --h1 -c 8), each proxy alone"
