@@ -17,7 +17,7 @@ ensure_pkg wrk wrk
 ensure_pkg nginx nginx-light
 ensure_pkg perf linux-perf
 [ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
-perf list 2>/dev/null | grep -q 'raw_syscalls:sys_enter' || die "perf has no syscall tracepoints here (run as root, or lower kernel.perf_event_paranoid)"
+perf list tracepoint 2>/dev/null | grep 'raw_syscalls:sys_enter' >/dev/null || die "perf has no syscall tracepoints here (run as root, or lower kernel.perf_event_paranoid)"
 
 SECS=${DURATION:-5}
 SECS=${SECS%s}
