@@ -169,5 +169,5 @@ func TestDatabaseOutage(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.anon().must(http.StatusOK, "GET", "/readyz", nil)
+	e.waitReady()
 }

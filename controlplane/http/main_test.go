@@ -207,6 +207,25 @@ func (e *env) anon() *client {
 	return &client{t: e.t, e: e, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
 }
 
+// waitReady waits for /readyz to answer 200. Its checks give each
+// dependency a second, which etcd under the race detector on a busy
+// machine sometimes misses; readiness is expected to come back.
+func (e *env) waitReady() {
+	e.t.Helper()
+	c := e.anon()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := c.do("GET", "/readyz", nil)
+		if r.status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("GET /readyz: status %d, want 200: %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // do sends a request; body is JSON-encoded unless it is []byte or string.
 // hdr are "Name: value" pairs.
 func (c *client) do(method, path string, body any, hdr ...string) *resp {

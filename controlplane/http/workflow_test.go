@@ -126,7 +126,7 @@ func TestWorkflow(t *testing.T) {
 			t.Errorf("metrics lack %s", name)
 		}
 	}
-	e.anon().must(http.StatusOK, "GET", "/readyz", nil)
+	e.waitReady()
 	e.anon().must(http.StatusOK, "GET", "/healthz", nil)
 	e.anon().must(http.StatusOK, "GET", "/", nil)
 	// Logout ends the session.
