@@ -51,6 +51,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/gateway"
+	"github.com/sluicegw/sluice/dataplane/internal/logq"
 	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -250,7 +251,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	m := metrics.New()
+	// Log lines go through a queue: a stuck stderr (a collector that
+	// stopped reading the pipe) drops and counts lines instead of stalling
+	// the event loops that log decisions.
+	logOut := logq.New(stderr, 0, m.LogsDropped.Inc)
+	defer logOut.Close(2 * time.Second)
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 	trusted, err := parseCIDRs(o.trustedProxies)
 	if err != nil {
@@ -258,7 +265,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	warnBroadProxies(log, trusted)
 
-	m := metrics.New()
 	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
 	stores := map[string]func() any{}
 	var etcd *etcdDeps
