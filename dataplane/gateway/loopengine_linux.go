@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -242,6 +243,10 @@ type loopClient struct {
 	first   bool // no request yet: the h2c preface may come
 	closing bool // the answer said close: the connection ends once it is out
 	uri     fasthttp.URI
+	// writeBound bounds the client's taking of the answer under way: the
+	// route's writeTimeout for a forwarded answer, as the fasthttp engine
+	// bounds its body; api.DefaultWriteTimeout for the gateway's own.
+	writeBound time.Duration
 }
 
 // Readable reads and serves what the connection brings, unless a request
@@ -481,6 +486,7 @@ var loopCtxs = sync.Pool{New: func() any { return new(fasthttp.RequestCtx) }}
 
 // recycle readies the connection's context for the next request.
 func (cl *loopClient) recycle() {
+	cl.writeBound = 0
 	ctx := cl.ctx
 	ctx.Request.Reset()
 	ctx.Response.Reset()
@@ -489,6 +495,7 @@ func (cl *loopClient) recycle() {
 
 // Forward starts the exchange on the connection's loop (snapshot.LoopConn).
 func (cl *loopClient) Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match) {
+	cl.writeBound = u.WriteTimeout()
 	u.ForwardLoop(cl.ls.l, x, ctx, fr, m)
 }
 
@@ -540,6 +547,7 @@ func (cl *loopClient) respond() {
 	if cap(out) <= 64<<10 {
 		cl.ls.out = out[:0]
 	}
+	bound := cmp.Or(cl.writeBound, api.DefaultWriteTimeout)
 	cl.recycle()
 	now := cl.ls.l.Now()
 	switch {
@@ -550,12 +558,12 @@ func (cl *loopClient) respond() {
 		if cl.c.Pending() == 0 {
 			cl.shutdown()
 		} else {
-			cl.c.SetDeadline(now + int64(api.DefaultWriteTimeout))
+			cl.c.SetDeadline(now + int64(bound))
 		}
 	case cl.c.Pending() > 0:
 		// The client is slow to take it: bounded as the fasthttp engine
-		// bounds a response write.
-		cl.c.SetDeadline(now + int64(api.DefaultWriteTimeout))
+		// bounds a response body's write.
+		cl.c.SetDeadline(now + int64(bound))
 	default:
 		cl.c.SetDeadline(now + int64(IdleTimeout))
 	}

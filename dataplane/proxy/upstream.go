@@ -223,6 +223,10 @@ func (u *Upstream) Targets() []string {
 // Timeout returns the bound on one whole exchange with the upstream.
 func (u *Upstream) Timeout() time.Duration { return u.timeout }
 
+// WriteTimeout returns the route's bound on one write of its answer to the
+// client (writeTimeout, api.DefaultWriteTimeout when the rules leave it).
+func (u *Upstream) WriteTimeout() time.Duration { return u.writeTimeout }
+
 // GuardBody bounds the wait for r's body before the gateway reads any of it,
 // for answers the gateway writes itself (429, 503): net/http reads an unread
 // HTTP/1 body of up to 256 KiB before it sends such an answer, and without a
