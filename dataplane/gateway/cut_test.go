@@ -113,13 +113,16 @@ breakers:
 	}
 }
 
-// TestClientStopsTakingBody: on both HTTP/1.1 engines a client that stops
-// reading a streamed body until the route's writeTimeout passes is the
-// client gone (recorded 499), not a failure of the upstream's: the breaker
-// stays closed.
+// TestClientStopsTakingBody: on every engine a client that stops reading a
+// streamed body until the route's writeTimeout passes is the client gone
+// (recorded 499), not a failure of the upstream's: the breaker stays
+// closed. So from an HTTP/1.1 target and from an h2c one (on the fasthttp
+// engine, through the net/http bridge), within a few seconds: the route's
+// writeTimeout (300ms) bounds the stalled write, not the engine's default
+// (10s).
 func TestClientStopsTakingBody(t *testing.T) {
 	chunk := strings.Repeat("x", 64<<10)
-	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		for r.Context().Err() == nil {
 			if _, err := io.WriteString(w, chunk); err != nil {
@@ -128,51 +131,125 @@ func TestClientStopsTakingBody(t *testing.T) {
 			_ = rc.Flush()
 		}
 	})
+	up := newPlainUpstream(t, stream)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2c := &http.Server{Handler: stream, Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = h2c.Serve(ln) }()
+	t.Cleanup(func() { h2c.Close() })
 	rules := fmt.Sprintf(`namespace: stop
 routes:
-  - {id: api, match: {pathPrefix: /}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
+  - {id: api, match: {pathPrefix: /api/}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
+  - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {writeTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
 breakers:
   - id: api-breaker
-    routes: [api]
+    routes: [api, h2c]
     window: 10s
     minRequests: 1
     errorRatio: 0.5
     openFor: 10s
-`, up)
+`, up, ln.Addr())
+	for _, engine := range testEngines() {
+		for _, route := range []string{"api", "h2c"} {
+			t.Run(engine+"/"+route, func(t *testing.T) {
+				t.Setenv(EngineEnv, engine)
+				n, base, adminURL := MustStart(t, rules)
+				c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.WriteString(c, "GET /"+route+"/stream HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+					t.Fatal(err)
+				}
+				// Stop reading: the gateway's writes stall, then fail.
+				gone := n.metrics.Requests.WithLabelValues(route, "499")
+				stopped := time.Now()
+				deadline := stopped.Add(5 * time.Second) // half the engines' default
+				for testutil.ToFloat64(gone) == 0 {
+					if time.Now().After(deadline) {
+						mfs, _ := n.metrics.Registry.Gather()
+						for _, mf := range mfs {
+							if mf.GetName() == "sluice_requests_total" {
+								t.Logf("%v", mf.GetMetric())
+							}
+						}
+						t.Fatal("the stalled client was not recorded as gone (499) within 5s: writeTimeout 300ms")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				t.Logf("recorded gone %v after the client stopped reading", time.Since(stopped).Round(time.Millisecond))
+				var st struct {
+					Breakers []struct{ Rule, Route, State string }
+				}
+				adminJSON(t, adminURL+"/breakers", &st)
+				for _, b := range st.Breakers {
+					if b.State != "closed" {
+						t.Fatalf("breakers %+v, want closed", st)
+					}
+				}
+				if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues(route, "200")); got != 0 {
+					t.Fatalf("recorded as 200 %v times", got)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamQuietLongerThanWriteTimeout: writeTimeout bounds a write that
+// makes no progress, not the wait for the upstream's next bytes nor the
+// whole answer. An event stream quiet for longer than its route's
+// writeTimeout (a server-sent events connection between events) reaches a
+// reading client whole on every engine, from an HTTP/1.1 target and from
+// an h2c one (on the fasthttp engine, through the net/http bridge).
+func TestStreamQuietLongerThanWriteTimeout(t *testing.T) {
+	sse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(time.Second) // quiet: over 3× writeTimeout
+			}
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			_ = rc.Flush()
+		}
+	})
+	plain := newPlainUpstream(t, sse)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2c := &http.Server{Handler: sse, Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = h2c.Serve(ln) }()
+	t.Cleanup(func() { h2c.Close() })
+	rules := fmt.Sprintf(`namespace: quiet
+routes:
+  - {id: plain, match: {pathPrefix: /plain/}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
+  - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {writeTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
+`, plain, ln.Addr())
 	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Setenv(EngineEnv, engine)
-			n, base, adminURL := MustStart(t, rules)
-			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-			if _, err := io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
-				t.Fatal(err)
-			}
-			// Stop reading: the gateway's writes stall, then fail.
-			gone := n.metrics.Requests.WithLabelValues("api", "499")
-			deadline := time.Now().Add(15 * time.Second)
-			for testutil.ToFloat64(gone) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the stalled client was never recorded as gone (499)")
+			_, base, _ := MustStart(t, rules)
+			client := &http.Client{Timeout: 20 * time.Second}
+			for _, path := range []string{"/plain/events", "/h2c/events"} {
+				resp, err := client.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			var st struct {
-				Breakers []struct{ Rule, State string }
-			}
-			adminJSON(t, adminURL+"/breakers", &st)
-			if len(st.Breakers) != 1 || st.Breakers[0].State != "closed" {
-				t.Fatalf("breakers %+v, want closed", st)
-			}
-			if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "200")); got != 0 {
-				t.Fatalf("recorded as 200 %v times", got)
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(got) != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
+					t.Fatalf("%s: stream %q, %v; want the three events whole", path, got, err)
+				}
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -102,6 +103,9 @@ func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	t.upgrade = up
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		// The HTTP/2 server sets its own deadlines: none of the engine's
+		// (WriteTimeout's, on the answer it did not write) may stay.
+		_ = c.SetDeadline(time.Time{})
 		// The engine closes c when this returns: hold it for the session,
 		// which the dispatcher serves (serveUpgraded).
 		up.conn <- c

@@ -94,7 +94,11 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		ConnState:      fastState,
 		// The header's bound; bodies are bounded per route as they are
 		// forwarded (bodyTimeout, writeTimeout).
-		ReadTimeout:                  ReadHeaderTimeout,
+		ReadTimeout: ReadHeaderTimeout,
+		// The bound on writing an answer to a client that does not take
+		// it: the gateway's own answers; a forwarded one has the route's
+		// writeTimeout (proxy.Upstream.ForwardFast sets it).
+		WriteTimeout:                 api.DefaultWriteTimeout,
 		IdleTimeout:                  IdleTimeout,
 		ReadBufferSize:               proxy.MaxHeaderBytes,
 		StreamRequestBody:            true,

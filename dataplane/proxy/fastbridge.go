@@ -135,7 +135,8 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 	if fr.Release != nil {
 		release = fr.Release.TakeRelease()
 	}
-	br := &bridgeReader{PipeReader: pr, done: done, body: body, release: release}
+	br := &bridgeReader{PipeReader: pr, done: done, body: body, release: release,
+		cw: clientWrites{conn: ctx.Conn(), timeout: u.writeTimeout}}
 	if trailers && cl < 0 {
 		br.w, br.trailer = bw, &out.Header
 	}
@@ -225,6 +226,7 @@ type bridgeReader struct {
 	// trailer section, which the engine writes after the body).
 	w       *bridgeWriter
 	trailer *fasthttp.ResponseHeader
+	cw      clientWrites // the route's writeTimeout on the client's writes
 }
 
 // Read reads the pipe; at its io.EOF, the trailers are added. The pipe
@@ -233,6 +235,9 @@ type bridgeReader struct {
 // holds the trailers' final values, and nothing writes it any more.
 func (r *bridgeReader) Read(p []byte) (int, error) {
 	n, err := r.PipeReader.Read(p)
+	if n > 0 {
+		r.cw.progress()
+	}
 	if err == io.EOF && r.trailer != nil {
 		addBridgedTrailers(r.trailer, r.w.h)
 		r.trailer = nil
@@ -259,6 +264,7 @@ func addBridgedTrailers(out *fasthttp.ResponseHeader, h http.Header) {
 
 func (r *bridgeReader) Close() error {
 	_ = r.PipeReader.Close()
+	r.cw.end()
 	o := <-r.done
 	r.body.Close()
 	if r.release != nil {

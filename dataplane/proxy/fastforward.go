@@ -270,6 +270,12 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 			"timeout", o.Timeout, "err", err)
 		return o
 	}
+	if s == nil {
+		// A whole answer: the engine writes it after the handler, bounded
+		// by the route's writeTimeout (a streamed one, by fastRespBody as
+		// it goes), not by the engine's default.
+		_ = ctx.SetWriteDeadline(time.Now().Add(u.writeTimeout))
+	}
 	return u.relayFast(w, ctx, fr, s, clientClose, start)
 }
 
@@ -312,7 +318,7 @@ func (u *Upstream) relayFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr
 		cl = -1
 	}
 	rb := fastRespBodies.Get().(*fastRespBody)
-	rb.s, rb.cl, rb.conn, rb.timeout = s, cl, ctx.Conn(), u.writeTimeout
+	rb.s, rb.cl, rb.w = s, cl, clientWrites{conn: ctx.Conn(), timeout: u.writeTimeout}
 	rb.bal, rb.ti, rb.status = fr.bal, fr.ti, status
 	if trailers {
 		rb.trailer = &out.Header
@@ -704,17 +710,15 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 }
 
 // fastRespBody is the upstream's response body as the engine writes it to
-// the client: each read first renews the client connection's write deadline
-// (writeTimeout, at most every quarter of it), and Close (called by the
+// the client: each read that brings bytes renews the client connection's
+// write deadline (clientWrites), and Close (called by the
 // engine when the response is done) returns the upstream connection to its
 // pool, or closes it when the body was not read to its end, and reports how
 // the body ended to release (FastRequest.Release).
 type fastRespBody struct {
 	s       *fastStream // the upstream's body (doInto's), closed with it
 	cl      int         // its length, -1 for unknown
-	conn    net.Conn
-	timeout time.Duration
-	last    time.Time
+	w       clientWrites
 	release func(end error) // FastRequest.Release, when taken
 	bal     *balancer       // reported to when the body ends, when not nil,
 	ti      int             // for this target,
@@ -728,16 +732,45 @@ type fastRespBody struct {
 	trailer *fasthttp.ResponseHeader
 }
 
+// clientWrites bounds the writes of an answer's body to the client by the
+// route's writeTimeout: each read that brings bytes (progress) moves the
+// connection's write deadline to now + timeout, at most every quarter of
+// it, for the write that follows. The wait for the upstream's next bytes (a
+// quiet event stream) is not the client's to bound, nor is the whole
+// answer's length; a write that makes no progress for between 3/4 and all
+// of timeout fails.
+type clientWrites struct {
+	conn    net.Conn
+	timeout time.Duration
+	last    time.Time
+}
+
+func (c *clientWrites) progress() {
+	if c.timeout <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(c.last) >= c.timeout/4 {
+		_ = c.conn.SetWriteDeadline(now.Add(c.timeout))
+		c.last = now
+	}
+}
+
+// end clears the deadline progress set: the connection's next request
+// starts without this one's (the engine sets its own, WriteTimeout, per
+// answer).
+func (c *clientWrites) end() {
+	if !c.last.IsZero() {
+		_ = c.conn.SetWriteDeadline(time.Time{})
+	}
+}
+
 var fastRespBodies = sync.Pool{New: func() any { return new(fastRespBody) }}
 
 func (b *fastRespBody) Read(p []byte) (int, error) {
-	if b.timeout > 0 {
-		if now := time.Now(); now.Sub(b.last) >= b.timeout/4 {
-			_ = b.conn.SetWriteDeadline(now.Add(b.timeout))
-			b.last = now
-		}
-	}
 	n, err := b.s.Read(p)
+	if n > 0 {
+		b.w.progress()
+	}
 	b.n += n
 	switch {
 	case err == io.EOF:
@@ -791,11 +824,7 @@ func (b *fastRespBody) Close() error {
 		end = ErrClientStopped
 	}
 	err := b.s.Close()
-	if !b.last.IsZero() {
-		// The connection's next request starts without this one's
-		// deadline (the engine sets none of its own).
-		_ = b.conn.SetWriteDeadline(time.Time{})
-	}
+	b.w.end()
 	if b.bal != nil {
 		// The exchange is over: a body the upstream cut off is a failure,
 		// one the client stopped taking no fault of the target's.

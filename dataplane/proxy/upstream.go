@@ -330,8 +330,10 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	case rec.bodyStalled:
 		// The client's body stalled (answered 408 by errorHandler).
 		o.ClientGone, o.Status, o.Err, o.Timeout = true, http.StatusRequestTimeout, nil, false
-	case rec.writeFailed && (o.Err != nil || aborted):
+	case rec.writeFailed:
 		// The client did not take the response (writeTimeout, or gone).
+		// (ReverseProxy aborts then under a net/http server; on the
+		// fasthttp engine's bridge, which is none, it just returns.)
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
 	case rec.parent.Err() != nil && !o.Timeout && (o.Err != nil || aborted):
 		o.ClientGone, o.Status, o.Err = true, StatusClientClosed, nil
