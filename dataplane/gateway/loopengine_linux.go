@@ -237,8 +237,10 @@ type loopClient struct {
 	scanned int   // how much of the pending request headerEnds searched
 	since   int64 // when the pending request's first bytes came
 	// bound is how long the pending request may take to arrive whole,
-	// from since: the header's bound, or the body's once the header is in.
+	// from since: the header's bound, or the body's once the header is in
+	// (inBody), when since moves on with each read that brings more.
 	bound   time.Duration
+	inBody  bool
 	busy    bool // a request is being forwarded
 	first   bool // no request yet: the h2c preface may come
 	closing bool // the answer said close: the connection ends once it is out
@@ -325,6 +327,11 @@ func (cl *loopClient) serve() {
 			if !cl.readMore() {
 				return
 			}
+			if cl.inBody {
+				// The body's bound is on its progress, as on the
+				// other engines (the header's is on the whole header).
+				cl.since = ls.l.Now()
+			}
 			continue
 		}
 		// Keep what follows the request (pipelined), if anything.
@@ -400,7 +407,7 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 			cl.respond()
 			return -1, true
 		}
-		cl.bound = ReadHeaderTimeout
+		cl.bound, cl.inBody = ReadHeaderTimeout, false
 		return 0, false
 	}
 	if err == nil {
@@ -438,13 +445,13 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 				cl.handOver(data, metrics.HandoffExpect) // the client waits for 100 Continue
 				return -1, true
 			}
-			cl.bound = cl.bodyBound()
+			cl.bound, cl.inBody = cl.bodyBound(), true
 			return 0, false
 		}
 		ctx.Request.SetBody(data[n : n+int(bodyLen)])
 		n += int(bodyLen)
 	}
-	cl.scanned = 0
+	cl.scanned, cl.inBody = 0, false
 	ctx.Request.SetURI(&cl.uri)
 	var res snapshot.LoopResult
 	if s := cl.ls.e.n.fastPrelude(ctx, status, why, seen); s != nil {

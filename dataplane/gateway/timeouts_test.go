@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -231,25 +232,43 @@ func TestStalledBodyTimeouts(t *testing.T) {
 	}
 	up.Start()
 	t.Cleanup(up.Close)
+	// The same upstream over h2c: on the fasthttp engine, reached through
+	// the net/http bridge (Forward), whose connections are multiplexed, not
+	// closed per request.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2c := &http.Server{Handler: up.Config.Handler, Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = h2c.Serve(ln) }()
+	t.Cleanup(func() { h2c.Close() })
 	for _, tc := range []struct {
 		desc                 string
 		engine               string
 		timeout, bodyTimeout string
 		status               int
 		detail               string
+		h2c                  bool
 	}{
 		{desc: "nethttp, route timeout first", engine: EngineNetHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
 		{desc: "nethttp, body timeout first", engine: EngineNetHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
 		{desc: "fasthttp, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
 		{desc: "fasthttp, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
+		{desc: "fasthttp bridge to h2c, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms", h2c: true},
+		{desc: "fasthttp bridge to h2c, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms", h2c: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
+			target := up.URL
+			if tc.h2c {
+				target = "h2c://" + ln.Addr().String()
+			}
 			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: stall
 routes:
   - id: upload
     match: {pathPrefix: /}
     upstream: {targets: [{url: %q}], timeout: %s, bodyTimeout: %s}
-`, up.URL, tc.timeout, tc.bodyTimeout), Config{HTTP1Engine: tc.engine})
+`, target, tc.timeout, tc.bodyTimeout), Config{HTTP1Engine: tc.engine})
 			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 			if err != nil {
 				t.Fatal(err)
@@ -281,11 +300,72 @@ routes:
 			if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 				t.Errorf("client connection after the answer: read %d, %v; want it closed", n, err)
 			}
-			for deadline := time.Now().Add(2 * time.Second); closed.Load() < opened.Load(); {
+			for deadline := time.Now().Add(2 * time.Second); !tc.h2c && closed.Load() < opened.Load(); {
 				if time.Now().After(deadline) {
 					t.Fatalf("upstream connections: %d opened, %d closed", opened.Load(), closed.Load())
 				}
 				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestSlowMovingUpload: bodyTimeout bounds a body that stops, not one that
+// keeps moving. A client that sends its body in small parts 100ms apart,
+// for 1s in all, through a route whose bodyTimeout is 300ms, is forwarded
+// whole on every engine: to an HTTP/1.1 target and to an h2c one (on the
+// fasthttp engine through the net/http bridge), with a body the event loop
+// reads itself (under proxy.LoopBodyMax) and one it hands over.
+func TestSlowMovingUpload(t *testing.T) {
+	count := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %v", n, err)
+	})
+	plain := newPlainUpstream(t, count)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2c := &http.Server{Handler: count, Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = h2c.Serve(ln) }()
+	t.Cleanup(func() { h2c.Close() })
+	rules := fmt.Sprintf(`namespace: slow
+routes:
+  - {id: plain, match: {pathPrefix: /plain/}, upstream: {bodyTimeout: 300ms, targets: [{url: %q}]}}
+  - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {bodyTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
+`, plain, ln.Addr())
+	for _, engine := range testEngines() {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
+			for _, path := range []string{"/plain/", "/h2c/"} {
+				for _, first := range []int{8 << 10, 100 << 10} {
+					const parts, part = 10, 1000
+					pr, pw := io.Pipe()
+					go func() {
+						_, _ = pw.Write(bytes.Repeat([]byte("x"), first))
+						for range parts {
+							time.Sleep(100 * time.Millisecond)
+							_, _ = pw.Write(bytes.Repeat([]byte("y"), part))
+						}
+						pw.Close()
+					}()
+					req, err := http.NewRequest("POST", base+path+"up", pr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.ContentLength = int64(first + parts*part)
+					resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if want := fmt.Sprintf("%d <nil>", req.ContentLength); resp.StatusCode != 200 || string(body) != want {
+						t.Fatalf("%s, %d bytes 100ms apart: %d %s; want 200 %q", path, req.ContentLength, resp.StatusCode, body, want)
+					}
+				}
 			}
 		})
 	}

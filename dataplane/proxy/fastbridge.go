@@ -78,7 +78,13 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 	body := &bridgeBody{}
 	if r.ContentLength != 0 {
 		if bs := ctx.RequestBodyStream(); bs != nil {
-			body.r = bs
+			// Read on the transport's goroutine: the client's read
+			// deadline is renewed as the body moves (bodyTimeout), and
+			// never past the route's deadline, as on the engine's own
+			// path (fastReqBody), so that a slow but moving upload is not
+			// cut and a stalled one is answered 408, or 504 when the
+			// route's timeout comes first.
+			body.r = &fastReqBody{r: bs, conn: ctx.Conn(), timeout: u.bodyTimeout, due: start.Add(u.timeout)}
 		} else {
 			body.r = bytesReader(in, ctx.Request.Body())
 		}
@@ -226,7 +232,10 @@ type bridgeReader struct {
 	// trailer section, which the engine writes after the body).
 	w       *bridgeWriter
 	trailer *fasthttp.ResponseHeader
-	cw      clientWrites // the route's writeTimeout on the client's writes
+	// cw bounds the engine's writes to the client by the route's
+	// writeTimeout, renewed as the engine reads from the pipe (after the
+	// engine set its own deadline for the answer's header).
+	cw clientWrites
 }
 
 // Read reads the pipe; at its io.EOF, the trailers are added. The pipe

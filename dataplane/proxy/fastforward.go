@@ -490,6 +490,17 @@ var (
 	errFastSwitch = errors.New("the upstream switched protocols unasked")
 )
 
+// errRouteDeadline fails a read of the client's body that the route's
+// deadline (its timeout) ended: a timeout (net.Error), but not the client's
+// stall (os.ErrDeadlineExceeded, which bodyTimeout answers 408).
+type errRouteDeadline struct{}
+
+func (errRouteDeadline) Error() string {
+	return "the route's timeout passed while the request body was read"
+}
+func (errRouteDeadline) Timeout() bool   { return true }
+func (errRouteDeadline) Temporary() bool { return false }
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
@@ -699,7 +710,10 @@ func (b *fastReqBody) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		switch {
 		case isTimeout(err) && !b.due.IsZero() && !time.Now().Before(b.due):
-			// The route's deadline passed: its 504, not the client's 408.
+			// The route's deadline passed: its 504, not the client's 408
+			// (a timeout still, but not the client's read deadline, for
+			// the bridged Forward's bodyReader).
+			err = errRouteDeadline{}
 		case isTimeout(err):
 			b.timedOut = true
 		default:

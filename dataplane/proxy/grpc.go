@@ -228,11 +228,13 @@ func endGRPC(w http.ResponseWriter, timedOut bool) {
 // the gateway's stands for (see StatusRecorder).
 func (rec *recorder) RecordStatus(code int) { rec.status = code }
 
-// pastDue reports whether the gRPC deadline the upstream was given has
-// passed: an upstream that gives up on the call at that moment (a gRPC
-// server resets the stream when its deadline expires) fails because of the
-// deadline, as a timeout, even when the gateway's own timer has not fired
-// yet. It marks the exchange timed out when so.
+// pastDue reports whether the exchange's deadline (the route's timeout, or
+// the gRPC deadline the upstream was given) has passed: an exchange that
+// fails at that moment fails because of the deadline, as a timeout, even
+// when the gateway's own timer has not fired yet — a gRPC server resets the
+// stream when its deadline expires, and on the fasthttp engine's bridge the
+// client's body read stops at the route's deadline (fastReqBody). It marks
+// the exchange timed out when so.
 func (rec *recorder) pastDue() bool {
 	if rec.due.IsZero() || time.Now().Before(rec.due) {
 		return false

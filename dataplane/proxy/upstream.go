@@ -290,8 +290,9 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r.Header), false
 	if grpc {
 		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
-		rec.due, rec.clientDeadline = start.Add(timeout), clientDeadline
+		rec.clientDeadline = clientDeadline
 	}
+	rec.due = start.Add(timeout)
 	out := r.WithContext(ctx)
 	ou := *r.URL
 	u.setPath(&ou, t, m.Path)
@@ -481,7 +482,7 @@ type recorder struct {
 	bodyStalled  bool        // errorHandler answered 408: the client's body stalled
 	body         *bodyReader // the client's body, when it has one
 	bodyDetail   string
-	due          time.Time // gRPC: the deadline passed on to the upstream (see pastDue)
+	due          time.Time // the exchange's deadline: the route's timeout, or gRPC's passed on to the upstream (see pastDue)
 	// clientDeadline: gRPC, and due is the client's grpc-timeout, shorter
 	// than the route's timeout.
 	clientDeadline bool
