@@ -237,8 +237,8 @@ routes:
 `, plain, ln.Addr())
 	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			_, base, _ := MustStart(t, rules)
+			t.Parallel()
+			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
 			client := &http.Client{Timeout: 20 * time.Second}
 			for _, path := range []string{"/plain/events", "/h2c/events"} {
 				resp, err := client.Get(base + path)
