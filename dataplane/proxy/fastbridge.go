@@ -110,6 +110,15 @@ func (u *Upstream) forwardBridged(ctx *fasthttp.RequestCtx, fr FastRequest, m Ma
 		status = http.StatusOK
 	}
 	out.SetStatusCode(status)
+	if (status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout) && r.Body != http.NoBody {
+		// The client's body stalled, or the route's deadline ended its
+		// reading: wait for the transport's read in progress to end (it
+		// fails at once, past its deadline) and stop it, before the engine
+		// reads the body stream's state; the connection ends after the
+		// answer, its body half read.
+		body.Close()
+		ctx.SetConnectionClose()
+	}
 	// The header as WriteHeader saw it, which Forward no longer changes
 	// (it writes the trailers in a map of their own), or, when nothing was
 	// written, the one map, which Forward, returned, no longer changes.
