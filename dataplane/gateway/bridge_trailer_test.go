@@ -85,14 +85,7 @@ func bridgeTrailers(w http.ResponseWriter, r *http.Request) {
 // /h2c/ and /https/ to them.
 func bridgedTargets(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2c := &http.Server{Handler: http.HandlerFunc(bridgeTrailers), Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { h2c.Close() })
+	h2cAddr := newH2CUpstream(t, http.HandlerFunc(bridgeTrailers))
 
 	ca := testca.New(t, "bridge test CA")
 	tlsUp := httptest.NewUnstartedServer(http.HandlerFunc(bridgeTrailers))
@@ -105,7 +98,7 @@ func bridgedTargets(t *testing.T) string {
 routes:
   - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {stripPrefix: true, targets: [{url: "h2c://%s"}]}}
   - {id: https, match: {pathPrefix: /https/}, upstream: {stripPrefix: true, targets: [{url: %q}], tls: {ca: "%s"}}}
-`, ln.Addr(), tlsUp.URL, pem)
+`, h2cAddr, tlsUp.URL, pem)
 }
 
 // TestBridgedTrailers: an answer from an h2c or https:// target reaches an

@@ -132,14 +132,7 @@ func TestClientStopsTakingBody(t *testing.T) {
 		}
 	})
 	up := newPlainUpstream(t, stream)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2c := &http.Server{Handler: stream, Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { h2c.Close() })
+	h2cAddr := newH2CUpstream(t, stream)
 	rules := fmt.Sprintf(`namespace: stop
 routes:
   - {id: api, match: {pathPrefix: /api/}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
@@ -151,7 +144,7 @@ breakers:
     minRequests: 1
     errorRatio: 0.5
     openFor: 10s
-`, up, ln.Addr())
+`, up, h2cAddr)
 	for _, engine := range testEngines() {
 		for _, route := range []string{"api", "h2c"} {
 			t.Run(engine+"/"+route, func(t *testing.T) {
@@ -222,19 +215,12 @@ func TestStreamQuietLongerThanWriteTimeout(t *testing.T) {
 		}
 	})
 	plain := newPlainUpstream(t, sse)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2c := &http.Server{Handler: sse, Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { h2c.Close() })
+	h2cAddr := newH2CUpstream(t, sse)
 	rules := fmt.Sprintf(`namespace: quiet
 routes:
   - {id: plain, match: {pathPrefix: /plain/}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
   - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {writeTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
-`, plain, ln.Addr())
+`, plain, h2cAddr)
 	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()

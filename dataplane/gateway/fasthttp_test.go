@@ -163,27 +163,35 @@ func newPlainUpstream(tb testing.TB, f http.HandlerFunc) string {
 	return "http://" + ln.Addr().String()
 }
 
+// newH2CUpstream is an upstream serving h over h2c (HTTP/2 with prior
+// knowledge); it returns its address, for an "h2c://" target.
+func newH2CUpstream(tb testing.TB, h http.Handler) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
 // TestFastEngineH2CTarget: on the fasthttp engine an h2c target is reached
 // through net/http's HTTP/2 transport, the bodies streamed through.
 func TestFastEngineH2CTarget(t *testing.T) {
 	t.Setenv(EngineEnv, EngineFastHTTP)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := newH2CUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Proto", r.Proto)
 		w.Header().Set("X-Got-Id", r.Header.Get("X-Request-Id"))
 		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
-	}), Protocols: new(http.Protocols)}
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
+	}))
 	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: "h2c://%s"}]}}
-`, ln.Addr()))
+`, addr))
 	resp, err := http.Post(base+"/x/y", "text/plain", strings.NewReader("hello"))
 	if err != nil {
 		t.Fatal(err)

@@ -235,14 +235,7 @@ func TestStalledBodyTimeouts(t *testing.T) {
 	// The same upstream over h2c: on the fasthttp engine, reached through
 	// the net/http bridge (Forward), whose connections are multiplexed, not
 	// closed per request.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2c := &http.Server{Handler: up.Config.Handler, Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { h2c.Close() })
+	h2cAddr := newH2CUpstream(t, up.Config.Handler)
 	for _, tc := range []struct {
 		desc                 string
 		engine               string
@@ -261,7 +254,7 @@ func TestStalledBodyTimeouts(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			target := up.URL
 			if tc.h2c {
-				target = "h2c://" + ln.Addr().String()
+				target = "h2c://" + h2cAddr
 			}
 			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: stall
 routes:
@@ -322,19 +315,12 @@ func TestSlowMovingUpload(t *testing.T) {
 		fmt.Fprintf(w, "%d %v", n, err)
 	})
 	plain := newPlainUpstream(t, count)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2c := &http.Server{Handler: count, Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = h2c.Serve(ln) }()
-	t.Cleanup(func() { h2c.Close() })
+	h2cAddr := newH2CUpstream(t, count)
 	rules := fmt.Sprintf(`namespace: slow
 routes:
   - {id: plain, match: {pathPrefix: /plain/}, upstream: {bodyTimeout: 300ms, targets: [{url: %q}]}}
   - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {bodyTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
-`, plain, ln.Addr())
+`, plain, h2cAddr)
 	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
