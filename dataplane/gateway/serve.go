@@ -46,9 +46,11 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ProtoMajor == 1 {
-		// HTTP/1 write deadlines are the connection's: clear the one the
-		// previous request on it may have left (see proxy.Upstream.Forward).
-		_ = proxy.SetWriteDeadline(w, time.Time{})
+		// HTTP/1 write deadlines are the connection's: replace the one the
+		// previous request on it may have left with the bound of the
+		// gateway's own answers (404, 429, 503, ...), as the other engines
+		// bound theirs; proxy.Upstream.Forward sets the route's.
+		_ = proxy.SetWriteDeadline(w, time.Now().Add(api.DefaultWriteTimeout))
 		// Bound a body until the route's own bound applies (snapshot).
 		proxy.GuardBody(w, r, api.DefaultBodyTimeout)
 	}

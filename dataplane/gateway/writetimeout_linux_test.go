@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicegw/sluice/api"
 )
 
 // TestWriteTimeoutWholeAnswers: on every engine, an answer forwarded whole
@@ -99,6 +101,72 @@ routes:
 			}
 			if !tc.cut && got != asked {
 				t.Fatalf("%d of %d answers with the default writeTimeout (10s), after 3s", got, asked)
+			}
+		})
+	}
+}
+
+// TestWriteTimeoutOwnAnswers: the gateway's own answers (here 404s: no
+// route matches) wait for a client that takes nothing no longer than
+// api.DefaultWriteTimeout on every engine; the net/http engine cleared the
+// connection's write deadline for them and waited for ever. The client
+// pipelines more 404s than the sockets hold and reads nothing for longer
+// than the default: the gateway has given up by then, so fewer answers
+// come than were asked for.
+func TestWriteTimeoutOwnAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out api.DefaultWriteTimeout")
+	}
+	asked := 20000 // 404s of about 400 bytes: 8 MB
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 {
+			if most, err := strconv.Atoi(f[2]); err == nil {
+				asked = max(asked, 2*most/400+1000)
+			}
+		}
+	}
+	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP, EngineLoop} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			_, base, _ := MustStartConfig(t, `namespace: own
+routes:
+  - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: "http://127.0.0.1:9"}]}}
+`, Config{HTTP1Engine: engine})
+			d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				err := rc.Control(func(fd uintptr) {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+				})
+				return cmp.Or(err, serr)
+			}}
+			c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Written from a goroutine: the gateway stops reading once it
+			// cannot write, and the requests are more than its buffers.
+			go func() {
+				_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
+			}()
+			time.Sleep(api.DefaultWriteTimeout + 3*time.Second)
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReaderSize(c, 64<<10)
+			got := 0
+			for ; got < asked; got++ {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					break
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusNotFound {
+					break
+				}
+			}
+			t.Logf("%s: %d of %d answers", engine, got, asked)
+			if got == asked {
+				t.Fatalf("all %d answers came to a client that took nothing for %v: the gateway's own answers had no write deadline", asked, api.DefaultWriteTimeout+3*time.Second)
 			}
 		})
 	}

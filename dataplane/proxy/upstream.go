@@ -293,6 +293,13 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 		rec.clientDeadline = clientDeadline
 	}
 	rec.due = start.Add(timeout)
+	if r.ProtoMajor == 1 {
+		// The node bounds its own answers' writes (a connection-wide
+		// deadline); the wait for the upstream is the route's timeout's,
+		// and the answer's writes set writeTimeout as they go (a 1xx
+		// written late must not meet the node's old deadline).
+		_ = SetWriteDeadline(w, time.Time{})
+	}
 	out := r.WithContext(ctx)
 	ou := *r.URL
 	u.setPath(&ou, t, m.Path)
