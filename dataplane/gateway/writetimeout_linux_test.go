@@ -36,14 +36,7 @@ func TestWriteTimeoutWholeAnswers(t *testing.T) {
 	// More answers than the sockets can hold: twice the largest send
 	// buffer the kernel grows a socket to (tcp_wmem's maximum), and at
 	// least 800 (10 MB).
-	asked := 800
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 3 {
-			if most, err := strconv.Atoi(f[2]); err == nil {
-				asked = max(asked, 2*most/len(body)+100)
-			}
-		}
-	}
+	asked := max(800, 2*sendBufferMax()/len(body)+100)
 	for _, tc := range []struct {
 		engine, writeTimeout string
 		cut                  bool
@@ -62,14 +55,7 @@ routes:
   - {id: api, match: {pathPrefix: /}, upstream: {%stargets: [{url: %q}]}}
 `, wt, up), Config{HTTP1Engine: tc.engine})
 			addr := strings.TrimPrefix(base, "http://")
-			d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-				var serr error
-				err := rc.Control(func(fd uintptr) {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-				})
-				return cmp.Or(err, serr)
-			}}
-			c, err := d.Dial("tcp", addr)
+			c, err := dialSmallReceiver("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,20 +64,7 @@ routes:
 				t.Fatal(err)
 			}
 			time.Sleep(3 * time.Second)
-			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-			br := bufio.NewReaderSize(c, 64<<10)
-			got := 0
-			for ; got < asked; got++ {
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					break
-				}
-				n, err := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || n != int64(len(body)) {
-					break
-				}
-			}
+			got := countAnswers(c, asked, func(_ *http.Response, n int64) bool { return n == int64(len(body)) })
 			t.Logf("%s, writeTimeout %q: %d of %d answers", tc.engine, tc.writeTimeout, got, asked)
 			if h := handoffs(t, n); tc.engine == EngineLoop && len(h) != 0 {
 				t.Fatalf("hand-overs %v: the answers were to stay on the loop", h)
@@ -117,14 +90,7 @@ func TestWriteTimeoutOwnAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out api.DefaultWriteTimeout")
 	}
-	asked := 20000 // 404s of about 400 bytes: 8 MB
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 3 {
-			if most, err := strconv.Atoi(f[2]); err == nil {
-				asked = max(asked, 2*most/400+1000)
-			}
-		}
-	}
+	asked := max(20000, 2*sendBufferMax()/400+1000) // 404s of about 400 bytes
 	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP, EngineLoop} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
@@ -132,14 +98,7 @@ func TestWriteTimeoutOwnAnswers(t *testing.T) {
 routes:
   - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: "http://127.0.0.1:9"}]}}
 `, Config{HTTP1Engine: engine})
-			d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-				var serr error
-				err := rc.Control(func(fd uintptr) {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-				})
-				return cmp.Or(err, serr)
-			}}
-			c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			c, err := dialSmallReceiver("tcp", strings.TrimPrefix(base, "http://"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,24 +109,60 @@ routes:
 				_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
 			}()
 			time.Sleep(api.DefaultWriteTimeout + 3*time.Second)
-			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-			br := bufio.NewReaderSize(c, 64<<10)
-			got := 0
-			for ; got < asked; got++ {
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					break
-				}
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusNotFound {
-					break
-				}
-			}
+			got := countAnswers(c, asked, func(r *http.Response, _ int64) bool { return r.StatusCode == http.StatusNotFound })
 			t.Logf("%s: %d of %d answers", engine, got, asked)
 			if got == asked {
 				t.Fatalf("all %d answers came to a client that took nothing for %v: the gateway's own answers had no write deadline", asked, api.DefaultWriteTimeout+3*time.Second)
 			}
 		})
 	}
+}
+
+// sendBufferMax is the largest send buffer the kernel grows a TCP socket
+// to (tcp_wmem's maximum), or 0 when it cannot be read.
+func sendBufferMax() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0
+	}
+	most, _ := strconv.Atoi(f[2])
+	return most
+}
+
+// dialSmallReceiver dials addr with a 4 KiB receive buffer: a client whose
+// unread answers soon back up into the gateway's socket.
+func dialSmallReceiver(network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		return cmp.Or(err, serr)
+	}}
+	return d.Dial(network, addr)
+}
+
+// countAnswers reads up to asked answers from c (for at most 30s) and
+// returns how many came whole and passed ok, given each answer and its
+// body's length; it stops at the first that did not.
+func countAnswers(c net.Conn, asked int, ok func(*http.Response, int64) bool) int {
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReaderSize(c, 64<<10)
+	got := 0
+	for ; got < asked; got++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || !ok(resp, n) {
+			break
+		}
+	}
+	return got
 }
