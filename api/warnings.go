@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/textproto"
 	"net/url"
@@ -36,7 +37,8 @@ const (
 	WarnLimitRemoved           = "limit-removed"
 	WarnLimitShadowed          = "limit-shadowed" // switched to shadow: no longer rejects
 	WarnRouteRemoved           = "route-removed"
-	WarnClusterLimitAdded      = "cluster-limit-added" // every node needs Redis
+	WarnClusterLimitAdded      = "cluster-limit-added"    // every node needs Redis
+	WarnClassHeaderUntrusted   = "class-header-untrusted" // a class chosen by a header the client sends
 )
 
 // MinBreakerRequests is the smallest minRequests that Warnings does not
@@ -48,7 +50,8 @@ const MinBreakerRequests = 5
 // manual level 2 over every route, a breaker judging fewer than
 // MinBreakerRequests requests, an exempt CIDR covering every address, a
 // route that can never match, an upstream at a link-local or metadata
-// address, a cluster limit) and risks of the change (a limit's rate divided
+// address, a cluster limit, a class a client can choose by a header; a
+// rate of zero, except on an adaptive limit, which has none) and risks of the change (a limit's rate divided
 // or multiplied by 10 or more, a limit or route removed, a limit switched to
 // shadow, a degrade plan switched to manual level 2). Both should have been normalized or at least
 // validated; Warnings reads defaults where fields are zero. The result is
@@ -100,7 +103,7 @@ func Warnings(old, new *RuleSet) []Warning {
 		l := &new.Limits[i]
 		newLimits[l.ID] = true
 		p := "limits[" + l.ID + "]"
-		if l.Rate <= 0 {
+		if l.Rate <= 0 && l.Algorithm != Adaptive { // an adaptive limit has no rate: it follows latency
 			add(WarnLimitRateZero, p+".rate", "limit %s has a rate of %d: it rejects every request it applies to", l.ID, l.Rate)
 		}
 		for j, e := range l.Exempt {
@@ -143,6 +146,9 @@ func Warnings(old, new *RuleSet) []Warning {
 		}
 	}
 
+	// Classes chosen by what the client says.
+	classWarnings(new, add)
+
 	// Degrades.
 	oldDegrades := map[string]*Degrade{}
 	for i := range old.Degrades {
@@ -172,6 +178,46 @@ func Warnings(old, new *RuleSet) []Warning {
 		add(WarnDegradeAllRoutesLevel2, "degrades["+level2[0]+"].level", "manual level 2 (%s) covers every route: the gateway sheds all traffic", strings.Join(level2, ", "))
 	}
 	return w
+}
+
+// classWarnings flags the classes a client can put itself in by what it
+// sends: a class that matches headers (honoured only from --trusted-proxies;
+// a direct client's request is in the default class), and a class limited
+// to routes that clients choose by a header (route header matches are
+// honoured from anyone).
+func classWarnings(rs *RuleSet, add func(code, path, format string, args ...any)) {
+	var byHeader map[string][]string // route id → its match's header names
+	for _, r := range rs.Routes {
+		if len(r.Match.Headers) > 0 {
+			if byHeader == nil {
+				byHeader = map[string][]string{}
+			}
+			byHeader[r.ID] = slices.Sorted(maps.Keys(r.Match.Headers))
+		}
+	}
+	for _, c := range rs.Classes {
+		p := "classes[" + c.ID + "].match"
+		if len(c.Match.Headers) > 0 {
+			add(WarnClassHeaderUntrusted, p+".headers", "class %s matches the header(s) %s, which any client can send: it applies only to requests whose connection comes from --trusted-proxies (a proxy that sets or strips them); from any other peer the request is in the default class", c.ID, strings.Join(slices.Sorted(maps.Keys(c.Match.Headers)), ", "))
+		}
+		if len(c.Match.Routes) == 0 {
+			continue
+		}
+		chosen := true
+		for _, r := range c.Match.Routes {
+			if byHeader[r] == nil {
+				chosen = false
+				break
+			}
+		}
+		if chosen {
+			var hs []string
+			for _, r := range c.Match.Routes {
+				hs = append(hs, r+" ("+strings.Join(byHeader[r], ", ")+")")
+			}
+			add(WarnClassHeaderUntrusted, p+".routes", "class %s applies only on routes that clients choose by a header: %s; any client that sends it is in the class, trusted proxy or not", c.ID, strings.Join(hs, ", "))
+		}
+	}
 }
 
 func family(a netip.Addr) string {

@@ -150,6 +150,24 @@ func TestWarnings(t *testing.T) {
 		{desc: "rate ÷ 5", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 20 }},
 		{desc: "concurrency ÷ 10", mutate: func(rs *RuleSet) { rs.Limits[1].Rate = 10 }, want: []string{"limit-tightened limits[in-flight].rate"}},
 		{desc: "rate zero", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 0 }, want: []string{"limit-rate-zero limits[per-ip].rate"}},
+		{desc: "adaptive limits have no rate", noOld: true, mutate: func(rs *RuleSet) {
+			rs.Limits = append(rs.Limits, Limit{ID: "adaptive", Routes: []string{"orders"}, Algorithm: Adaptive},
+				Limit{ID: "adaptive-tuned", Algorithm: Adaptive, Adaptive: &AdaptiveSettings{MinLimit: 5, MaxLimit: 50}})
+		}},
+		{desc: "a limit switched to adaptive", mutate: func(rs *RuleSet) {
+			rs.Limits[1] = Limit{ID: "in-flight", Algorithm: Adaptive}
+		}},
+
+		// classes
+		{desc: "a class by header", mutate: func(rs *RuleSet) {
+			rs.Classes = []Class{{ID: "critical", Match: ClassMatch{Headers: map[string]string{"X-Priority": "critical"}}},
+				{ID: "writes", Match: ClassMatch{Methods: []string{"POST"}}}, {ID: "orders", Match: ClassMatch{Routes: []string{"orders"}}}}
+		}, want: []string{"class-header-untrusted classes[critical].match.headers"}, message: "only to requests whose connection comes from --trusted-proxies"},
+		{desc: "a class on routes chosen by header", mutate: func(rs *RuleSet) {
+			addRoute(rs, Route{ID: "canary", Match: Match{PathPrefix: "/api/orders", Headers: map[string]string{"X-Canary": "1"}}})
+			rs.Classes = []Class{{ID: "canary", Match: ClassMatch{Routes: []string{"canary"}}},
+				{ID: "mixed", Match: ClassMatch{Routes: []string{"canary", "orders"}}}}
+		}, want: []string{"class-header-untrusted classes[canary].match.routes"}, message: "canary (X-Canary)"},
 		{desc: "limit removed", mutate: func(rs *RuleSet) { rs.Limits = rs.Limits[1:] }, want: []string{"limit-removed limits[per-ip]"}},
 		{desc: "route removed", mutate: func(rs *RuleSet) { rs.Routes = rs.Routes[1:]; rs.Limits[0].Routes = nil; rs.Breakers = nil },
 			want: []string{"route-removed routes[orders]"}},

@@ -140,7 +140,7 @@ type fileGateway struct {
 	listen, admin string
 }
 
-func startStandalone(tb testing.TB, rules string) *fileGateway {
+func startStandalone(tb testing.TB, rules string, flags ...string) *fileGateway {
 	tb.Helper()
 	bins := mustBinaries(tb)
 	dir := tb.TempDir()
@@ -150,7 +150,7 @@ func startStandalone(tb testing.TB, rules string) *fileGateway {
 	}
 	g := &fileGateway{listen: freeAddr(tb), admin: freeAddr(tb)}
 	g.p = &proc{name: "sluice-gateway", bin: filepath.Join(bins, "sluice-gateway"), log: filepath.Join(dir, "gateway.log"),
-		args: []string{"--rules", file, "--listen", g.listen, "--admin", g.admin, "--shutdown-timeout", "2s", "--log-level", "warn"}}
+		args: append([]string{"--rules", file, "--listen", g.listen, "--admin", g.admin, "--shutdown-timeout", "2s", "--log-level", "warn"}, flags...)}
 	g.p.start(tb)
 	tb.Cleanup(func() {
 		g.p.stop(5 * time.Second)
@@ -364,7 +364,9 @@ func meanOf(xs []int64) float64 {
 // TestPriorityEndToEnd is issue 15's priority case: at 3× the upstream's
 // capacity, a concurrency limit at capacity with half of it reserved for
 // critical keeps critical at 99% success or better while batch absorbs the
-// shedding; metrics count decisions by class.
+// shedding; metrics count decisions by class. The load comes through
+// loopback, listed in --trusted-proxies: classes by header apply only to
+// requests from trusted proxies.
 func TestPriorityEndToEnd(t *testing.T) {
 	needLoadRun(t)
 	up := newQueueing(t, e2eWorkers, e2eService)
@@ -380,7 +382,7 @@ limits:
     algorithm: concurrency
     rate: %d
     reserve: {critical: 0.5}
-`, up.URL, e2eWorkers))
+`, up.URL, e2eWorkers), "--trusted-proxies", "127.0.0.1/32")
 	url := "http://" + g.listen + "/"
 	const d = 20 * time.Second
 	var crit, batch *openResult
