@@ -25,10 +25,20 @@ type Class struct {
 // ClassMatch says which requests a Class takes. Every field set must match;
 // the zero value matches every request. Header values are exact, names
 // ignore case, as in a route's Match.
+//
+// Routes and methods are what a request is, and match whoever sends it.
+// Headers are what a client claims: a class that matches headers matches
+// only requests whose connection comes from the gateway's
+// --trusted-proxies (a proxy the operator runs, which sets or strips them);
+// from any other peer it does not match, and the request goes on to the
+// next class or the default (the header is forwarded as sent). Warnings
+// flags such classes (WarnClassHeaderUntrusted).
 type ClassMatch struct {
 	// Routes lists route ids; empty means every route.
-	Routes  []string          `json:"routes,omitempty"`
-	Methods []string          `json:"methods,omitempty"`
+	Routes  []string `json:"routes,omitempty"`
+	Methods []string `json:"methods,omitempty"`
+	// Headers maps header names to exact values; honoured only from
+	// trusted proxies (see ClassMatch).
 	Headers map[string]string `json:"headers,omitempty"`
 }
 

@@ -52,6 +52,15 @@ func NewClasses(classes []api.Class) *Classes {
 
 // Classify returns the index of r's class on route routeID: the first class
 // whose every set condition holds, else 0 (default). It allocates nothing.
+//
+// A class that matches headers matches only a request from a trusted proxy
+// (v.TrustedPeer): a header is a claim any client can make (X-Priority:
+// critical), believed only when a proxy the operator runs sets or strips
+// it. From any other peer such a class does not match, whatever the
+// header says, and the request falls to the next class or the default (the
+// header is still forwarded as sent). Routes and methods are what the
+// request is, not what it claims, and match from anyone: a client that
+// sends POST gets POST's treatment from the upstream too.
 func (c *Classes) Classify(v *reqview.View, routeID string) int {
 	if c == nil {
 		return 0
@@ -59,6 +68,9 @@ func (c *Classes) Classify(v *reqview.View, routeID string) int {
 	for i := range c.cs {
 		m := &c.cs[i]
 		if m.routes != nil && !m.routes[routeID] {
+			continue
+		}
+		if len(m.headers) > 0 && !v.TrustedPeer {
 			continue
 		}
 		if len(m.methods) > 0 && !slices.Contains(m.methods, v.Method) {

@@ -35,21 +35,26 @@ func TestClassify(t *testing.T) {
 		return r
 	}
 	tests := []struct {
-		desc  string
-		r     *http.Request
-		route string
-		want  string
+		desc    string
+		r       *http.Request
+		trusted bool // the peer is a trusted proxy
+		route   string
+		want    string
 	}{
-		{"header match", req("GET", "critical"), "orders", "critical"},
-		{"first match wins", req("POST", "critical"), "orders", "critical"},
-		{"route and method", req("POST", ""), "orders", "batch"},
-		{"method on another route", req("POST", ""), "coupon", "default"},
-		{"header value differs", req("GET", "Critical"), "orders", "default"},
-		{"nothing matches", req("GET", ""), "orders", "default"},
+		{"header match", req("GET", "critical"), true, "orders", "critical"},
+		{"first match wins", req("POST", "critical"), true, "orders", "critical"},
+		{"route and method", req("POST", ""), true, "orders", "batch"},
+		{"method on another route", req("POST", ""), true, "coupon", "default"},
+		{"header value differs", req("GET", "Critical"), true, "orders", "default"},
+		{"nothing matches", req("GET", ""), true, "orders", "default"},
+		// Issue 26: a header is believed only from a trusted proxy.
+		{"header from a direct client", req("GET", "critical"), false, "orders", "default"},
+		{"header from a direct client, next class", req("POST", "critical"), false, "orders", "batch"},
+		{"route and method from a direct client", req("POST", ""), false, "orders", "batch"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := c.ID(c.Classify(viewOf(tc.r, RequestInfo{}), tc.route)); got != tc.want {
+			if got := c.ID(c.Classify(viewOf(tc.r, RequestInfo{TrustedPeer: tc.trusted}), tc.route)); got != tc.want {
 				t.Errorf("class %q, want %q", got, tc.want)
 			}
 		})
@@ -209,7 +214,7 @@ func TestClassAndVariantLabels(t *testing.T) {
 	run := func(user, prio string) bool {
 		r := req(user, prio)
 		in := info
-		in.Class = cls.Classify(viewOf(r, RequestInfo{}), "orders")
+		in.Class = cls.Classify(viewOf(r, RequestInfo{TrustedPeer: true}), "orders")
 		_, done, ok := admit(s, r, in)
 		if ok {
 			done()

@@ -317,6 +317,11 @@
 // The rule set's classes (api.Class, compiled by NewClasses) give each
 // request a class index (Classes.Classify: the first class that matches,
 // else 0, "default"), which the integrator passes as RequestInfo.Class. A
+// class that matches headers matches only a request whose peer is a trusted
+// proxy (reqview.View.TrustedPeer, RequestInfo.TrustedPeer, set where the
+// client address is computed): any client can send X-Priority: critical,
+// so from any other peer the header is ignored for the match (and still
+// forwarded). Routes and methods match from anyone. A
 // concurrency or adaptive limit with reserve splits its capacity C (for
 // adaptive, the current L) into a pool per reserved class, floor(share·C)
 // (at most 65,535; at most 4 reserved classes per limit), and an unreserved

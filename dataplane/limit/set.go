@@ -73,6 +73,9 @@ type RequestInfo struct {
 	// Class is the request's priority class index (Classes.Classify of the
 	// Options' Classes); 0 is the default class.
 	Class int
+	// TrustedPeer says the connection's peer is a trusted proxy
+	// (reqview.View.TrustedPeer): classes that match headers match only then.
+	TrustedPeer bool
 }
 
 // View returns the request view of r with info's route, client and request
@@ -80,6 +83,7 @@ type RequestInfo struct {
 func (info RequestInfo) View(r *http.Request) reqview.View {
 	v := reqview.FromRequest(r)
 	v.RouteID, v.ClientIP, v.RequestID, v.Class = info.RouteID, info.ClientIP, info.RequestID, info.Class
+	v.TrustedPeer = info.TrustedPeer
 	return v
 }
 

@@ -59,6 +59,11 @@ type View struct {
 	// ClientIP is the client address (the peer, or the X-Forwarded-For
 	// client of a trusted proxy; see api.ClientIP).
 	ClientIP netip.Addr
+	// TrustedPeer says the connection's peer is a trusted proxy (the
+	// gateway's --trusted-proxies): only then are X-Forwarded-For and the
+	// headers that choose a priority class (classes[].match.headers)
+	// believed. False in the zero View.
+	TrustedPeer bool
 	// RouteID is the matched route's id.
 	RouteID string
 	// RequestID is the request's X-Request-Id (the client's, or a new one).

@@ -28,7 +28,7 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids 
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
 	v := x.fill(ctx, ids)
-	v.ClientIP = s.fastClientIP(ctx, v)
+	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
 	s.Serve(x, v)
 	if x.done != nil { // not taken by a streamed body
 		x.done()
@@ -221,7 +221,7 @@ func indexByte(s string, c byte) int {
 }
 
 // fastClientIP is clientIP for the fasthttp engine.
-func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, v *reqview.View) netip.Addr {
+func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, v *reqview.View) (netip.Addr, bool) {
 	var a netip.Addr
 	switch ra := ctx.RemoteAddr().(type) {
 	case *net.TCPAddr:
@@ -232,9 +232,9 @@ func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, v *reqview.View) netip
 		}
 	}
 	if len(s.trusted) == 0 {
-		return a.Unmap()
+		return a.Unmap(), false
 	}
-	return api.ClientIP(a, v.Header().Values("X-Forwarded-For"), s.trusted)
+	return api.ClientIP(a, v.Header().Values("X-Forwarded-For"), s.trusted), s.trustedPeer(a)
 }
 
 func (x *fastExchange) Header() http.Header { return x.header }

@@ -46,7 +46,7 @@ func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopC
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.noUpgrade, x.loop = ctx, true, lc
 	v := x.fill(ctx, ids)
-	v.ClientIP = s.fastClientIP(ctx, v)
+	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
 	start := s.now()
 	m := s.router.MatchView(v)
 	if m.Route != nil && m.Invalid == "" {

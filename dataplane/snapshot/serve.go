@@ -47,7 +47,7 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := reqview.FromRequest(r)
 	v.RequestID = proxy.EnsureRequestID(w, r)
 	v.Trace = reqview.EnsureTrace(r.Header) // forwarded upstream with the request
-	v.ClientIP = s.clientIP(r)
+	v.ClientIP, v.TrustedPeer = s.clientIP(r)
 	x := exchanges.Get().(*httpExchange)
 	x.ResponseWriter, x.r = w, r
 	aborted := s.Serve(x, &v)
@@ -252,8 +252,9 @@ func (s *Snapshot) finish(rt *route, start, end int64, status int) {
 }
 
 // clientIP is the address limits and degrade key on: the peer, or the
-// X-Forwarded-For client when the peer is a trusted proxy.
-func (s *Snapshot) clientIP(r *http.Request) netip.Addr {
+// X-Forwarded-For client when the peer is a trusted proxy; and whether the
+// peer is one (reqview.View.TrustedPeer).
+func (s *Snapshot) clientIP(r *http.Request) (netip.Addr, bool) {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	var a netip.Addr
 	if err == nil {
@@ -262,9 +263,22 @@ func (s *Snapshot) clientIP(r *http.Request) netip.Addr {
 		a, _ = netip.ParseAddr(host)
 	}
 	if len(s.trusted) == 0 {
-		return a.Unmap()
+		return a.Unmap(), false
 	}
-	return api.ClientIP(a, r.Header.Values("X-Forwarded-For"), s.trusted)
+	return api.ClientIP(a, r.Header.Values("X-Forwarded-For"), s.trusted), s.trustedPeer(a)
+}
+
+// trustedPeer reports whether the connection's peer a is in the trusted
+// proxies (as api.ClientIP judges it: IPv4-mapped addresses as IPv4, zones
+// dropped).
+func (s *Snapshot) trustedPeer(a netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	for _, p := range s.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // statusClientClosed is the status recorded (never sent) for a client that

@@ -19,6 +19,13 @@ import (
 // MustCompile compiles rules (YAML) with the clock now.
 func MustCompile(tb testing.TB, rules string, now func() int64) *Snapshot {
 	tb.Helper()
+	return MustCompileOptions(tb, rules, Options{Now: now})
+}
+
+// MustCompileOptions compiles rules (YAML) with opts, whose Metrics and
+// Logger it fills.
+func MustCompileOptions(tb testing.TB, rules string, opts Options) *Snapshot {
+	tb.Helper()
 	rs, err := api.Decode([]byte(rules))
 	if err != nil {
 		tb.Fatal(err)
@@ -27,9 +34,8 @@ func MustCompile(tb testing.TB, rules string, now func() int64) *Snapshot {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := Compile(context.Background(), v, Meta{Version: 1}, nil, Options{
-		Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Now: now,
-	})
+	opts.Metrics, opts.Logger = metrics.New(), slog.New(slog.NewJSONHandler(io.Discard, nil))
+	s, err := Compile(context.Background(), v, Meta{Version: 1}, nil, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
