@@ -74,6 +74,8 @@ func TestValidateAdaptive(t *testing.T) {
 		{"healthCheck unhealthyAfter", func(rs *RuleSet) { rs.Routes[0].Upstream.HealthCheck.UnhealthyAfter = -1 }, "between 1 and 100", []string{"routes[0].upstream.healthCheck.unhealthyAfter"}},
 		{"outlier failures", func(rs *RuleSet) { rs.Routes[0].Upstream.Outlier.ConsecutiveFailures = -1 }, "between 1 and 10000", []string{"routes[0].upstream.outlier.consecutiveFailures"}},
 		{"outlier max below base", func(rs *RuleSet) { rs.Routes[0].Upstream.Outlier.MaxEjection = Duration(500 * time.Millisecond) }, "shorter than baseEjection", []string{"routes[0].upstream.outlier.maxEjection"}},
+		{"cookieDecoding unknown", func(rs *RuleSet) { rs.Limits[3].CookieDecoding = "url" }, "not one of percent, raw", []string{"limits[3].cookieDecoding"}},
+		{"cookieDecoding without a cookie part", func(rs *RuleSet) { rs.Limits[3].Key = []string{"ip"} }, "only to a key with a cookie: part", []string{"limits[3].cookieDecoding"}},
 		{"outlier ratio", func(rs *RuleSet) { rs.Routes[0].Upstream.Outlier.MaxEjectedRatio = 1.5 }, "(0, 1]", []string{"routes[0].upstream.outlier.maxEjectedRatio"}},
 	}
 	for _, tc := range tests {
@@ -156,5 +158,27 @@ func TestWithVariant(t *testing.T) {
 	got := ad.WithVariant(LimitVariant{Adaptive: &AdaptiveSettings{MaxLimit: 50}})
 	if *got.Adaptive != (AdaptiveSettings{MinLimit: 5, MaxLimit: 50}) || ad.Adaptive.MaxLimit != 100 {
 		t.Errorf("adaptive merge = %+v (base now %+v)", got.Adaptive, ad.Adaptive)
+	}
+}
+
+// TestNormalizeCookieDecoding: percent is the default and written as absent,
+// so a document that spells it out and one that omits it have one canonical
+// form (and checksum); raw is kept.
+func TestNormalizeCookieDecoding(t *testing.T) {
+	t.Parallel()
+	doc := func(decoding string) *RuleSet {
+		rs := MustDecode(t, MustReadFile(t, "adaptive.yaml"))
+		rs.Limits[3].CookieDecoding = CookieDecoding(decoding)
+		if err := rs.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	absent, percent, raw := doc("").Normalize(), doc("percent").Normalize(), doc("raw").Normalize()
+	if percent.Limits[3].CookieDecoding != "" || !bytes.Equal(absent.Canonical(), percent.Canonical()) {
+		t.Errorf("cookieDecoding: percent normalizes to %q; want it absent, with the canonical form of a document without it", percent.Limits[3].CookieDecoding)
+	}
+	if raw.Limits[3].CookieDecoding != CookieRaw || bytes.Equal(absent.Canonical(), raw.Canonical()) {
+		t.Errorf("cookieDecoding: raw normalizes to %q, or to the default's canonical form", raw.Limits[3].CookieDecoding)
 	}
 }

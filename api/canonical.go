@@ -24,10 +24,11 @@ func Normalizations() int64 { return normalizations.Load() }
 
 // Normalize returns a deep copy of rs with every default written out: periods,
 // bursts, keys, scopes, cluster modes, upstream timeouts, weights, reject
-// responses, breaker and degrade settings (except three fields that came after
+// responses, breaker and degrade settings (except fields that came after
 // versions were published and are written as absent when they hold their
 // default, so that older documents keep their checksums: limits' ipv6Prefix
-// (64) and upstreams' bodyTimeout, writeTimeout, protocol and tls); upper-case methods, lower-case hosts,
+// (64) and cookieDecoding (percent), and upstreams' bodyTimeout,
+// writeTimeout, protocol and tls); upper-case methods, lower-case hosts,
 // canonical header names (X-Canary), and JSON fallback bodies with sorted
 // keys. The same rules written with and without their defaults normalize to
 // the same value, and Normalize of a normalized rule set changes nothing. rs
@@ -85,6 +86,9 @@ func (rs *RuleSet) Normalize() *RuleSet {
 			// Added after versions were published: its default is written
 			// as absent, so that their checksums stay what they were.
 			l.IPv6Prefix = 0
+		}
+		if l.CookieDecoding == CookiePercent {
+			l.CookieDecoding = "" // the default, written as absent (as ipv6Prefix)
 		}
 		if l.Cost != nil && l.Cost.Header != "" {
 			l.Cost.Header = textproto.CanonicalMIMEHeaderKey(l.Cost.Header)

@@ -64,6 +64,7 @@ func enums() map[reflect.Type][]string {
 	add(reflect.TypeFor[StoreErrorPolicy](), reflect.ValueOf(StoreErrorPolicies))
 	add(reflect.TypeFor[DegradeMode](), reflect.ValueOf(DegradeModes))
 	add(reflect.TypeFor[UpstreamProtocol](), reflect.ValueOf(UpstreamProtocols))
+	add(reflect.TypeFor[CookieDecoding](), reflect.ValueOf(CookieDecodings))
 	return m
 }
 

@@ -203,8 +203,15 @@ type Limit struct {
 	// address would give it 2^64 identities. 0 means DefaultIPv6Prefix;
 	// IPv4 clients are keyed per address; exempt CIDRs still match the
 	// whole address.
-	IPv6Prefix int       `json:"ipv6Prefix,omitempty"`
-	Algorithm  Algorithm `json:"algorithm"`
+	IPv6Prefix int `json:"ipv6Prefix,omitempty"`
+	// CookieDecoding is how cookie:NAME key parts read the cookie's value:
+	// CookiePercent (the default, empty) percent-decoded as PHP and Express
+	// read it, so that every spelling of one value is one key; CookieRaw as
+	// sent, for upstreams that read it raw and take values a decoding
+	// upstream could read two ways (refused with 400 under CookiePercent).
+	// Only for a key with a cookie: part.
+	CookieDecoding CookieDecoding `json:"cookieDecoding,omitempty"`
+	Algorithm      Algorithm      `json:"algorithm"`
 	// Rate is the number of requests (or cost units) per Period; for the
 	// concurrency algorithm, the number in flight at once.
 	Rate   int64    `json:"rate"`
@@ -244,6 +251,18 @@ type Limit struct {
 	// limit's key) other settings (see LimitVariant).
 	Variants []LimitVariant `json:"variants,omitempty"`
 }
+
+// CookieDecoding says how a limit's cookie:NAME key parts read the value.
+type CookieDecoding string
+
+// The cookie decodings of a limit.
+const (
+	CookiePercent CookieDecoding = "percent" // %XX escapes decoded ("+" kept); the default
+	CookieRaw     CookieDecoding = "raw"     // the value as sent (less its double quotes)
+)
+
+// CookieDecodings lists every CookieDecoding.
+var CookieDecodings = []CookieDecoding{CookiePercent, CookieRaw}
 
 // DefaultIPv6Prefix is the prefix length IPv6 clients are keyed by in ip
 // key parts when a limit sets no ipv6Prefix.

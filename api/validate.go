@@ -524,6 +524,14 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 	if l.IPv6Prefix < 0 || l.IPv6Prefix > 128 {
 		v.add(p+".ipv6Prefix", "must be between 1 and 128 (0 means %d)", DefaultIPv6Prefix)
 	}
+	if d := l.CookieDecoding; d != "" {
+		switch {
+		case !slices.Contains(CookieDecodings, d):
+			v.add(p+".cookieDecoding", "%q is not one of percent, raw", d)
+		case !slices.ContainsFunc(l.Key, func(k string) bool { return strings.HasPrefix(k, "cookie:") }):
+			v.add(p+".cookieDecoding", "applies only to a key with a cookie: part")
+		}
+	}
 	if l.MaxDelay != 0 && l.Algorithm != LeakyBucket {
 		v.add(p+".maxDelay", "applies only to leaky_bucket")
 	}

@@ -26,6 +26,7 @@ const (
 	dimHeader
 	dimQuery
 	dimCookie
+	dimCookieRaw // a cookie part of a limit with cookieDecoding: raw
 )
 
 // dim is one key dimension of a limit.
@@ -83,12 +84,30 @@ func ParseKey(key []string, ipv6Prefix int) (Key, error) {
 	return ks, nil
 }
 
+// ParseLimitKey is ParseKey for limit l (normalized): its key over its
+// ipv6Prefix, with its cookie parts read raw when l's cookieDecoding is raw.
+func ParseLimitKey(l *api.Limit) (Key, error) {
+	ks, err := ParseKey(l.Key, l.IPv6Prefix)
+	if err != nil || l.CookieDecoding != api.CookieRaw {
+		return ks, err
+	}
+	for i := range ks.dims {
+		if ks.dims[i].kind == dimCookie {
+			ks.dims[i].kind = dimCookieRaw
+		}
+	}
+	return ks, nil
+}
+
 func (ks Key) String() string {
 	parts := make([]string, len(ks.dims))
 	for i, d := range ks.dims {
 		parts[i] = d.spec
-		if d.kind == dimIP {
+		switch d.kind {
+		case dimIP:
 			parts[i] += "/" + strconv.Itoa(d.bits) // keys over other prefixes hash apart
+		case dimCookieRaw:
+			parts[i] += "/raw" // and so do raw cookie values
 		}
 	}
 	return strings.Join(parts, ",")
@@ -98,8 +117,8 @@ func (ks Key) String() string {
 // present (an empty value is not). It reads through the view: the value a
 // key check kept, else the first occurrence (requests where that is
 // ambiguous are refused before any rule decides, see KeyCheck). It
-// allocates only for a percent-encoded query parameter the check did not
-// read.
+// allocates only for a percent-encoded query parameter or cookie the check
+// did not read.
 func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 	switch d.kind {
 	case dimIP:
@@ -116,6 +135,8 @@ func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 		return v.QueryPart(d.name)
 	case dimCookie:
 		return v.CookiePart(d.name)
+	case dimCookieRaw:
+		return v.RawCookiePart(d.name)
 	}
 	return "", true
 }
@@ -126,7 +147,8 @@ func HeaderPart(h http.Header, name string) (string, bool) { return reqview.Head
 // QueryPart is reqview.QueryPart: the value a query:NAME part reads.
 func QueryPart(rawQuery, name string) (string, bool) { return reqview.QueryPart(rawQuery, name) }
 
-// CookiePart is reqview.CookiePart: the value a cookie:NAME part reads.
+// CookiePart is reqview.CookiePart: the value a cookie:NAME part reads
+// (percent-decoded).
 func CookiePart(lines []string, name string) (string, bool) { return reqview.CookiePart(lines, name) }
 
 // ipText is the ip part of a key as text: an IPv4 client's address, an

@@ -53,8 +53,24 @@ type KeyCheck struct {
 	aliases []string // canonical spellings mapping to a header's CGI name, by index
 	aliasOf []int    // header index of each alias
 	scanAll bool     // too many aliases to list: scan the header names
-	cookies []string
+	cookies []cookieName
 	names   reqview.KeyNames // the names above, in the order the view records their values
+}
+
+// cookieName is a cookie a check reads, and where the view records its
+// value: dec percent-decoded (cookie parts of most keys), raw as sent
+// (limits with cookieDecoding: raw); each a slot index, or -1.
+type cookieName struct {
+	name     string
+	dec, raw int
+}
+
+// RuleKey is one rule's key as a KeyCheck reads it: its parts as written,
+// and whether its cookie parts are keyed raw (a limit with cookieDecoding:
+// raw; Key.RuleKey) rather than percent-decoded.
+type RuleKey struct {
+	Parts      []string
+	RawCookies bool
 }
 
 type queryName struct {
@@ -63,13 +79,25 @@ type queryName struct {
 }
 
 // NewKeyCheck returns the check of the query, header and cookie parts of
-// keys (each a limit's or degrade plan's key, as in the rule document), or
-// nil when none has such a part. Invalid parts are ignored (rule sets are
-// validated before they are compiled).
+// keys (each a limit's or degrade plan's key, as in the rule document; cookie
+// values percent-decoded), or nil when none has such a part. Invalid parts
+// are ignored (rule sets are validated before they are compiled).
 func NewKeyCheck(keys ...[]string) *KeyCheck {
+	rks := make([]RuleKey, len(keys))
+	for i, k := range keys {
+		rks[i].Parts = k
+	}
+	return NewKeyCheckOf(rks...)
+}
+
+// NewKeyCheckOf is NewKeyCheck over rule keys that say how their cookie
+// parts are read: a cookie that some key reads decoded is checked by the
+// decoding rule (reqview.DecodeCookie) and recorded decoded; one that some
+// key reads raw is recorded raw too.
+func NewKeyCheckOf(keys ...RuleKey) *KeyCheck {
 	kc := &KeyCheck{}
-	for _, key := range keys {
-		for _, k := range key {
+	for _, rk := range keys {
+		for _, k := range rk.Parts {
 			kind, name, ok := strings.Cut(k, ":")
 			if !ok || name == "" {
 				continue
@@ -84,8 +112,15 @@ func NewKeyCheck(keys ...[]string) *KeyCheck {
 					kc.headers = append(kc.headers, c)
 				}
 			case "cookie":
-				if !slices.Contains(kc.cookies, name) {
-					kc.cookies = append(kc.cookies, name)
+				i := slices.IndexFunc(kc.cookies, func(c cookieName) bool { return c.name == name })
+				if i < 0 {
+					i = len(kc.cookies)
+					kc.cookies = append(kc.cookies, cookieName{name: name, dec: -1, raw: -1})
+				}
+				if rk.RawCookies {
+					kc.cookies[i].raw = 0 // numbered below
+				} else {
+					kc.cookies[i].dec = 0
 				}
 			}
 		}
@@ -96,7 +131,22 @@ func NewKeyCheck(keys ...[]string) *KeyCheck {
 	for _, q := range kc.queries {
 		kc.names.Queries = append(kc.names.Queries, q.name)
 	}
-	kc.names.Headers, kc.names.Cookies = kc.headers, kc.cookies
+	kc.names.Headers = kc.headers
+	for _, c := range kc.cookies {
+		if c.dec == 0 {
+			kc.names.Cookies = append(kc.names.Cookies, c.name)
+		}
+	}
+	for i := range kc.cookies {
+		c := &kc.cookies[i]
+		if c.dec == 0 {
+			c.dec = len(kc.queries) + len(kc.headers) + slices.Index(kc.names.Cookies, c.name)
+		}
+		if c.raw == 0 {
+			c.raw = len(kc.queries) + len(kc.headers) + len(kc.names.Cookies) + len(kc.names.RawCookies)
+			kc.names.RawCookies = append(kc.names.RawCookies, c.name)
+		}
+	}
 	for i, name := range kc.headers {
 		for _, a := range cgiAliases(name) {
 			if a != name && !slices.Contains(kc.aliases, a) {
@@ -172,7 +222,7 @@ func (kc *KeyCheck) ReadView(v *reqview.View) error {
 		}
 	}
 	if len(kc.cookies) > 0 {
-		if err := checkCookies(v.Header()["Cookie"], kc.cookies, len(kc.queries)+len(kc.headers), v); err != nil {
+		if err := checkCookies(v.Header()["Cookie"], kc.cookies, v); err != nil {
 			v.EndCheck(&kc.names, false)
 			return err
 		}
@@ -527,8 +577,11 @@ func lower(c byte) byte {
 // spelled exactly NAME (white space around the name, which Go trims and
 // others keep; a different case), has no "=", or has a value that is not
 // made of cookie-octets (RFC 6265) other than "[" and "]" (which Python's
-// parser stops at), optionally in double quotes.
-func checkCookies(lines []string, names []string, off int, kv *reqview.View) error {
+// parser stops at), optionally in double quotes; and, where a key reads it
+// percent-decoded, when decoding upstreams could read it two ways
+// (reqview.DecodeCookie: valid and malformed escapes together, invalid
+// UTF-8 or a control character once decoded, double encoding).
+func checkCookies(lines []string, names []cookieName, kv *reqview.View) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -570,7 +623,8 @@ func checkCookies(lines []string, names []string, off int, kv *reqview.View) err
 		if len(tn) > 0 && (tn[len(tn)-1] == ' ' || tn[len(tn)-1] == '\t') {
 			tn = textproto.TrimString(tn)
 		}
-		for k, name := range names {
+		for k := range names {
+			name := names[k].name
 			if len(tn) != len(name) || !strings.EqualFold(tn, name) {
 				continue
 			}
@@ -597,7 +651,16 @@ func checkCookies(lines []string, names []string, off int, kv *reqview.View) err
 					return fail("has a malformed value")
 				}
 			}
-			kv.SetChecked(off+k, val)
+			if at := names[k].raw; at >= 0 {
+				kv.SetChecked(at, val)
+			}
+			if at := names[k].dec; at >= 0 {
+				dv, why := reqview.DecodeCookie(val)
+				if why != "" {
+					return fail(why)
+				}
+				kv.SetChecked(at, dv)
+			}
 		}
 	}
 	if nparts > MaxCookies {

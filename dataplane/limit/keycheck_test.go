@@ -43,6 +43,15 @@ func TestKeyCheck(t *testing.T) {
 		{"cookie quoted", "/", []string{`Cookie: sid="a"`}, ""},
 		{"cookie bad byte", "/", []string{"Cookie: sid=a]b"}, "has a malformed value"},
 		{"too many cookies", "/", []string{"Cookie: sid=a" + strings.Repeat(";", MaxCookies)}, "more than 3000 cookies"},
+		// Issue 26: cookie values are keyed percent-decoded; what decoders
+		// could read two ways is refused.
+		{"percent-encoded cookie", "/", []string{"Cookie: sid=%61pikey1"}, ""},
+		{"cookie with a lone %", "/", []string{"Cookie: sid=100%"}, ""},
+		{"cookie with valid and malformed escapes", "/", []string{"Cookie: sid=%61%zz"}, `cookie "sid" has a malformed percent-encoding`},
+		{"cookie decoding to invalid UTF-8", "/", []string{"Cookie: sid=%C3%28"}, `cookie "sid" is not valid UTF-8`},
+		{"cookie decoding to NUL", "/", []string{"Cookie: sid=a%00"}, `cookie "sid" contains a control character`},
+		{"cookie encoded twice", "/", []string{"Cookie: sid=%2561pikey1"}, `cookie "sid" is percent-encoded twice`},
+		{"other cookies are not decoded", "/", []string{"Cookie: sid=a; x=%zz%41; y=%2541"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -60,6 +69,40 @@ func TestKeyCheck(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+	// A limit with cookieDecoding: raw keys the value as sent, so nothing
+	// about its escapes is ambiguous to it; beside a key that decodes the
+	// same cookie, the decoding rule still applies.
+	raw := NewKeyCheckOf(RuleKey{Parts: []string{"cookie:sid"}, RawCookies: true})
+	both := NewKeyCheckOf(RuleKey{Parts: []string{"cookie:sid"}, RawCookies: true}, RuleKey{Parts: []string{"ip", "cookie:sid"}})
+	for _, c := range []struct {
+		kc        *KeyCheck
+		cookie    string
+		refused   bool
+		dec, rawv string
+	}{
+		{raw, "sid=%2561", false, "", "%2561"},
+		{raw, "sid=%61%zz", false, "", "%61%zz"},
+		{both, "sid=%2561", true, "", ""},
+		{both, "sid=%61b", false, "ab", "%61b"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", c.cookie)
+		v := RequestInfo{}.View(r)
+		err := c.kc.ReadView(&v)
+		if (err != nil) != c.refused {
+			t.Errorf("%s: error %v, want refused %v", c.cookie, err, c.refused)
+			continue
+		}
+		if c.refused {
+			continue
+		}
+		if got, _ := v.RawCookiePart("sid"); got != c.rawv {
+			t.Errorf("%s: raw part %q, want %q", c.cookie, got, c.rawv)
+		}
+		if got, _ := v.CookiePart("sid"); c.dec != "" && got != c.dec {
+			t.Errorf("%s: decoded part %q, want %q", c.cookie, got, c.dec)
+		}
 	}
 	if NewKeyCheck([]string{"ip", "route"}, nil) != nil {
 		t.Fatal("a key without query, header or cookie parts needs no check")

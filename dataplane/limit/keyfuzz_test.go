@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -65,6 +66,15 @@ func newKeyRig(tb testing.TB) *keyRig {
 			if len(vs) > 0 {
 				v.parts[i] = vs[0]
 			}
+		}
+		if len(sids) > 0 {
+			// cookie:sid is keyed as decoding upstreams read it: PHP's
+			// $_COOKIE and Express's cookie parser must read one value.
+			php, express := phpCookie(sids[0]), expressCookie(sids[0])
+			if php != express {
+				v.several = fmt.Sprintf("cookie %q: PHP reads %q, Express %q", sids[0], php, express)
+			}
+			v.parts[2] = php
 		}
 		rig.mu.Lock()
 		rig.upstream[r.URL.Path] = v
@@ -182,11 +192,43 @@ func (rig *keyRig) check(tb testing.TB, path string, status int) {
 	}
 }
 
+// phpCookie is a cookie value (as Go's parser read it, quotes removed) as
+// PHP's $_COOKIE reads it: php_raw_url_decode, which decodes every valid
+// %XX escape, leaves any other "%" as it is, and keeps "+".
+func phpCookie(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) && ishex(v[i+1]) && ishex(v[i+2]) {
+			b.WriteByte(unhex(v[i+1])<<4 | unhex(v[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// expressCookie is a cookie value as Express's cookie parser (npm cookie)
+// reads it: decodeURIComponent when it holds a "%", the value unchanged
+// when that throws (a malformed escape, or bytes that are not UTF-8).
+func expressCookie(v string) string {
+	if !strings.Contains(v, "%") {
+		return v
+	}
+	d, err := url.PathUnescape(v)
+	if err != nil || !utf8.ValidString(d) {
+		return v
+	}
+	return d
+}
+
 // FuzzKeyExtraction: whatever raw query, header lines and Cookie header a
 // client sends, the gateway either refuses the request as ambiguous, or each
 // key part it keys on (query:user, header:X-Api-Key, cookie:sid) is exactly
-// what a Go upstream parses from the forwarded request. The seed corpus runs
-// in make test; to fuzz: go test -fuzz=FuzzKeyExtraction ./dataplane/limit/
+// what a Go upstream parses from the forwarded request, the cookie as
+// decoding upstreams read it (PHP's and Express's decoders, which must then
+// agree). The seed corpus runs in make test; to fuzz:
+// go test -fuzz=FuzzKeyExtraction ./dataplane/limit/
 func FuzzKeyExtraction(f *testing.F) {
 	seeds := []struct{ query, lines, cookie string }{
 		{"user=alice", "X-Api-Key: k1", "sid=s1"},
@@ -217,6 +259,15 @@ func FuzzKeyExtraction(f *testing.F) {
 		{"", "", "sid"},
 		{"", "Cookie: sid=other", "sid=real"},
 		{"", "", "sid=; sid=x"},
+		{"", "", "sid=%61pikey1"},
+		{"", "", "sid=ap%69key1+x"},
+		{"", "", "sid=100%"},
+		{"", "", "sid=%61%zz"},
+		{"", "", "sid=%C3%28"},
+		{"", "", "sid=%C3%A9"},
+		{"", "", "sid=%2561"},
+		{"", "", "sid=%00"},
+		{"", "", `sid="%61b"`},
 	}
 	for _, s := range seeds {
 		f.Add(s.query, s.lines, s.cookie)

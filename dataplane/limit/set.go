@@ -267,7 +267,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (*rule, error
 // label: "" for a limit without variants, BaseVariant or the variant id).
 func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant string) (ru *rule, err error) {
 	ru = &rule{l: l, variant: variant}
-	if ru.key, err = ParseKey(l.Key, l.IPv6Prefix); err != nil {
+	if ru.key, err = ParseLimitKey(&l); err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {

@@ -106,7 +106,7 @@ func VariantOf(l *api.Limit, key string) string {
 // info: what VariantOf takes and decision logs show. It returns the key's
 // parse error.
 func KeyText(l *api.Limit, r *http.Request, info RequestInfo) (string, error) {
-	ks, err := ParseKey(l.Key, l.IPv6Prefix)
+	ks, err := ParseLimitKey(l)
 	if err != nil {
 		return "", err
 	}

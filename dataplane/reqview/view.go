@@ -15,7 +15,12 @@
 //     ("+" is a space), so ?user=a%20b and ?user=a+b are one client to every
 //     rule; a value whose escapes are malformed is read raw.
 //   - cookie:NAME is the first cookie named NAME in the Cookie header lines,
-//     without its double quotes.
+//     without its double quotes, percent-decoded as PHP's $_COOKIE and
+//     Express's cookie parser decode it (DecodeCookie: %XX escapes, "+"
+//     stays), so that sid=%61pikey1 and sid=apikey1 are one client to every
+//     rule; a limit with cookieDecoding: raw reads it undecoded
+//     (RawCookiePart).
+//   - header:NAME is taken as sent: no stack decodes a header value.
 //
 // An empty value is a missing one (stacks disagree on whether "?user="
 // carries a parameter). Requests where any of this is ambiguous (a repeated
@@ -30,6 +35,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // View is one request as the rules read it. The serving stack fills it once
@@ -89,13 +96,16 @@ type checked struct {
 
 // KeyNames are the query, header (canonical) and cookie names one key check
 // reads, in the order its values are recorded: queries, then headers, then
-// cookies. It is built once per route and is immutable.
+// cookies (decoded), then cookies read raw. It is built once per route and
+// is immutable.
 type KeyNames struct {
-	Queries, Headers, Cookies []string
+	Queries, Headers, Cookies, RawCookies []string
 }
 
 // Len is the number of names.
-func (n *KeyNames) Len() int { return len(n.Queries) + len(n.Headers) + len(n.Cookies) }
+func (n *KeyNames) Len() int {
+	return len(n.Queries) + len(n.Headers) + len(n.Cookies) + len(n.RawCookies)
+}
 
 // FromRequest returns the view of r as net/http parsed it: Method, Host,
 // RawPath (r.URL.EscapedPath), Path (r.URL.Path until the router sets the
@@ -220,6 +230,20 @@ func (v *View) CookiePart(name string) (string, bool) {
 	return CookiePart(v.Header()["Cookie"], name)
 }
 
+// RawCookiePart returns the value a cookie:NAME key part of a limit with
+// cookieDecoding: raw reads: the checked value when a check read it, else
+// RawCookiePart of the Cookie header lines.
+func (v *View) RawCookiePart(name string) (string, bool) {
+	if n := v.checked.names; n != nil {
+		for i, c := range n.RawCookies {
+			if c == name {
+				return v.get(len(n.Queries) + len(n.Headers) + len(n.Cookies) + i)
+			}
+		}
+	}
+	return RawCookiePart(v.Header()["Cookie"], name)
+}
+
 // HeaderPart returns the value a header:NAME key part reads from h (name in
 // canonical form): the first value, and false when it is absent or empty.
 func HeaderPart(h http.Header, name string) (string, bool) {
@@ -239,10 +263,112 @@ func QueryPart(rawQuery, name string) (string, bool) {
 }
 
 // CookiePart returns the value a cookie:NAME key part reads from the Cookie
-// header lines: the first cookie named name, without its double quotes, and
-// false when it is absent or empty.
+// header lines: the first cookie named name, without its double quotes,
+// percent-decoded (DecodeCookie; a value DecodeCookie refuses is returned
+// raw: a key check refuses such requests before any rule reads them), and
+// false when it is absent or empty. It allocates only for a value with
+// escapes.
 func CookiePart(lines []string, name string) (string, bool) {
+	v, ok := cookieValue(lines, name)
+	if d, why := DecodeCookie(v); why == "" {
+		v = d
+	}
+	return nonEmpty(v, ok)
+}
+
+// RawCookiePart is CookiePart without the decoding: the value as sent,
+// without its double quotes.
+func RawCookiePart(lines []string, name string) (string, bool) {
 	return nonEmpty(cookieValue(lines, name))
+}
+
+// DecodeCookie returns a cookie value (without its double quotes) as
+// decoding upstreams read it, or why they could read it two ways. PHP's
+// $_COOKIE (rawurldecode) and Express's cookie parser (decodeURIComponent,
+// keeping the raw value when that fails) decode %XX escapes and leave "+"
+// alone; Go and Python read the value raw. Keying on the decoded value puts
+// every spelling of one value (sid=%61pikey1, sid=ap%69key1, ...) in one
+// bucket, so none dodges a limit whichever way the upstream reads. The rule:
+//
+//   - no "%", or only "%" not followed by two hex digits ("100%"): the
+//     value as it is (every decoder keeps it);
+//   - valid escapes beside a malformed one ("%61%zz"): refused, "has a
+//     malformed percent-encoding" (PHP decodes the valid ones, Express keeps
+//     the whole value raw);
+//   - decoding to invalid UTF-8 ("%C3%28") or a control character ("%00"):
+//     refused (Express keeps the raw value, PHP decodes the bytes; NUL ends
+//     a C string);
+//   - decoding to a value that still holds an escape ("%2561" → "%61"):
+//     refused as double-encoded (an application that decodes once more reads
+//     yet another value);
+//   - else the decoded value.
+//
+// why is "" when v holds; v is raw when why is not "". It allocates only
+// for a value with valid escapes.
+func DecodeCookie(raw string) (v, why string) {
+	pct := strings.IndexByte(raw, '%')
+	if pct < 0 {
+		return raw, ""
+	}
+	valid, malformed := 0, 0
+	for i := pct; i < len(raw); i++ {
+		if raw[i] != '%' {
+			continue
+		}
+		if i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]) {
+			valid++
+			i += 2
+		} else {
+			malformed++
+		}
+	}
+	switch {
+	case valid == 0:
+		return raw, ""
+	case malformed > 0:
+		return raw, "has a malformed percent-encoding"
+	}
+	b := make([]byte, pct, len(raw))
+	copy(b, raw[:pct])
+	ascii := true
+	for i := pct; i < len(raw); i++ {
+		c := raw[i]
+		if c == '%' {
+			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			i += 2
+		}
+		if c < 0x20 || c == 0x7f {
+			return raw, "contains a control character"
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		b = append(b, c)
+	}
+	if !ascii && !utf8.Valid(b) {
+		return raw, "is not valid UTF-8"
+	}
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' && ishex(b[i+1]) && ishex(b[i+2]) {
+			return raw, "is percent-encoded twice"
+		}
+	}
+	return unsafe.String(&b[0], len(b)), "" // b is not written again
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
 }
 
 // nonEmpty makes an empty value a missing one: stacks disagree on whether

@@ -108,3 +108,45 @@ func TestLogDecision(t *testing.T) {
 		t.Errorf("line without a view: %v", lines[1])
 	}
 }
+
+// TestDecodeCookie: cookie values decoded as PHP's $_COOKIE and Express read
+// them, and the values those two (or an application decoding twice) could
+// read two ways refused.
+func TestDecodeCookie(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ raw, want, why string }{
+		{"apikey1", "apikey1", ""},
+		{"%61pikey1", "apikey1", ""},
+		{"ap%69key1", "apikey1", ""},
+		{"%61%70%69%6B%65%79%31", "apikey1", ""},
+		{"%61%70%69%6b%65%79%31", "apikey1", ""},
+		{"a+b", "a+b", ""},           // "+" is not a space in a cookie
+		{"a%2Bb", "a+b", ""},         // an escaped "+" is one
+		{"%C3%A9t%C3%A9", "été", ""}, // UTF-8
+		{"100%", "100%", ""},         // only malformed escapes: every decoder keeps them
+		{"%zz%", "%zz%", ""},
+		{"%61%zz", "%61%zz", "has a malformed percent-encoding"},
+		{"%6", "%6", ""},
+		{"a%61%6", "a%61%6", "has a malformed percent-encoding"},
+		{"%C3%28", "%C3%28", "is not valid UTF-8"},
+		{"%FF", "%FF", "is not valid UTF-8"},
+		{"a%00b", "a%00b", "contains a control character"},
+		{"a%0Ab", "a%0Ab", "contains a control character"},
+		{"%2561", "%2561", "is percent-encoded twice"},
+		{"%25zz", "%zz", ""}, // decodes to a "%" that is no escape
+		{"%25", "%", ""},
+	}
+	for _, tc := range tests {
+		got, why := DecodeCookie(tc.raw)
+		if got != tc.want || why != tc.why {
+			t.Errorf("DecodeCookie(%q) = %q, %q; want %q, %q", tc.raw, got, why, tc.want, tc.why)
+		}
+	}
+	lines := []string{"a=1; sid=%61pikey1; b=2"}
+	if v, _ := CookiePart(lines, "sid"); v != "apikey1" {
+		t.Errorf("CookiePart = %q, want it decoded", v)
+	}
+	if v, _ := RawCookiePart(lines, "sid"); v != "%61pikey1" {
+		t.Errorf("RawCookiePart = %q, want it as sent", v)
+	}
+}

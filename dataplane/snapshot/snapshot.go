@@ -197,20 +197,20 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 }
 
 // routeKeyCheck returns the check of every key that applies to the route:
-// its limits' and its degrade plans'.
+// its limits' (with their cookieDecoding) and its degrade plans'.
 func routeKeyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
-	var keys [][]string
+	var keys []limit.RuleKey
 	for _, l := range rs.Limits {
 		if api.Applies(l.Routes, routeID) {
-			keys = append(keys, l.Key)
+			keys = append(keys, limit.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
 		}
 	}
 	for _, d := range rs.Degrades {
 		if api.Applies(d.Routes, routeID) {
-			keys = append(keys, d.Key)
+			keys = append(keys, limit.RuleKey{Parts: d.Key})
 		}
 	}
-	return limit.NewKeyCheck(keys...)
+	return limit.NewKeyCheckOf(keys...)
 }
 
 // discard releases what s, which failed to compile, took that prev (the
