@@ -32,7 +32,7 @@ func HashKey(key string) uint64 { return limit.StableHashString(key) }
 // alike on every node. Requests whose parts are ambiguous are refused before
 // (limit.KeyCheck covers degrade keys too, and records the checked values in
 // v). It does not allocate, except to decode a percent-encoded query value
-// no check read. A nil Controller returns the hash of the global key.
+// or cookie no check read. A nil Controller returns the hash of the global key.
 func (c *Controller) KeyHash(v *reqview.View) uint64 {
 	if c == nil {
 		var global limit.Key

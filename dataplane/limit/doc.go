@@ -119,8 +119,11 @@
 // api.ClientIP; X-Forwarded-For is never read here; IPv4-mapped IPv6 is the
 // IPv4 client; an IPv6 client is keyed by its /ipv6Prefix, default /64, see
 // api.KeyAddr, while exempt matches its whole address), route, global,
-// header:NAME, query:NAME (percent-decoded), cookie:NAME (without double
-// quotes); several form a composite key, hashed with length prefixes so that
+// header:NAME (as sent: no stack decodes a header value), query:NAME
+// (percent-decoded, "+" a space), cookie:NAME (without double quotes,
+// percent-decoded as PHP's $_COOKIE and Express read it, "+" kept:
+// reqview.DecodeCookie; raw for a limit with cookieDecoding: raw, for
+// upstreams that read the value as sent); several form a composite key, hashed with length prefixes so that
 // parts cannot run together. A missing part (absent header, parameter or
 // cookie, or no client address) hashes as a "missing" marker distinct from
 // every value; an empty value is missing too (Python's parse_qs drops
@@ -128,7 +131,7 @@
 // that omits it shares one key (with its other parts). Omitting a header
 // therefore never escapes a limit; it lands in one shared, and so quickly
 // exhausted, bucket. Building the key does not allocate (except to decode a
-// percent-encoded query value). Cluster limiters receive the key as text:
+// percent-encoded query value or cookie). Cluster limiters receive the key as text:
 // "ip=192.0.2.1|header:X-User=#…", an IPv6 client as its prefix
 // ("ip=2001:db8:1:2::/64"), a missing part as "<missing>".
 //
@@ -163,7 +166,12 @@
 //     invalid sequence as U+FFFD), a header value with a control character
 //     (a tab inside) or invalid UTF-8, a cookie without "=" or with a byte
 //     that is not an RFC 6265 cookie-octet or is "[" or "]" (Python's parser
-//     stops there), double quotes around it excepted;
+//     stops there), double quotes around it excepted; and a cookie keyed
+//     percent-decoded whose decoders could disagree (reqview.DecodeCookie):
+//     valid and malformed escapes together ("%61%zz": PHP decodes the valid
+//     ones, Express keeps the raw value), a decoded control character or
+//     invalid UTF-8, or a value still percent-encoded once decoded
+//     ("%2561", double encoding);
 //   - not forwarded: a keyed header, or Cookie, named in Connection (the
 //     proxy removes such headers);
 //   - beyond what the upstream reads: more than MaxQueryParams parameters,
@@ -174,7 +182,8 @@
 // headers and cookies no limit keys on are never checked, and repeated
 // ones (?tag=a&tag=b) pass. What passes the check is forwarded such that
 // net/url, net/http and Python's urllib.parse and http.cookies each read
-// the one value the gateway keyed on (FuzzKeyExtraction and the gateway's
+// the one value the gateway keyed on, and PHP's $_COOKIE and Express read the
+// one decoded cookie value it keyed on (FuzzKeyExtraction and the gateway's
 // TestKeysReadWhatUpstreamReads check it).
 //
 // Cost (see costSpec.cost): from a header, a decimal integer; missing,

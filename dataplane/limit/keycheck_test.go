@@ -108,3 +108,35 @@ func TestKeyCheck(t *testing.T) {
 		t.Fatal("a key without query, header or cookie parts needs no check")
 	}
 }
+
+// TestCookieKeyAllocs: checking and hashing a cookie part costs no
+// allocation when the value has no escape (the common case: session ids),
+// and one, the decoded value, when it has.
+func TestCookieKeyAllocs(t *testing.T) {
+	key := []string{"ip", "cookie:sid"}
+	ks, err := ParseKey(key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := NewKeyCheck(key)
+	for _, c := range []struct {
+		cookie string
+		allocs float64
+	}{
+		{"theme=dark; sid=s-0123456789abcdef; _ga=GA1.2.3", 0},
+		{"theme=dark; sid=s-%30123456789abcdef; _ga=GA1.2.3", 1},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Cookie", c.cookie)
+		n := testing.AllocsPerRun(200, func() {
+			v := RequestInfo{RouteID: "r"}.View(r)
+			if err := kc.ReadView(&v); err != nil {
+				t.Fatal(err)
+			}
+			ks.Hash(&v)
+		})
+		if n != c.allocs {
+			t.Errorf("%s: %v allocations, want %v", c.cookie, n, c.allocs)
+		}
+	}
+}
