@@ -20,7 +20,10 @@ import (
 // are not shed. If the listed classes together are less than the share, the
 // rest of it is taken from the other classes' clients alike. Until the first
 // window has been measured, every class is shed at level1ShedRatio as
-// without a shedOrder. Level 2 sheds everything, whatever the class.
+// without a shedOrder. Level 2 sheds everything, whatever the class. A
+// request's class is the view's (limit.Classes.Classify), where a class that
+// matches headers counts only from a trusted proxy: a client cannot move
+// itself later in the order by sending a header.
 
 // shedPlan is a rule's class ordering: rank[class index] is the class's
 // position in shedOrder, or len(order) (the "others" slot) for a class not
