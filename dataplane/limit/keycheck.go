@@ -65,9 +65,12 @@ type cookieName struct {
 	dec, raw int
 }
 
+// wanted marks a cookieName slot to be numbered once every key is read.
+const wanted = -2
+
 // RuleKey is one rule's key as a KeyCheck reads it: its parts as written,
 // and whether its cookie parts are keyed raw (a limit with cookieDecoding:
-// raw; Key.RuleKey) rather than percent-decoded.
+// raw) rather than percent-decoded.
 type RuleKey struct {
 	Parts      []string
 	RawCookies bool
@@ -118,9 +121,9 @@ func NewKeyCheckOf(keys ...RuleKey) *KeyCheck {
 					kc.cookies = append(kc.cookies, cookieName{name: name, dec: -1, raw: -1})
 				}
 				if rk.RawCookies {
-					kc.cookies[i].raw = 0 // numbered below
+					kc.cookies[i].raw = wanted // numbered below
 				} else {
-					kc.cookies[i].dec = 0
+					kc.cookies[i].dec = wanted
 				}
 			}
 		}
@@ -132,18 +135,17 @@ func NewKeyCheckOf(keys ...RuleKey) *KeyCheck {
 		kc.names.Queries = append(kc.names.Queries, q.name)
 	}
 	kc.names.Headers = kc.headers
-	for _, c := range kc.cookies {
-		if c.dec == 0 {
+	off := len(kc.queries) + len(kc.headers)
+	for i := range kc.cookies {
+		if c := &kc.cookies[i]; c.dec == wanted {
+			c.dec = off + len(kc.names.Cookies)
 			kc.names.Cookies = append(kc.names.Cookies, c.name)
 		}
 	}
 	for i := range kc.cookies {
 		c := &kc.cookies[i]
-		if c.dec == 0 {
-			c.dec = len(kc.queries) + len(kc.headers) + slices.Index(kc.names.Cookies, c.name)
-		}
-		if c.raw == 0 {
-			c.raw = len(kc.queries) + len(kc.headers) + len(kc.names.Cookies) + len(kc.names.RawCookies)
+		if c.raw == wanted {
+			c.raw = off + len(kc.names.Cookies) + len(kc.names.RawCookies)
 			kc.names.RawCookies = append(kc.names.RawCookies, c.name)
 		}
 	}

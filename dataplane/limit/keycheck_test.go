@@ -74,7 +74,8 @@ func TestKeyCheck(t *testing.T) {
 	// about its escapes is ambiguous to it; beside a key that decodes the
 	// same cookie, the decoding rule still applies.
 	raw := NewKeyCheckOf(RuleKey{Parts: []string{"cookie:sid"}, RawCookies: true})
-	both := NewKeyCheckOf(RuleKey{Parts: []string{"cookie:sid"}, RawCookies: true}, RuleKey{Parts: []string{"ip", "cookie:sid"}})
+	both := NewKeyCheckOf(RuleKey{Parts: []string{"cookie:sid", "cookie:t"}, RawCookies: true},
+		RuleKey{Parts: []string{"ip", "query:q", "header:X-A", "cookie:u", "cookie:sid"}})
 	for _, c := range []struct {
 		kc        *KeyCheck
 		cookie    string
@@ -86,8 +87,9 @@ func TestKeyCheck(t *testing.T) {
 		{both, "sid=%2561", true, "", ""},
 		{both, "sid=%61b", false, "ab", "%61b"},
 	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.Header.Set("Cookie", c.cookie)
+		r := httptest.NewRequest("GET", "/?q=Q", nil)
+		r.Header.Set("X-A", "A")
+		r.Header.Set("Cookie", "t=%54; u=%55; "+c.cookie)
 		v := RequestInfo{}.View(r)
 		err := c.kc.ReadView(&v)
 		if (err != nil) != c.refused {
@@ -102,6 +104,15 @@ func TestKeyCheck(t *testing.T) {
 		}
 		if got, _ := v.CookiePart("sid"); c.dec != "" && got != c.dec {
 			t.Errorf("%s: decoded part %q, want %q", c.cookie, got, c.dec)
+		}
+		if c.kc == both {
+			q, _ := v.QueryPart("q")
+			h, _ := v.HeaderPart("X-A")
+			tv, _ := v.RawCookiePart("t")
+			u, _ := v.CookiePart("u")
+			if q != "Q" || h != "A" || tv != "%54" || u != "U" {
+				t.Errorf("%s: the other parts read %q %q %q %q; want Q A %%54 U", c.cookie, q, h, tv, u)
+			}
 		}
 	}
 	if NewKeyCheck([]string{"ip", "route"}, nil) != nil {
