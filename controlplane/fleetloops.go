@@ -236,7 +236,7 @@ func (a *CanaryAnalyser) judge(ctx context.Context, c *Canary) error {
 	if cmp == nil {
 		cmp = &CanaryComparison{State: ComparisonWaiting}
 	}
-	inCanary := func(_ string, v int64) bool { return v == c.Version }
+	inCanary := c.Side // cohorts from registrations, robust rates (Fleet.Cohort)
 	k := int64(now.Add(-a.Delay).Sub(c.CreatedAt) / w)
 	cur := c.CreatedAt.Add(time.Duration(max(k, 0)) * w)
 	cc, cb := a.Fleet.Cohort(c.Namespace, cur, now, inCanary)
