@@ -64,10 +64,10 @@ type ReportSettings struct {
 // to the Hub. Every control-plane replica runs one. Start it once; Close
 // stops it and waits.
 type ReportWatcher struct {
-	s       ReportSettings
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	once    sync.Once
+	s          ReportSettings
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	once       sync.Once
 	refused    *prometheus.CounterVec
 	stored     prometheus.Counter
 	suppressed *prometheus.CounterVec

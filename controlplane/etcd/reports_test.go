@@ -85,7 +85,7 @@ type redTeam struct {
 	clock  atomic.Int64 // unix nanoseconds
 }
 
-func (rt *redTeam) now() time.Time     { return time.Unix(0, rt.clock.Load()).UTC() }
+func (rt *redTeam) now() time.Time    { return time.Unix(0, rt.clock.Load()).UTC() }
 func (rt *redTeam) set(now time.Time) { rt.clock.Store(now.UnixNano()) }
 
 func newRedTeam(t *testing.T, namespaces ...string) *redTeam {
