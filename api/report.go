@@ -322,7 +322,7 @@ func (r *Report) CheckRules(rs *RuleSet) error {
 
 // Follows reports whether r may follow prev: another boot (any sequence),
 // or the same boot with a higher sequence and no counter lower than prev's
-// (a rule new in r counts from zero). It returns an error naming the first
+// (a rule new in r counts from zero; transition counts included). It returns an error naming the first
 // counter that went backwards, or a sequence that did not advance.
 func (r *Report) Follows(prev *Report) error {
 	if prev == nil || prev.BootID != r.BootID {
@@ -393,6 +393,32 @@ func (r *Report) Follows(prev *Report) error {
 			if err := back("degrade "+d.Rule+" shed", d.Shed, o.Shed); err != nil {
 				return err
 			}
+			if err := transitionsBack("degrade "+d.Rule, d.Transitions, o.Transitions, back); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range r.Breakers {
+		if o, ok := pb[b.Rule]; ok {
+			if err := transitionsBack("breaker "+b.Rule, b.Transitions, o.Transitions, back); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// transitionsBack returns back's error for the first transition pair whose
+// count in now is below its count in before (a pair missing from now counts
+// zero).
+func transitionsBack(what string, now, before []Transition, back func(string, int64, int64) error) error {
+	have := map[[2]string]int64{}
+	for _, t := range now {
+		have[[2]string{t.From, t.To}] = t.Count
+	}
+	for _, t := range before {
+		if err := back(what+" transitions "+t.From+"→"+t.To, have[[2]string{t.From, t.To}], t.Count); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -127,6 +127,8 @@ func TestReportFollows(t *testing.T) {
 		{desc: "same sequence", edit: func(r *Report) {}, want: "does not follow"},
 		{desc: "limit backwards", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Rejected = 1 }, want: "limit per-ip rejected went backwards"},
 		{desc: "requests backwards", edit: func(r *Report) { r.Seq = 3; r.Requests.Total = 9 }, want: "requests.total went backwards"},
+		{desc: "transition count backwards", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions[0].Count = 0 }, want: "degrade coupon transitions 0→1 went backwards"},
+		{desc: "transition pair dropped", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions = nil }, want: "degrade coupon transitions 0→1 went backwards"},
 		{desc: "latency backwards", edit: func(r *Report) { r.Seq = 3; r.Latency.Counts = latencyCounts(4, 9, 10) }, want: "latency.counts[0] went backwards"},
 	}
 	for _, tc := range tests {

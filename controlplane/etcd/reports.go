@@ -77,6 +77,7 @@ type ReportWatcher struct {
 
 	lmu     sync.Mutex
 	windows map[string]*eventWindow // ns/node/kind/rule → this minute's events
+	badRegs map[string]bool         // ns/node → its invalid registration was logged
 }
 
 // eventWindow counts one node's events of one rule in the minute from start.
@@ -103,7 +104,7 @@ func NewReportWatcher(s ReportSettings) *ReportWatcher {
 	if s.EventsPerMinute <= 0 {
 		s.EventsPerMinute = 10
 	}
-	return &ReportWatcher{s: s, windows: map[string]*eventWindow{},
+	return &ReportWatcher{s: s, windows: map[string]*eventWindow{}, badRegs: map[string]bool{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_admin_reports_refused_total",
 			Help: "Node reports refused (never stored), by reason: invalid, unknown_rules, backwards, no_version, unregistered, lease_mismatch, implausible."}, []string{"reason"}),
 		stored: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_admin_reports_total", Help: "Node reports stored."}),
@@ -262,10 +263,32 @@ func (w *ReportWatcher) register(ns, prefix string, ev *clientv3.Event) {
 	if ev.Type == clientv3.EventTypePut {
 		if s, ok := decodeNode(prefix, ev.Kv); ok {
 			w.s.Fleet.Register(ns, s.NodeID, registration(s, ev.Kv))
+			w.invalid(ns, id, nil)
 			return
 		}
+		if ev.Kv.Lease != 0 {
+			_, err := api.DecodeRegistration(id, ev.Kv.Value)
+			w.invalid(ns, id, err)
+		}
+	} else {
+		w.invalid(ns, id, nil)
 	}
 	w.s.Fleet.Unregister(ns, id)
+}
+
+// invalid logs a registration refused (err), once until the node's
+// registration is valid or gone (err nil).
+func (w *ReportWatcher) invalid(ns, id string, err error) {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	k := ns + "/" + id
+	switch {
+	case err == nil:
+		delete(w.badRegs, k)
+	case !w.badRegs[k] && len(w.badRegs) < 10000:
+		w.badRegs[k] = true
+		w.s.Logger.Warn("node registration refused: not listed, its reports do not count", "namespace", ns, "node", id, "err", err)
+	}
 }
 
 func registration(s api.NodeStatus, kv *mvccpb.KeyValue) sluice.Registration {
