@@ -204,6 +204,15 @@ func TestFleetRefuses(t *testing.T) {
 		{"backwards", rep("gw-1", "a", 3, now, 1, 5, 0, 0), RefusedBackwards},
 		{"sequence going back", rep("gw-1", "a", 1, now, 1, 30, 0, 0), RefusedBackwards},
 		{"unknown rule", func() *api.Report { r := rep("gw-2", "a", 1, now, 1, 5, 0, 0); r.Limits[0].Rule = "nope"; return r }(), RefusedUnknownRules},
+		{"never registered", rep("gw-zz", "a", 1, now, 1, 380047, 266033, 0), RefusedUnregistered},
+		// 3e9 requests five seconds after the last report.
+		{"beyond what a node serves", rep("gw-1", "a", 3, now.Add(5*time.Second), 1, 3e9, 0, 0), RefusedImplausible},
+		// A new boot claiming 3e9 requests in the 5s since it started.
+		{"a new boot beyond what a node serves", func() *api.Report {
+			r := rep("gw-2", "b", 1, now, 1, 3e9, 0, 0)
+			r.BootAt = now.Add(-5 * time.Second)
+			return r
+		}(), RefusedImplausible},
 	}
 	for _, tc := range tests {
 		_, err := f.Ingest(ctx, "shop", tc.r, key(1))
@@ -212,9 +221,43 @@ func TestFleetRefuses(t *testing.T) {
 			t.Errorf("%s: %v, want refused as %s", tc.desc, err, tc.reason)
 		}
 	}
+	// A forged key under gw-1's id, bound to another lease.
+	if _, err := f.Ingest(ctx, "shop", rep("gw-1", "forged", 1, now, 1, 1450000, 0, 1305000), ReportKey{CreateRevision: 9, Lease: testLease + 1}); err == nil || err.(*RefusedError).Reason != RefusedLease {
+		t.Errorf("a report key under another lease: %v, want refused as %s", err, RefusedLease)
+	}
+	// The registration ends: gw-1's reports no longer count.
+	f.Unregister("shop", "gw-1")
+	if _, err := f.Ingest(ctx, "shop", rep("gw-1", "a", 3, now.Add(5*time.Second), 1, 40, 0, 0), key(1)); err == nil || err.(*RefusedError).Reason != RefusedUnregistered {
+		t.Errorf("a report after the registration ended: %v, want refused as %s", err, RefusedUnregistered)
+	}
 	stored, refused := f.Counts()
-	if stored != 2 || refused[RefusedBackwards] != 2 || refused[RefusedUnknownRules] != 1 {
+	if stored != 2 || refused[RefusedBackwards] != 2 || refused[RefusedUnknownRules] != 1 || refused[RefusedUnregistered] != 2 ||
+		refused[RefusedImplausible] != 2 || refused[RefusedLease] != 1 {
 		t.Errorf("stored %d refused %v", stored, refused)
+	}
+}
+
+// TestCohortMedian: a cohort's rates are the median of its nodes' rates,
+// so one node claiming 70% rejected among three honest ones at 1% leaves
+// the cohort at 1%; the requests are still summed.
+func TestCohortMedian(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	f := testFleet(&now)
+	ctx := context.Background()
+	for _, n := range []struct {
+		id                string
+		requests, rejects int64
+	}{{"b-1", 100, 1}, {"b-2", 200, 2}, {"b-3", 100, 1}, {"b-evil", 380047, 266033}} {
+		register(f, n.id, 1)
+		if _, err := f.Ingest(ctx, "shop", rep(n.id, "a", 1, t0.Add(time.Second), 1, n.requests, n.rejects, 0), key(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, base := f.Cohort("shop", t0, t0.Add(5*time.Second), byVersion(2))
+	if base.Requests != 380447 || math.Abs(base.RejectRate-0.01) > 1e-9 || len(base.Nodes) != 4 {
+		t.Errorf("baseline %+v, want 380,447 requests at a median reject rate of 0.01", base)
 	}
 }
 
