@@ -159,8 +159,9 @@ type CanaryStore interface {
 // "Canary analysis"). Windows are fixed by the canary: window k covers
 // [createdAt + (k-1)·window, createdAt + k·window), judged once it ended
 // and Delay passed (the reports of its last step are in). It compares the
-// nodes that ran the canary's version in each step with the others (from
-// the Fleet's stats): a breach aborts the canary, a pass promotes it (onPass
+// canary cohort with the baseline, placed by their registrations
+// (Canary.Side) and judged on the median of per-node rates (Fleet.Cohort):
+// a breach aborts the canary, a pass promotes it (onPass
 // promote) or holds it, too few requests on either side judges nothing. The
 // comparison, with the number of windows judged, is stored with the canary
 // in Postgres, so any replica carries on where another stopped; every
