@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Node reports: the value a gateway writes every --report-interval under
@@ -104,8 +107,26 @@ type DegradeState struct {
 // Breaker state names in reports.
 var breakerStates = map[string]bool{"closed": true, "half-open": true, "open": true}
 
-// MaxReportBytes bounds a report value.
-const MaxReportBytes = 1 << 20
+// MaxReportBytes bounds a report value: a report of a node running a few
+// hundred rules is a few KiB.
+const MaxReportBytes = 64 << 10
+
+// LatencyBounds are the upper bounds, in seconds, of the latency histogram
+// every report carries (the gateway's request duration buckets): a report
+// whose latency.bounds differ is refused, so a report cannot choose how much
+// memory the control plane spends on it. Do not modify.
+var LatencyBounds = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// DefaultMaxNodeRPS is the default ceiling on the rate a report may claim:
+// any counter growing faster than this many per second of the time the
+// report covers is refused as beyond what one node can serve.
+const DefaultMaxNodeRPS = 1e6
+
+// MaxApplyErrorLength bounds a report's lastApplyError, in bytes.
+const MaxApplyErrorLength = 2048
+
+// degradeLevels are the level names of degrade transitions.
+var degradeLevels = map[string]bool{"0": true, "1": true, "2": true}
 
 // DefaultReportSkew is how far in the future a report's time may be.
 const DefaultReportSkew = 30 * time.Second
@@ -150,9 +171,10 @@ func ValidBootID(s string) bool { return len(s) <= 64 && ValidNodeID(s) }
 
 // Check returns every problem of r on its own: a valid node id and boot id,
 // a positive sequence, a time not after now+skew (zero skew means
-// DefaultReportSkew), no negative counter, a latency histogram whose counts
-// never decrease, valid and unique rule ids, breaker states and degrade
-// levels.
+// DefaultReportSkew), no negative counter, a latency histogram of exactly
+// LatencyBounds (or none) whose counts never decrease, valid and unique rule
+// ids, breaker states and degrade levels, transitions between known states
+// (each pair once), and a bounded, printable lastApplyError.
 func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 	if skew <= 0 {
 		skew = DefaultReportSkew
@@ -195,7 +217,9 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 	neg("requests.class5xx", q.Class5xx)
 	neg("applyErrors", r.ApplyErrors)
 	if l := r.Latency; len(l.Counts) != 0 || len(l.Bounds) != 0 {
-		if len(l.Counts) != len(l.Bounds)+1 {
+		if !slices.Equal(l.Bounds, LatencyBounds) {
+			bad("latency.bounds", fmt.Sprintf("must be exactly api.LatencyBounds (%d bounds), not %d bounds", len(LatencyBounds), len(l.Bounds)))
+		} else if len(l.Counts) != len(l.Bounds)+1 {
 			bad("latency.counts", "must hold one count per bound plus +Inf")
 		}
 		for i := range l.Counts {
@@ -215,10 +239,22 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 		}
 		seen[kind+"/"+rule] = true
 	}
-	trans := func(path string, ts []Transition) {
+	trans := func(path string, ts []Transition, states map[string]bool) {
+		pairs := map[[2]string]bool{}
 		for j, t := range ts {
-			neg(fmt.Sprintf("%s.transitions[%d].count", path, j), t.Count)
+			p := fmt.Sprintf("%s.transitions[%d]", path, j)
+			neg(p+".count", t.Count)
+			switch {
+			case !states[t.From] || !states[t.To] || t.From == t.To:
+				bad(p, "must go from one state to another of the rule's states")
+			case pairs[[2]string{t.From, t.To}]:
+				bad(p, fmt.Sprintf("%s → %s given twice", t.From, t.To))
+			}
+			pairs[[2]string{t.From, t.To}] = true
 		}
+	}
+	if len(r.LastApplyError) > MaxApplyErrorLength || !printable(r.LastApplyError) {
+		bad("lastApplyError", fmt.Sprintf("must be at most %d bytes of printable UTF-8", MaxApplyErrorLength))
 	}
 	for i, l := range r.Limits {
 		p := fmt.Sprintf("limits[%d]", i)
@@ -234,7 +270,7 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 			bad(p+".state", "must be closed, half-open or open")
 		}
 		neg(p+".rejected", b.Rejected)
-		trans(p, b.Transitions)
+		trans(p, b.Transitions, breakerStates)
 	}
 	for i, d := range r.Degrades {
 		p := fmt.Sprintf("degrades[%d]", i)
@@ -243,7 +279,7 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 			bad(p+".level", "must be 0, 1 or 2")
 		}
 		neg(p+".shed", d.Shed)
-		trans(p, d.Transitions)
+		trans(p, d.Transitions, degradeLevels)
 	}
 	return errs
 }
@@ -286,7 +322,7 @@ func (r *Report) CheckRules(rs *RuleSet) error {
 
 // Follows reports whether r may follow prev: another boot (any sequence),
 // or the same boot with a higher sequence and no counter lower than prev's
-// (a rule new in r counts from zero). It returns an error naming the first
+// (a rule new in r counts from zero; transition counts included). It returns an error naming the first
 // counter that went backwards, or a sequence that did not advance.
 func (r *Report) Follows(prev *Report) error {
 	if prev == nil || prev.BootID != r.BootID {
@@ -357,7 +393,107 @@ func (r *Report) Follows(prev *Report) error {
 			if err := back("degrade "+d.Rule+" shed", d.Shed, o.Shed); err != nil {
 				return err
 			}
+			if err := transitionsBack("degrade "+d.Rule, d.Transitions, o.Transitions, back); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range r.Breakers {
+		if o, ok := pb[b.Rule]; ok {
+			if err := transitionsBack("breaker "+b.Rule, b.Transitions, o.Transitions, back); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// transitionsBack returns back's error for the first transition pair whose
+// count in now is below its count in before (a pair missing from now counts
+// zero).
+func transitionsBack(what string, now, before []Transition, back func(string, int64, int64) error) error {
+	have := map[[2]string]int64{}
+	for _, t := range now {
+		have[[2]string{t.From, t.To}] = t.Count
+	}
+	for _, t := range before {
+		if err := back(what+" transitions "+t.From+"→"+t.To, have[[2]string{t.From, t.To}], t.Count); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxIncrease returns the largest increase of any of r's counters over
+// base's (the previous report of its boot; the zero Report for a boot's
+// counts since it started): requests, latency buckets, limit decisions,
+// breaker refusals, degrade sheds, transitions and apply errors. The caller
+// compares it with what a node can serve in the time between the two (see
+// DefaultMaxNodeRPS).
+func (r *Report) MaxIncrease(base *Report) int64 {
+	var m int64
+	up := func(now, before int64) { m = max(m, now-before) }
+	q, p := r.Requests, base.Requests
+	up(q.Total, p.Total)
+	up(q.Rejected, p.Rejected)
+	up(q.Class2xx, p.Class2xx)
+	up(q.Class4xx, p.Class4xx)
+	up(q.Class5xx, p.Class5xx)
+	up(r.ApplyErrors, base.ApplyErrors)
+	for i, c := range r.Latency.Counts {
+		var b int64
+		if i < len(base.Latency.Counts) {
+			b = base.Latency.Counts[i]
+		}
+		up(c, b)
+	}
+	pl := map[string]LimitCounts{}
+	for _, l := range base.Limits {
+		pl[l.Rule] = l
+	}
+	for _, l := range r.Limits {
+		o := pl[l.Rule]
+		up(l.Allowed, o.Allowed)
+		up(l.Rejected, o.Rejected)
+		up(l.ShadowRejected, o.ShadowRejected)
+	}
+	trans := func(now, before []Transition) {
+		was := map[[2]string]int64{}
+		for _, t := range before {
+			was[[2]string{t.From, t.To}] = t.Count
+		}
+		for _, t := range now {
+			up(t.Count, was[[2]string{t.From, t.To}])
+		}
+	}
+	pb := map[string]BreakerState{}
+	for _, b := range base.Breakers {
+		pb[b.Rule] = b
+	}
+	for _, b := range r.Breakers {
+		up(b.Rejected, pb[b.Rule].Rejected)
+		trans(b.Transitions, pb[b.Rule].Transitions)
+	}
+	pd := map[string]DegradeState{}
+	for _, d := range base.Degrades {
+		pd[d.Rule] = d
+	}
+	for _, d := range r.Degrades {
+		up(d.Shed, pd[d.Rule].Shed)
+		trans(d.Transitions, pd[d.Rule].Transitions)
+	}
+	return m
 }

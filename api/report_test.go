@@ -9,10 +9,20 @@ import (
 func goodReport(now time.Time) *Report {
 	return &Report{NodeID: "gw-1", BootID: "b1", Seq: 2, At: now, IntervalSeconds: 5, Version: 3,
 		Requests: RequestCounts{Total: 10, Rejected: 2, Class2xx: 8, Class4xx: 2},
-		Latency:  LatencyCounts{Bounds: []float64{0.1, 1}, Counts: []int64{5, 9, 10}},
+		Latency:  LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(5, 9, 10)},
 		Limits:   []LimitCounts{{Rule: "per-ip", Allowed: 8, Rejected: 2}},
 		Breakers: []BreakerState{{Rule: "up", State: "closed"}},
 		Degrades: []DegradeState{{Rule: "coupon", Level: 1, Transitions: []Transition{{From: "0", To: "1", Count: 1}}}}}
+}
+
+// latencyCounts is a cumulative histogram over LatencyBounds whose first
+// buckets hold first and whose later ones hold the last of first.
+func latencyCounts(first ...int64) []int64 {
+	c := make([]int64, len(LatencyBounds)+1)
+	for i := range c {
+		c[i] = first[min(i, len(first)-1)]
+	}
+	return c
 }
 
 func TestReportCheck(t *testing.T) {
@@ -31,8 +41,22 @@ func TestReportCheck(t *testing.T) {
 		{desc: "within the skew", edit: func(r *Report) { r.At = now.Add(20 * time.Second) }},
 		{desc: "negative request count", edit: func(r *Report) { r.Requests.Class5xx = -1 }, wants: []string{"requests.class5xx"}},
 		{desc: "negative limit count", edit: func(r *Report) { r.Limits[0].Allowed = -3 }, wants: []string{"limits[0].allowed"}},
-		{desc: "latency decreasing", edit: func(r *Report) { r.Latency.Counts = []int64{5, 4, 10} }, wants: []string{"latency.counts[1]"}},
-		{desc: "latency without +Inf", edit: func(r *Report) { r.Latency.Counts = []int64{5, 9} }, wants: []string{"latency.counts"}},
+		{desc: "latency decreasing", edit: func(r *Report) { r.Latency.Counts = latencyCounts(5, 4, 10) }, wants: []string{"latency.counts[1]"}},
+		{desc: "latency without +Inf", edit: func(r *Report) { r.Latency.Counts = r.Latency.Counts[:len(LatencyBounds)] }, wants: []string{"latency.counts"}},
+		{desc: "latency bounds of the report's choosing", edit: func(r *Report) {
+			r.Latency = LatencyCounts{Bounds: []float64{0.1, 1}, Counts: []int64{5, 9, 10}}
+		}, wants: []string{"latency.bounds"}},
+		{desc: "50,000 latency bounds", edit: func(r *Report) {
+			r.Latency = LatencyCounts{Bounds: make([]float64, 50000), Counts: make([]int64, 50001)}
+		}, wants: []string{"latency.bounds"}},
+		{desc: "no latency at all", edit: func(r *Report) { r.Latency = LatencyCounts{} }},
+		{desc: "transition to an unknown level", edit: func(r *Report) { r.Degrades[0].Transitions[0].To = "<b>9</b>" }, wants: []string{"degrades[0].transitions[0]"}},
+		{desc: "transition pair twice", edit: func(r *Report) {
+			r.Degrades[0].Transitions = append(r.Degrades[0].Transitions, r.Degrades[0].Transitions[0])
+		}, wants: []string{"degrades[0].transitions[1]"}},
+		{desc: "breaker transition", edit: func(r *Report) { r.Breakers[0].Transitions = []Transition{{From: "closed", To: "open", Count: 2}} }},
+		{desc: "apply error too long", edit: func(r *Report) { r.LastApplyError = strings.Repeat("x", MaxApplyErrorLength+1) }, wants: []string{"lastApplyError"}},
+		{desc: "apply error with a control character", edit: func(r *Report) { r.LastApplyError = "bad\x1b[31m" }, wants: []string{"lastApplyError"}},
 		{desc: "bad breaker state", edit: func(r *Report) { r.Breakers[0].State = "ajar" }, wants: []string{"breakers[0].state"}},
 		{desc: "degrade level 3", edit: func(r *Report) { r.Degrades[0].Level = 3 }, wants: []string{"degrades[0].level"}},
 		{desc: "rule id invalid", edit: func(r *Report) { r.Limits[0].Rule = "Per IP" }, wants: []string{"limits[0].rule"}},
@@ -71,6 +95,8 @@ func TestDecodeReport(t *testing.T) {
 		{desc: "bad key", id: "gw:1", data: string(b), want: `invalid node id "gw:1"`},
 		{desc: "unknown field", id: "gw-1", data: strings.Replace(string(b), `"seq"`, `"sequence":1,"seq"`, 1), want: "unknown field"},
 		{desc: "not JSON", id: "gw-1", data: "{", want: "not valid JSON"},
+		// The red team's reports: 169 KB of latency bounds.
+		{desc: "169 KB", id: "gw-1", data: strings.Replace(string(b), `"bounds":[`, `"bounds":[`+strings.Repeat("0.5,", 42250), 1), want: "bytes, over 65536"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -101,7 +127,9 @@ func TestReportFollows(t *testing.T) {
 		{desc: "same sequence", edit: func(r *Report) {}, want: "does not follow"},
 		{desc: "limit backwards", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Rejected = 1 }, want: "limit per-ip rejected went backwards"},
 		{desc: "requests backwards", edit: func(r *Report) { r.Seq = 3; r.Requests.Total = 9 }, want: "requests.total went backwards"},
-		{desc: "latency backwards", edit: func(r *Report) { r.Seq = 3; r.Latency.Counts = []int64{4, 9, 10} }, want: "latency.counts[0] went backwards"},
+		{desc: "transition count backwards", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions[0].Count = 0 }, want: "degrade coupon transitions 0→1 went backwards"},
+		{desc: "transition pair dropped", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions = nil }, want: "degrade coupon transitions 0→1 went backwards"},
+		{desc: "latency backwards", edit: func(r *Report) { r.Seq = 3; r.Latency.Counts = latencyCounts(4, 9, 10) }, want: "latency.counts[0] went backwards"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -129,5 +157,36 @@ func TestReportCheckRules(t *testing.T) {
 	rs.Breakers = nil
 	if err := r.CheckRules(rs); err == nil || !strings.Contains(err.Error(), "breaker up") {
 		t.Errorf("CheckRules without the breaker: %v", err)
+	}
+}
+
+func TestReportMaxIncrease(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	prev := goodReport(now)
+	tests := []struct {
+		desc string
+		edit func(r *Report)
+		want int64
+	}{
+		{desc: "nothing moved", edit: func(*Report) {}, want: 0},
+		{desc: "requests", edit: func(r *Report) { r.Requests.Total += 3e9 }, want: 3e9},
+		{desc: "a latency bucket", edit: func(r *Report) { r.Latency.Counts[len(LatencyBounds)] += 7 }, want: 7},
+		{desc: "a limit", edit: func(r *Report) { r.Limits[0].ShadowRejected += 11 }, want: 11},
+		{desc: "a transition", edit: func(r *Report) { r.Degrades[0].Transitions[0].Count += 4500 }, want: 4500},
+		{desc: "a new rule counts whole", edit: func(r *Report) { r.Limits = append(r.Limits, LimitCounts{Rule: "new", Allowed: 99}) }, want: 99},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			r := goodReport(now)
+			tc.edit(r)
+			if got := r.MaxIncrease(prev); got != tc.want {
+				t.Errorf("MaxIncrease = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	if got := goodReport(now).MaxIncrease(&Report{}); got != 10 {
+		t.Errorf("MaxIncrease over a new boot = %d, want the largest count, 10", got)
 	}
 }

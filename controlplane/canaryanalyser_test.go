@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,18 +84,19 @@ func TestCanaryAnalyser(t *testing.T) {
 				share   int64
 			}{{"canary-1", 2, tc.rejectShare}, {"base-1", 1, 1}, {"base-2", 1, 1}}
 			for _, n := range nodes {
+				f.Register("shop", n.id, Registration{Lease: testLease, Version: n.version, Labels: map[string]string{"canary": strconv.FormatBool(n.version == 2)}})
 				var total, rejected int64
 				for seq := int64(1); seq <= 6; seq++ {
 					total += tc.requests
 					rejected += tc.requests * n.share / 100
 					r := &api.Report{NodeID: n.id, BootID: "b", Seq: seq, At: t0.Add(time.Duration(seq-1)*5*time.Second + time.Second), Version: n.version,
 						Requests: api.RequestCounts{Total: total, Rejected: rejected, Class4xx: rejected, Class2xx: total - rejected}}
-					if _, err := f.Ingest(context.Background(), "shop", r, 1); err != nil {
+					if _, err := f.Ingest(context.Background(), "shop", r, key(1)); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			store := &fakeCanaries{canaries: []*Canary{{ID: 9, Namespace: "shop", Version: 2, CreatedAt: t0, State: CanaryActive,
+			store := &fakeCanaries{canaries: []*Canary{{ID: 9, Namespace: "shop", Version: 2, CreatedAt: t0, State: CanaryActive, Selector: map[string]string{"canary": "true"},
 				Analysis:   &CanaryAnalysis{Window: api.Duration(20 * time.Second), MaxRejectRateIncrease: 0.05, MinRequests: 20, OnPass: tc.onPass},
 				Comparison: &CanaryComparison{State: ComparisonWaiting, Windows: tc.judged}}}}
 			a := &CanaryAnalyser{Store: store, Fleet: f, Delay: 10 * time.Second, Since: tc.since, Now: func() time.Time { return now }}

@@ -84,7 +84,25 @@ func (a *CanaryAnalysis) Validate() api.Errors {
 	return errs
 }
 
-// CohortFigures are one side's figures over a window.
+// Side places a node in the canary's comparison by its registration: a
+// node whose labels match the selector and that applied the canary's
+// version is a canary node; a node whose labels do not match and that runs
+// another version is the baseline; any other (a selected node still on the
+// old version, an unselected one on the canary's) is in neither.
+func (c *Canary) Side(_ string, labels map[string]string, version int64) CohortSide {
+	selected := api.Selector(c.Selector).Matches(labels)
+	switch {
+	case selected && version == c.Version:
+		return SideCanary
+	case !selected && version != c.Version:
+		return SideBaseline
+	}
+	return SideNeither
+}
+
+// CohortFigures are one side's figures over a window: request counts
+// summed over its nodes, rates and p99 the median of its nodes' (see
+// Fleet.Cohort).
 type CohortFigures struct {
 	Nodes        []string `json:"nodes"`
 	Requests     int64    `json:"requests"`

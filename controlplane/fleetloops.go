@@ -159,8 +159,9 @@ type CanaryStore interface {
 // "Canary analysis"). Windows are fixed by the canary: window k covers
 // [createdAt + (k-1)·window, createdAt + k·window), judged once it ended
 // and Delay passed (the reports of its last step are in). It compares the
-// nodes that ran the canary's version in each step with the others (from
-// the Fleet's stats): a breach aborts the canary, a pass promotes it (onPass
+// canary cohort with the baseline, placed by their registrations
+// (Canary.Side) and judged on the median of per-node rates (Fleet.Cohort):
+// a breach aborts the canary, a pass promotes it (onPass
 // promote) or holds it, too few requests on either side judges nothing. The
 // comparison, with the number of windows judged, is stored with the canary
 // in Postgres, so any replica carries on where another stopped; every
@@ -236,7 +237,7 @@ func (a *CanaryAnalyser) judge(ctx context.Context, c *Canary) error {
 	if cmp == nil {
 		cmp = &CanaryComparison{State: ComparisonWaiting}
 	}
-	inCanary := func(_ string, v int64) bool { return v == c.Version }
+	inCanary := c.Side // cohorts from registrations, robust rates (Fleet.Cohort)
 	k := int64(now.Add(-a.Delay).Sub(c.CreatedAt) / w)
 	cur := c.CreatedAt.Add(time.Duration(max(k, 0)) * w)
 	cc, cb := a.Fleet.Cohort(c.Namespace, cur, now, inCanary)

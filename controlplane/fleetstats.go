@@ -24,10 +24,15 @@ import (
 // counters for the first report of a boot (Seq 1, or a boot that started
 // after the Fleet did), and nothing for the first report it sees of a boot
 // already under way before (its counts were made before this replica
-// watched). A report is refused (counted by reason,
-// never stored) when its rules are not those of the version it names, or
-// its counters went backwards within its boot; the report's own checks
-// (api.Report.Check) are the watcher's, before Ingest.
+// watched). A report counts only from a node with a live registration
+// (Register) bound to the same lease as the report key; it is refused
+// (counted by reason, never stored) when there is none or its lease
+// differs, when its rules are not those of the version it names, when its
+// counters went backwards within its boot, or when a counter grew faster
+// than MaxNodeRPS over the time the report covers; the report's own checks
+// (api.Report.Check) are the watcher's, before Ingest. Cohorts for canary
+// analysis come from the registrations (labels and applied version), not
+// from the reports' claims.
 //
 // Safe for concurrent use.
 type Fleet struct {
@@ -54,15 +59,45 @@ type FleetSettings struct {
 	Rules func(ctx context.Context, ns string, n int64) (*api.RuleSet, error)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxNodeRPS is the fastest any counter of a report may grow, per
+	// second of the time the report covers (see Ingest); zero means
+	// api.DefaultMaxNodeRPS.
+	MaxNodeRPS float64
+	// Skew is how far ahead of the control plane's clock a node's may be
+	// (api.DefaultReportSkew when zero): the time a report covers is at most
+	// the time since the previous one was stored plus Skew.
+	Skew time.Duration
 }
 
 // Refusal reasons, the label of the refused-reports metric.
 const (
-	RefusedInvalid      = "invalid"       // api.DecodeReport refused it (the watcher counts it)
-	RefusedUnknownRules = "unknown_rules" // rules its version does not hold
-	RefusedBackwards    = "backwards"     // counters or sequence went backwards within a boot
-	RefusedNoVersion    = "no_version"    // its version could not be read
+	RefusedInvalid      = "invalid"        // api.DecodeReport refused it (the watcher counts it)
+	RefusedUnknownRules = "unknown_rules"  // rules its version does not hold
+	RefusedBackwards    = "backwards"      // counters or sequence went backwards within a boot
+	RefusedNoVersion    = "no_version"     // its version could not be read
+	RefusedUnregistered = "unregistered"   // no live, valid registration of its node
+	RefusedLease        = "lease_mismatch" // its key's lease is not its node's registration's
+	RefusedImplausible  = "implausible"    // a counter grew faster than MaxNodeRPS
 )
+
+// Registration is what a Fleet knows of a node's live registration (the
+// lease-bound key Keys.Node, valid per api.DecodeRegistration).
+type Registration struct {
+	// Lease is the registration key's lease; a report counts only when its
+	// own key is bound to the same one.
+	Lease int64
+	// Labels and Version (the applied version) place the node in a canary
+	// cohort or the baseline.
+	Labels  map[string]string
+	Version int64
+}
+
+// ReportKey is what etcd says of a report key: its create revision and
+// lease.
+type ReportKey struct {
+	CreateRevision int64
+	Lease          int64
+}
 
 // RefusedError is a report Fleet.Ingest refused, with the reason counted.
 type RefusedError struct {
@@ -83,6 +118,12 @@ func NewFleet(s FleetSettings) *Fleet {
 	}
 	if s.Now == nil {
 		s.Now = time.Now
+	}
+	if s.MaxNodeRPS <= 0 {
+		s.MaxNodeRPS = api.DefaultMaxNodeRPS
+	}
+	if s.Skew <= 0 {
+		s.Skew = api.DefaultReportSkew
 	}
 	return &Fleet{s: s, started: s.Now(), slots: int(s.Retention/s.Resolution) + 2, spaces: map[string]*fleetSpace{},
 		rules: map[string]*api.RuleSet{}, refused: map[string]int64{}}
@@ -114,16 +155,17 @@ func (f *Fleet) Refuse(reason string) {
 }
 
 // ring holds per-slot vectors of n counts, each slot stamped with the step
-// number it holds. Counts are int32: one node's count over one 5s step
-// stays far below 2^31, and an hour of 1,000 nodes fits in about 130 MB.
+// number it holds. Counts are int64 (a fleet's sum over a step, or one
+// node's first report after a long boot, may pass 2^31); the width n is
+// fixed by the code (ruleN, nodeWidth), never by a report.
 type ring struct {
 	n     int
 	epoch []int64
-	vals  []int32
+	vals  []int64
 }
 
 func newRing(slots, n int) *ring {
-	r := &ring{n: n, epoch: make([]int64, slots), vals: make([]int32, slots*n)}
+	r := &ring{n: n, epoch: make([]int64, slots), vals: make([]int64, slots*n)}
 	for i := range r.epoch {
 		r.epoch[i] = -1
 	}
@@ -132,7 +174,7 @@ func newRing(slots, n int) *ring {
 
 // at returns the vector of step b, clearing the slot when it held an older
 // step.
-func (r *ring) at(b int64) []int32 {
+func (r *ring) at(b int64) []int64 {
 	i := int(b % int64(len(r.epoch)))
 	v := r.vals[i*r.n : (i+1)*r.n]
 	if r.epoch[i] != b {
@@ -143,7 +185,7 @@ func (r *ring) at(b int64) []int32 {
 }
 
 // get returns the vector of step b, or nil when the ring does not hold it.
-func (r *ring) get(b int64) []int32 {
+func (r *ring) get(b int64) []int64 {
 	i := int(b % int64(len(r.epoch)))
 	if r.epoch[i] != b {
 		return nil
@@ -173,35 +215,106 @@ const (
 	nLatency // first latency bucket
 )
 
+// nodeWidth is a node vector's length: api.LatencyBounds fixes the
+// histogram.
+var nodeWidth = nLatency + len(api.LatencyBounds) + 1
+
 type fleetSpace struct {
 	nodes map[string]*fleetNode
 	fleet map[string]*ring // rule key → fleet-wide sums
 	kinds map[string]string
-	// bounds are the latency bucket bounds of the first report seen; a
-	// report with other bounds contributes no latency.
-	bounds []float64
-	total  *ring // fleet-wide node vector
+	total *ring // fleet-wide node vector
+	regs  map[string]Registration
 }
 
 type fleetNode struct {
 	last      *api.Report
+	stored    time.Time // when last was stored, by the Fleet's clock
 	createRev int64
 	nodeVec   *ring
 	rules     map[string]*ring
 	gone      bool
 	summary   *NodeReport
+	labels    map[string]string // its registration's, when it last reported
+}
+
+// space returns ns's space, made on first use. f.mu is held.
+func (f *Fleet) space(ns string) *fleetSpace {
+	sp := f.spaces[ns]
+	if sp == nil {
+		sp = &fleetSpace{nodes: map[string]*fleetNode{}, fleet: map[string]*ring{}, kinds: map[string]string{}, regs: map[string]Registration{}}
+		f.spaces[ns] = sp
+	}
+	return sp
+}
+
+// Register records node's live, valid registration in ns (its lease,
+// labels and applied version), replacing any before.
+func (f *Fleet) Register(ns, node string, reg Registration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.space(ns).regs[node] = reg
+}
+
+// Unregister records that node's registration in ns ended, or is no longer
+// valid: its reports are refused from now on.
+func (f *Fleet) Unregister(ns, node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sp := f.spaces[ns]; sp != nil {
+		delete(sp.regs, node)
+	}
+}
+
+// SyncRegistrations replaces every registration of ns (a whole listing).
+func (f *Fleet) SyncRegistrations(ns string, regs map[string]Registration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.space(ns).regs = maps2(regs)
+}
+
+func maps2(m map[string]Registration) map[string]Registration {
+	out := make(map[string]Registration, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func ruleKey(kind, id string) string { return kind + "/" + id }
 
 // Ingest stores the deltas of report r of node r.NodeID in namespace ns,
-// read from a report key created at etcd revision createRev, and returns
-// the events it makes: node_joined for a new report key, degrade and
-// breaker transitions, apply errors. Each event's Key identifies it so that
-// every replica makes the same one. A duplicate (same boot and sequence as
-// the last one stored) is ignored; a refused report returns an error naming
-// why (see Counts).
-func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, createRev int64) ([]*Event, error) {
+// read from report key k, and returns the events it makes: node_joined for
+// a new report key, degrade and breaker transitions, apply errors. Each
+// event's Key identifies it so that every replica makes the same one. A
+// duplicate (same boot and sequence as the last one stored) is ignored; a
+// refused report returns a *RefusedError naming why (see Counts):
+//
+//   - RefusedUnregistered: the node has no live, valid registration;
+//     RefusedLease: the report key's lease is not the registration's (a
+//     key written by someone else than the node's registrar session);
+//   - RefusedImplausible: a counter grew by more than MaxNodeRPS times the
+//     seconds the report covers: since the previous report of its boot (at
+//     most the time since that one was stored, plus Skew), or, for a boot's
+//     first counts, since the boot started (at most the Retention). A new
+//     boot's implausible first report still becomes its baseline, so that
+//     the boot's next reports count as deltas.
+func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, k ReportKey) ([]*Event, error) {
+	f.mu.RLock()
+	var reg Registration
+	registered := false
+	if sp := f.spaces[ns]; sp != nil {
+		reg, registered = sp.regs[r.NodeID]
+	}
+	f.mu.RUnlock()
+	switch {
+	case !registered:
+		f.Refuse(RefusedUnregistered)
+		return nil, &RefusedError{Reason: RefusedUnregistered, Err: fmt.Errorf("node %q of %s has no live, valid registration", r.NodeID, ns)}
+	case reg.Lease != k.Lease:
+		f.Refuse(RefusedLease)
+		return nil, &RefusedError{Reason: RefusedLease, Err: fmt.Errorf("the report key of node %q of %s is bound to lease %x, its registration to lease %x", r.NodeID, ns, k.Lease, reg.Lease)}
+	}
 	rs, err := f.ruleSet(ctx, ns, r.Version)
 	if err != nil {
 		f.Refuse(RefusedNoVersion)
@@ -213,10 +326,11 @@ func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, createRev 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	sp := f.spaces[ns]
-	if sp == nil {
-		sp = &fleetSpace{nodes: map[string]*fleetNode{}, fleet: map[string]*ring{}, kinds: map[string]string{}, total: nil}
-		f.spaces[ns] = sp
+	sp := f.space(ns)
+	if cur, ok := sp.regs[r.NodeID]; !ok || cur.Lease != k.Lease {
+		// The registration ended or changed while the rules were read.
+		f.refused[RefusedUnregistered]++
+		return nil, &RefusedError{Reason: RefusedUnregistered, Err: fmt.Errorf("node %q of %s is no longer registered under the report's lease", r.NodeID, ns)}
 	}
 	n := sp.nodes[r.NodeID]
 	if n == nil {
@@ -232,57 +346,72 @@ func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, createRev 
 		f.refused[RefusedBackwards]++
 		return nil, &RefusedError{Reason: RefusedBackwards, Err: err}
 	}
-	var evs []*Event
-	if createRev != n.createRev {
-		evs = append(evs, &Event{Namespace: ns, At: r.At, Kind: EventNodeJoined, Node: r.NodeID, Version: r.Version,
-			Key: "node_joined/" + r.NodeID + "/" + strconv.FormatInt(createRev, 10)})
-		n.createRev = createRev
-	}
-	n.gone = false
+	now := f.s.Now()
 	base := prev
+	var covered time.Duration // the time base to r covers
 	switch {
 	case prev != nil && prev.BootID == r.BootID:
+		covered = min(r.At.Sub(prev.At), now.Sub(n.stored)+f.s.Skew)
 	case r.Seq == 1 || !r.BootAt.IsZero() && !r.BootAt.Before(f.started):
 		// A new boot counts from zero; so does the first report seen of a
 		// boot that started after this Fleet did (its namespace was
 		// followed late): every count of it is since then.
 		base = &api.Report{}
+		covered = 0
+		if !r.BootAt.IsZero() {
+			covered = min(r.At.Sub(r.BootAt), f.s.Retention)
+		}
 	default:
 		base = nil // a boot already under way: its counts predate this watch
 	}
+	if base != nil {
+		limit := f.s.MaxNodeRPS * max(covered.Seconds(), 1)
+		if inc := r.MaxIncrease(base); float64(inc) > limit {
+			err := &RefusedError{Reason: RefusedImplausible, Err: fmt.Errorf("report %d of node %q boot %s: a counter grew by %d in %s, over %g/s",
+				r.Seq, r.NodeID, r.BootID, inc, max(covered, time.Second), f.s.MaxNodeRPS)}
+			f.refused[RefusedImplausible]++
+			if prev == nil || prev.BootID != r.BootID {
+				n.last, n.stored = r, now // the baseline of the boot's next reports
+			}
+			return nil, err
+		}
+	}
+	var evs []*Event
+	if k.CreateRevision != n.createRev {
+		evs = append(evs, &Event{Namespace: ns, At: r.At, Kind: EventNodeJoined, Node: r.NodeID, Version: reg.Version,
+			Key: "node_joined/" + r.NodeID + "/" + strconv.FormatInt(k.CreateRevision, 10)})
+		n.createRev = k.CreateRevision
+	}
+	n.gone = false
+	n.labels = reg.Labels
 	f.stored++
-	n.last = r
+	n.last, n.stored = r, now
 	n.summary = summarise(r, base)
 	if base == nil {
 		return evs, nil
 	}
-	now := f.s.Now()
 	at := r.At
 	if at.Before(now.Add(-f.s.Retention)) {
 		return evs, nil
 	}
 	step := at.Unix() / int64(f.s.Resolution/time.Second)
-	f.storeDeltas(sp, n, step, base, r)
+	f.storeDeltas(sp, n, step, base, r, reg.Version)
 	return append(evs, transitionEvents(ns, base, r)...), nil
 }
 
 // storeDeltas adds r minus base to step b of the node's and the fleet's
-// rings.
-func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.Report) {
-	if sp.bounds == nil && len(r.Latency.Bounds) > 0 {
-		sp.bounds = slices.Clone(r.Latency.Bounds)
+// rings; version is the node's applied version by its registration.
+func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.Report, version int64) {
+	if n.nodeVec == nil {
+		n.nodeVec = newRing(f.slots, nodeWidth)
 	}
-	width := nLatency + len(sp.bounds) + 1
-	if n.nodeVec == nil || n.nodeVec.n != width {
-		n.nodeVec = newRing(f.slots, width)
-	}
-	if sp.total == nil || sp.total.n != width {
-		sp.total = newRing(f.slots, width)
+	if sp.total == nil {
+		sp.total = newRing(f.slots, nodeWidth)
 	}
 	nv, tv := n.nodeVec.at(b), sp.total.at(b)
 	add := func(i int, d int64) {
-		nv[i] += int32(d)
-		tv[i] += int32(d)
+		nv[i] += d
+		tv[i] += d
 	}
 	q, p := r.Requests, base.Requests
 	add(nRequests, q.Total-p.Total)
@@ -290,8 +419,8 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 	add(n2xx, q.Class2xx-p.Class2xx)
 	add(n4xx, q.Class4xx-p.Class4xx)
 	add(n5xx, q.Class5xx-p.Class5xx)
-	nv[nVersion] = int32(r.Version)
-	if slices.Equal(r.Latency.Bounds, sp.bounds) {
+	nv[nVersion] = version
+	if len(r.Latency.Counts) == len(api.LatencyBounds)+1 { // api.Report.Check fixed the bounds
 		prevCounts := base.Latency.Counts
 		for i, c := range r.Latency.Counts {
 			cum := c
@@ -323,8 +452,8 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 		}
 		a, c := nr.at(b), fr.at(b)
 		for i, v := range d {
-			a[i] += int32(v)
-			c[i] += int32(v)
+			a[i] += v
+			c[i] += v
 		}
 	}
 	pl := map[string]api.LimitCounts{}
@@ -515,7 +644,7 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: rulePoints(sp.fleet[k])})
 		}
 		if sp.total != nil {
-			out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: "", Points: nodePoints(sp.total, sp.bounds, from, to, resSec, stepSec)})
+			out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: "", Points: nodePoints(sp.total, api.LatencyBounds, from, to, resSec, stepSec)})
 		}
 		return out, nil
 	}
@@ -529,7 +658,7 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 		}
 	}
 	if n.nodeVec != nil {
-		out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: q.Node, Points: nodePoints(n.nodeVec, sp.bounds, from, to, resSec, stepSec)})
+		out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: q.Node, Points: nodePoints(n.nodeVec, api.LatencyBounds, from, to, resSec, stepSec)})
 	}
 	return out, nil
 }
@@ -601,14 +730,32 @@ func P99(bounds []float64, counts []int64) float64 {
 	return bounds[len(bounds)-1]
 }
 
-// Cohort sums, over the steps [from, to) (unix seconds), the figures of the
-// nodes of ns for which canary(node, version in that step) is true
-// (inCanary) or false (the baseline). A step in which a node's version
+// CohortSide is where a canary comparison places a node.
+type CohortSide int
+
+// The sides of a canary comparison.
+const (
+	SideNeither  CohortSide = iota // in no cohort (a canary node not yet on its version, ...)
+	SideCanary                     // a canary node running the canary's version
+	SideBaseline                   // a node outside the canary running another version
+)
+
+// Cohort gathers, over the steps [from, to) (unix seconds), the figures of
+// the nodes of ns by side(node, labels, version): labels are the node's
+// registration's, version the applied version its registration gave in that
+// step (never a report's own claim). A step in which a node's version
 // changed (it differs from the node's previous step) counts in neither: its
 // counts, taken since the node's previous report, mix traffic served under
 // both versions (a canary's first step would carry the rejections of the
 // version it replaced).
-func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string, version int64) bool) (canary, baseline *CohortFigures) {
+//
+// Requests, Rejected and Errors5xx are sums over the cohort's nodes; the
+// rates and the p99 are robust: RejectRate and ErrorRate5xx are the median
+// of the per-node rates of the nodes that served at least one request in
+// the window, P99Seconds the median of their per-node p99s, so that one
+// node (or fewer than half of a cohort) cannot move a cohort's figure past
+// the honest nodes' range, whatever it claims.
+func (f *Fleet) Cohort(ns string, from, to time.Time, side func(node string, labels map[string]string, version int64) CohortSide) (canary, baseline *CohortFigures) {
 	canary, baseline = &CohortFigures{Nodes: []string{}}, &CohortFigures{Nodes: []string{}}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -621,7 +768,11 @@ func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string,
 	if from.Unix()%resSec != 0 {
 		bFrom++
 	}
-	hists := map[*CohortFigures][]int64{}
+	type perNode struct {
+		requests, rejected, errors int64
+		hist                       []int64
+	}
+	nodes := map[*CohortFigures][]*perNode{}
 	ids := make([]string, 0, len(sp.nodes))
 	for id := range sp.nodes {
 		ids = append(ids, id)
@@ -632,7 +783,7 @@ func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string,
 		if n.nodeVec == nil {
 			continue
 		}
-		seen := map[*CohortFigures]bool{}
+		mine := map[*CohortFigures]*perNode{}
 		for b := bFrom; b < bTo; b++ {
 			v := n.nodeVec.get(b)
 			if v == nil {
@@ -641,35 +792,61 @@ func (f *Fleet) Cohort(ns string, from, to time.Time, inCanary func(node string,
 			if p := n.nodeVec.get(b - 1); p != nil && p[nVersion] != v[nVersion] {
 				continue // the node switched versions in this step
 			}
-			c := baseline
-			if inCanary(id, int64(v[nVersion])) {
+			var c *CohortFigures
+			switch side(id, n.labels, v[nVersion]) {
+			case SideCanary:
 				c = canary
+			case SideBaseline:
+				c = baseline
+			default:
+				continue
 			}
-			if !seen[c] {
-				seen[c] = true
+			pn := mine[c]
+			if pn == nil {
+				pn = &perNode{hist: make([]int64, len(v)-nLatency)}
+				mine[c] = pn
 				c.Nodes = append(c.Nodes, id)
+				nodes[c] = append(nodes[c], pn)
 			}
-			c.Requests += int64(v[nRequests])
-			c.Rejected += int64(v[nRejected])
-			c.Errors5xx += int64(v[n5xx])
-			h := hists[c]
-			if h == nil {
-				h = make([]int64, len(v)-nLatency)
-				hists[c] = h
-			}
-			for i := range h {
-				h[i] += int64(v[nLatency+i])
+			pn.requests += v[nRequests]
+			pn.rejected += v[nRejected]
+			pn.errors += v[n5xx]
+			for i := range pn.hist {
+				pn.hist[i] += v[nLatency+i]
 			}
 		}
 	}
 	for _, c := range []*CohortFigures{canary, baseline} {
-		if c.Requests > 0 {
-			c.RejectRate = float64(c.Rejected) / float64(c.Requests)
-			c.ErrorRate5xx = float64(c.Errors5xx) / float64(c.Requests)
+		var rej, errs, p99 []float64
+		for _, pn := range nodes[c] {
+			c.Requests += pn.requests
+			c.Rejected += pn.rejected
+			c.Errors5xx += pn.errors
+			if pn.requests > 0 {
+				rej = append(rej, float64(pn.rejected)/float64(pn.requests))
+				errs = append(errs, float64(pn.errors)/float64(pn.requests))
+			}
+			if slices.ContainsFunc(pn.hist, func(x int64) bool { return x > 0 }) {
+				p99 = append(p99, P99(api.LatencyBounds, pn.hist))
+			}
 		}
-		c.P99Seconds = P99(sp.bounds, hists[c])
+		c.RejectRate, c.ErrorRate5xx, c.P99Seconds = median(rej), median(errs), median(p99)
 	}
 	return canary, baseline
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an
+// even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
 }
 
 // Tick returns the StatsTick of step b (unix seconds / resolution) of ns:
@@ -707,7 +884,7 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	sort.Strings(ids)
 	for _, id := range ids {
 		if n := sp.nodes[id]; n.nodeVec != nil && n.nodeVec.get(b) != nil {
-			t.Nodes = append(t.Nodes, &NodeStatsSeries{Node: id, Points: nodePoints(n.nodeVec, sp.bounds, b, b, resSec, resSec)})
+			t.Nodes = append(t.Nodes, &NodeStatsSeries{Node: id, Points: nodePoints(n.nodeVec, api.LatencyBounds, b, b, resSec, resSec)})
 		}
 	}
 	return t

@@ -20,9 +20,10 @@ func fillFleet(tb testing.TB, nodes int, now time.Time) *Fleet {
 		Rules: func(context.Context, string, int64) (*api.RuleSet, error) { return rs, nil }})
 	ctx := context.Background()
 	start := now.Add(-time.Hour)
-	bounds := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	bounds := api.LatencyBounds
 	for n := range nodes {
 		id := fmt.Sprintf("gw-%04d", n)
+		f.Register("shop", id, Registration{Lease: 1, Version: 1})
 		var c int64
 		for seq := int64(1); seq <= 720; seq++ {
 			c += 100
@@ -35,7 +36,7 @@ func fillFleet(tb testing.TB, nodes int, now time.Time) *Fleet {
 				Latency:  api.LatencyCounts{Bounds: bounds, Counts: lat},
 				Limits:   []api.LimitCounts{{Rule: "l1", Allowed: c, Rejected: c / 10}, {Rule: "l2", Allowed: c}, {Rule: "l3", Allowed: c}},
 				Breakers: []api.BreakerState{{Rule: "b1", State: "closed"}}, Degrades: []api.DegradeState{{Rule: "d1"}}}
-			if _, err := f.Ingest(ctx, "shop", r, 1); err != nil {
+			if _, err := f.Ingest(ctx, "shop", r, ReportKey{CreateRevision: 1, Lease: 1}); err != nil {
 				tb.Fatal(err)
 			}
 		}
@@ -91,8 +92,9 @@ func BenchmarkIngest(b *testing.B) {
 		Rules: func(context.Context, string, int64) (*api.RuleSet, error) { return rs, nil }})
 	reports := make([]*api.Report, 1000)
 	for n := range reports {
+		f.Register("shop", fmt.Sprintf("gw-%04d", n), Registration{Lease: 1, Version: 1})
 		reports[n] = &api.Report{NodeID: fmt.Sprintf("gw-%04d", n), BootID: "boot", At: now, Version: 1,
-			Latency:  api.LatencyCounts{Bounds: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, Counts: make([]int64, 15)},
+			Latency:  api.LatencyCounts{Bounds: api.LatencyBounds, Counts: make([]int64, 15)},
 			Limits:   []api.LimitCounts{{Rule: "l1"}, {Rule: "l2"}, {Rule: "l3"}},
 			Breakers: []api.BreakerState{{Rule: "b1", State: "closed"}}, Degrades: []api.DegradeState{{Rule: "d1"}}}
 	}
@@ -103,7 +105,7 @@ func BenchmarkIngest(b *testing.B) {
 		r.Seq++
 		r.Requests.Total += 100
 		r.Limits[0].Allowed += 100
-		if _, err := f.Ingest(context.Background(), "shop", r, 1); err != nil {
+		if _, err := f.Ingest(context.Background(), "shop", r, ReportKey{CreateRevision: 1, Lease: 1}); err != nil {
 			b.Fatal(err)
 		}
 		i++

@@ -16,14 +16,53 @@ func testFleet(now *time.Time) *Fleet {
 		Rules: func(context.Context, string, int64) (*api.RuleSet, error) { return rs, nil }})
 }
 
+// testLease is the lease of the registrations and report keys of the
+// tests' nodes.
+const testLease = 7
+
+// key is a report key created at rev under testLease.
+func key(rev int64) ReportKey { return ReportKey{CreateRevision: rev, Lease: testLease} }
+
+// register registers node in shop under testLease, running version, with
+// labels (k=v pairs).
+func register(f *Fleet, node string, version int64, labels ...string) {
+	l := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		l[labels[i]] = labels[i+1]
+	}
+	f.Register("shop", node, Registration{Lease: testLease, Labels: l, Version: version})
+}
+
+// byVersion places nodes running version canary in the canary cohort and
+// all others in the baseline.
+func byVersion(canary int64) func(string, map[string]string, int64) CohortSide {
+	return func(_ string, _ map[string]string, v int64) CohortSide {
+		if v == canary {
+			return SideCanary
+		}
+		return SideBaseline
+	}
+}
+
 // rep is node's report: requests, of which rejected (429) and 5xx, and
-// the latency counts (cumulative, bounds 0.1 and 1).
+// the latency counts (cumulative: up to 0.1s, up to 1s, and all).
 func rep(node, boot string, seq int64, at time.Time, version, requests, rejected, e5xx int64, lat ...int64) *api.Report {
 	r := &api.Report{NodeID: node, BootID: boot, Seq: seq, At: at, Version: version,
 		Requests: api.RequestCounts{Total: requests, Rejected: rejected, Class5xx: e5xx, Class2xx: requests - rejected - e5xx, Class4xx: rejected},
 		Limits:   []api.LimitCounts{{Rule: "per-ip", Allowed: requests - rejected, Rejected: rejected}}}
 	if len(lat) > 0 {
-		r.Latency = api.LatencyCounts{Bounds: []float64{0.1, 1}, Counts: lat}
+		c := make([]int64, len(api.LatencyBounds)+1)
+		for i := range c {
+			switch {
+			case i == len(api.LatencyBounds):
+				c[i] = lat[2]
+			case api.LatencyBounds[i] >= 1:
+				c[i] = lat[1]
+			case api.LatencyBounds[i] >= 0.1:
+				c[i] = lat[0]
+			}
+		}
+		r.Latency = api.LatencyCounts{Bounds: api.LatencyBounds, Counts: c}
 	}
 	return r
 }
@@ -33,10 +72,12 @@ func TestFleetDeltasAndCohorts(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(time.Minute)
 	f := testFleet(&now)
+	register(f, "gw-1", 1)
+	register(f, "gw-2", 2)
 	ctx := context.Background()
 	must := func(r *api.Report, rev int64) []*Event {
 		t.Helper()
-		evs, err := f.Ingest(ctx, "shop", r, rev)
+		evs, err := f.Ingest(ctx, "shop", r, key(rev))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +108,7 @@ func TestFleetDeltasAndCohorts(t *testing.T) {
 	if p[0] != float64(t0.Unix()) || p[1] != 270+100+50 || p[2] != 30+100 {
 		t.Errorf("fleet point %v, want [t0, 420, 130, ...]", p)
 	}
-	canary, base := f.Cohort("shop", t0, t0.Add(10*time.Second), func(_ string, v int64) bool { return v == 2 })
+	canary, base := f.Cohort("shop", t0, t0.Add(10*time.Second), byVersion(2))
 	if canary.Requests != 250 || canary.Rejected != 100 || canary.Errors5xx != 10 || base.Requests != 300 || base.Rejected != 30 {
 		t.Errorf("cohorts canary %+v baseline %+v", canary, base)
 	}
@@ -113,10 +154,12 @@ func TestCohortSkipsVersionSwitch(t *testing.T) {
 	now := t0.Add(time.Minute)
 	f := testFleet(&now)
 	ctx := context.Background()
+	register(f, "gw-a", 2)
 	for _, r := range []*api.Report{
 		// gw-c ran version 3 (rejecting) in step 0, switched to the
 		// harmless version 4 during step 1 (its report there still carries
-		// version 3's rejections), and ran version 4 alone in step 2.
+		// version 3's rejections), and ran version 4 alone in step 2; its
+		// registration says so.
 		rep("gw-c", "a", 1, t0.Add(1*time.Second), 3, 100, 100, 0),
 		rep("gw-c", "a", 2, t0.Add(6*time.Second), 4, 200, 150, 0),
 		rep("gw-c", "a", 3, t0.Add(11*time.Second), 4, 300, 150, 0),
@@ -125,11 +168,14 @@ func TestCohortSkipsVersionSwitch(t *testing.T) {
 		rep("gw-a", "b", 2, t0.Add(6*time.Second), 2, 200, 0, 0),
 		rep("gw-a", "b", 3, t0.Add(11*time.Second), 2, 300, 0, 0),
 	} {
-		if _, err := f.Ingest(ctx, "shop", r, 5); err != nil {
+		if r.NodeID == "gw-c" {
+			register(f, "gw-c", r.Version)
+		}
+		if _, err := f.Ingest(ctx, "shop", r, key(5)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	canary, base := f.Cohort("shop", t0.Add(5*time.Second), t0.Add(15*time.Second), func(_ string, v int64) bool { return v == 4 })
+	canary, base := f.Cohort("shop", t0.Add(5*time.Second), t0.Add(15*time.Second), byVersion(4))
 	if canary.Requests != 100 || canary.Rejected != 0 {
 		t.Errorf("canary cohort %+v, want only step 2's 100 requests, none rejected", canary)
 	}
@@ -142,9 +188,11 @@ func TestFleetRefuses(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	f := testFleet(&now)
+	register(f, "gw-1", 1)
+	register(f, "gw-2", 1)
 	ctx := context.Background()
 	for seq := int64(1); seq <= 2; seq++ {
-		if _, err := f.Ingest(ctx, "shop", rep("gw-1", "a", seq, now, 1, 10*seq, 0, 0), 1); err != nil {
+		if _, err := f.Ingest(ctx, "shop", rep("gw-1", "a", seq, now, 1, 10*seq, 0, 0), key(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,17 +204,60 @@ func TestFleetRefuses(t *testing.T) {
 		{"backwards", rep("gw-1", "a", 3, now, 1, 5, 0, 0), RefusedBackwards},
 		{"sequence going back", rep("gw-1", "a", 1, now, 1, 30, 0, 0), RefusedBackwards},
 		{"unknown rule", func() *api.Report { r := rep("gw-2", "a", 1, now, 1, 5, 0, 0); r.Limits[0].Rule = "nope"; return r }(), RefusedUnknownRules},
+		{"never registered", rep("gw-zz", "a", 1, now, 1, 380047, 266033, 0), RefusedUnregistered},
+		// 3e9 requests five seconds after the last report.
+		{"beyond what a node serves", rep("gw-1", "a", 3, now.Add(5*time.Second), 1, 3e9, 0, 0), RefusedImplausible},
+		// A new boot claiming 3e9 requests in the 5s since it started.
+		{"a new boot beyond what a node serves", func() *api.Report {
+			r := rep("gw-2", "b", 1, now, 1, 3e9, 0, 0)
+			r.BootAt = now.Add(-5 * time.Second)
+			return r
+		}(), RefusedImplausible},
 	}
 	for _, tc := range tests {
-		_, err := f.Ingest(ctx, "shop", tc.r, 1)
+		_, err := f.Ingest(ctx, "shop", tc.r, key(1))
 		re, ok := err.(*RefusedError)
 		if !ok || re.Reason != tc.reason {
 			t.Errorf("%s: %v, want refused as %s", tc.desc, err, tc.reason)
 		}
 	}
+	// A forged key under gw-1's id, bound to another lease.
+	if _, err := f.Ingest(ctx, "shop", rep("gw-1", "forged", 1, now, 1, 1450000, 0, 1305000), ReportKey{CreateRevision: 9, Lease: testLease + 1}); err == nil || err.(*RefusedError).Reason != RefusedLease {
+		t.Errorf("a report key under another lease: %v, want refused as %s", err, RefusedLease)
+	}
+	// The registration ends: gw-1's reports no longer count.
+	f.Unregister("shop", "gw-1")
+	if _, err := f.Ingest(ctx, "shop", rep("gw-1", "a", 3, now.Add(5*time.Second), 1, 40, 0, 0), key(1)); err == nil || err.(*RefusedError).Reason != RefusedUnregistered {
+		t.Errorf("a report after the registration ended: %v, want refused as %s", err, RefusedUnregistered)
+	}
 	stored, refused := f.Counts()
-	if stored != 2 || refused[RefusedBackwards] != 2 || refused[RefusedUnknownRules] != 1 {
+	if stored != 2 || refused[RefusedBackwards] != 2 || refused[RefusedUnknownRules] != 1 || refused[RefusedUnregistered] != 2 ||
+		refused[RefusedImplausible] != 2 || refused[RefusedLease] != 1 {
 		t.Errorf("stored %d refused %v", stored, refused)
+	}
+}
+
+// TestCohortMedian: a cohort's rates are the median of its nodes' rates,
+// so one node claiming 70% rejected among three honest ones at 1% leaves
+// the cohort at 1%; the requests are still summed.
+func TestCohortMedian(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	f := testFleet(&now)
+	ctx := context.Background()
+	for _, n := range []struct {
+		id                string
+		requests, rejects int64
+	}{{"b-1", 100, 1}, {"b-2", 200, 2}, {"b-3", 100, 1}, {"b-evil", 380047, 266033}} {
+		register(f, n.id, 1)
+		if _, err := f.Ingest(ctx, "shop", rep(n.id, "a", 1, t0.Add(time.Second), 1, n.requests, n.rejects, 0), key(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, base := f.Cohort("shop", t0, t0.Add(5*time.Second), byVersion(2))
+	if base.Requests != 380447 || math.Abs(base.RejectRate-0.01) > 1e-9 || len(base.Nodes) != 4 {
+		t.Errorf("baseline %+v, want 380,447 requests at a median reject rate of 0.01", base)
 	}
 }
 

@@ -48,10 +48,14 @@ func BenchmarkReports1000Nodes(b *testing.B) {
 	}
 	keys := api.Keys{}
 	rs := &api.RuleSet{Limits: []api.Limit{{ID: "l1"}, {ID: "l2"}, {ID: "l3"}}, Breakers: []api.Breaker{{ID: "b1"}}, Degrades: []api.Degrade{{ID: "d1"}}}
-	bounds := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	bounds := api.LatencyBounds
 	boot := time.Now()
 	reports := make([]*api.Report, nodes)
 	for n := range reports {
+		// A report counts only from a node registered under its lease.
+		if _, err := c.Put(ctx, keys.Node("bench", fmt.Sprintf("gw-%04d", n)), `{"address":"10.0.0.1:9000","version":1}`, clientv3.WithLease(lease.ID)); err != nil {
+			b.Fatal(err)
+		}
 		reports[n] = &api.Report{NodeID: fmt.Sprintf("gw-%04d", n), BootID: "boot", BootAt: boot.UTC(), IntervalSeconds: 5, Version: 1,
 			Latency:  api.LatencyCounts{Bounds: bounds, Counts: make([]int64, len(bounds)+1)},
 			Limits:   []api.LimitCounts{{Rule: "l1"}, {Rule: "l2"}, {Rule: "l3"}},

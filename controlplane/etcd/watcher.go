@@ -222,12 +222,14 @@ func (w *NodeWatcher) record(ctx context.Context, ns, prefix string, recorded ma
 
 // decodeNode reads one registration; the key names the node. A value not
 // bound to a lease is not a registration (a node's registrar always binds
-// it, so that it disappears with the node): ok is false.
+// it, so that it disappears with the node), nor one that
+// api.DecodeRegistration refuses (oversized, labels or addresses a node
+// cannot have): ok is false, and the node is not listed.
 func decodeNode(prefix string, kv *mvccpb.KeyValue) (api.NodeStatus, bool) {
 	if kv.Lease == 0 {
 		return api.NodeStatus{}, false
 	}
-	s, err := api.DecodeNodeStatus(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+	s, err := api.DecodeRegistration(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
 	return s, err == nil
 }
 

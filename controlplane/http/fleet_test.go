@@ -95,7 +95,9 @@ func (l lateEvents) PruneEvents(ctx context.Context, before time.Time) (int64, e
 	return l.f.events.PruneEvents(ctx, before)
 }
 
-// put writes a node report under the env's lease (or none).
+// put writes a node report under the env's lease (or none); under the
+// lease, it first registers the node with it (a report counts only from a
+// node registered under the same lease).
 func (f *fleetEnv) put(t testing.TB, ns string, r *api.Report, lease bool) {
 	t.Helper()
 	b, err := json.Marshal(r)
@@ -105,6 +107,10 @@ func (f *fleetEnv) put(t testing.TB, ns string, r *api.Report, lease bool) {
 	var opts []clientv3.OpOption
 	if lease {
 		opts = append(opts, clientv3.WithLease(f.lease))
+		reg, _ := json.Marshal(api.NodeStatus{Address: "10.0.0.1:9000", Version: r.Version})
+		if _, err := f.etcd.Put(context.Background(), f.keys.Node(ns, r.NodeID), string(reg), opts...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := f.etcd.Put(context.Background(), f.keys.Report(ns, r.NodeID), string(b), opts...); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
 )
 
 // fleetRules: a per-user limit on route echo, a manual degrade rule on it,
@@ -28,6 +32,53 @@ func fleetRules(up, flaky string, extra string) string {
   "breakers": [{"id": "flaky-breaker", "routes": ["flaky"], "window": "10s", "consecutiveFailures": 3, "openFor": "1s", "maxOpenFor": "1s", "halfOpenProbes": 1}],
   "degrades": [{"id": "echo-degrade", "routes": ["echo"], "mode": "manual", "level": 0, "fallback": {"status": 503}}]}`,
 		ns, up, flaky, extra)
+}
+
+// forgeReports writes, as someone who can write the report keys but not
+// the registrations, a report of gw-zz (never registered) and one under
+// gw-a's key, each bound to a lease of the forger's.
+func forgeReports(t *testing.T, h *harness, version int64) {
+	t.Helper()
+	c := h.etcdClient()
+	defer c.Close()
+	ctx := context.Background()
+	lease, err := c.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, f := range []struct {
+		node                  string
+		total, rejected, e5xx int64
+	}{{"gw-zz", 380047, 266033, 0}, {"gw-a", 1450000, 0, 1305000}} {
+		r := &api.Report{NodeID: f.node, BootID: "forged", BootAt: now.Add(-time.Hour), Seq: 1, At: now, IntervalSeconds: 1, Version: version,
+			Requests: api.RequestCounts{Total: f.total, Rejected: f.rejected, Class4xx: f.rejected, Class5xx: f.e5xx, Class2xx: f.total - f.rejected - f.e5xx},
+			Limits:   []api.LimitCounts{{Rule: "per-user", Allowed: f.total - f.rejected, Rejected: f.rejected}}}
+		b, _ := json.Marshal(r)
+		if _, err := c.Put(ctx, api.Keys{}.Report(ns, f.node), string(b), clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refusedReports reads sluice_admin_reports_refused_total{reason} from
+// the control plane's /metrics.
+func (h *harness) refusedReports(reason string) (int64, error) {
+	res, err := statusClient.Get(h.adminURL + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	prefix := `sluice_admin_reports_refused_total{reason="` + reason + `"} `
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int64(f), err
+		}
+	}
+	return 0, sc.Err()
 }
 
 // limitDecisions reads sluice_limit_decisions_total{rule,decision} from a
@@ -322,6 +373,21 @@ func TestFleetReportsStatsEventsCanary(t *testing.T) {
 		})
 	}
 	statsMatch("stats equal the gateways' counters")
+	// The red team's forged reports, written straight to etcd: under a node
+	// id that never registered (gw-zz: 380,047 requests, 70% rejected), and
+	// under gw-a's report key bound to another lease (1.45 M requests at
+	// 90% 5xx). The control plane refuses both, by reason; the stats still
+	// equal the gateways' own counters.
+	forgeReports(t, h, v1)
+	waitFor(t, 15*time.Second, "the forged reports refused", func() error {
+		for _, reason := range []string{"unregistered", "lease_mismatch"} {
+			if n, err := h.refusedReports(reason); err != nil || n < 1 {
+				return fmt.Errorf("sluice_admin_reports_refused_total{reason=%q} = %d (%v), want >= 1", reason, n, err)
+			}
+		}
+		return nil
+	})
+	statsMatch("stats equal the gateways' counters after forged reports")
 	if a, r, err := h.statsTotals("per-user", "gw-a"); err != nil || a != 15 || r != 3 {
 		t.Errorf("gw-a's own series: allowed %d rejected %d (%v), want 15 and 3", a, r, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,8 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	}
 }
 
-// The report is JSON the control plane decodes strictly.
+// The report is JSON the control plane decodes strictly, with the latency
+// layout api.LatencyBounds fixes (the control plane refuses any other).
 func TestReportRoundTrip(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
@@ -269,6 +271,9 @@ func TestReportRoundTrip(t *testing.T) {
 		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
 	serve(s, 5)
 	rep := r.Collect()
+	if !slices.Equal(rep.Latency.Bounds, api.LatencyBounds) {
+		t.Fatalf("latency bounds %v, want api.LatencyBounds %v", rep.Latency.Bounds, api.LatencyBounds)
+	}
 	b, err := api.EncodeReport(rep)
 	if err != nil {
 		t.Fatal(err)

@@ -287,7 +287,8 @@ func TestEtcdAuthAtStart(t *testing.T) {
 }
 
 // setupAuth creates README's users and roles (root, sluice-admin, the node
-// gw-1 of namespace demo) and enables auth.
+// gw-1 of namespace demo: read on the namespace, write on its own
+// registration and report) and enables auth.
 func setupAuth(t *testing.T, ep string) {
 	t.Helper()
 	root := etcdtest.MustClient(t, []string{ep})
@@ -312,6 +313,7 @@ func setupAuth(t *testing.T, ep string) {
 	must(root.RoleAdd(ctx, "sluice-node-gw-1"))
 	must(root.RoleGrantPermission(ctx, "sluice-node-gw-1", nsPrefix, clientv3.GetPrefixRangeEnd(nsPrefix), clientv3.PermissionType(clientv3.PermRead)))
 	must(root.RoleGrantPermission(ctx, "sluice-node-gw-1", keys.Node("demo", "gw-1"), "", clientv3.PermissionType(clientv3.PermReadWrite)))
+	must(root.RoleGrantPermission(ctx, "sluice-node-gw-1", keys.Report("demo", "gw-1"), "", clientv3.PermissionType(clientv3.PermReadWrite)))
 	must(root.UserAdd(ctx, "gw-1", "node-pw"))
 	must(root.UserGrantRole(ctx, "gw-1", "sluice-node-gw-1"))
 	must(root.AuthEnable(ctx))
@@ -336,20 +338,43 @@ func checkNodeUser(t *testing.T, ctx context.Context, c *clientv3.Client, ep str
 	if _, err := c.Put(ctx, keys.Node("demo", "gw-1"), "{}", clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatalf("node registers: %v", err)
 	}
-	if _, err := c.Revoke(ctx, lease.ID); err != nil {
-		t.Fatalf("node revokes its lease: %v", err)
+	// It reports, bound to its registration's lease.
+	if _, err := c.Put(ctx, keys.Report("demo", "gw-1"), "{}", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatalf("node reports: %v", err)
 	}
-	// What it may not do.
+	// What it may not do: write the rule set, a canary, overrides, another
+	// node's registration or report (with or without a lease), a key under
+	// its own id's prefix, another namespace; nor delete another node's
+	// report.
 	for key, what := range map[string]string{
-		keys.RuleSet("demo"):          "the rule set",
-		keys.Canary("demo"):           "the canary",
-		keys.Override("demo", "gw-1"): "its override",
-		keys.Node("demo", "gw-2"):     "another node's registration",
-		keys.RuleSet("other"):         "another namespace",
+		keys.RuleSet("demo"):               "the rule set",
+		keys.Canary("demo"):                "the canary",
+		keys.Override("demo", "gw-1"):      "its override",
+		keys.Override("demo", "gw-2"):      "another node's override",
+		keys.Node("demo", "gw-2"):          "another node's registration",
+		keys.Report("demo", "gw-2"):        "another node's report",
+		keys.Report("demo", "gw-zz"):       "a report of a node that never registered",
+		keys.Report("demo", "gw-1x"):       "a report under its id as a prefix",
+		keys.Report("demo", "gw-1") + "/x": "a key below its report",
+		keys.Namespace("demo") + "x":       "a key of its own making",
+		keys.RuleSet("other"):              "another namespace",
+		keys.Report("other", "gw-1"):       "its id's report in another namespace",
 	} {
 		if _, err := c.Put(ctx, key, "forged"); !denied(err) {
 			t.Errorf("node writes %s: %v, want permission denied", what, err)
 		}
+		if _, err := c.Put(ctx, key, "forged", clientv3.WithLease(lease.ID)); !denied(err) {
+			t.Errorf("node writes %s under its lease: %v, want permission denied", what, err)
+		}
+	}
+	if _, err := c.Delete(ctx, keys.Report("demo", "gw-2")); !denied(err) {
+		t.Errorf("node deletes another node's report: %v, want permission denied", err)
+	}
+	if _, err := c.Delete(ctx, keys.Reports("demo"), clientv3.WithPrefix()); !denied(err) {
+		t.Errorf("node deletes every report: %v, want permission denied", err)
+	}
+	if _, err := c.Revoke(ctx, lease.ID); err != nil {
+		t.Fatalf("node revokes its lease: %v", err)
 	}
 	if _, err := c.Get(ctx, keys.RuleSet("other")); !denied(err) {
 		t.Errorf("node reads another namespace: %v, want permission denied", err)
