@@ -303,7 +303,11 @@ func overrideFlags(fs *flag.FlagSet) {
 func loginFlags(fs *flag.FlagSet) {
 	fs.String("username", "", "who logs in (required)")
 	fs.String("token-name", "", "name of the API token to create (default sluicectl@HOST)")
+	fs.Duration("token-ttl", defaultTokenTTL, "lifetime of the API token (0: it never expires)")
 }
+
+// defaultTokenTTL is the lifetime of the API token sluicectl login mints.
+const defaultTokenTTL = 30 * 24 * time.Hour
 
 // str and num read a command's own flag values.
 func str(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
