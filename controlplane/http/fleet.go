@@ -139,7 +139,7 @@ func (s *Server) stream(c *gin.Context) error {
 	st := s.s.Streams
 	release, ok := s.streams.take(actorOf(c).User.ID)
 	if !ok {
-		c.Set(ctxRetryAfter, int(st.RetryAfter.Round(time.Second)/time.Second))
+		c.Set(ctxRetryAfter, max(1, int(st.RetryAfter.Round(time.Second)/time.Second)))
 		return sluice.Errorf(sluice.ERATELIMITED, "too many open streams (at most %d per user and %d in all); retry later", st.PerUser, st.Total)
 	}
 	defer release()
