@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/sluicegw/sluice/api v0.0.0
 	github.com/sluicegw/sluice/migrations v0.0.0
+	github.com/trustelem/zxcvbn v1.0.1
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -22,6 +23,7 @@ require (
 
 require (
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/dlclark/regexp2 v1.11.0 // indirect
 	github.com/oapi-codegen/runtime v1.9.0 // indirect
 	golang.org/x/term v0.48.0 // indirect
 )

@@ -88,6 +88,13 @@ type VersionFilter struct {
 type Rollback struct {
 	Reason    string
 	Emergency bool
+	// Applied are the versions the namespace's live nodes report running
+	// (read from the node registry by the caller), and AppliedUnknown says
+	// the registry could not be read. An emergency rollback is refused as
+	// a no-op only when the fleet provably runs version N's rules already:
+	// the published version, any active canary and every applied version.
+	Applied        []int64
+	AppliedUnknown bool
 }
 
 // VersionService reads versions and rolls back. Safe for concurrent use.
@@ -101,8 +108,10 @@ type VersionService interface {
 	// RollbackVersion opens a change whose content is version n's, to be
 	// reviewed like any other. With Emergency (admin only, reason required)
 	// it publishes at once instead, flagged in the audit log, and returns the
-	// new version. EFORBIDDEN, EINVALID, ENOTFOUND, ECONFLICT (n is already
-	// the newest content).
+	// new version. EFORBIDDEN, EINVALID, ENOTFOUND, ECONFLICT (the fleet
+	// already runs n's content: for a reviewed rollback, the active canary's
+	// or else the published version's rules; for an emergency one, also every
+	// version nodes report applied).
 	RollbackVersion(ctx context.Context, ns string, n int64, r Rollback) (*Change, *Version, error)
 }
 

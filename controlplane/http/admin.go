@@ -1,8 +1,11 @@
 package http
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -85,8 +88,33 @@ func (s *Server) updateUser(c *gin.Context) error {
 type tokenRequest struct {
 	Name string      `json:"name"`
 	Role sluice.Role `json:"role"`
-	// ExpiresAt is an RFC 3339 time; empty means the token does not expire.
+	// ExpiresAt is an RFC 3339 time, ExpiresIn a duration from now (30d,
+	// 720h, 90m); at most one of them. Neither means the token does not
+	// expire.
 	ExpiresAt string `json:"expiresAt"`
+	ExpiresIn string `json:"expiresIn"`
+}
+
+// parseExpiresIn parses a token lifetime: a number of days (30d) or a Go
+// duration (720h, 90m); it must be positive and at most ten years.
+func parseExpiresIn(v string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n > 3660 {
+			return 0, errors.New("bad days")
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, err
+		}
+	}
+	if d <= 0 || d > 3660*24*time.Hour {
+		return 0, errors.New("out of range")
+	}
+	return d, nil
 }
 
 type tokenResponse struct {
@@ -112,6 +140,19 @@ func (s *Server) createToken(c *gin.Context) error {
 			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid token",
 				Fields: api.Errors{{Path: "expiresAt", Message: "must be an RFC 3339 time such as 2030-01-01T00:00:00Z"}}}
 		}
+		t.ExpiresAt = &at
+	}
+	if req.ExpiresIn != "" {
+		if req.ExpiresAt != "" {
+			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid token",
+				Fields: api.Errors{{Path: "expiresIn", Message: "give expiresAt or expiresIn, not both"}}}
+		}
+		d, err := parseExpiresIn(req.ExpiresIn)
+		if err != nil {
+			return &sluice.Error{Code: sluice.EINVALID, Message: "invalid token",
+				Fields: api.Errors{{Path: "expiresIn", Message: fmt.Sprintf("%q is not a lifetime such as 30d, 720h or 90m (positive, at most 3660d)", req.ExpiresIn)}}}
+		}
+		at := s.s.Now().Add(d)
 		t.ExpiresAt = &at
 	}
 	secret, err := s.s.Tokens.CreateToken(c.Request.Context(), t)

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,9 +17,6 @@ import (
 
 // The fleet routes: stats, events and the stream (DESIGN "Live traffic and
 // events").
-
-// streamKeepAlive is how often the stream writes a comment line.
-const streamKeepAlive = 15 * time.Second
 
 func (s *Server) fleetNamespace(c *gin.Context) (string, error) {
 	ns, err := nsParam(c)
@@ -121,6 +119,11 @@ func lastEventID(c *gin.Context) (int64, error) {
 	return n, nil
 }
 
+// StreamReload is the message type that tells a resumed stream's client
+// that it missed more events than are replayed: it reloads its views and
+// reconnects without Last-Event-ID.
+const StreamReload = "reload"
+
 func (s *Server) stream(c *gin.Context) error {
 	if s.s.Stream == nil {
 		return sluice.Errorf(sluice.EUNAVAILABLE, "the stream is not configured")
@@ -133,49 +136,54 @@ func (s *Server) stream(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	st := s.s.Streams
+	release, ok := s.streams.take(actorOf(c).User.ID)
+	if !ok {
+		c.Set(ctxRetryAfter, max(1, int(st.RetryAfter.Round(time.Second)/time.Second)))
+		return sluice.Errorf(sluice.ERATELIMITED, "too many open streams (at most %d per user and %d in all); retry later", st.PerUser, st.Total)
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(c.Request.Context(), st.Lifetime)
+	defer cancel()
+	stop := context.AfterFunc(s.closing, cancel)
+	defer stop()
 	// Subscribe before replaying, so that nothing falls between the two;
 	// live events the replay already sent are skipped by id.
-	msgs, cancel := s.s.Stream.Subscribe(ns)
-	defer cancel()
-	ctx := c.Request.Context()
-	var replay []*sluice.Event
-	if after > 0 && s.s.Events != nil {
-		for {
-			page, _, err := s.s.Events.FindEvents(ctx, sluice.EventFilter{Namespace: ns, After: after, Limit: 1000})
-			if err != nil {
-				return err
-			}
-			replay = append(replay, page...)
-			if len(page) < 1000 {
-				break
-			}
-			after = page[len(page)-1].ID
-		}
-	}
+	msgs, unsubscribe := s.s.Stream.Subscribe(ns)
+	defer unsubscribe()
 	w := c.Writer
 	// The server's WriteTimeout would end a stream after minutes: each
 	// write gets its own deadline instead (where the writer supports it).
 	rc := http.NewResponseController(w)
-	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(2 * streamKeepAlive)) }
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(2 * st.Heartbeat)) }
 	extend()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	last := after
-	for _, ev := range replay {
-		if err := writeSSE(w, sluice.StreamEvent, ev.ID, ev); err != nil {
-			return nil
-		}
-		last = max(last, ev.ID)
+	// The headers go out before any replay query: the first byte never
+	// waits for the backlog.
+	if _, err := w.WriteString(": stream\n\n"); err != nil {
+		return nil
 	}
 	w.Flush()
-	keep := time.NewTicker(streamKeepAlive)
+	last := after
+	if after > 0 && s.s.Events != nil {
+		var ok bool
+		if last, ok = s.replay(ctx, w, ns, after, extend); !ok {
+			return nil
+		}
+	}
+	keep := time.NewTicker(st.Heartbeat)
 	defer keep.Stop()
+	idle := time.NewTimer(st.Idle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return nil // the lifetime or the server's: the client reconnects with Last-Event-ID
+		case <-idle.C:
 			return nil
 		case <-keep.C:
 			extend()
@@ -198,6 +206,50 @@ func (s *Server) stream(c *gin.Context) error {
 				return nil
 			}
 			w.Flush()
+			idle.Reset(st.Idle)
+		}
+	}
+}
+
+// replay writes ns's events after id after, read from Postgres a page at a
+// time (a keyset query on id, so that memory holds one page whatever the
+// backlog), each page flushed as it is written. Past ReplayMax events it
+// writes a reload message instead. It returns the last id written and
+// whether the stream goes on.
+func (s *Server) replay(ctx context.Context, w gin.ResponseWriter, ns string, after int64, extend func()) (int64, bool) {
+	st := s.s.Streams
+	sent := 0
+	for {
+		select {
+		case s.replays <- struct{}{}:
+		case <-ctx.Done():
+			return after, false
+		}
+		page, _, err := s.s.Events.FindEvents(ctx, sluice.EventFilter{Namespace: ns, After: after, Limit: st.ReplayPage})
+		<-s.replays
+		if err != nil {
+			if ctx.Err() == nil {
+				s.s.Logger.Warn("stream replay", "namespace", ns, "after", after, "err", err)
+			}
+			return after, false // the client reconnects with Last-Event-ID
+		}
+		extend()
+		for _, ev := range page {
+			if sent == st.ReplayMax {
+				_ = writeSSE(w, StreamReload, 0, map[string]any{"lastEventId": after,
+					"reason": fmt.Sprintf("more than %d events were missed; reload and reconnect without Last-Event-ID", st.ReplayMax)})
+				w.Flush()
+				return after, false
+			}
+			if err := writeSSE(w, sluice.StreamEvent, ev.ID, ev); err != nil {
+				return after, false
+			}
+			after = ev.ID
+			sent++
+		}
+		w.Flush()
+		if len(page) < st.ReplayPage {
+			return after, true
 		}
 	}
 }

@@ -482,7 +482,11 @@ func (s *Server) rollback(c *gin.Context) error {
 	if err := s.bindJSON(c, &req, true); err != nil {
 		return err
 	}
-	ch, v, err := s.s.Versions.RollbackVersion(c.Request.Context(), ns, n, sluice.Rollback{Reason: req.Reason, Emergency: req.Emergency})
+	rb := sluice.Rollback{Reason: req.Reason, Emergency: req.Emergency}
+	if rb.Emergency {
+		rb.Applied, rb.AppliedUnknown = s.appliedVersions(c, ns)
+	}
+	ch, v, err := s.s.Versions.RollbackVersion(c.Request.Context(), ns, n, rb)
 	if err != nil {
 		return err
 	}
@@ -491,6 +495,26 @@ func (s *Server) rollback(c *gin.Context) error {
 	}
 	c.JSON(http.StatusCreated, rollbackResponse{Change: ch, Version: v})
 	return nil
+}
+
+// appliedVersions returns the versions ns's live nodes report running, and
+// true when the node registry could not be read (or is not configured).
+func (s *Server) appliedVersions(c *gin.Context, ns string) ([]int64, bool) {
+	if s.s.Nodes == nil {
+		return nil, true
+	}
+	nodes, err := s.s.Nodes.FindNodes(c.Request.Context(), sluice.NodeFilter{Namespace: ns})
+	if err != nil {
+		s.s.Logger.Warn("emergency rollback: reading the nodes", "namespace", ns, "err", err)
+		return nil, true
+	}
+	var out []int64
+	for _, n := range nodes {
+		if n.Live && n.Version > 0 {
+			out = append(out, n.Version)
+		}
+	}
+	return out, false
 }
 
 // nodeWarnings adds to open and approved changes that add a cluster limit

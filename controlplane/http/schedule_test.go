@@ -52,6 +52,7 @@ func TestScheduledPublishHTTP(t *testing.T) {
 	}{
 		{desc: "in the past", who: ap, body: map[string]any{"at": time.Now().Add(-time.Minute).Format(time.RFC3339)}, status: http.StatusBadRequest, detail: "at"},
 		{desc: "not a time", who: ap, body: `{"at": "tomorrow"}`, status: http.StatusBadRequest},
+		{desc: "in year 9999", who: ap, body: map[string]any{"at": "9999-12-31T00:00:00Z"}, status: http.StatusBadRequest, detail: "within a year"},
 		{desc: "with a canary", who: ap, body: map[string]any{"at": time.Now().Add(time.Hour).Format(time.RFC3339), "canary": map[string]any{"selector": map[string]string{"zone": "a"}}},
 			status: http.StatusBadRequest, detail: "canary"},
 		{desc: "by an editor", who: ed, body: map[string]any{"at": time.Now().Add(time.Hour).Format(time.RFC3339)}, status: http.StatusForbidden},

@@ -79,6 +79,9 @@ type Settings struct {
 	// LoginThrottle slows down failed logins per (account, client) and per
 	// client; see ThrottleSettings for its zero value.
 	LoginThrottle ThrottleSettings
+	// Streams bounds the event streams; see StreamSettings for its zero
+	// value.
+	Streams StreamSettings
 }
 
 // Server is the admin API. It is safe for concurrent use.
@@ -89,6 +92,12 @@ type Server struct {
 	throttle *throttle
 	drafts   draftCache
 	console  console
+	streams  *streamSlots
+	// replays holds a slot per replay query running (ReplayQueries).
+	replays chan struct{}
+	// closing is closed by CloseStreams: every open stream ends.
+	closing     context.Context
+	closeStream context.CancelFunc
 }
 
 const (
@@ -115,7 +124,10 @@ func New(s Settings) (*Server, error) {
 	if s.SessionTTL == 0 {
 		s.SessionTTL = 12 * time.Hour
 	}
-	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now), console: newConsole(s.WebDir)}
+	s.Streams.defaults()
+	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now), console: newConsole(s.WebDir),
+		streams: newStreamSlots(s.Streams.PerUser, s.Streams.Total), replays: make(chan struct{}, s.Streams.ReplayQueries)}
+	srv.closing, srv.closeStream = context.WithCancel(context.Background())
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
@@ -131,6 +143,18 @@ func New(s Settings) (*Server, error) {
 	srv.routes()
 	return srv, nil
 }
+
+// CloseStreams ends every open event stream (their clients reconnect
+// elsewhere): call it when the HTTP server shuts down (http.Server's
+// RegisterOnShutdown), whose graceful shutdown would otherwise wait for
+// them. Streams opened afterwards end at once.
+func (s *Server) CloseStreams() { s.closeStream() }
+
+// StreamSettings returns the stream bounds in force (defaults applied).
+func (s *Server) StreamSettings() StreamSettings { return s.s.Streams }
+
+// OpenStreams returns the number of event streams open now.
+func (s *Server) OpenStreams() int { return s.streams.open() }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.engine }

@@ -336,6 +336,97 @@ type newChange struct {
 	// RollbackOf is the version a rollback returns to; nil for a change
 	// from the draft.
 	RollbackOf *int64
+	// Emergency, for an emergency rollback, is what the nodes report
+	// running; nil for a change to review.
+	Emergency *emergencyFleet
+}
+
+// emergencyFleet is what an emergency rollback knows of the nodes: the
+// versions they report applied, or that the registry could not be read.
+type emergencyFleet struct {
+	Applied []int64
+	Unknown bool
+}
+
+// fleetRules is what a namespace's fleet is to run: the published version
+// (the newest one that is not a canary left unpromoted) and the active
+// canary's version, each with its checksum; zero numbers when none.
+type fleetRules struct {
+	Published, Canary       int64
+	PublishedSum, CanarySum string
+}
+
+// findFleetRules reads ns's fleetRules in tx.
+func findFleetRules(tx *gorm.DB, ns string) (fleetRules, error) {
+	var f fleetRules
+	var rows []struct {
+		Number   int64
+		Checksum string
+		State    *string
+	}
+	// The published version: the newest not an active or aborted canary.
+	if err := tx.Raw(`SELECT v.number, v.checksum FROM versions v WHERE v.namespace = ? AND NOT EXISTS
+		(SELECT 1 FROM canaries c WHERE c.namespace = v.namespace AND c.version = v.number AND c.state <> 'promoted')
+		ORDER BY v.number DESC LIMIT 1`, ns).Scan(&rows).Error; err != nil {
+		return f, fmt.Errorf("finding the published version: %w", err)
+	}
+	if len(rows) == 1 {
+		f.Published, f.PublishedSum = rows[0].Number, rows[0].Checksum
+	}
+	rows = rows[:0]
+	if err := tx.Raw(`SELECT v.number, v.checksum FROM versions v JOIN canaries c ON c.namespace = v.namespace AND c.version = v.number
+		WHERE v.namespace = ? AND c.state = 'active'`, ns).Scan(&rows).Error; err != nil {
+		return f, fmt.Errorf("finding the canary version: %w", err)
+	}
+	if len(rows) == 1 {
+		f.Canary, f.CanarySum = rows[0].Number, rows[0].Checksum
+	}
+	return f, nil
+}
+
+// checkNotRunning refuses (ECONFLICT, "nothing to review") a change whose
+// rules the fleet already runs, judged by what it runs rather than by the
+// newest version (which may be an aborted canary): for a change to review,
+// the active canary's rules or else the published version's; for an
+// emergency rollback, the published version's and the canary's and every
+// version nodes report applied (an unread registry refuses nothing).
+func checkNotRunning(tx *gorm.DB, ns, checksum string, em *emergencyFleet) error {
+	f, err := findFleetRules(tx, ns)
+	if err != nil {
+		return err
+	}
+	if em == nil {
+		n, sum := f.Published, f.PublishedSum
+		if f.Canary > 0 {
+			n, sum = f.Canary, f.CanarySum
+		}
+		if n > 0 && sum == checksum {
+			return sluice.Errorf(sluice.ECONFLICT, "the rules equal version %d, which the fleet runs; there is nothing to review", n)
+		}
+		return nil
+	}
+	if em.Unknown || f.Published == 0 || f.PublishedSum != checksum || (f.Canary > 0 && f.CanarySum != checksum) {
+		return nil
+	}
+	if len(em.Applied) > 0 {
+		var sums []struct {
+			Number   int64
+			Checksum string
+		}
+		if err := tx.Raw("SELECT number, checksum FROM versions WHERE namespace = ? AND number IN ?", ns, em.Applied).Scan(&sums).Error; err != nil {
+			return fmt.Errorf("reading the applied versions: %w", err)
+		}
+		known := map[int64]string{}
+		for _, r := range sums {
+			known[r.Number] = r.Checksum
+		}
+		for _, n := range em.Applied {
+			if known[n] != checksum {
+				return nil // a node runs something else
+			}
+		}
+	}
+	return sluice.Errorf(sluice.ECONFLICT, "the fleet already runs these rules (version %d, and every node reports them applied); there is nothing to roll back", f.Published)
 }
 
 // insertChange stores an open change of nc.Document, written by its
@@ -348,12 +439,8 @@ func (db *DB) insertChange(ctx context.Context, tx *gorm.DB, nc newChange) (*cha
 		return nil, err
 	}
 	if latest > 0 {
-		var sums []string
-		if err := tx.Raw("SELECT checksum FROM versions WHERE namespace = ? AND number = ?", ns, latest).Scan(&sums).Error; err != nil {
+		if err := checkNotRunning(tx, ns, checksum, nc.Emergency); err != nil {
 			return nil, err
-		}
-		if len(sums) == 1 && sums[0] == checksum {
-			return nil, sluice.Errorf(sluice.ECONFLICT, "the rules equal version %d, the newest; there is nothing to review", latest)
 		}
 	}
 	warnings, err := db.changeWarnings(ctx, ns, latest, []byte(doc))

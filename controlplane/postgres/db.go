@@ -209,6 +209,13 @@ func dbErr(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
+	// A failed connection attempt is unavailability whatever the server
+	// said (a database not accepting connections, 55000, comes as a
+	// PgError inside the ConnectError).
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return &sluice.Error{Code: sluice.EUNAVAILABLE, Message: "the database is unavailable"}
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {

@@ -183,7 +183,8 @@ func (s *EventService) PruneEvents(ctx context.Context, before time.Time) (int64
 }
 
 // auditEvent is the event an audit event of action makes, if any: publishes,
-// rollbacks, canary start/promote/abort and overrides. It is inserted in the
+// rollbacks, canary start/promote/abort, overrides, and scheduled
+// publications cancelled when due (a publish event, to "schedule_cancelled"). It is inserted in the
 // audit's transaction, keyed by the audit event's id, so it is written
 // exactly once and only if the action was.
 func auditEvent(row *auditRow, a audit) *sluice.Event {
@@ -205,6 +206,8 @@ func auditEvent(row *auditRow, a audit) *sluice.Event {
 		}
 	case sluice.ActionRollbackEmergent:
 		kind = sluice.EventRollback
+	case sluice.ActionChangeScheduleSkip:
+		kind = sluice.EventPublish // a scheduled publication cancelled when due
 	case sluice.ActionCanaryStart, sluice.ActionCanaryPromote, sluice.ActionCanaryAbort:
 		kind = sluice.EventCanary
 	case sluice.ActionNodeOverride, sluice.ActionNodeOverrideDel:
@@ -219,6 +222,9 @@ func auditEvent(row *auditRow, a audit) *sluice.Event {
 	}
 	if row.Before != nil && kind == sluice.EventOverride {
 		detail["before"] = json.RawMessage(*row.Before)
+	}
+	if a.Action == sluice.ActionChangeScheduleSkip {
+		e.To = "schedule_cancelled"
 	}
 	switch kind {
 	case sluice.EventCanary:

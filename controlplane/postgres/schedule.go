@@ -15,6 +15,9 @@ import (
 // SchedulerActor is the audit actor of scheduled publications.
 const SchedulerActor = "sluice"
 
+// MaxScheduleAhead is how far ahead a publication may be scheduled.
+const MaxScheduleAhead = 366 * 24 * time.Hour
+
 // ScheduleChange has an approved change published at time at.
 func (s *ChangeService) ScheduleChange(ctx context.Context, ns string, id int64, at time.Time) (*sluice.Change, error) {
 	actor := sluice.ActorFromContext(ctx)
@@ -25,6 +28,10 @@ func (s *ChangeService) ScheduleChange(ctx context.Context, ns string, id int64,
 	if !at.After(s.db.now()) {
 		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid schedule",
 			Fields: []apiFieldError{{Path: "at", Message: fmt.Sprintf("must be in the future (it is %s now)", s.db.now().Format(time.RFC3339))}}}
+	}
+	if latest := s.db.now().Add(MaxScheduleAhead); at.After(latest) {
+		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid schedule",
+			Fields: []apiFieldError{{Path: "at", Message: fmt.Sprintf("must be within a year (no later than %s)", latest.Format(time.RFC3339))}}}
 	}
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
 		r, err := lockChange(tx, ns, id)
@@ -80,9 +87,14 @@ func (s *ChangeService) UnscheduleChange(ctx context.Context, ns string, id int6
 // DB's clock), each in its own transaction, and returns the versions it
 // created. Any number of replicas may call it at once: a change is locked
 // with its namespace and checked again, so it is published exactly once. A
-// due change that is stale (or meets an active canary) is not published: its
-// schedule is dropped and audited (change.schedule_skip). The actor is
-// SchedulerActor; the audit records the approver who scheduled it.
+// due change is checked again when due: one whose scheduler no longer
+// exists, is disabled or no longer holds approver rights, one that is stale
+// (its base is no longer the newest version) or one that meets an active
+// canary is not published: its schedule is cancelled, audited
+// (change.schedule_skip, actor SchedulerActor, with the reason) and raised
+// as a publish event. What is published is the change's document, as
+// approved, never the draft. The actor is SchedulerActor; the audit
+// records the approver who scheduled it.
 func (s *ChangeService) PublishDue(ctx context.Context) ([]*sluice.Version, error) {
 	now := s.db.now()
 	type due struct {
@@ -108,6 +120,31 @@ func (s *ChangeService) PublishDue(ctx context.Context) ([]*sluice.Version, erro
 	return out, nil
 }
 
+// schedulerRights says why the user who scheduled a change may no longer
+// have it published ("" when they may): they must still exist, be enabled
+// and hold approver rights (or admin) when it is due.
+func schedulerRights(tx *gorm.DB, scheduledBy *string) (string, error) {
+	if scheduledBy == nil || *scheduledBy == "" {
+		return "nobody is recorded as having scheduled it", nil
+	}
+	var rows []struct {
+		Role     string
+		Disabled bool
+	}
+	if err := tx.Raw("SELECT role, disabled FROM users WHERE lower(username) = lower(?)", *scheduledBy).Scan(&rows).Error; err != nil {
+		return "", fmt.Errorf("finding the scheduler: %w", err)
+	}
+	switch {
+	case len(rows) == 0:
+		return fmt.Sprintf("%s, who scheduled it, no longer exists", *scheduledBy), nil
+	case rows[0].Disabled:
+		return fmt.Sprintf("%s, who scheduled it, is disabled", *scheduledBy), nil
+	case !sluice.Role(rows[0].Role).Allows(sluice.RoleApprover):
+		return fmt.Sprintf("%s, who scheduled it, is now %s and no longer holds approver rights", *scheduledBy, rows[0].Role), nil
+	}
+	return "", nil
+}
+
 func (s *ChangeService) publishDue(ctx context.Context, ns string, id int64, now time.Time) (*sluice.Version, error) {
 	var v *sluice.Version
 	err := s.db.tx(ctx, func(tx *gorm.DB) error {
@@ -116,13 +153,21 @@ func (s *ChangeService) publishDue(ctx context.Context, ns string, id int64, now
 			if r.State != string(sluice.ChangeApproved) || r.PublishAt == nil || r.PublishAt.After(now) {
 				return false, nil // published, cancelled or moved by someone else
 			}
-			reason := ""
-			if r.change().Stale {
-				reason = fmt.Sprintf("stale: based on version %d but version %d is newer", r.BaseVersion, r.Latest)
-			} else if active, err := activeCanary(tx, ns); err != nil {
+			reason, err := schedulerRights(tx, r.ScheduledBy)
+			if err != nil {
 				return false, err
-			} else if active != nil {
-				reason = fmt.Sprintf("version %d is in canary", active.Version)
+			}
+			if reason == "" && r.change().Stale {
+				reason = fmt.Sprintf("stale: based on version %d but version %d is newer", r.BaseVersion, r.Latest)
+			}
+			if reason == "" {
+				active, err := activeCanary(tx, ns)
+				if err != nil {
+					return false, err
+				}
+				if active != nil {
+					reason = fmt.Sprintf("version %d is in canary", active.Version)
+				}
 			}
 			if reason == "" {
 				return true, nil

@@ -9,11 +9,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/trustelem/zxcvbn"
 	"golang.org/x/crypto/argon2"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -68,10 +70,36 @@ func CheckPassword(password, hash string) bool {
 
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-func checkPassword(path, password string) error {
+// minPasswordScore is the least zxcvbn score (0 to 4) a password needs: 3
+// means about 10^8 guesses or more, "safely unguessable" in zxcvbn's terms
+// for an online attack and moderate protection offline (the hash is
+// argon2id).
+const minPasswordScore = 3
+
+// passwordInputs are words a password must not lean on, besides the user's
+// name.
+var passwordInputs = []string{"sluice", "sluicegw", "admin", "gateway", "ratelimit"}
+
+// checkPassword enforces the password rule: 10 to 1024 characters and a
+// zxcvbn score of at least minPasswordScore (github.com/trustelem/zxcvbn, a
+// port of Dropbox's estimator with its common-password, name and word
+// lists, keyboard patterns, repeats, sequences and dates), the user's own
+// name counting as a known word. Only the first 128 characters are scored
+// (the estimator is superlinear), so a long password is judged by its start.
+func checkPassword(path, password string, inputs ...string) error {
 	if n := utf8.RuneCountInString(password); n < minPasswordLength || len(password) > 1024 {
 		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid password",
 			Fields: []apiFieldError{{Path: path, Message: fmt.Sprintf("must be %d to 1024 characters", minPasswordLength)}}}
+	}
+	scored := password
+	if r := []rune(password); len(r) > 128 {
+		scored = string(r[:128])
+	}
+	words := append(append([]string{}, passwordInputs...), inputs...)
+	if res := zxcvbn.PasswordStrength(scored, words); res.Score < minPasswordScore {
+		return &sluice.Error{Code: sluice.EINVALID, Message: "invalid password",
+			Fields: []apiFieldError{{Path: path, Message: fmt.Sprintf(
+				"is too easy to guess (strength %d of 4, at least %d needed; about 10^%d guesses): avoid common passwords, repeated or sequential characters, keyboard rows, dates and your name; a few unrelated words make a strong one", res.Score, minPasswordScore, int(math.Log10(max(res.Guesses, 1))))}}}
 	}
 	return nil
 }
@@ -158,7 +186,7 @@ func (s *UserService) CreateUser(ctx context.Context, u *sluice.User, password s
 	if err := validUser(u); err != nil {
 		return err
 	}
-	if err := checkPassword("password", password); err != nil {
+	if err := checkPassword("password", password, u.Username); err != nil {
 		return err
 	}
 	hash, err := HashPassword(password, s.db.settings.Argon2)
@@ -316,7 +344,7 @@ func (s *UserService) EnsureBootstrapAdmin(ctx context.Context, username, passwo
 	if !usernamePattern.MatchString(username) {
 		return false, sluice.Errorf(sluice.EINVALID, "invalid bootstrap admin name %q", username)
 	}
-	if err := checkPassword("bootstrap admin password", password); err != nil {
+	if err := checkPassword("bootstrap admin password", password, username); err != nil {
 		return false, err
 	}
 	hash, err := HashPassword(password, s.db.settings.Argon2)

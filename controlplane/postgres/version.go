@@ -216,8 +216,12 @@ func (s *VersionService) RollbackVersion(ctx context.Context, ns string, n int64
 		title := fmt.Sprintf("Roll back to version %d", n)
 		// Its content is version n's, reviewed once already: only the
 		// actor asking for it is among its contributors.
-		r, err := s.db.insertChange(ctx, tx, newChange{Namespace: ns, Change: &sluice.Change{Title: title, Description: reason},
-			Document: target.Document, Checksum: target.Checksum, RollbackOf: &n})
+		nc := newChange{Namespace: ns, Change: &sluice.Change{Title: title, Description: reason},
+			Document: target.Document, Checksum: target.Checksum, RollbackOf: &n}
+		if rb.Emergency {
+			nc.Emergency = &emergencyFleet{Applied: rb.Applied, Unknown: rb.AppliedUnknown}
+		}
+		r, err := s.db.insertChange(ctx, tx, nc)
 		if err != nil {
 			return err
 		}

@@ -80,6 +80,11 @@ type Config struct {
 	EtcdUsername              string
 	EtcdPassword              string
 	EtcdPasswordFile          string
+	// MaxConnections caps the admin API's open connections; zero derives
+	// it from the open-file limit (maxConnsFor).
+	MaxConnections int
+	// Streams bounds the event streams.
+	Streams sluicehttp.StreamSettings
 }
 
 // listFlag is a flag that may be repeated, each value a comma list.
@@ -155,6 +160,12 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.StringVar(&c.EtcdKey, "etcd-key", "", "PEM key of --etcd-cert ($SLUICE_ETCD_KEY)")
 	fs.StringVar(&c.EtcdUsername, "etcd-username", "", "etcd user, with etcd auth enabled ($SLUICE_ETCD_USERNAME; password from --etcd-password-file or $SLUICE_ETCD_PASSWORD)")
 	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", "", "file holding the etcd user's password ($SLUICE_ETCD_PASSWORD_FILE)")
+	fs.IntVar(&c.MaxConnections, "max-connections", 0, "most connections the admin API holds open at once; past it new ones wait (0: half the open-file limit, 16 to 4096, leaving the rest to etcd and Postgres) ($SLUICE_MAX_CONNECTIONS)")
+	fs.IntVar(&c.Streams.PerUser, "stream-per-user", 8, "most event streams one user holds open; more are answered 429 ($SLUICE_STREAM_PER_USER)")
+	fs.IntVar(&c.Streams.Total, "stream-total", 512, "most event streams open in all; more are answered 429 ($SLUICE_STREAM_TOTAL)")
+	fs.DurationVar(&c.Streams.Idle, "stream-idle", 10*time.Minute, "end an event stream that sent nothing but heartbeats for this long; the client reconnects ($SLUICE_STREAM_IDLE)")
+	fs.DurationVar(&c.Streams.Lifetime, "stream-lifetime", time.Hour, "end every event stream after this long; the client reconnects with Last-Event-ID ($SLUICE_STREAM_LIFETIME)")
+	fs.IntVar(&c.Streams.ReplayMax, "stream-replay-max", 10000, "most missed events a reconnecting stream replays; past it the client is told to reload ($SLUICE_STREAM_REPLAY_MAX)")
 	c.EtcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if err := setFromEnv(fs); err != nil {
 		return nil, err
@@ -174,6 +185,21 @@ func parseFlags(name string, args []string) (*Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"max-connections", c.MaxConnections < 0},
+		{"stream-per-user", c.Streams.PerUser < 1},
+		{"stream-total", c.Streams.Total < 1},
+		{"stream-idle", c.Streams.Idle <= 0},
+		{"stream-lifetime", c.Streams.Lifetime <= 0},
+		{"stream-replay-max", c.Streams.ReplayMax < 1},
+	} {
+		if f.bad {
+			return nil, fmt.Errorf("--%s must be positive", f.name)
+		}
 	}
 	return &c, nil
 }
@@ -291,6 +317,8 @@ type Main struct {
 	analyser  *sluice.CanaryAnalyser
 	hs        *http.Server
 	ln        net.Listener
+	limit     *limitListener
+	api       *sluicehttp.Server
 	cancel    context.CancelFunc // ends the background goroutines' context
 	wg        sync.WaitGroup     // the listener and the HTTP server
 	errc      chan error
@@ -313,6 +341,7 @@ func (m *Main) Err() <-chan error { return m.errc }
 // Postgres, migrating). On an error, call Close to release what was opened.
 func (m *Main) Run(ctx context.Context) error {
 	cfg, logger := m.Config, m.Logger
+	nofile := raiseNoFile(logger)
 	auditKey, err := loadAuditKey(cfg, logger)
 	if err != nil {
 		return err
@@ -398,10 +427,12 @@ func (m *Main) Run(ctx context.Context) error {
 		TrustForwardedProto: cfg.TrustForwardedProto,
 		TrustedProxies:      splitList(cfg.TrustedProxies),
 		WebDir:              cfg.WebDir,
+		Streams:             cfg.Streams,
 	})
 	if err != nil {
 		return err
 	}
+	m.api = srv
 	namespaceNames := func(ctx context.Context) ([]string, error) {
 		nss, err := namespaces.FindNamespaces(ctx)
 		names := make([]string, len(nss))
@@ -429,6 +460,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	maxConns := cfg.MaxConnections
+	if maxConns == 0 {
+		maxConns = maxConnsFor(nofile)
+	}
+	m.limit = newLimitListener(m.ln, maxConns, logger)
+	logger.Info("admin API connection cap", "maxConnections", maxConns, "streamsPerUser", srv.StreamSettings().PerUser, "streamsTotal", srv.StreamSettings().Total)
 	bg, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.publisher.Start(bg)
@@ -447,9 +484,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	m.hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+	m.hs.RegisterOnShutdown(srv.CloseStreams)
 	go func() {
 		defer m.wg.Done()
-		if err := m.hs.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.hs.Serve(m.limit); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.errc <- fmt.Errorf("serving: %w", err)
 		}
 	}()

@@ -268,7 +268,7 @@ func commands() []*command {
 		{name: "audit", summary: "The audit log.", sub: []*command{
 			{name: "verify", summary: "Walk the audit chain and report the first broken link; exit 1 when it is broken.", example: "sluicectl audit verify", remote: true, run: cmdAuditVerify},
 		}},
-		{name: "login", args: "--username U", summary: "Log in with a password (from the terminal, or the first line of stdin) and save an API token (mode 0600).",
+		{name: "login", args: "--username U [--token-ttl D]", summary: "Log in with a password (from the terminal, or the first line of stdin), save an API token (mode 0600) that expires in 30 days (--token-ttl), and revoke the token it replaces.",
 			example: "sluicectl login --username alice --server https://sluice.example.com", remote: true, flags: loginFlags, run: cmdLogin},
 		{name: "completion", args: "bash|zsh", summary: "Print a shell completion script.", example: "source <(sluicectl completion bash)", nargs: [2]int{1, 1}, run: cmdCompletion},
 	}
@@ -303,7 +303,11 @@ func overrideFlags(fs *flag.FlagSet) {
 func loginFlags(fs *flag.FlagSet) {
 	fs.String("username", "", "who logs in (required)")
 	fs.String("token-name", "", "name of the API token to create (default sluicectl@HOST)")
+	fs.Duration("token-ttl", defaultTokenTTL, "lifetime of the API token (0: it never expires)")
 }
+
+// defaultTokenTTL is the lifetime of the API token sluicectl login mints.
+const defaultTokenTTL = 30 * 24 * time.Hour
 
 // str and num read a command's own flag values.
 func str(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }

@@ -893,6 +893,14 @@ func cmdLogin(c *cli, fs *flagSet, _ []string) error {
 	if err != nil {
 		return err
 	}
+	ttl, err := time.ParseDuration(str(fs, "token-ttl"))
+	if err != nil || ttl < 0 {
+		return fmt.Errorf("--token-ttl %q: must be a duration such as 720h, or 0 for a token that never expires", str(fs, "token-ttl"))
+	}
+	var old string // the token login replaces
+	if b, err := os.ReadFile(path); err == nil {
+		old = strings.TrimSpace(string(b))
+	}
 	c.token, c.tokenFile = "", os.DevNull
 	cl, err := c.api(false)
 	if err != nil {
@@ -933,12 +941,21 @@ func cmdLogin(c *cli, fs *flagSet, _ []string) error {
 	var tok struct {
 		Token string `json:"token"`
 	}
-	if _, err := c.into(&tok)(cl.PostApiV1Tokens(ctx(), client.PostApiV1TokensJSONRequestBody{Name: name, Role: role}, withSession)); err != nil {
+	body := client.PostApiV1TokensJSONRequestBody{Name: name, Role: role}
+	if ttl > 0 {
+		in := strconv.FormatInt(int64(ttl/time.Second), 10) + "s"
+		body.ExpiresIn = &in
+	}
+	if _, err := c.into(&tok)(cl.PostApiV1Tokens(ctx(), body, withSession)); err != nil {
 		return fmt.Errorf("creating an API token: %w", err)
 	}
+	revoked, revokeErr := c.revokeReplaced(cl, old, login.User, withSession)
 	_, _ = c.into(nil)(cl.PostApiV1AuthLogout(ctx(), withSession))
 	if tok.Token == "" {
 		return errors.New("the server created a token without a secret")
+	}
+	if revokeErr != nil {
+		fmt.Fprintf(c.stderr, "sluicectl: the token this login replaces was not revoked: %v\n", revokeErr)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("saving the token: %w", err)
@@ -953,9 +970,54 @@ func cmdLogin(c *cli, fs *flagSet, _ []string) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("saving the token: %w", err)
 	}
+	out := map[string]any{"username": user, "role": role, "tokenName": name, "tokenFile": path}
+	if revoked != 0 {
+		out["revokedTokenId"] = revoked
+	}
+	if ttl > 0 {
+		out["expiresIn"] = ttl.String()
+	}
 	if c.output != "table" {
-		return c.print(map[string]any{"username": user, "role": role, "tokenName": name, "tokenFile": path})
+		return c.print(out)
 	}
 	fmt.Fprintf(c.stdout, "logged in as %s (%s); API token %q saved to %s\n", user, role, name, path)
+	if revoked != 0 {
+		fmt.Fprintf(c.stdout, "revoked the token it replaces (id %d)\n", revoked)
+	}
 	return nil
+}
+
+// revokeReplaced revokes the API token old, which login is replacing, when
+// it is a live token of the user who logged in (another user's token, or
+// one already revoked or expired, is left alone). It returns the revoked
+// token's id, 0 when none was.
+func (c *cli) revokeReplaced(cl *client.Client, old string, user client.User, withSession client.RequestEditorFn) (int64, error) {
+	if old == "" || user.Id == nil {
+		return 0, nil
+	}
+	var me struct {
+		User    client.User `json:"user"`
+		TokenID int64       `json:"tokenId"`
+	}
+	res, err := cl.GetApiV1Me(ctx(), func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+old)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusUnauthorized {
+		return 0, nil // revoked or expired already, or not a token of this server
+	}
+	if _, err := c.into(&me)(res, nil); err != nil {
+		return 0, err
+	}
+	if me.TokenID == 0 || me.User.Id == nil || *me.User.Id != *user.Id {
+		return 0, nil
+	}
+	if _, err := c.into(nil)(cl.DeleteApiV1TokensId(ctx(), client.Id(me.TokenID), withSession)); err != nil {
+		return 0, err
+	}
+	return me.TokenID, nil
 }

@@ -1,5 +1,5 @@
 // The namespace's live stream (GET /api/v1/namespaces/{ns}/stream, server-
-// sent events `node`, `stats`, `event`, `publication`), feeding the one
+// sent events `node`, `stats`, `event`, `publication`, `reload`), feeding the one
 // query cache: stats updates are merged into every stats query of the
 // namespace, the others invalidate the queries they make stale. One
 // EventSource per namespace however many components follow it; the
@@ -69,6 +69,15 @@ function open(qc: QueryClient, ns: string, e: Entry) {
   es.addEventListener('stats', (ev) => {
     const u = parse(ev as MessageEvent) as StatsTick | undefined;
     if (u && Array.isArray(u.series)) applyStats(qc, ns, u);
+  });
+  es.addEventListener('reload', () => {
+    // The server replays at most --stream-replay-max missed events: past
+    // that it says reload. Refetch the namespace's views and reopen the
+    // stream without Last-Event-ID (a new EventSource sends none).
+    es.close();
+    e.es = null;
+    void qc.invalidateQueries({ queryKey: keys.namespace(ns) });
+    if (e.users > 0) open(qc, ns, e);
   });
   es.addEventListener('event', () => {
     void qc.invalidateQueries({ queryKey: keys.events(ns) });

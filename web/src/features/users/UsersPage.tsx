@@ -67,7 +67,7 @@ export function UsersPage() {
           <ErrorAlert error={create.error} />
           <Group align="flex-end" wrap="wrap">
             <TextInput label="Username" required value={form.username} onChange={(e) => setForm({ ...form, username: e.currentTarget.value })} />
-            <PasswordInput label="Password" description="At least 10 characters" required value={form.password} onChange={(e) => setForm({ ...form, password: e.currentTarget.value })} />
+            <PasswordInput label="Password" description="At least 10 characters, hard to guess: a few unrelated words work well" required value={form.password} onChange={(e) => setForm({ ...form, password: e.currentTarget.value })} />
             <Select label="Role" data={roles} value={form.role} onChange={(r) => setForm({ ...form, role: (r ?? 'viewer') as Role })} allowDeselect={false} />
             <Button type="submit" loading={create.isPending}>
               Create user
