@@ -41,6 +41,9 @@ type dispatcher struct {
 	// sniffTimeout bounds the wait for a connection's first bytes or TLS
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
+	// guard wraps the connection of every HTTP/2 session (Node.guardH2:
+	// rapid reset); nil serves it as it is.
+	guard func(net.Conn) net.Conn
 
 	mu        sync.Mutex
 	pending   map[net.Conn]struct{} // connections not yet dispatched
@@ -151,7 +154,15 @@ func (d *dispatcher) dispatch(c net.Conn) {
 	d.h2conns.Add(1)
 	d.mu.Unlock()
 	defer d.h2conns.Done()
-	d.h2.ServeConn(conn, &http2.ServeConnOpts{BaseConfig: d.h1, Handler: d.handler})
+	d.h2.ServeConn(d.guarded(conn), &http2.ServeConnOpts{BaseConfig: d.h1, Handler: d.handler})
+}
+
+// guarded is c as an HTTP/2 session reads it (see guard).
+func (d *dispatcher) guarded(c net.Conn) net.Conn {
+	if d.guard == nil {
+		return c
+	}
+	return d.guard(c)
 }
 
 // sniff reads what decides c's protocol: the TLS handshake's ALPN, or the

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
@@ -165,9 +164,9 @@ func (n *Node) AdminHandler() http.Handler {
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	h2s := &http2.Server{IdleTimeout: IdleTimeout}
 	traffic := &http.Server{
-		// h2c lets clients speak HTTP/2 without TLS by upgrading an
-		// HTTP/1.1 request; prior knowledge is dispatched before.
-		Handler: h2c.NewHandler(n, h2s),
+		// Handler: h2cHandler, set below (h2c lets clients speak HTTP/2
+		// without TLS by upgrading an HTTP/1.1 request; prior knowledge is
+		// dispatched before).
 		// Bodies and responses are bounded per route (bodyTimeout,
 		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
 		// request header and the idle time between requests.
@@ -180,6 +179,8 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
+	d.guard = n.guardH2
+	traffic.Handler = &h2cHandler{n: n, d: d}
 	engine, err := ParseEngine(n.cfg.HTTP1Engine)
 	if err != nil {
 		return err
