@@ -230,6 +230,14 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	if err != nil {
 		return nil, err
 	}
+	if ctx != nil && ctx.Err() != nil {
+		// The client went away (an HTTP/2 stream reset) while the
+		// connection was found or dialed: nothing is sent, and the
+		// connection, unused, stays in the pool rather than being
+		// interrupted and closed.
+		p.put(cc, false)
+		return nil, ctx.Err()
+	}
 	req := out.req
 	if req != nil {
 		req.URI().DisablePathNormalizing = true
