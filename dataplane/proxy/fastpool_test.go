@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -292,5 +293,37 @@ func TestFastPoolDeadlineKept(t *testing.T) {
 	}
 	if up.conns.Load() != 1 {
 		t.Errorf("%d connections, want the one kept alive", up.conns.Load())
+	}
+}
+
+// TestFastPoolCancelledWhileDialing: a request whose context ends while
+// its connection is dialed (an HTTP/2 stream the client reset) is not sent,
+// and the new connection is pooled, not closed: the next request uses it.
+func TestFastPoolCancelledWhileDialing(t *testing.T) {
+	t.Parallel()
+	var reqs atomic.Int32
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) {
+		cancel() // the stream is reset while the connection is dialed
+		return net.Dial("tcp", addr)
+	}, time.Minute, 0)
+	defer p.close()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetRequestURI("/x")
+	req.Header.SetHost("up.test")
+	if err := p.DoContext(ctx, req, resp); err != context.Canceled {
+		t.Fatalf("DoContext: %v, want context.Canceled", err)
+	}
+	if status, body, err := fastGet(t, p, "/y"); err != nil || status != 200 || body != "ok" {
+		t.Fatalf("next request: %d %q %v", status, body, err)
+	}
+	if n, c := reqs.Load(), up.conns.Load(); n != 1 || c != 1 {
+		t.Errorf("the upstream got %d requests on %d connections, want 1 on 1", n, c)
 	}
 }
