@@ -205,7 +205,7 @@ func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
 	defer cancel() // the upgrade request's context ends with the session
 	sc := &sessionConn{Conn: conn, local: conn.LocalAddr(), remote: conn.RemoteAddr()}
 	defer sc.end()
-	d.h2.ServeConn(d.guarded(sc), &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h1, Handler: d.handler,
+	d.h2.ServeConn(d.guarded(sc), &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h2base(), Handler: d.handler,
 		UpgradeRequest: up.req.WithContext(ctx), Settings: up.settings})
 }
 

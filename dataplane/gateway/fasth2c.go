@@ -193,7 +193,7 @@ func (h *h2cHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pre, _ := rw.Reader.Peek(k)
 		c = proxy.Prefixed(conn, append([]byte(nil), pre...))
 	}
-	h.d.h2.ServeConn(h.d.guarded(c), &http2.ServeConnOpts{Context: r.Context(), BaseConfig: h.d.h1,
+	h.d.h2.ServeConn(h.d.guarded(c), &http2.ServeConnOpts{Context: r.Context(), BaseConfig: h.d.h2base(),
 		Handler: h.d.handler, UpgradeRequest: r, Settings: settings})
 }
 

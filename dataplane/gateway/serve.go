@@ -172,8 +172,10 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		// request header and the idle time between requests.
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    proxy.MaxHeaderBytes,
-		ErrorLog:          nil,
+		// net/http reads up to MaxHeaderBytes + 4096 bytes of a header:
+		// the bound is the other engines', 64 KiB (see dispatcher.h2base).
+		MaxHeaderBytes: proxy.MaxHeaderBytes - 4096,
+		ErrorLog:       nil,
 	}
 	d, err := newDispatcher(traffic, h2s, n, ls.Traffic.Addr())
 	if err != nil {
