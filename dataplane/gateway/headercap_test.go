@@ -97,16 +97,11 @@ func h1HeaderSized(t *testing.T, c net.Conn, size int) int {
 func h2HeaderSized(t *testing.T, c net.Conn, size int) int {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	scheme := "http"
-	if _, ok := c.(*tls.Conn); ok {
-		scheme = "https"
-	}
-	fields := []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: scheme},
-		{Name: ":authority", Value: "127.0.0.1"}, {Name: ":path", Value: "/"}}
 	used := 0
-	for _, f := range fields {
+	for _, f := range h2Pseudo(c, "127.0.0.1", "/") {
 		used += int(f.Size())
 	}
+	var fields []hpack.HeaderField
 	// Fields of at most 16,000 bytes (a single field longer than the
 	// bound is x/net's COMPRESSION_ERROR, the connection ended).
 	for i := 0; used < size; i++ {
@@ -114,6 +109,32 @@ func h2HeaderSized(t *testing.T, c net.Conn, size int) int {
 		pad.Value = strings.Repeat("p", min(16000, size-used-int(pad.Size())))
 		used += int(pad.Size())
 		fields = append(fields, pad)
+	}
+	return h2Status(t, c, "127.0.0.1", "/", fields...)
+}
+
+// h2Pseudo are the pseudo-header fields of a GET of path from authority on
+// c (scheme https on a TLS connection).
+func h2Pseudo(c net.Conn, authority, path string) []hpack.HeaderField {
+	scheme := "http"
+	if _, ok := c.(*tls.Conn); ok {
+		scheme = "https"
+	}
+	return []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: scheme},
+		{Name: ":authority", Value: authority}, {Name: ":path", Value: path}}
+}
+
+// h2Status sends, on a new HTTP/2 connection c (the preface not sent yet),
+// a GET of path from authority with extra fields, and returns the answer's
+// status, or 0 when the HTTP/2 server refused the request itself
+// (RST_STREAM PROTOCOL_ERROR).
+func h2Status(t *testing.T, c net.Conn, authority, path string, extra ...hpack.HeaderField) int {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fields := append(h2Pseudo(c, authority, path), extra...)
+	size := 0
+	for _, f := range fields {
+		size += int(f.Size())
 	}
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
@@ -155,6 +176,9 @@ func h2HeaderSized(t *testing.T, c net.Conn, size int) int {
 		case *http2.GoAwayFrame:
 			t.Fatalf("a header list of %d: GOAWAY %v", size, f.ErrCode)
 		case *http2.RSTStreamFrame:
+			if f.ErrCode == http2.ErrCodeProtocol {
+				return 0 // refused by x/net's server itself
+			}
 			t.Fatalf("a header list of %d: RST_STREAM %v", size, f.ErrCode)
 		}
 	}

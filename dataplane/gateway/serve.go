@@ -175,7 +175,10 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		// net/http reads up to MaxHeaderBytes + 4096 bytes of a header:
 		// the bound is the other engines', 64 KiB (see dispatcher.h2base).
 		MaxHeaderBytes: proxy.MaxHeaderBytes - 4096,
-		ErrorLog:       nil,
+		// OPTIONS * reaches the node, which refuses it (strictTarget),
+		// rather than net/http's own answer.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     nil,
 	}
 	d, err := newDispatcher(traffic, h2s, n, ls.Traffic.Addr())
 	if err != nil {
