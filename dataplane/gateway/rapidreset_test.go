@@ -231,3 +231,68 @@ routes:
 		})
 	}
 }
+
+// TestConcurrencyCountsH2Streams: a concurrency limit counts HTTP/2
+// streams as it counts HTTP/1 requests: of 10 concurrent streams on one
+// h2c connection to a route whose limit is 2, two reach the upstream (and
+// hold their slots until answered), eight are refused with 429.
+func TestConcurrencyCountsH2Streams(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var inflight, most atomic.Int32
+	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: h2conc
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 10s}}
+limits:
+  - {id: two, algorithm: concurrency, rate: 2}
+`, up))
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	statuses := make(chan int, 10)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			resp, err := client.Get(base + "/c")
+			if err != nil {
+				t.Error(err)
+				statuses <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				t.Errorf("served over %s", resp.Proto)
+			}
+			statuses <- resp.StatusCode
+		})
+	}
+	refused := 0
+	for range 8 {
+		if s := <-statuses; s == http.StatusTooManyRequests {
+			refused++
+		} else {
+			t.Errorf("status %d while two streams hold the limit", s)
+		}
+	}
+	close(release)
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("an admitted stream: %d", s)
+		}
+	}
+	if refused != 8 || most.Load() != 2 {
+		t.Errorf("%d refused, at most %d at the upstream at once; want 8 and 2", refused, most.Load())
+	}
+}
