@@ -284,6 +284,7 @@ limits:
 			t.Errorf("status %d while two streams hold the limit", s)
 		}
 	}
+	waitFor(t, func() bool { return inflight.Load() == 2 }) // both admitted streams are at the upstream
 	close(release)
 	wg.Wait()
 	close(statuses)
@@ -294,5 +295,68 @@ limits:
 	}
 	if refused != 8 || most.Load() != 2 {
 		t.Errorf("%d refused, at most %d at the upstream at once; want 8 and 2", refused, most.Load())
+	}
+}
+
+// TestResetStreamsKeepUpstreamConns: HTTP/2 streams reset while their
+// request is at the upstream do not cost an upstream connection each (they
+// closed it, and the next stream opened another): the answer that comes
+// within proxy.CancelGrace is read and dropped and the connection reused.
+// 20 streams, each reset once its request is at the upstream, which takes
+// 30 ms to answer: 20 requests on at most 3 connections (a stream may
+// find the previous one's connection not back yet).
+func TestResetStreamsKeepUpstreamConns(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t, 30*time.Millisecond)
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: keepconns
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 5s}}
+`, up.url))
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fr := http2.NewFramer(c, bufio.NewReader(c))
+	go func() {
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	_, _ = io.WriteString(c, http2.ClientPreface)
+	_ = fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "g.test"}, {":path", "/keep"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	const streams = 20
+	for i := range streams {
+		id := uint32(2*i + 1)
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return up.requests.Load() == int64(i+1) }) // at the upstream
+		if err := fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return up.inflight.Load() == 0 }) // answered, within the grace
+	}
+	reqs, conns := up.settled(), up.conns.Load()
+	t.Logf("%d streams reset mid-request: %d upstream requests on %d connections", streams, reqs, conns)
+	if reqs != streams || conns > 3 {
+		t.Errorf("%d upstream requests on %d connections, want %d on at most 3", reqs, conns, streams)
+	}
+}
+
+// waitFor polls cond every millisecond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting")
+		}
 	}
 }
