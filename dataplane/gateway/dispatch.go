@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -41,8 +43,11 @@ type dispatcher struct {
 	// sniffTimeout bounds the wait for a connection's first bytes or TLS
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
-	// h2cfg is the base configuration of HTTP/2 sessions (h2base).
+	// h2cfg is the base configuration of HTTP/2 sessions (h2base); h2log
+	// receives x/net's connection errors (a client's protocol errors, a
+	// rapid reset's GOAWAY), nil for the standard logger.
 	h2cfg     *http.Server
+	h2log     *log.Logger
 	h2cfgOnce sync.Once
 	// guard wraps the connection of every HTTP/2 session (Node.guardH2:
 	// rapid reset); nil serves it as it is.
@@ -171,7 +176,7 @@ func (d *dispatcher) h2base() *http.Server {
 	d.h2cfgOnce.Do(func() {
 		h1 := d.h1
 		d.h2cfg = &http.Server{ReadHeaderTimeout: h1.ReadHeaderTimeout, IdleTimeout: h1.IdleTimeout,
-			ErrorLog: h1.ErrorLog, ConnState: h1.ConnState, MaxHeaderBytes: proxy.MaxHeaderBytes - h2FieldAllowance}
+			ErrorLog: cmp.Or(d.h2log, h1.ErrorLog), ConnState: h1.ConnState, MaxHeaderBytes: proxy.MaxHeaderBytes - h2FieldAllowance}
 	})
 	return d.h2cfg
 }

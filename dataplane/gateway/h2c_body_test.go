@@ -32,7 +32,7 @@ func rssBytes(tb testing.TB) int64 {
 // TestH2CUpgradeBodyNotBuffered is issue 26's reproduction: a 200 MB body
 // on an "Upgrade: h2c" request (Content-Length, then chunked) is not read
 // whole before the switch, as x/net's h2c handler and the fasthttp engine
-// read it (RSS +410 MB): on every HTTP/1 engine it is served as HTTP/1.1,
+// read it (issue 26: RSS 66 → 476 MB): on every HTTP/1 engine it is served as HTTP/1.1,
 // streamed to the upstream, and the gateway's (here the test process's)
 // resident memory stays within 32 MB of its value before the upload. Not
 // parallel: other tests' memory would count.

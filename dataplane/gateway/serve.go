@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -185,6 +186,9 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
 	d.guard = n.guardH2
+	// x/net's connection errors (one line per client that breaks the
+	// protocol, or resets too fast) go to the node's log, at debug level.
+	d.h2log = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
 	traffic.Handler = &h2cHandler{n: n, d: d}
 	engine, err := ParseEngine(n.cfg.HTTP1Engine)
 	if err != nil {
