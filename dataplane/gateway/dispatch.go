@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -41,6 +43,15 @@ type dispatcher struct {
 	// sniffTimeout bounds the wait for a connection's first bytes or TLS
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
+	// h2cfg is the base configuration of HTTP/2 sessions (h2base); h2log
+	// receives x/net's connection errors (a client's protocol errors, a
+	// rapid reset's GOAWAY), nil for the standard logger.
+	h2cfg     *http.Server
+	h2log     *log.Logger
+	h2cfgOnce sync.Once
+	// guard wraps the connection of every HTTP/2 session (Node.guardH2:
+	// rapid reset); nil serves it as it is.
+	guard func(net.Conn) net.Conn
 
 	mu        sync.Mutex
 	pending   map[net.Conn]struct{} // connections not yet dispatched
@@ -151,7 +162,36 @@ func (d *dispatcher) dispatch(c net.Conn) {
 	d.h2conns.Add(1)
 	d.mu.Unlock()
 	defer d.h2conns.Done()
-	d.h2.ServeConn(conn, &http2.ServeConnOpts{BaseConfig: d.h1, Handler: d.handler})
+	d.h2.ServeConn(d.guarded(conn), &http2.ServeConnOpts{BaseConfig: d.h2base(), Handler: d.handler})
+}
+
+// h2base is the http.Server configuration HTTP/2 sessions are served
+// with: the HTTP/1 server's (h1), but for the header bound. net/http reads
+// MaxHeaderBytes + 4096 bytes of an HTTP/1 header, so h1 has the gateway's
+// bound (proxy.MaxHeaderBytes) less 4096; x/net's server caps an HTTP/2
+// header list (names, values and 32 bytes a field, RFC 9113 §6.5.2) at
+// MaxHeaderBytes + 320, so HTTP/2 sessions get the bound less 320: 64 KiB
+// either way.
+func (d *dispatcher) h2base() *http.Server {
+	d.h2cfgOnce.Do(func() {
+		h1 := d.h1
+		d.h2cfg = &http.Server{ReadHeaderTimeout: h1.ReadHeaderTimeout, IdleTimeout: h1.IdleTimeout,
+			ErrorLog: cmp.Or(d.h2log, h1.ErrorLog), ConnState: h1.ConnState, MaxHeaderBytes: proxy.MaxHeaderBytes - h2FieldAllowance}
+	})
+	return d.h2cfg
+}
+
+// h2FieldAllowance is what x/net's server adds to http.Server's
+// MaxHeaderBytes for an HTTP/2 header list's bound: 32 bytes for each of
+// ten fields.
+const h2FieldAllowance = 10 * 32
+
+// guarded is c as an HTTP/2 session reads it (see guard).
+func (d *dispatcher) guarded(c net.Conn) net.Conn {
+	if d.guard == nil {
+		return c
+	}
+	return d.guard(c)
 }
 
 // sniff reads what decides c's protocol: the TLS handshake's ALPN, or the
@@ -207,7 +247,8 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 		fastErr = make(chan error, 1)
 		go func() { fastErr <- d.drainFast(ctx) }()
 	}
-	err := d.h1.Shutdown(ctx) // HTTP/2's graceful shutdown hangs on it
+	d.h2base().SetKeepAlivesEnabled(false) // as Shutdown does h1's: sessions end as streams close
+	err := d.h1.Shutdown(ctx)              // HTTP/2's graceful shutdown hangs on it
 	if fastErr != nil {
 		if ferr := <-fastErr; err == nil {
 			err = ferr

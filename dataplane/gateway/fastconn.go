@@ -43,21 +43,28 @@ type trackedConn interface {
 	// kick ends a wait for the next request at once (a read deadline of
 	// now, applied whatever the engine deferred: see readDeadlines).
 	kick(now time.Time)
+	// lastRead is what the connection's last Read returned, in the
+	// reader's buffer (see expectFast): valid until the next Read.
+	lastRead() []byte
 }
 
 type fastConn struct {
 	net.Conn
-	t  fastTrack
-	rd readDeadlines
+	t    fastTrack
+	rd   readDeadlines
+	last []byte
 }
 
 func (c *fastConn) track() *fastTrack { return &c.t }
+func (c *fastConn) lastRead() []byte  { return c.last }
 
 func (c *fastConn) Read(b []byte) (int, error) {
 	if err := c.rd.arm(c.Conn); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	c.last = b[:n]
+	return n, err
 }
 func (c *fastConn) SetReadDeadline(t time.Time) error { return c.rd.set(c.Conn, t) }
 func (c *fastConn) SetDeadline(t time.Time) error     { return c.rd.setBoth(c.Conn, t) }
@@ -65,17 +72,21 @@ func (c *fastConn) kick(now time.Time)                { _ = c.Conn.SetReadDeadli
 
 type fastTLSConn struct {
 	*tls.Conn
-	t  fastTrack
-	rd readDeadlines
+	t    fastTrack
+	rd   readDeadlines
+	last []byte
 }
 
 func (c *fastTLSConn) track() *fastTrack { return &c.t }
+func (c *fastTLSConn) lastRead() []byte  { return c.last }
 
 func (c *fastTLSConn) Read(b []byte) (int, error) {
 	if err := c.rd.arm(c.Conn); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	c.last = b[:n]
+	return n, err
 }
 func (c *fastTLSConn) SetReadDeadline(t time.Time) error { return c.rd.set(c.Conn, t) }
 func (c *fastTLSConn) SetDeadline(t time.Time) error     { return c.rd.setBoth(c.Conn, t) }
@@ -205,7 +216,7 @@ func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
 	defer cancel() // the upgrade request's context ends with the session
 	sc := &sessionConn{Conn: conn, local: conn.LocalAddr(), remote: conn.RemoteAddr()}
 	defer sc.end()
-	d.h2.ServeConn(sc, &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h1, Handler: d.handler,
+	d.h2.ServeConn(d.guarded(sc), &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h2base(), Handler: d.handler,
 		UpgradeRequest: up.req.WithContext(ctx), Settings: up.settings})
 }
 

@@ -7,14 +7,29 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
+
+// H2CBodyMax is the longest request body an "Upgrade: h2c" request may
+// carry and still switch its connection to HTTP/2: the body of the upgrade
+// request is read whole before the switch (it becomes stream 1's), so it
+// is bounded. A request whose body is longer, or of unknown length
+// (chunked), is served as HTTP/1.1 without switching (RFC 9110 §7.8 lets a
+// server ignore Upgrade), its body streamed as any other's; on every
+// HTTP/1 engine (h2cFits).
+const H2CBodyMax = 64 << 10
+
+// h2cFits reports whether a request body of length n (-1: unknown) is short
+// enough for an h2c upgrade (H2CBodyMax).
+func h2cFits(n int64) bool { return n >= 0 && n <= H2CBodyMax }
 
 // h2cSwitching is the answer to an h2c upgrade, as x/net's h2c handler
 // writes it.
@@ -58,12 +73,13 @@ func hasToken(lines [][]byte, tok string) bool {
 // request path (ServeHTTP). An HTTP2-Settings that is missing, repeated or
 // not base64url is answered 500, as there. It reports false when the
 // request is to be served as HTTP/1.1 instead: over TLS
-// (h2c is cleartext only; TLS negotiates h2 by ALPN), or a connection the
-// dispatcher did not hand over.
+// (h2c is cleartext only; TLS negotiates h2 by ALPN), a body over
+// H2CBodyMax or of unknown length, or a connection the dispatcher did not
+// hand over.
 func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	h := &ctx.Request.Header
 	t := trackOf(ctx.Conn())
-	if t == nil || ctx.IsTLS() {
+	if t == nil || ctx.IsTLS() || !h2cFits(proxy.FastContentLength(h)) {
 		return false
 	}
 	settings, ok := h2cSettings(h)
@@ -84,10 +100,12 @@ func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 		return true
 	}
 	var body []byte
-	if h.ContentLength() != 0 {
+	if proxy.FastHasBody(h) {
 		proxy.GuardBodyConn(ctx.Conn(), true, api.DefaultBodyTimeout)
 		if bs := ctx.RequestBodyStream(); bs != nil {
-			body, err = io.ReadAll(bs)
+			// Its length is known, at most H2CBodyMax; the bound holds
+			// whatever the framing says.
+			body, err = io.ReadAll(io.LimitReader(bs, H2CBodyMax))
 		} else {
 			body = append([]byte(nil), ctx.Request.Body()...)
 		}
@@ -122,4 +140,77 @@ func h2cSettings(h *fasthttp.RequestHeader) ([]byte, bool) {
 	}
 	s, err := base64.RawURLEncoding.DecodeString(string(vs[0]))
 	return s, err == nil
+}
+
+// h2cHandler is the net/http engine's handler: an "Upgrade: h2c" request
+// (an Upgrade listing h2c, a Connection listing HTTP2-Settings) whose body
+// fits H2CBodyMax switches its connection to HTTP/2 as x/net's h2c handler
+// would switch it, in a session guarded against rapid reset (the
+// dispatcher's guard), the request served as stream 1; every other request
+// (a longer or chunked body's upgrade included) is served by the node as
+// HTTP/1.1. An HTTP2-Settings that is missing, repeated or not base64url is
+// answered 500, as x/net answers it.
+type h2cHandler struct {
+	n *Node
+	d *dispatcher
+}
+
+func (h *h2cHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || !h2cRequestedHTTP(r.Header) || !h2cFits(r.ContentLength) || strictTarget(r) != "" {
+		h.n.ServeHTTP(w, r)
+		return
+	}
+	vs := r.Header.Values("HTTP2-Settings")
+	var settings []byte
+	var err error
+	if len(vs) == 1 {
+		settings, err = base64.RawURLEncoding.DecodeString(vs[0])
+	}
+	if len(vs) != 1 || err != nil {
+		proxy.WriteProblem(w, r, http.StatusInternalServerError, "Internal server error",
+			"the h2c upgrade needs exactly one HTTP2-Settings header in base64url")
+		return
+	}
+	proxy.GuardBody(w, r, api.DefaultBodyTimeout)
+	body, err := io.ReadAll(io.LimitReader(r.Body, H2CBodyMax))
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{}) // the HTTP/2 server sets its own
+	if _, err := rw.WriteString(h2cSwitching); err != nil || rw.Flush() != nil {
+		return
+	}
+	c := conn
+	if k := rw.Reader.Buffered(); k > 0 {
+		pre, _ := rw.Reader.Peek(k)
+		c = proxy.Prefixed(conn, append([]byte(nil), pre...))
+	}
+	h.d.h2.ServeConn(h.d.guarded(c), &http2.ServeConnOpts{Context: r.Context(), BaseConfig: h.d.h2base(),
+		Handler: h.d.handler, UpgradeRequest: r, Settings: settings})
+}
+
+// h2cRequestedHTTP is h2cRequested on a net/http header.
+func h2cRequestedHTTP(h http.Header) bool {
+	return hasTokenString(h["Upgrade"], "h2c") && hasTokenString(h["Connection"], "HTTP2-Settings")
+}
+
+func hasTokenString(lines []string, tok string) bool {
+	for _, line := range lines {
+		for line != "" {
+			var t string
+			t, line, _ = strings.Cut(line, ",")
+			if strings.EqualFold(strings.TrimSpace(t), tok) {
+				return true
+			}
+		}
+	}
+	return false
 }

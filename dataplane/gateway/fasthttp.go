@@ -91,6 +91,7 @@ func (n *Node) newFastServer() *fasthttp.Server {
 		Handler:        n.handleFast,
 		ErrorHandler:   fastError,
 		HeaderReceived: n.fastHeaderReceived,
+		ExpectHandler:  n.expectFast,
 		ConnState:      fastState,
 		// The header's bound; bodies are bounded per route as they are
 		// forwarded (bodyTimeout, writeTimeout).

@@ -410,6 +410,14 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 		cl.bound, cl.inBody = ReadHeaderTimeout, false
 		return 0, false
 	}
+	if n > proxy.MaxHeaderBytes {
+		// Whole in one read but over the bound the other engines hold
+		// (fasthttp's read buffer, net/http's MaxHeaderBytes): 431.
+		headerTooLarge(ctx)
+		ctx.SetConnectionClose()
+		cl.respond()
+		return -1, true
+	}
 	if err == nil {
 		// As the fasthttp engine's server, which refuses a target its URI
 		// parse refuses (400) before the handler runs.

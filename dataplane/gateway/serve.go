@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
@@ -165,21 +165,31 @@ func (n *Node) AdminHandler() http.Handler {
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	h2s := &http2.Server{IdleTimeout: IdleTimeout}
 	traffic := &http.Server{
-		// h2c lets clients speak HTTP/2 without TLS by upgrading an
-		// HTTP/1.1 request; prior knowledge is dispatched before.
-		Handler: h2c.NewHandler(n, h2s),
+		// Handler: h2cHandler, set below (h2c lets clients speak HTTP/2
+		// without TLS by upgrading an HTTP/1.1 request; prior knowledge is
+		// dispatched before).
 		// Bodies and responses are bounded per route (bodyTimeout,
 		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
 		// request header and the idle time between requests.
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    proxy.MaxHeaderBytes,
-		ErrorLog:          nil,
+		// net/http reads up to MaxHeaderBytes + 4096 bytes of a header:
+		// the bound is the other engines', 64 KiB (see dispatcher.h2base).
+		MaxHeaderBytes: proxy.MaxHeaderBytes - 4096,
+		// OPTIONS * reaches the node, which refuses it (strictTarget),
+		// rather than net/http's own answer.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     nil,
 	}
 	d, err := newDispatcher(traffic, h2s, n, ls.Traffic.Addr())
 	if err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
+	d.guard = n.guardH2
+	// x/net's connection errors (one line per client that breaks the
+	// protocol, or resets too fast) go to the node's log, at debug level.
+	d.h2log = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
+	traffic.Handler = &h2cHandler{n: n, d: d}
 	engine, err := ParseEngine(n.cfg.HTTP1Engine)
 	if err != nil {
 		return err

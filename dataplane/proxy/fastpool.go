@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -47,6 +48,38 @@ type fastPoolConn struct {
 	reused  bool      // kept alive for another exchange
 	wArmed  bool      // a write deadline is set (an exchange that needed one)
 	rArmed  time.Time // the read deadline arm set last
+	// ctx is the exchange's context (DoContext); sent is set once the
+	// request is written whole, when a client gone no longer interrupts
+	// the exchange but gives it CancelGrace to end (cancelled).
+	ctx  context.Context
+	sent atomic.Bool
+}
+
+// ErrRouteTimeout is the cause (context.Cause) with which Forward cancels
+// an exchange whose route's timeout passed: the transport ends it at once,
+// where a client gone (an HTTP/2 stream reset, a closed connection) lets
+// an exchange already sent finish within CancelGrace.
+var ErrRouteTimeout = errors.New("the route's upstream timeout passed")
+
+// CancelGrace is how long an upstream exchange whose client went away
+// after its request was sent may still take: an answer that comes within
+// it, with no body or a body of known length up to 16 KiB, is read and
+// dropped, and the connection goes back to the pool instead of being
+// closed (a client that cancels requests, as in an HTTP/2 rapid reset,
+// would otherwise cost a new upstream connection each). The client's
+// handler, and the limits' hold on it (a concurrency slot), wait as long.
+const CancelGrace = 250 * time.Millisecond
+
+// cancelled is the exchange's context ending (DoContext): a route timeout,
+// or a client gone before the request was sent whole, ends the exchange at
+// once (interrupt); a client gone afterwards leaves it CancelGrace.
+func (cc *fastPoolConn) cancelled() {
+	if cc.sent.Load() && !errors.Is(context.Cause(cc.ctx), ErrRouteTimeout) {
+		cc.rArmed = interruptedAt // re-armed by the next exchange
+		_ = cc.SetDeadline(time.Now().Add(CancelGrace))
+		return
+	}
+	cc.interrupt()
 }
 
 // quickHead is the largest request head without a body that do writes
@@ -207,7 +240,11 @@ func install(s *fastStream, err error) error {
 // them) instead of a deadline: when ctx ends before the response's header
 // is read, DoContext returns ctx.Err() promptly, and when it ends while the
 // body is read, the body's Read fails with ctx.Err(); either way the
-// connection is closed, not pooled. (ctx ends the exchange by moving the
+// connection is closed, not pooled. Except: when ctx ends after the request
+// was sent whole, and not with ErrRouteTimeout as its cause (a client gone),
+// the exchange gets CancelGrace to end: an answer without a body or with a
+// short one (16 KiB) that comes within it is read and dropped, the
+// connection pooled, and DoContext returns ctx.Err() then. (ctx ends the exchange by moving the
 // connection's deadline to the past, from context.AfterFunc: no goroutine
 // waits on it.) A response without Content-Type gets none (fasthttp would
 // report its default).
@@ -230,6 +267,14 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	if err != nil {
 		return nil, err
 	}
+	if ctx != nil && ctx.Err() != nil {
+		// The client went away (an HTTP/2 stream reset) while the
+		// connection was found or dialed: nothing is sent, and the
+		// connection, unused, stays in the pool rather than being
+		// interrupted and closed.
+		p.put(cc, false)
+		return nil, ctx.Err()
+	}
 	req := out.req
 	if req != nil {
 		req.URI().DisablePathNormalizing = true
@@ -250,7 +295,9 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		}
 		stop = nil
 		if ctx != nil && ctx.Done() != nil {
-			stop = context.AfterFunc(ctx, cc.interrupt)
+			cc.ctx = ctx
+			cc.sent.Store(false)
+			stop = context.AfterFunc(ctx, cc.cancelled)
 		}
 		bw := s.bw
 		bw.Reset(cc)
@@ -263,6 +310,9 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 			err = bw.Flush()
 		}
 		bw.Reset(nil)
+		if err == nil && stop != nil {
+			cc.sent.Store(true)
+		}
 		early = false
 		if err != nil && ctx != nil && cc.werr != nil && !isTimeout(cc.werr) && ctx.Err() == nil && !retryable(cc, out, err) {
 			// An upstream may answer before it has read the whole
@@ -310,6 +360,22 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 	closeConn := early || req != nil && req.ConnectionClose() || resp.ConnectionClose() || status == fasthttp.StatusSwitchingProtocols
 	cl := resp.Header.ContentLength()
 	noBody := cl == 0 || out.isHead || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified
+	if ctx != nil && ctx.Err() != nil {
+		// The client went away while the answer came (within
+		// CancelGrace): a short answer is read and dropped, and the
+		// connection kept.
+		if !closeConn && !noBody && cl > 0 && cl <= smallBody {
+			resp.StreamBody = false
+			closeConn = resp.ReadBody(s.br, cl) != nil
+			noBody = true
+		}
+		s.free()
+		if stop != nil {
+			stop()
+		}
+		p.put(cc, closeConn || !noBody)
+		return nil, ctx.Err()
+	}
 	if !noBody && out.into && cl > 0 && cl <= smallBody {
 		// A small body of known length is read at once into the client's
 		// response (doInto), to go out with the header in one write; the

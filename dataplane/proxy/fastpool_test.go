@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -292,5 +293,85 @@ func TestFastPoolDeadlineKept(t *testing.T) {
 	}
 	if up.conns.Load() != 1 {
 		t.Errorf("%d connections, want the one kept alive", up.conns.Load())
+	}
+}
+
+// TestFastPoolCancelledWhileDialing: a request whose context ends while
+// its connection is dialed (an HTTP/2 stream the client reset) is not sent,
+// and the new connection is pooled, not closed: the next request uses it.
+func TestFastPoolCancelledWhileDialing(t *testing.T) {
+	t.Parallel()
+	var reqs atomic.Int32
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) {
+		cancel() // the stream is reset while the connection is dialed
+		return net.Dial("tcp", addr)
+	}, time.Minute, 0)
+	defer p.close()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetRequestURI("/x")
+	req.Header.SetHost("up.test")
+	if err := p.DoContext(ctx, req, resp); err != context.Canceled {
+		t.Fatalf("DoContext: %v, want context.Canceled", err)
+	}
+	if status, body, err := fastGet(t, p, "/y"); err != nil || status != 200 || body != "ok" {
+		t.Fatalf("next request: %d %q %v", status, body, err)
+	}
+	if n, c := reqs.Load(), up.conns.Load(); n != 1 || c != 1 {
+		t.Errorf("the upstream got %d requests on %d connections, want 1 on 1", n, c)
+	}
+}
+
+// TestFastPoolClientGoneDrains: an exchange whose client goes away after
+// the request was sent (an HTTP/2 stream reset mid-request) is given
+// CancelGrace: the upstream's short answer within it is read and dropped
+// and the connection kept, so that cancellations do not cost a connection
+// each; a route timeout (ErrRouteTimeout) still ends it at once and closes
+// the connection.
+func TestFastPoolClientGoneDrains(t *testing.T) {
+	t.Parallel()
+	var reqs atomic.Int32
+	up := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		time.Sleep(30 * time.Millisecond)
+		_, _ = io.WriteString(w, "ok")
+	})
+	p := newFastPool(up.addr, func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }, time.Minute, 0)
+	defer p.close()
+	send := func(cause error) (time.Duration, error) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		timer := time.AfterFunc(5*time.Millisecond, func() { cancel(cause) })
+		defer timer.Stop()
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.Header.SetRequestURI("/x")
+		req.Header.SetHost("up.test")
+		start := time.Now()
+		err := p.DoContext(ctx, req, resp)
+		return time.Since(start), err
+	}
+	for i := range 5 {
+		if took, err := send(nil); err != context.Canceled || took < 20*time.Millisecond {
+			t.Fatalf("client gone %d: %v after %v, want context.Canceled once the answer came", i, err, took)
+		}
+	}
+	if c := up.conns.Load(); c != 1 {
+		t.Errorf("5 exchanges whose client went away used %d upstream connections, want 1", c)
+	}
+	if took, err := send(ErrRouteTimeout); err != context.Canceled || took > 20*time.Millisecond {
+		t.Errorf("route timeout: %v after %v, want context.Canceled at once", err, took)
+	}
+	if status, body, err := fastGet(t, p, "/y"); err != nil || status != 200 || body != "ok" {
+		t.Fatalf("next request: %d %q %v", status, body, err)
+	}
+	if c := up.conns.Load(); c != 2 {
+		t.Errorf("after a route timeout: %d upstream connections, want 2 (the timed-out one closed)", c)
 	}
 }

@@ -50,8 +50,10 @@ func (t *target) roundTripper() http.RoundTripper {
 // in a trailer section (its isBadTrailer list) ends the body without that
 // section, and a Trailer field declaring one fails the answer (fasthttp
 // refuses its header). When the request's context ends before the
-// response's header, RoundTrip returns ctx.Err() at once, and while the
-// body is read, Read does; the connection is closed either way. A timeout
+// response's header, RoundTrip returns ctx.Err() at once (after
+// fastPool.DoContext's CancelGrace for a client gone once the request was
+// sent), and while the body is read, Read does; the connection is closed
+// either way, but for a short answer read within the grace. A timeout
 // (the context's deadline, or the connection's) is a net.Error whose
 // Timeout is true, as net/http reports it. Expect is not sent: the body
 // goes upstream as it comes.

@@ -246,8 +246,10 @@ type Match struct {
 	Path string
 	// Invalid, when not empty, says why the request is refused before any
 	// route is looked up (Route is then nil): its method is not an
-	// upper-case registered HTTP method that no route lists, or its path
-	// has an encoded slash under SlashReject. Answer it with
+	// upper-case registered HTTP method that no route lists, or is
+	// CONNECT; its target is not a path; its Host is not a valid host
+	// (ValidHost); or its path has an encoded slash under SlashReject or
+	// a byte no upstream reads alike (see badPath). Answer it with
 	// WriteProblem(w, r, 400, "Bad request", Invalid).
 	Invalid string
 }
@@ -260,9 +262,12 @@ func (rt *Router) Match(r *http.Request) Match {
 	if !rt.knownMethod(r.Method) {
 		return Match{Invalid: fmt.Sprintf("method %q is not a registered HTTP method (methods are case-sensitive) and no route lists it", clipMethod(r.Method))}
 	}
+	if why := badTarget(r.Method, r.Host, r.URL.EscapedPath()); why != "" {
+		return Match{Invalid: why}
+	}
 	path := RequestPath(r, rt.slashes == SlashDecode)
-	if rt.slashes == SlashReject && hasEncodedSlash(path) {
-		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
+	if why := rt.badPath(path); why != "" {
+		return Match{Path: path, Invalid: why}
 	}
 	return Match{Route: rt.Lookup(r.Host, r.Method, path, r.Header), Path: path}
 }
@@ -275,15 +280,122 @@ func (rt *Router) MatchView(v *reqview.View) Match {
 	if !rt.knownMethod(v.Method) {
 		return Match{Invalid: fmt.Sprintf("method %q is not a registered HTTP method (methods are case-sensitive) and no route lists it", clipMethod(v.Method))}
 	}
+	if why := badTarget(v.Method, v.Host, v.RawPath); why != "" {
+		return Match{Invalid: why}
+	}
 	path := normalizePath(v.RawPath, rt.slashes == SlashDecode)
-	if rt.slashes == SlashReject && hasEncodedSlash(path) {
-		return Match{Path: path, Invalid: "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"}
+	if why := rt.badPath(path); why != "" {
+		return Match{Path: path, Invalid: why}
 	}
 	var h http.Header
 	if rt.byHeader {
 		h = v.Header() // built only for a router with a route matching on a header
 	}
 	return Match{Route: rt.Lookup(v.Host, v.Method, path, h), Path: path}
+}
+
+// badPath returns why a cleaned, canonical path (normalizePath) is
+// refused, or "": an encoded slash under SlashReject, or a byte that
+// upstreams read differently or not at all, which canonicalEscaped has
+// percent-encoded if it came raw: a control character (%00-%1F, %7F: NUL
+// cuts a C string, a tab is trimmed by some) or a backslash (%5C: a path
+// separator to Windows servers and to URL parsers that follow WHATWG).
+func (rt *Router) badPath(p string) string {
+	if rt.slashes == SlashReject && hasEncodedSlash(p) {
+		return "the path has an encoded slash (%2F), which this gateway refuses (--encoded-slashes reject)"
+	}
+	for i := strings.IndexByte(p, '%'); i >= 0 && i+2 < len(p); {
+		switch hi, lo := p[i+1], p[i+2]; {
+		case hi == '0', hi == '1', hi == '7' && lo == 'F':
+			return "the path has a control character (such as %00 or %09), which this gateway refuses"
+		case hi == '5' && lo == 'C':
+			return "the path has a backslash (\\ or %5C), which this gateway refuses"
+		}
+		j := strings.IndexByte(p[i+3:], '%')
+		if j < 0 {
+			break
+		}
+		i += 3 + j
+	}
+	return ""
+}
+
+// badTarget returns why a request is refused for its method, Host or
+// target, whatever the protocol, or "": CONNECT (the gateway is no
+// forward proxy), a target that is not a path (OPTIONS *; an HTTP/1
+// engine refuses it first), a Host that is not ValidHost's.
+func badTarget(method, host, rawPath string) string {
+	switch {
+	case method == http.MethodConnect:
+		return "CONNECT is not served: the gateway is not a forward proxy"
+	case rawPath == "" || rawPath[0] != '/':
+		return "the request target must be a path"
+	case !ValidHost(host):
+		return "the Host is not a host name or IP address with an optional port up to 65535 (RFC 9110 §7.2; no userinfo, commas or other characters)"
+	}
+	return ""
+}
+
+// ValidHost reports whether host, a Host header or an HTTP/2 :authority,
+// names one host as upstreams read it: empty (HTTP/1.0 and HTTP/2 may send
+// none), or a name of letters, digits, "-", "_" and "." (a DNS name or an
+// IPv4 address), or an IPv6 address in brackets, then optionally ":" and a
+// port of up to five digits no larger than 65535. Refused are the shapes
+// RFC 3986's reg-name allows but upstreams read apart: userinfo
+// ("x@shop.example.com": the host is after the "@" to a URL parser, before
+// it to a Host matcher), a comma ("shop.example.com,evil": a list to
+// X-Forwarded-Host readers, which take the first), other sub-delims,
+// percent-escapes, and zone identifiers. It does not allocate.
+func ValidHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	name, port, hasPort := host, "", false
+	if host[0] == '[' {
+		end := strings.IndexByte(host, ']')
+		if end < 2 {
+			return false
+		}
+		for i := 1; i < end; i++ {
+			if c := host[i]; !ishex(c) && c != ':' && c != '.' {
+				return false
+			}
+		}
+		switch rest := host[end+1:]; {
+		case rest == "":
+		case rest[0] == ':':
+			port, hasPort = rest[1:], true
+		default:
+			return false
+		}
+	} else {
+		if i := strings.IndexByte(host, ':'); i >= 0 {
+			name, port, hasPort = host[:i], host[i+1:], true
+		}
+		if name == "" {
+			return false
+		}
+		for i := 0; i < len(name); i++ {
+			if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+				return false
+			}
+		}
+	}
+	if !hasPort || port == "" { // "host:" is allowed by RFC 3986: no port
+		return true
+	}
+	if len(port) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(port); i++ {
+		c := port[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
 }
 
 // knownMethod reports whether method is matched at all: a registered HTTP

@@ -285,7 +285,9 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	rec.id = id
 	rec.writeTimeout = u.writeTimeout
 	rec.bodyDetail = u.bodyDetail
-	ctx, cancel := context.WithCancel(r.Context())
+	// The route's timeout cancels with ErrRouteTimeout as the cause, so
+	// that the transport tells it from a client gone (fastPool.do).
+	ctx, cancel := context.WithCancelCause(r.Context())
 	rec.cancel = cancel
 	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r.Header), false
 	if grpc {
@@ -313,7 +315,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	aborted := serve(t.proxy, rec, out)
 
 	rec.disarm()
-	cancel()
+	cancel(nil)
 	if rec.body != nil {
 		rec.body.finish()
 	}
@@ -475,7 +477,7 @@ type recorder struct {
 	wrote    bool
 	upgraded bool
 	err      error
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	timer    *time.Timer
 	stopped  bool // timer stopped before it fired
 	timedOut atomic.Bool
@@ -525,7 +527,7 @@ func putRecorder(rec *recorder) {
 // rather than waiting for the body's next part or its bodyTimeout.
 func (rec *recorder) onTimeout() {
 	rec.timedOut.Store(true)
-	rec.cancel()
+	rec.cancel(ErrRouteTimeout)
 	if rec.body != nil {
 		rec.body.interrupt()
 	}

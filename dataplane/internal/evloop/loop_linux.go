@@ -263,7 +263,7 @@ type Loop struct {
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
 	gen       int32
-	listeners map[int]func(fd int, sa unix.Sockaddr)
+	listeners map[int]*listener
 	timers    timerHeap
 	base      time.Time // the loop's clock: time since base
 	now       int64
@@ -281,7 +281,7 @@ func New(id int) (*Loop, error) {
 		unix.Close(ep)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	l := &Loop{ep: ep, efd: efd, id: id, listeners: map[int]func(int, unix.Sockaddr){}, base: time.Now(),
+	l := &Loop{ep: ep, efd: efd, id: id, listeners: map[int]*listener{}, base: time.Now(),
 		done: make(chan struct{})}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -1}
 	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
@@ -348,24 +348,65 @@ func (l *Loop) forget(c *Conn) {
 // (non-blocking; the caller keeps owning it): each is handed to accept,
 // on the loop's goroutine, which registers it (Add) or closes it. Several
 // loops may listen on one socket: each connection goes to one of them.
-// Call it on the loop's goroutine.
+// When accepting fails for want of resources (EMFILE, ENFILE: out of file
+// descriptors; ENOBUFS, ENOMEM), the loop stops watching fd and tries again
+// after a pause that doubles from 5 ms up to a second (net/http's
+// backoff), since the socket stays readable and would wake it at once
+// again; a connection accepted resets the pause. Call it on the loop's
+// goroutine.
 func (l *Loop) Listen(fd int, accept func(fd int, sa unix.Sockaddr)) error {
+	if err := l.watchListener(fd); err != nil {
+		return err
+	}
+	l.listeners[fd] = &listener{accept: accept}
+	return nil
+}
+
+// listener is a listening socket a loop accepts from.
+type listener struct {
+	accept func(fd int, sa unix.Sockaddr)
+	pause  time.Duration // the last backoff; 0 after an accept
+	paused bool          // out of epoll until the pause ends
+}
+
+// watchListener adds the listening socket fd to the loop's epoll.
+func (l *Loop) watchListener(fd int) error {
 	// Data: -2, then the listening socket (connections: slot and
 	// generation; the eventfd: -1).
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLEXCLUSIVE, Fd: -2, Pad: int32(fd)}
 	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
 	}
-	l.listeners[fd] = accept
 	return nil
 }
 
 // Unlisten stops accepting from fd. Call it on the loop's goroutine.
 func (l *Loop) Unlisten(fd int) {
-	if _, ok := l.listeners[fd]; ok {
-		_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, fd, nil)
+	if ln, ok := l.listeners[fd]; ok {
+		if !ln.paused {
+			_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, fd, nil)
+		}
 		delete(l.listeners, fd)
 	}
+}
+
+// backOff stops watching the listening socket fd for a pause (see Listen)
+// and watches it again after it, unless it was unlistened meanwhile.
+func (l *Loop) backOff(fd int, ln *listener) {
+	ln.pause = min(max(2*ln.pause, 5*time.Millisecond), time.Second)
+	ln.paused = true
+	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, fd, nil)
+	time.AfterFunc(ln.pause, func() {
+		l.Post(func() {
+			if l.listeners[fd] != ln || l.stopped.Load() {
+				return
+			}
+			ln.paused = false
+			if err := l.watchListener(fd); err != nil {
+				l.backOff(fd, ln) // try again later
+			}
+		})
+	})
 }
 
 // Post runs f on the loop's goroutine, soon, in the order posted. A task
@@ -484,8 +525,8 @@ func (l *Loop) dispatch(ev *unix.EpollEvent) {
 }
 
 func (l *Loop) accept(lfd int) {
-	accept := l.listeners[lfd]
-	if accept == nil {
+	ln := l.listeners[lfd]
+	if ln == nil || ln.paused {
 		return
 	}
 	// A few per turn, so that one loop does not take a burst alone while
@@ -493,13 +534,20 @@ func (l *Loop) accept(lfd int) {
 	// a loop again).
 	for i := 0; i < 16; i++ {
 		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		if err != nil {
-			// EAGAIN: none left. EMFILE and the like: the socket stays
-			// readable and is tried again next turn, as net/http backs
-			// off and retries.
-			return
+		switch err {
+		case nil:
+			ln.pause = 0
+			ln.accept(fd, sa)
+			continue
+		case unix.EINTR, unix.ECONNABORTED:
+			continue // that connection is gone; others may wait
+		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+			// The connection stays queued and the socket readable:
+			// without a pause the loop would wake for it again at once,
+			// and spin.
+			l.backOff(lfd, ln)
 		}
-		accept(fd, sa)
+		return // EAGAIN: none left
 	}
 }
 
