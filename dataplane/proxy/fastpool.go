@@ -53,6 +53,7 @@ type fastPoolConn struct {
 	// the exchange but gives it CancelGrace to end (cancelled).
 	ctx  context.Context
 	sent atomic.Bool
+	cbs  sync.WaitGroup // cancelled, while it may run (watch)
 }
 
 // ErrRouteTimeout is the cause (context.Cause) with which Forward cancels
@@ -80,6 +81,27 @@ func (cc *fastPoolConn) cancelled() {
 		return
 	}
 	cc.interrupt()
+}
+
+// watch runs cancelled when ctx ends, until the returned stop is called.
+// stop reports, as context.AfterFunc's does, whether it kept cancelled from
+// running; when it did not, it waits for cancelled to return, so that a
+// connection going back to the pool is never touched by the exchange it
+// served (cancelled sets its deadline). stop may be called more than once.
+func (cc *fastPoolConn) watch(ctx context.Context) (stop func() bool) {
+	cc.cbs.Add(1)
+	after := context.AfterFunc(ctx, func() {
+		defer cc.cbs.Done()
+		cc.cancelled()
+	})
+	return func() bool {
+		if after() {
+			cc.cbs.Done()
+			return true
+		}
+		cc.cbs.Wait()
+		return false
+	}
 }
 
 // quickHead is the largest request head without a body that do writes
@@ -297,7 +319,7 @@ func (p *fastPool) do(ctx context.Context, out fastOut, resp *fasthttp.Response,
 		if ctx != nil && ctx.Done() != nil {
 			cc.ctx = ctx
 			cc.sent.Store(false)
-			stop = context.AfterFunc(ctx, cc.cancelled)
+			stop = cc.watch(ctx)
 		}
 		bw := s.bw
 		bw.Reset(cc)
