@@ -39,6 +39,7 @@ const (
 	WarnRouteRemoved           = "route-removed"
 	WarnClusterLimitAdded      = "cluster-limit-added"    // every node needs Redis
 	WarnClassHeaderUntrusted   = "class-header-untrusted" // a class chosen by a header the client sends
+	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
 )
 
 // MinBreakerRequests is the smallest minRequests that Warnings does not
@@ -148,6 +149,7 @@ func Warnings(old, new *RuleSet) []Warning {
 
 	// Classes chosen by what the client says.
 	classWarnings(new, add)
+	identityWarnings(new, add)
 
 	// Degrades.
 	oldDegrades := map[string]*Degrade{}
