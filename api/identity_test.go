@@ -44,7 +44,12 @@ func TestValidateIdentity(t *testing.T) {
 			[]string{"identities[1].routes[0]", "limits[2].routes"}},
 		{"jwt key without identities", func(rs *RuleSet) { rs.Identities = nil }, "no identity is declared",
 			[]string{"limits[0]", "limits[1]", "limits[2]"}},
-		{"jwt key on an uncovered route", func(rs *RuleSet) { rs.Limits[0].Routes = nil; rs.Identities[1].Routes = []string{"orders"}; rs.Identities[0].Routes = []string{"reports"}; rs.Identities = rs.Identities[:1] },
+		{"jwt key on an uncovered route", func(rs *RuleSet) {
+			rs.Limits[0].Routes = nil
+			rs.Identities[1].Routes = []string{"orders"}
+			rs.Identities[0].Routes = []string{"reports"}
+			rs.Identities = rs.Identities[:1]
+		},
 			"no identity covers route \"orders\"", []string{"limits[0].routes", "limits[1].routes"}},
 		{"jwt key bad claim", func(rs *RuleSet) { rs.Limits[0].Key = []string{"jwt:org..id"} }, "is not a claim name", []string{"limits[0].key[0]"}},
 		{"jwt key empty claim", func(rs *RuleSet) { rs.Limits[0].Key = []string{"jwt:"} }, "is not a claim name", []string{"limits[0].key[0]"}},
@@ -54,7 +59,14 @@ func TestValidateIdentity(t *testing.T) {
 		{"tier duplicate id", func(rs *RuleSet) { rs.Limits[0].Tiers[1].ID = "pro" }, "duplicate id", []string{"limits[0].tiers[1].id"}},
 		{"tier empty claims", func(rs *RuleSet) { rs.Limits[0].Tiers[0].Match.Claims = nil }, "is required", []string{"limits[0].tiers[0].match.claims"}},
 		{"tier bad claim", func(rs *RuleSet) { rs.Limits[0].Tiers[0].Match.Claims = map[string]string{"a b": "x"} }, "not a claim name", []string{"limits[0].tiers[0].match.claims.a b"}},
-		{"tier burst on sliding window", func(rs *RuleSet) { rs.Limits[0].Algorithm = SlidingWindow; rs.Limits[0].Tiers[1].Period = 0; rs.Limits[0].Tiers[1].Burst = 0; rs.Limits[0].Tiers[0].Burst = 0; rs.Limits[0].Tiers[1].Rate = 5; rs.Limits[0].Tiers[2].Burst = 3 },
+		{"tier burst on sliding window", func(rs *RuleSet) {
+			rs.Limits[0].Algorithm = SlidingWindow
+			rs.Limits[0].Tiers[1].Period = 0
+			rs.Limits[0].Tiers[1].Burst = 0
+			rs.Limits[0].Tiers[0].Burst = 0
+			rs.Limits[0].Tiers[1].Rate = 5
+			rs.Limits[0].Tiers[2].Burst = 3
+		},
 			"applies only to token_bucket and leaky_bucket", []string{"limits[0].tiers[2].burst"}},
 		{"tiers on concurrency", func(rs *RuleSet) { rs.Limits[0].Algorithm = Concurrency; rs.Limits[0].Period = 0 }, "not concurrency", []string{"limits[0].tiers", "limits[0].tiers[0].burst"}},
 		{"tiers and variants", func(rs *RuleSet) { rs.Limits[0].Variants = []LimitVariant{{ID: "v", Weight: 10, Rate: 5}} }, "tiers or variants, not both", []string{"limits[0].tiers"}},

@@ -37,8 +37,8 @@ const (
 	WarnLimitRemoved           = "limit-removed"
 	WarnLimitShadowed          = "limit-shadowed" // switched to shadow: no longer rejects
 	WarnRouteRemoved           = "route-removed"
-	WarnClusterLimitAdded      = "cluster-limit-added"    // every node needs Redis
-	WarnClassHeaderUntrusted   = "class-header-untrusted" // a class chosen by a header the client sends
+	WarnClusterLimitAdded      = "cluster-limit-added"     // every node needs Redis
+	WarnClassHeaderUntrusted   = "class-header-untrusted"  // a class chosen by a header the client sends
 	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
 )
 
