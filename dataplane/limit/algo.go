@@ -42,6 +42,10 @@ const (
 var kinds = map[api.Algorithm]algKind{
 	api.TokenBucket: kTokenBucket, api.LeakyBucket: kLeakyBucket, api.FixedWindow: kFixedWindow,
 	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency, api.Adaptive: kAdaptive,
+	// A quota counts exactly in Redis (package redislimit); in memory (a
+	// cluster limit's local fallback, tests) it is a fixed window of its
+	// period.
+	api.Quota: kFixedWindow,
 }
 
 // inFlight reports whether kind k counts requests in flight (concurrency,
