@@ -136,6 +136,14 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	rt := s.routes[m.Route.ID]
 	v.RouteID = rt.id
 	x.Routed(rt.upstream)
+	// The identity step first: a present but invalid token is answered
+	// 401 before anything else reads the request, and never keyed as an
+	// anonymous caller; a valid one's claims are what jwt: key parts,
+	// tiers and classes read.
+	if ir := rt.identity; ir != nil && !s.checkIdentity(x, v, ir, s.wall()) {
+		s.finish(rt, start, s.now(), http.StatusUnauthorized)
+		return false
+	}
 	// A request whose key parts could be read two ways is refused before
 	// anything decides on them, so nothing is consumed for it; the values
 	// checked are kept in v for degrade and limits.
