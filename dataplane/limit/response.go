@@ -202,6 +202,7 @@ func (s *Set) logReject(v *reqview.View, ru *rule, ks *Key, d Decision, now int6
 		slog.Bool("shadow", ru.l.Shadow),
 		slog.String("class", s.cls.ID(v.Class)),
 		slog.String("variant", ru.variant),
+		slog.String("tier", ru.tier),
 	)
 }
 

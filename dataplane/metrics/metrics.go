@@ -16,7 +16,7 @@ type Metrics struct {
 
 	Requests           *prometheus.CounterVec   // sluice_requests_total{route,code}
 	RequestDuration    *prometheus.HistogramVec // sluice_request_duration_seconds{route}
-	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant}; see LimitDecision
+	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant,tier}; see LimitDecision
 	IdentityDecisions  *prometheus.CounterVec   // sluice_identity_decisions_total{identity,result}: valid, missing, invalid
 	BreakerState       *prometheus.GaugeVec     // sluice_breaker_state{rule}
 	BreakerTransitions *prometheus.CounterVec   // sluice_breaker_transitions_total{rule,from,to}
@@ -75,8 +75,8 @@ func New() *Metrics {
 			Buckets: durationBuckets[:],
 		}, []string{"route"}),
 		LimitDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants (empty otherwise).",
-		}, []string{"rule", "decision", "class", "variant"}),
+			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants, tier for limits with tiers (empty otherwise).",
+		}, []string{"rule", "decision", "class", "variant", "tier"}),
 		IdentityDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_identity_decisions_total", Help: "Token checks of identities, by identity and result: valid, missing (no token; answered 401 when the identity requires one), invalid (answered 401).",
 		}, []string{"identity", "result"}),
@@ -231,8 +231,9 @@ func prune(v vec, label string, keep map[string]bool) int {
 }
 
 // LimitDecision returns the sluice_limit_decisions_total counter of one
-// rule's decision; class and variant are "" where they do not apply (a
-// limit without reserved capacity, without variants).
-func (m *Metrics) LimitDecision(rule, decision, class, variant string) prometheus.Counter {
-	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant)
+// rule's decision; class, variant and tier are "" where they do not apply
+// (a limit without reserved capacity, without variants, without tiers or
+// for a caller no tier takes).
+func (m *Metrics) LimitDecision(rule, decision, class, variant, tier string) prometheus.Counter {
+	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant, tier)
 }
