@@ -444,6 +444,61 @@ func (v validator) identityLimit(p string, l *Limit, rs *RuleSet) {
 	}
 }
 
+// QuotaWindow returns the calendar period of a quota (l normalized) that
+// holds t: its start and end in l's timezone, DST-correct (a day is the
+// span between two midnights, 23 or 25 hours across a change; a week
+// starts on Monday; a month on its first day); or, for a quota with a
+// fixed period, the period-long window aligned on the Unix epoch. ok is
+// false for a limit that is not a quota or names an unknown timezone.
+func (l *Limit) QuotaWindow(t time.Time) (start, end time.Time, ok bool) {
+	if l.Algorithm != Quota {
+		return time.Time{}, time.Time{}, false
+	}
+	if l.Calendar == "" {
+		p := l.Period.D()
+		if p <= 0 {
+			return time.Time{}, time.Time{}, false
+		}
+		s := t.UnixNano() / int64(p) * int64(p)
+		if t.UnixNano() < 0 && t.UnixNano()%int64(p) != 0 {
+			s -= int64(p)
+		}
+		return time.Unix(0, s), time.Unix(0, s+int64(p)), true
+	}
+	loc, err := time.LoadLocation(cmpOr(l.Timezone, "UTC"))
+	if err != nil {
+		return time.Time{}, time.Time{}, false
+	}
+	lt := t.In(loc)
+	y, m, d := lt.Date()
+	switch l.Calendar {
+	case CalendarDay:
+		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc), true
+	case CalendarWeek:
+		back := (int(lt.Weekday()) + 6) % 7 // days since Monday
+		return time.Date(y, m, d-back, 0, 0, 0, 0, loc), time.Date(y, m, d-back+7, 0, 0, 0, 0, loc), true
+	case CalendarMonth:
+		return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc), true
+	}
+	return time.Time{}, time.Time{}, false
+}
+
+// NominalPeriod is a quota's period for what needs one length (the
+// RateLimit-Policy window, the local fallback): its fixed period, or 24h,
+// 7 days or 30 days for a calendar day, week or month. Other limits: their
+// period.
+func (l *Limit) NominalPeriod() time.Duration {
+	switch l.Calendar {
+	case CalendarDay:
+		return 24 * time.Hour
+	case CalendarWeek:
+		return 7 * 24 * time.Hour
+	case CalendarMonth:
+		return 30 * 24 * time.Hour
+	}
+	return l.Period.D()
+}
+
 // periodCap is the longest period of a limit of algorithm a.
 func periodCap(a Algorithm) time.Duration {
 	if a == Quota {

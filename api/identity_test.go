@@ -186,3 +186,51 @@ func TestIdentityWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestQuotaWindow checks calendar periods in a timezone: a month boundary,
+// a day across each DST change (23 and 25 hours long), a week from Monday,
+// and a fixed period aligned on the epoch.
+func TestQuotaWindow(t *testing.T) {
+	t.Parallel()
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(cal Calendar, tz string) *Limit {
+		return &Limit{Algorithm: Quota, Calendar: cal, Timezone: tz}
+	}
+	at := func(s string) time.Time {
+		v, err := time.ParseInLocation("2006-01-02 15:04:05", s, paris)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		desc       string
+		l          *Limit
+		t          time.Time
+		start, end time.Time
+	}{
+		{"last second of January in Paris", q(CalendarMonth, "Europe/Paris"), at("2027-01-31 23:59:59"), at("2027-01-01 00:00:00"), at("2027-02-01 00:00:00")},
+		{"first instant of February in Paris", q(CalendarMonth, "Europe/Paris"), at("2027-02-01 00:00:00"), at("2027-02-01 00:00:00"), at("2027-03-01 00:00:00")},
+		{"January 31 23:30 Paris is February's UTC? no: UTC month", q(CalendarMonth, "UTC"), at("2027-02-01 00:30:00"), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC)},
+		{"spring forward: a 23-hour day", q(CalendarDay, "Europe/Paris"), at("2027-03-28 12:00:00"), at("2027-03-28 00:00:00"), at("2027-03-29 00:00:00")},
+		{"fall back: a 25-hour day", q(CalendarDay, "Europe/Paris"), at("2027-10-31 12:00:00"), at("2027-10-31 00:00:00"), at("2027-11-01 00:00:00")},
+		{"week from Monday (Sunday night)", q(CalendarWeek, "Europe/Paris"), at("2027-03-28 23:00:00"), at("2027-03-22 00:00:00"), at("2027-03-29 00:00:00")},
+		{"week from Monday (Monday morning)", q(CalendarWeek, "Europe/Paris"), at("2027-03-29 00:00:01"), at("2027-03-29 00:00:00"), at("2027-04-05 00:00:00")},
+		{"fixed 72h period", &Limit{Algorithm: Quota, Period: Duration(72 * time.Hour)}, time.Unix(3*86400*10+5, 0), time.Unix(3*86400*10, 0), time.Unix(3*86400*11, 0)},
+	}
+	for _, tt := range tests {
+		start, end, ok := tt.l.QuotaWindow(tt.t)
+		if !ok || !start.Equal(tt.start) || !end.Equal(tt.end) {
+			t.Errorf("%s: [%s, %s) ok=%v, want [%s, %s)", tt.desc, start, end, ok, tt.start, tt.end)
+		}
+	}
+	if _, end, _ := q(CalendarDay, "Europe/Paris").QuotaWindow(at("2027-03-28 12:00:00")); end.Sub(at("2027-03-28 00:00:00")) != 23*time.Hour {
+		t.Error("the spring-forward day is not 23 hours")
+	}
+	if _, _, ok := (&Limit{Algorithm: TokenBucket}).QuotaWindow(time.Now()); ok {
+		t.Error("a token bucket has a quota window")
+	}
+}

@@ -120,7 +120,7 @@ func (p *params) perT(x int64) int64 {
 
 // newParams converts a normalized limit to params.
 func newParams(l api.Limit) (params, error) {
-	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
+	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.NominalPeriod()), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
 	if p.alg == kAdaptive {
 		// The controller is attached by the caller (newAdaptive); until
 		// then the limit is the initial one, at most maxLimit.

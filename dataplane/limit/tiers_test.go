@@ -1,9 +1,12 @@
 package limit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -104,5 +107,48 @@ func TestClassByClaims(t *testing.T) {
 		if got := c.ID(c.Classify(&tc.v, "r")); got != tc.want {
 			t.Errorf("%s: class %s, want %s", tc.desc, got, tc.want)
 		}
+	}
+}
+
+// fakeLimiter is a Limiter whose Take answers take.
+type fakeLimiter struct {
+	take func(key string, cost int64) Decision
+}
+
+func (f fakeLimiter) Take(_ context.Context, key string, cost int64, _ int64) (Decision, error) {
+	return f.take(key, cost), nil
+}
+func (f fakeLimiter) Refund(context.Context, string, int64, int64) {}
+
+// TestQuotaRejection checks a quota's 429: the IETF draft's quota-exceeded
+// problem type, RateLimit t = seconds to the period's reset, and a
+// RateLimit-Policy window of the nominal period (a month: 30 days).
+func TestQuotaRejection(t *testing.T) {
+	t.Parallel()
+	l := api.Limit{ID: "monthly", Key: []string{"jwt:sub"}, Algorithm: api.Quota, Rate: 100, Calendar: api.CalendarMonth, Timezone: "UTC",
+		Scope: api.ScopeCluster, Mode: api.ModeExact, OnStoreError: api.OnStoreErrorLocal}
+	set, err := Compile([]api.Limit{l}, nil, Options{Metrics: metrics.New(), Now: func() int64 { return 1e18 },
+		Cluster: func(api.Limit) (Limiter, error) {
+			return fakeLimiter{take: func(string, int64) Decision {
+				return Decision{Limit: 100, Remaining: 0, Reset: 90 * time.Minute, RetryAfter: 90 * time.Minute}
+			}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	w := httptest.NewRecorder()
+	v := reqview.View{Method: "GET", RouteID: "r", Claims: claims("sub", "alice")}
+	if _, ok := set.Chain("r").AdmitView(w, &v); ok {
+		t.Fatal("admitted")
+	}
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `"type":"https://iana.org/assignments/http-problem-types#quota-exceeded"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"monthly";r=0;t=5400` {
+		t.Errorf("RateLimit %q", got)
+	}
+	if got := w.Header().Get("RateLimit-Policy"); got != `"monthly";q=100;w=2592000` {
+		t.Errorf("RateLimit-Policy %q", got)
 	}
 }
