@@ -60,7 +60,7 @@ func TestTiers(t *testing.T) {
 	}
 	pro := claims("sub", "alice", "plan", "pro", "org.tier", "gold")
 	notQuite := claims("sub", "bob", "plan", "pro") // no org.tier: free
-	anon := (*reqview.Claims)(nil)                   // no token: free, "missing" key
+	anon := (*reqview.Claims)(nil)                  // no token: free, "missing" key
 	for i, tc := range []struct {
 		c      *reqview.Claims
 		want   int
@@ -102,7 +102,11 @@ func TestClassByClaims(t *testing.T) {
 		{"gold claims, untrusted peer", reqview.View{Claims: claims("tier", "gold")}, "gold"},
 		{"silver claims", reqview.View{Claims: claims("tier", "silver")}, "default"},
 		{"no claims", reqview.View{}, "default"},
-		{"header claiming gold", func() reqview.View { v := reqview.View{TrustedPeer: true}; v.SetHeader(http.Header{"Tier": {"gold"}}); return v }(), "default"},
+		{"header claiming gold", func() reqview.View {
+			v := reqview.View{TrustedPeer: true}
+			v.SetHeader(http.Header{"Tier": {"gold"}})
+			return v
+		}(), "default"},
 	} {
 		if got := c.ID(c.Classify(&tc.v, "r")); got != tc.want {
 			t.Errorf("%s: class %s, want %s", tc.desc, got, tc.want)

@@ -20,7 +20,7 @@ type wallClock struct {
 	t  time.Time
 }
 
-func (c *wallClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *wallClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *wallClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // countingHook counts the commands a client sends (a script run is one
