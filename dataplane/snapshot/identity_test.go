@@ -261,3 +261,36 @@ func TestIdentityCarriedOverSwap(t *testing.T) {
 	}
 	b.Retire(nil)
 }
+
+// TestIdentityClassByClaims checks the serve path's order: the identity
+// step sets the claims before the request is classified, so a class that
+// matches claims (here gold, with a reserve) takes a verified gold caller
+// from an untrusted peer, and no caller whose token says otherwise.
+func TestIdentityClassByClaims(t *testing.T) {
+	t.Parallel()
+	is := testIdIssuer(t)
+	rules := identityRules(t, okUpstream(t), false) + `  - id: in-flight
+    routes: [api]
+    algorithm: concurrency
+    rate: 10
+    reserve: {gold: 0.3}
+classes:
+  - id: gold
+    match: {claims: {tier: gold}}
+`
+	s, m := compileLogged(t, rules, &syncBuffer{})
+	now := time.Now()
+	gold := is.Sign(t, "rsa1", is.Claims("gina", idAud, now, map[string]any{"tier": "gold"}))
+	silver := is.Sign(t, "rsa1", is.Claims("sam", idAud, now, map[string]any{"tier": "silver"}))
+	for _, tok := range []string{gold, silver, silver} {
+		if w := serveWith(s, "/api/x", http.Header{"Authorization": {"Bearer " + tok}}); w.Code != 200 {
+			t.Fatalf("status %d", w.Code)
+		}
+	}
+	if got := testutil.ToFloat64(m.LimitDecision("in-flight", metrics.DecisionAllow, "gold", "", "")); got != 1 {
+		t.Errorf("gold admissions %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.LimitDecision("in-flight", metrics.DecisionAllow, "default", "", "")); got != 2 {
+		t.Errorf("default admissions %v, want 2", got)
+	}
+}
