@@ -3,6 +3,7 @@ package identity
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
@@ -23,10 +24,14 @@ type Cache struct {
 	shards   [cacheShards]cacheShard
 }
 
+// cacheShard is a sync.Map (reads take no lock, so cores verifying the
+// same popular token do not contend on one) with a count that bounds it;
+// mu serializes writers only.
 type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string]entry
-	_  [40]byte // keep shards on separate cache lines
+	m  sync.Map // string → *entry
+	n  atomic.Int64
+	mu sync.Mutex
+	_  [32]byte // keep shards on separate cache lines
 }
 
 // entry is one cached result: claims (valid) or reason (failed), until
@@ -44,11 +49,7 @@ func NewCache(n int) *Cache {
 	if n <= 0 {
 		n = DefaultCacheEntries
 	}
-	c := &Cache{perShard: max(1, n/cacheShards)}
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]entry)
-	}
-	return c
+	return &Cache{perShard: max(1, n/cacheShards)}
 }
 
 // shard picks a token's shard from its last bytes (the signature's, which
@@ -62,35 +63,41 @@ func (c *Cache) shard(tok string) *cacheShard {
 }
 
 func (c *Cache) get(tok string) (entry, bool) {
-	s := c.shard(tok)
-	s.mu.RLock()
-	e, ok := s.m[tok]
-	s.mu.RUnlock()
-	return e, ok
+	v, ok := c.shard(tok).m.Load(tok)
+	if !ok {
+		return entry{}, false
+	}
+	return *v.(*entry), true
 }
 
 func (c *Cache) put(tok string, e entry) {
 	s := c.shard(tok)
 	tok = strings.Clone(tok) // the request's header may be reused
 	s.mu.Lock()
-	if _, ok := s.m[tok]; !ok && len(s.m) >= c.perShard {
-		for k := range s.m { // map order is random: a random victim
-			delete(s.m, k)
-			break
-		}
+	defer s.mu.Unlock()
+	if _, loaded := s.m.Swap(tok, &e); loaded {
+		return
 	}
-	s.m[tok] = e
-	s.mu.Unlock()
+	if s.n.Add(1) <= int64(c.perShard) {
+		return
+	}
+	// Over the bound: drop another entry (the first Range yields, which
+	// follows the hash of the keys: an arbitrary victim).
+	s.m.Range(func(k, _ any) bool {
+		if k.(string) == tok {
+			return true
+		}
+		s.m.Delete(k)
+		s.n.Add(-1)
+		return false
+	})
 }
 
 // Len is the number of entries.
 func (c *Cache) Len() int {
 	n := 0
 	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		n += int(c.shards[i].n.Load())
 	}
 	return n
 }
