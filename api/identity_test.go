@@ -234,3 +234,23 @@ func TestQuotaWindow(t *testing.T) {
 		t.Error("a token bucket has a quota window")
 	}
 }
+
+// TestDiffIdentities checks that a changed identity (what a reviewer must
+// see: a new issuer or key source) is in the rule set diff.
+func TestDiffIdentities(t *testing.T) {
+	t.Parallel()
+	a := MustValid(t, "identity.yaml")
+	b := a.Clone()
+	b.Identities[0].JWT.Issuer = "https://evil.example"
+	b.Identities = b.Identities[:1]
+	d := DiffRuleSets(a, b)
+	var got []string
+	for _, r := range d.Rules {
+		if r.Kind == "identities" {
+			got = append(got, r.ID+":"+string(r.Op))
+		}
+	}
+	if strings.Join(got, ",") != "partners:removed,users:changed" {
+		t.Errorf("identity diffs %q", got)
+	}
+}
