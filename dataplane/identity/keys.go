@@ -98,7 +98,9 @@ type KeySource struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	// The loader's own state.
+	// The loader's own state, under loadMu (Load may also be called by
+	// others than the loader).
+	loadMu    sync.Mutex
 	fileStamp string
 	lastFetch time.Time
 }
@@ -168,7 +170,10 @@ func (k *KeySource) run(ctx context.Context) {
 		case <-t.C:
 			k.Load(ctx)
 		case <-k.refetch:
-			if src.URL != "" && k.settings.Now().Sub(k.lastFetch) >= src.RefreshEvery()/10 {
+			k.loadMu.Lock()
+			due := src.URL != "" && k.settings.Now().Sub(k.lastFetch) >= src.RefreshEvery()/10
+			k.loadMu.Unlock()
+			if due {
 				k.Load(ctx)
 			}
 		}
@@ -186,8 +191,10 @@ func (k *KeySource) Refetch() {
 }
 
 // Load reads the JWKS once, now; on failure the keys already loaded stay.
-// The loader calls it; tests may too.
+// The loader calls it; others may too (loads are serialized).
 func (k *KeySource) Load(ctx context.Context) error {
+	k.loadMu.Lock()
+	defer k.loadMu.Unlock()
 	data, err := k.read(ctx)
 	if err == nil && data == nil {
 		return nil // a file that did not change
