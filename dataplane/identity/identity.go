@@ -132,6 +132,9 @@ func (v *Verifier) Token(h http.Header) (token string, ok bool, reason string) {
 		if !found {
 			return "", false, ""
 		}
+		if cookieCount(h["Cookie"], v.from.Cookie) > 1 {
+			return "", true, ReasonTwice
+		}
 		return checkSize(tok)
 	}
 	vals := h[v.from.Header]
@@ -152,6 +155,23 @@ func (v *Verifier) Token(h http.Header) (token string, ok bool, reason string) {
 		return "", true, ReasonMalformed
 	}
 	return checkSize(val)
+}
+
+// cookieCount is the number of cookies named name in the Cookie lines: a
+// token cookie sent twice is refused, as two Authorization lines are
+// (which one an upstream reads is its parser's choice).
+func cookieCount(lines []string, name string) int {
+	n := 0
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			if k, _, ok := strings.Cut(strings.TrimSpace(part), "="); ok && k == name {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func checkSize(tok string) (string, bool, string) {
@@ -211,7 +231,8 @@ const negativeTTL = time.Minute
 func (v *Verifier) verify(tok string, now int64) (*reqview.Claims, int64, string) {
 	parsed, err := jwt.ParseSigned(tok, v.algs)
 	if err != nil {
-		if strings.Contains(err.Error(), "unexpected signature algorithm") {
+		var alg *jose.ErrUnexpectedSignatureAlgorithm
+		if errors.As(err, &alg) {
 			return nil, 0, ReasonAlgorithm
 		}
 		return nil, 0, ReasonMalformed

@@ -153,6 +153,9 @@ func TestVerifyCookieAndRequired(t *testing.T) {
 	if sub, _ := c.Get("sub"); res != Valid || sub != "carol" {
 		t.Fatalf("cookie: %s %q", Results[res], sub)
 	}
+	if res, _, r := v.Check(http.Header{"Cookie": {"session=" + tok, "session=" + tok}}, now.UnixNano()); res != Invalid || r != ReasonTwice {
+		t.Fatalf("the token cookie twice: %s %s", Results[res], r)
+	}
 	if res, _, _ := v.Check(bearer(tok), now.UnixNano()); res != Missing || !v.Required() {
 		t.Fatalf("header on a cookie identity: %s", Results[res])
 	}
