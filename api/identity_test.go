@@ -254,3 +254,23 @@ func TestDiffIdentities(t *testing.T) {
 		t.Errorf("identity diffs %q", got)
 	}
 }
+
+// TestQuotaRateWarnings checks that a calendar quota's rate change is
+// judged per its calendar period: 1000 a day to 1000 a month is a cut by
+// 30, not "unchanged".
+func TestQuotaRateWarnings(t *testing.T) {
+	t.Parallel()
+	old := MustValid(t, "identity.yaml")
+	old.Limits[1].Calendar, old.Limits[1].Rate = CalendarDay, 1000
+	cur := old.Clone()
+	cur.Limits[1].Calendar = CalendarMonth
+	var found *Warning
+	for _, w := range Warnings(old, cur) {
+		if w.Code == WarnLimitTightened && strings.Contains(w.Path, "monthly-quota") {
+			found = &w
+		}
+	}
+	if found == nil || !strings.Contains(found.Message, "1000 per month (Europe/Paris)") {
+		t.Fatalf("warning %+v", found)
+	}
+}

@@ -241,7 +241,7 @@ func perSecond(l *Limit) float64 {
 	if l.Algorithm == Concurrency {
 		return float64(l.Rate)
 	}
-	p := l.Period.D()
+	p := l.NominalPeriod() // a calendar quota's day, week or month
 	if p <= 0 {
 		p = DefaultPeriod
 	}
@@ -251,6 +251,9 @@ func perSecond(l *Limit) float64 {
 func describeRate(l *Limit) string {
 	if l.Algorithm == Concurrency {
 		return fmt.Sprintf("%d in flight", l.Rate)
+	}
+	if l.Calendar != "" {
+		return fmt.Sprintf("%d per %s (%s)", l.Rate, l.Calendar, cmpOr(l.Timezone, "UTC"))
 	}
 	p := l.Period.D()
 	if p <= 0 {
