@@ -103,8 +103,8 @@ func (x *httpExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 // once the response is written, and reports whether it did.
 type doneHolder interface{ HoldDone(done func()) bool }
 
-// Serve runs the request path on one request: match → key check → degrade
-// → limits → breaker → forward → record. v must carry the request's
+// Serve runs the request path on one request: match → identity → key
+// check → degrade → limits → breaker → forward → record. v must carry the request's
 // RequestID, Trace and ClientIP (the serving stack fills them); Serve sets
 // its cleaned Path and RouteID. Every stage reads the request only through
 // v and answers only through x. It reports whether the forwarded response

@@ -16,9 +16,11 @@
 // sweepers. Upstream connections are pooled in one transport shared by every
 // snapshot, so keep-alive connections survive swaps.
 //
-// The request path is: clean the path and match a route → refuse ambiguous
-// key parts (limit.KeyCheck, 400) → degrade → limits → breaker → proxy →
-// record the outcome (see package degrade for why).
+// The request path is: clean the path and match a route → the route's
+// identity (verify the caller's JWT: 401 for a bad token, claims into the
+// view; identity.go) → refuse ambiguous key parts (limit.KeyCheck, 400) →
+// degrade → limits → breaker → proxy → record the outcome (see package
+// degrade for why).
 //
 // # Why the path is written out by hand
 //
