@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -131,5 +133,98 @@ func TestIdentityProcess(t *testing.T) {
 	// A bad token is never anonymous: 401, and the anonymous quota is untouched.
 	if res, _ := get(g2, alice[:len(alice)-4]+"AAAA"); res.StatusCode != 401 || res.Header.Get("Www-Authenticate") != `Bearer error="invalid_token"` {
 		t.Fatalf("bad signature: %d %q", res.StatusCode, res.Header.Get("Www-Authenticate"))
+	}
+}
+
+// TestIdentityClusterAccuracy (a load case: set SLUICE_LOAD=1): two gateway
+// processes share a per-user cluster limit keyed on jwt:sub (exact mode,
+// Redis); two users each send 2R rps split between the nodes for 4 s. Each
+// user's admitted count is within ±2 % of R·t + burst (the bound
+// TestClusterAccuracy uses on this shared machine), and neither user's
+// traffic touches the other's bucket.
+func TestIdentityClusterAccuracy(t *testing.T) {
+	if os.Getenv("SLUICE_LOAD") == "" {
+		t.Skip("a load case: set SLUICE_LOAD=1")
+	}
+	is := identitytest.NewIssuer(t, "https://idp.test")
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(is.JWKS(t)) }))
+	t.Cleanup(idp.Close)
+	up := upstream(t)
+	const rate, burst = 100, 100
+	rules := fmt.Sprintf(`namespace: e2e
+routes:
+  - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: %q}]}}
+identities:
+  - {id: users, jwt: {jwks: {url: %q}, issuer: "https://idp.test", algorithms: [RS256], required: true}}
+limits:
+  - {id: per-user, key: [jwt:sub], algorithm: token_bucket, rate: %d, period: 1s, burst: %d, scope: cluster}
+`, up.URL, idp.URL, rate, burst)
+	prefix := fmt.Sprintf("sluice-e2e-jwt-%d:", time.Now().UnixNano())
+	var gws []*gw
+	for range 2 {
+		gws = append(gws, startGateway(t, rules, "--redis", "redis://127.0.0.1:6379", "--redis-prefix", prefix, "--redis-timeout", "500ms", "--cluster-size", "2"))
+	}
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	const d = 4 * time.Second
+	type user struct {
+		tok         string
+		ok, limited atomic.Int64
+		failed      atomic.Int64
+		first, last atomic.Int64
+	}
+	users := []*user{{tok: is.Sign(t, "rsa1", is.Claims("ann", "x", time.Now(), nil))}, {tok: is.Sign(t, "rsa1", is.Claims("ben", "x", time.Now(), nil))}}
+	var wg sync.WaitGroup
+	for _, u := range users {
+		for _, g := range gws {
+			wg.Go(func() {
+				interval := time.Second / rate // 2R per user across the two nodes
+				start := time.Now()
+				var inner sync.WaitGroup
+				sem := make(chan struct{}, 32)
+				for i := 0; ; i++ {
+					at := start.Add(time.Duration(i) * interval)
+					if at.Sub(start) >= d {
+						break
+					}
+					time.Sleep(time.Until(at))
+					sem <- struct{}{}
+					inner.Go(func() {
+						defer func() { <-sem }()
+						sent := time.Now().UnixNano()
+						u.first.CompareAndSwap(0, sent)
+						for l := u.last.Load(); sent > l && !u.last.CompareAndSwap(l, sent); l = u.last.Load() {
+						}
+						req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/x", nil)
+						req.Header.Set("Authorization", "Bearer "+u.tok)
+						res, err := c.Do(req)
+						if err != nil {
+							u.failed.Add(1)
+							return
+						}
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+						switch res.StatusCode {
+						case 200:
+							u.ok.Add(1)
+						case 429:
+							u.limited.Add(1)
+						default:
+							u.failed.Add(1)
+						}
+					})
+				}
+				inner.Wait()
+			})
+		}
+	}
+	wg.Wait()
+	for i, u := range users {
+		elapsed := time.Duration(u.last.Load() - u.first.Load()).Seconds()
+		want := float64(burst) + float64(rate)*elapsed
+		got := float64(u.ok.Load())
+		t.Logf("user %d: admitted %d, limited %d, failed %d over %.2fs; want %.0f ± 2%%", i, u.ok.Load(), u.limited.Load(), u.failed.Load(), elapsed, want)
+		if u.failed.Load() != 0 || got < want*0.98 || got > want*1.02 {
+			t.Errorf("user %d: admitted %v (failed %d), want %.0f ± 2%%", i, got, u.failed.Load(), want)
+		}
 	}
 }
