@@ -47,7 +47,10 @@ limits:
 	for _, engine := range testEngines() {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
+			n, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
+			if ids := n.Status().Identities; len(ids) != 2 || ids[0].ID != "users" || ids[0].Keys != 3 || ids[1].Keys != 3 {
+				t.Fatalf("status identities %+v", ids)
+			}
 			do := func(path string, h http.Header) *http.Response {
 				t.Helper()
 				req, _ := http.NewRequest("GET", base+path, nil)

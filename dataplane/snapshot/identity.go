@@ -116,3 +116,22 @@ func (s *Snapshot) identityIDs(l *metrics.Live) {
 		l.Identities = append(l.Identities, id)
 	}
 }
+
+// IdentityStatus is what /status shows of one identity: its JWKS source's
+// state (keys loaded, loads, failures and the last failure).
+type IdentityStatus struct {
+	ID string `json:"id"`
+	identity.Status
+}
+
+// Identities returns the state of the snapshot's identities, in rule-set
+// order.
+func (s *Snapshot) Identities() []IdentityStatus {
+	var out []IdentityStatus
+	for _, id := range s.Rules.Identities {
+		if ir := s.identities[id.ID]; ir != nil {
+			out = append(out, IdentityStatus{ID: id.ID, Status: ir.verifier.Keys().Status()})
+		}
+	}
+	return out
+}
