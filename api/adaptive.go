@@ -40,6 +40,11 @@ type ClassMatch struct {
 	// Headers maps header names to exact values; honoured only from
 	// trusted proxies (see ClassMatch).
 	Headers map[string]string `json:"headers,omitempty"`
+	// Claims maps claim names (dotted for nested claims) to the values the
+	// caller's verified token must carry (see TierMatch): what an
+	// identity proved, whoever the peer is. A request without verified
+	// claims does not match.
+	Claims map[string]string `json:"claims,omitempty"`
 }
 
 // AdaptiveSettings configure an adaptive limit: a concurrency limit per key
@@ -316,9 +321,10 @@ func (v validator) classesOf(cs []Class, routes map[string]int) map[string]bool 
 		}
 		ids[c.ID] = true
 		mp := p + ".match"
-		if len(c.Match.Routes) == 0 && len(c.Match.Methods) == 0 && len(c.Match.Headers) == 0 {
-			v.add(mp, "is required: set routes, methods or headers (a class matching every request would leave the others unreachable)")
+		if len(c.Match.Routes) == 0 && len(c.Match.Methods) == 0 && len(c.Match.Headers) == 0 && len(c.Match.Claims) == 0 {
+			v.add(mp, "is required: set routes, methods, headers or claims (a class matching every request would leave the others unreachable)")
 		}
+		v.claims(mp+".claims", c.Match.Claims)
 		v.routeRefs(mp, c.Match.Routes, routes)
 		v.methods(mp, c.Match.Methods)
 		v.headers(mp+".headers", c.Match.Headers)

@@ -93,7 +93,7 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		if l.Cost != nil && l.Cost.Header != "" {
 			l.Cost.Header = textproto.CanonicalMIMEHeaderKey(l.Cost.Header)
 		}
-		if !l.Algorithm.Concurrent() && l.Period == 0 {
+		if !l.Algorithm.Concurrent() && l.Period == 0 && l.Calendar == "" {
 			l.Period = Duration(DefaultPeriod)
 		}
 		if (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) && l.Burst == 0 {
@@ -161,6 +161,7 @@ func (rs *RuleSet) Normalize() *RuleSet {
 		}
 	}
 	n.normalizeAdaptiveParts()
+	n.normalizeIdentityParts()
 	return n
 }
 

@@ -48,6 +48,18 @@ var goOnly = map[string][]string{
 		"reserve-shares-add-up-to-one", "variant-weights-above-100"},
 	"adaptive maxLimit is not below minLimit (comparing two fields)": {
 		"adaptive-max-below-min"},
+	"jwt: key parts and tiers need an identity on every route of their rule (a reference between rules)": {
+		"jwt-key-without-identity", "jwt-key-route-not-covered"},
+	"a route has at most one identity (a reference between rules)": {
+		"identities-share-route"},
+	"only the last tier may leave out match (the position of an item in a list)": {
+		"tier-default-not-last"},
+	"tier ids are unique within a limit (uniqueness of a property across list items)": {
+		"tier-duplicate-id"},
+	"a quota's timezone is an IANA zone that time.LoadLocation knows (a database, not a pattern)": {
+		"quota-timezone-unknown"},
+	"identity duration ranges: clockSkew ≤ 5m, jwks.refresh 1s-24h (comparing the value of a duration string)": {
+		"identity-clock-skew-above-5m", "identity-refresh-below-1s"},
 }
 
 func mustCompileSchema(tb testing.TB) *jsonschema.Schema {

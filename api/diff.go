@@ -26,7 +26,8 @@ type Diff struct {
 	// Namespace is set when the namespace itself differs.
 	Namespace *FieldDiff `json:"namespace,omitempty"`
 	// Rules lists the added, removed and changed rules: kinds in document
-	// order (routes, limits, breakers, degrades), ids sorted within a kind.
+	// order (routes, limits, breakers, degrades, identities), ids sorted
+	// within a kind.
 	Rules []RuleDiff `json:"rules"`
 	// Reordered names the kinds whose common rules appear in another order.
 	// Order matters for routes (the first match wins among equals).
@@ -82,6 +83,7 @@ func DiffRuleSets(from, to *RuleSet) *Diff {
 	diffKind(d, "limits", rules(a.Limits, func(r Limit) string { return r.ID }), rules(b.Limits, func(r Limit) string { return r.ID }))
 	diffKind(d, "breakers", rules(a.Breakers, func(r Breaker) string { return r.ID }), rules(b.Breakers, func(r Breaker) string { return r.ID }))
 	diffKind(d, "degrades", rules(a.Degrades, func(r Degrade) string { return r.ID }), rules(b.Degrades, func(r Degrade) string { return r.ID }))
+	diffKind(d, "identities", rules(a.Identities, func(r Identity) string { return r.ID }), rules(b.Identities, func(r Identity) string { return r.ID }))
 	for _, r := range d.Rules {
 		switch r.Op {
 		case DiffAdded:

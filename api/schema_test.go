@@ -65,6 +65,8 @@ func enums() map[reflect.Type][]string {
 	add(reflect.TypeFor[DegradeMode](), reflect.ValueOf(DegradeModes))
 	add(reflect.TypeFor[UpstreamProtocol](), reflect.ValueOf(UpstreamProtocols))
 	add(reflect.TypeFor[CookieDecoding](), reflect.ValueOf(CookieDecodings))
+	add(reflect.TypeFor[Calendar](), reflect.ValueOf(Calendars))
+	add(reflect.TypeFor[JWTAlgorithm](), reflect.ValueOf(JWTAlgorithms))
 	return m
 }
 
@@ -313,6 +315,8 @@ func TestSchemaRequired(t *testing.T) {
 		// What issue 15 added, in a document of its own so that full.yaml's
 		// pinned canonical form stays as it was.
 		"adaptive.yaml": MustReadFile(t, "adaptive.yaml"),
+		// What issue 28 added, likewise.
+		"identity.yaml": MustReadFile(t, "identity.yaml"),
 	}
 	conditional := map[string]bool{} // "Def.field"
 	for name, d := range defs {

@@ -48,6 +48,10 @@ type RuleSet struct {
 	// Classes are the priority classes (see Class); empty means every
 	// request is of class "default".
 	Classes []Class `json:"classes,omitempty"`
+	// Identities verify callers' JWTs on their routes (see Identity);
+	// limits key on the verified claims (jwt:CLAIM key parts), tiers and
+	// classes match them.
+	Identities []Identity `json:"identities,omitempty"`
 }
 
 // Route sends the requests it matches to an upstream.
@@ -148,10 +152,14 @@ const (
 	LeakyBucket   Algorithm = "leaky_bucket"
 	Concurrency   Algorithm = "concurrency"
 	Adaptive      Algorithm = "adaptive" // a concurrency limit that follows upstream latency
+	// Quota is an exact count per calendar period (Limit.Calendar) or fixed
+	// Period, kept in Redis (scope: cluster): it survives gateway restarts
+	// and rule changes, and resets at the period's boundary.
+	Quota Algorithm = "quota"
 )
 
 // Algorithms lists every Algorithm, in documentation order.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket, Concurrency, Adaptive}
+var Algorithms = []Algorithm{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket, Concurrency, Adaptive, Quota}
 
 // Scope says where a limit's counters live.
 type Scope string
@@ -250,6 +258,18 @@ type Limit struct {
 	// Variants give a share of clients (chosen by a stable hash of the
 	// limit's key) other settings (see LimitVariant).
 	Variants []LimitVariant `json:"variants,omitempty"`
+	// Tiers give the callers whose verified claims match a tier other
+	// rate, burst and period (see Tier); the first tier that matches
+	// applies, a tier without match takes every other caller, and a caller
+	// no tier takes gets the limit's own settings.
+	Tiers []Tier `json:"tiers,omitempty"`
+	// Calendar aligns a quota's period on the calendar in Timezone: day,
+	// week (from Monday) or month. Only for algorithm quota, instead of
+	// Period.
+	Calendar Calendar `json:"calendar,omitempty"`
+	// Timezone is the IANA time zone (time.LoadLocation) whose calendar a
+	// quota's Calendar follows; empty means UTC. Only with Calendar.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // CookieDecoding says how a limit's cookie:NAME key parts read the value.

@@ -116,6 +116,7 @@ func (v validator) ruleSet(rs *RuleSet) {
 		}
 	}
 	v.classes = v.classesOf(rs.Classes, routes)
+	v.identities(rs, routes)
 	ids := map[string]int{}
 	dupID := func(p, kind, id string, i int) {
 		if id == "" {
@@ -130,6 +131,7 @@ func (v validator) ruleSet(rs *RuleSet) {
 	for i := range rs.Limits {
 		p := fmt.Sprintf("limits[%d]", i)
 		v.limit(p, &rs.Limits[i], routes)
+		v.identityLimit(p, &rs.Limits[i], rs)
 		dupID(p, "limits", rs.Limits[i].ID, i)
 	}
 	clear(ids)
@@ -151,6 +153,9 @@ func (v validator) ruleSet(rs *RuleSet) {
 		d := &rs.Degrades[i]
 		v.degrade(p, d, routes)
 		v.classRefs(p+".shedOrder", d.ShedOrder, v.classes)
+		if KeysOnJWT(d.Key) {
+			v.coveredByIdentity(p, "key parts jwt:", d.Routes, rs)
+		}
 		dupID(p, "degrades", d.ID, i)
 		v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
 	}
@@ -426,7 +431,7 @@ func ValidateKey(part string) error {
 	}
 	kind, name, ok := strings.Cut(part, ":")
 	if !ok {
-		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME)", part)
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", part)
 	}
 	switch kind {
 	case "header":
@@ -441,8 +446,12 @@ func ValidateKey(part string) error {
 		if !cookiePattern.MatchString(name) {
 			return fmt.Errorf("%q: %q is not a valid cookie name", part, name)
 		}
+	case "jwt":
+		if !ValidClaimPath(name) {
+			return fmt.Errorf("%q: %q is not a claim name (letters, digits, _, - and $, dotted for nested claims: jwt:org.id; at most %d bytes)", part, name, MaxClaimPath)
+		}
 	default:
-		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME)", part)
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", part)
 	}
 	return nil
 }
@@ -480,9 +489,9 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 	v.key(p+".key", l.Key)
 	if !slices.Contains(Algorithms, l.Algorithm) {
 		if l.Algorithm == "" {
-			v.add(p+".algorithm", "is required (one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive)")
+			v.add(p+".algorithm", "is required (one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive, quota)")
 		} else {
-			v.add(p+".algorithm", "%q is not one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive", l.Algorithm)
+			v.add(p+".algorithm", "%q is not one of token_bucket, sliding_window, fixed_window, leaky_bucket, concurrency, adaptive, quota", l.Algorithm)
 		}
 	}
 	switch {
@@ -507,8 +516,8 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 	} else {
 		if l.Period < 0 || (l.Period != 0 && l.Period.D() < time.Millisecond) {
 			v.add(p+".period", "must be at least 1ms (0 means %s)", DefaultPeriod)
-		} else if l.Period.D() > 24*time.Hour {
-			v.add(p+".period", "must be at most 24h")
+		} else if l.Period.D() > periodCap(l.Algorithm) {
+			v.add(p+".period", "must be at most %s", shortDuration(periodCap(l.Algorithm)))
 		}
 	}
 	if l.Burst < 0 {
@@ -560,10 +569,10 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 		}
 	case ScopeCluster:
 		switch l.Algorithm {
-		case TokenBucket, SlidingWindow, FixedWindow:
+		case TokenBucket, SlidingWindow, FixedWindow, Quota:
 		default:
 			if l.Algorithm != "" {
-				v.add(p+".scope", "cluster scope supports token_bucket, sliding_window and fixed_window, not %s", l.Algorithm)
+				v.add(p+".scope", "cluster scope supports token_bucket, sliding_window, fixed_window and quota, not %s", l.Algorithm)
 			}
 		}
 		switch l.Mode {

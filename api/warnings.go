@@ -37,8 +37,9 @@ const (
 	WarnLimitRemoved           = "limit-removed"
 	WarnLimitShadowed          = "limit-shadowed" // switched to shadow: no longer rejects
 	WarnRouteRemoved           = "route-removed"
-	WarnClusterLimitAdded      = "cluster-limit-added"    // every node needs Redis
-	WarnClassHeaderUntrusted   = "class-header-untrusted" // a class chosen by a header the client sends
+	WarnClusterLimitAdded      = "cluster-limit-added"     // every node needs Redis
+	WarnClassHeaderUntrusted   = "class-header-untrusted"  // a class chosen by a header the client sends
+	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
 )
 
 // MinBreakerRequests is the smallest minRequests that Warnings does not
@@ -148,6 +149,7 @@ func Warnings(old, new *RuleSet) []Warning {
 
 	// Classes chosen by what the client says.
 	classWarnings(new, add)
+	identityWarnings(new, add)
 
 	// Degrades.
 	oldDegrades := map[string]*Degrade{}
@@ -239,7 +241,7 @@ func perSecond(l *Limit) float64 {
 	if l.Algorithm == Concurrency {
 		return float64(l.Rate)
 	}
-	p := l.Period.D()
+	p := l.NominalPeriod() // a calendar quota's day, week or month
 	if p <= 0 {
 		p = DefaultPeriod
 	}
@@ -249,6 +251,9 @@ func perSecond(l *Limit) float64 {
 func describeRate(l *Limit) string {
 	if l.Algorithm == Concurrency {
 		return fmt.Sprintf("%d in flight", l.Rate)
+	}
+	if l.Calendar != "" {
+		return fmt.Sprintf("%d per %s (%s)", l.Rate, l.Calendar, cmpOr(l.Timezone, "UTC"))
 	}
 	p := l.Period.D()
 	if p <= 0 {

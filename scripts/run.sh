@@ -105,8 +105,17 @@ login reviewer "$REVIEWER_PASSWORD"
 api POST "/api/v1/namespaces/demo/changes/$change/approve" reviewer '{"comment":"looks good"}' >/dev/null
 version=$(api POST "/api/v1/namespaces/demo/changes/$change/publish" reviewer '{}' | first_number number)
 
-say "starting the demo upstream and two gateways"
-bin/demo-upstream --listen "$UPSTREAM" --name demo >"$RUN/upstream.log" 2>&1 &
+say "starting the demo upstream (and identity provider) and two gateways"
+# The demo upstream is also the demo's identity provider: it serves the
+# public half of $RUN/demo-idp.key as the JWKS the demo rules' identity
+# reads, and mints two sample tokens with it (alice on plan pro, bob on
+# plan free).
+IDP_KEY=$RUN/demo-idp.key
+tokens=$(bin/demo-upstream --jwt-key "$IDP_KEY" --print-tokens) || die "could not mint the demo tokens"
+ALICE_TOKEN=$(awk '$1 == "alice" {print $3}' <<<"$tokens")
+BOB_TOKEN=$(awk '$1 == "bob" {print $3}' <<<"$tokens")
+printf 'alice pro %s\nbob free %s\n' "$ALICE_TOKEN" "$BOB_TOKEN" >"$RUN/demo-tokens"
+bin/demo-upstream --listen "$UPSTREAM" --name demo --jwt-key "$IDP_KEY" >"$RUN/upstream.log" 2>&1 &
 pids+=($!)
 for g in "${GWS[@]}"; do
 	read -r id port admin <<<"$g"
@@ -134,6 +143,14 @@ cat <<EOT
   See a 429 (orders allows 5/s per client IP, burst 10):
     for i in \$(seq 15); do curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:9000/api/orders; done
     curl -si http://127.0.0.1:9000/api/orders
+
+  Verified identities (/api/account: per-user limit with pro/free tiers and a daily quota;
+  tokens also in $RUN/demo-tokens, valid 30 days):
+    ALICE=$ALICE_TOKEN
+    BOB=$BOB_TOKEN
+    curl -si http://127.0.0.1:9000/api/account                                   # no token: 401
+    curl -si -H "Authorization: Bearer \$ALICE" http://127.0.0.1:9000/api/account  # pro: RateLimit-Policy q=10
+    for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer \$BOB" http://127.0.0.1:9000/api/account; done
 
   Which node runs what:
     curl -s http://127.0.0.1:9901/status                                      # one node, from itself

@@ -409,8 +409,8 @@ limits:
 	}
 	metrics := scrape(t, g.admin)
 	for _, want := range []string{
-		`sluice_limit_decisions_total{class="critical",decision="allow",rule="in-flight",variant=""}`,
-		`sluice_limit_decisions_total{class="batch",decision="reject",rule="in-flight",variant=""}`,
+		`sluice_limit_decisions_total{class="critical",decision="allow",rule="in-flight",tier="",variant=""}`,
+		`sluice_limit_decisions_total{class="batch",decision="reject",rule="in-flight",tier="",variant=""}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -515,7 +515,7 @@ limits:
 		}
 	}
 	m := scrape(t, b.admin)
-	if want := fmt.Sprintf(`sluice_limit_decisions_total{class="",decision="reject",rule="per-user",variant="strict"} %d`, len(onB)); !strings.Contains(m, want) {
+	if want := fmt.Sprintf(`sluice_limit_decisions_total{class="",decision="reject",rule="per-user",tier="",variant="strict"} %d`, len(onB)); !strings.Contains(m, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 }

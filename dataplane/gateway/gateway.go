@@ -243,6 +243,8 @@ type Status struct {
 	// or health checks; Adaptive the adaptive limits' state (issue 15).
 	Targets  []proxy.TargetHealth `json:"targets,omitempty"`
 	Adaptive []limit.AdaptiveRule `json:"adaptive,omitempty"`
+	// Identities is each identity's JWKS state (issue 28).
+	Identities []snapshot.IdentityStatus `json:"identities,omitempty"`
 }
 
 // Status reports the applied version and the last apply error.
@@ -252,6 +254,7 @@ func (n *Node) Status() Status {
 		st.Version, st.Checksum, st.Source, st.AppliedAt = s.Version, s.Checksum, s.Source, s.AppliedAt
 		st.Routes, st.Limits, st.Breakers, st.Degrades = len(s.Rules.Routes), len(s.Rules.Limits), len(s.Rules.Breakers), len(s.Rules.Degrades)
 		st.Targets, st.Adaptive = s.Targets(), s.Adaptive()
+		st.Identities = s.Identities()
 	}
 	n.statusMu.Lock()
 	st.LastApplyError, st.LastErrorAt = n.lastApplyError, n.lastErrorAt

@@ -328,7 +328,7 @@ func TestAdaptiveThroughAdmit(t *testing.T) {
 	if got := round(s2, 300, 400*time.Millisecond); got != 300 {
 		t.Errorf("shadow adaptive limit admitted %d of 300", got)
 	}
-	if n := testutil.ToFloat64(m.LimitDecision("ad", metrics.DecisionShadowDeny, "", "")); n == 0 {
+	if n := testutil.ToFloat64(m.LimitDecision("ad", metrics.DecisionShadowDeny, "", "", "")); n == 0 {
 		t.Error("no shadow rejection counted")
 	}
 }

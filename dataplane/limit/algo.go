@@ -42,6 +42,10 @@ const (
 var kinds = map[api.Algorithm]algKind{
 	api.TokenBucket: kTokenBucket, api.LeakyBucket: kLeakyBucket, api.FixedWindow: kFixedWindow,
 	api.SlidingWindow: kSlidingWindow, api.Concurrency: kConcurrency, api.Adaptive: kAdaptive,
+	// A quota counts exactly in Redis (package redislimit); in memory (a
+	// cluster limit's local fallback, tests) it is a fixed window of its
+	// period.
+	api.Quota: kFixedWindow,
 }
 
 // inFlight reports whether kind k counts requests in flight (concurrency,
@@ -116,7 +120,7 @@ func (p *params) perT(x int64) int64 {
 
 // newParams converts a normalized limit to params.
 func newParams(l api.Limit) (params, error) {
-	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.Period), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
+	p := params{alg: kinds[l.Algorithm], rate: l.Rate, period: int64(l.NominalPeriod()), burst: l.Burst, maxDelay: int64(l.MaxDelay)}
 	if p.alg == kAdaptive {
 		// The controller is attached by the caller (newAdaptive); until
 		// then the limit is the initial one, at most maxLimit.

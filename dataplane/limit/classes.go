@@ -25,6 +25,7 @@ type classMatch struct {
 	routes  map[string]bool // nil: every route
 	methods []string
 	headers []headerEq
+	claims  []claimEq // verified claims (tiers.go's match); empty: none required
 }
 
 type headerEq struct{ name, value string }
@@ -45,6 +46,7 @@ func NewClasses(classes []api.Class) *Classes {
 		for _, name := range slices.Sorted(maps.Keys(cl.Match.Headers)) {
 			m.headers = append(m.headers, headerEq{textproto.CanonicalMIMEHeaderKey(name), cl.Match.Headers[name]})
 		}
+		m.claims = compileClaims(cl.Match.Claims)
 		c.cs = append(c.cs, m)
 	}
 	return c
@@ -60,7 +62,9 @@ func NewClasses(classes []api.Class) *Classes {
 // header says, and the request falls to the next class or the default (the
 // header is still forwarded as sent). Routes and methods are what the
 // request is, not what it claims, and match from anyone: a client that
-// sends POST gets POST's treatment from the upstream too.
+// sends POST gets POST's treatment from the upstream too. Claims are
+// matched against the verified token (v.Claims, set by the route's
+// identity before classification), from any peer.
 func (c *Classes) Classify(v *reqview.View, routeID string) int {
 	if c == nil {
 		return 0
@@ -74,6 +78,11 @@ func (c *Classes) Classify(v *reqview.View, routeID string) int {
 			continue
 		}
 		if len(m.methods) > 0 && !slices.Contains(m.methods, v.Method) {
+			continue
+		}
+		// Claims are what an identity verified (v.Claims), whoever the
+		// peer is; a request without verified claims does not match.
+		if len(m.claims) > 0 && (v.Claims == nil || !matchClaims(v.Claims, m.claims)) {
 			continue
 		}
 		ok := true
@@ -298,13 +307,13 @@ func (l *Local) RefundHashPool(h uint64, cost, now int64, pool int8) {
 // units: 0 the unreserved pool, j+1 reserved pool j.
 func (d Decision) Pool() int8 { return d.pool }
 
-func newDecCounters(m *metrics.Metrics, rule, class, variant string) decCounters {
+func newDecCounters(m *metrics.Metrics, rule, class, variant, tier string) decCounters {
 	return decCounters{
-		allow:    m.LimitDecision(rule, metrics.DecisionAllow, class, variant),
-		reject:   m.LimitDecision(rule, metrics.DecisionReject, class, variant),
-		shadow:   m.LimitDecision(rule, metrics.DecisionShadowDeny, class, variant),
-		exempt:   m.LimitDecision(rule, metrics.DecisionExempt, class, variant),
-		storeErr: m.LimitDecision(rule, metrics.DecisionStoreError, class, variant),
+		allow:    m.LimitDecision(rule, metrics.DecisionAllow, class, variant, tier),
+		reject:   m.LimitDecision(rule, metrics.DecisionReject, class, variant, tier),
+		shadow:   m.LimitDecision(rule, metrics.DecisionShadowDeny, class, variant, tier),
+		exempt:   m.LimitDecision(rule, metrics.DecisionExempt, class, variant, tier),
+		storeErr: m.LimitDecision(rule, metrics.DecisionStoreError, class, variant, tier),
 	}
 }
 

@@ -230,7 +230,7 @@ func TestClassAndVariantLabels(t *testing.T) {
 		}
 	}
 	count := func(rule, decision, class, variant string) float64 {
-		return testutil.ToFloat64(m.LimitDecision(rule, decision, class, variant))
+		return testutil.ToFloat64(m.LimitDecision(rule, decision, class, variant, ""))
 	}
 	for _, c := range []struct {
 		rule, decision, class, variant string

@@ -27,12 +27,13 @@ const (
 	dimQuery
 	dimCookie
 	dimCookieRaw // a cookie part of a limit with cookieDecoding: raw
+	dimJWT       // a verified claim (jwt:CLAIM)
 )
 
 // dim is one key dimension of a limit.
 type dim struct {
 	kind dimKind
-	name string // header (canonical), query or cookie name
+	name string // header (canonical), query or cookie name, or claim path
 	spec string // as written: "ip", "header:X-User", ...
 	bits int    // ip: the prefix length IPv6 clients are keyed by (1-128)
 }
@@ -76,6 +77,8 @@ func ParseKey(key []string, ipv6Prefix int) (Key, error) {
 			d.kind = dimQuery
 		case "cookie":
 			d.kind = dimCookie
+		case "jwt":
+			d.kind = dimJWT
 		default:
 			return ks, fmt.Errorf("%q is not a key dimension", k)
 		}
@@ -137,6 +140,10 @@ func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 		return v.CookiePart(d.name)
 	case dimCookieRaw:
 		return v.RawCookiePart(d.name)
+	case dimJWT:
+		// The verified claims (reqview.Claims): missing when the request
+		// has no valid token (an invalid one never gets this far).
+		return v.Claims.Get(d.name)
 	}
 	return "", true
 }

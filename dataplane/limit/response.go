@@ -17,6 +17,10 @@ import (
 // ProblemType is the type URI of the problem+json body of a rejection.
 const ProblemType = "urn:sluice:problem:rate-limited"
 
+// QuotaProblemType is the type URI of a quota's rejection (algorithm
+// quota): the IETF RateLimit headers draft's problem type.
+const QuotaProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 // Canonical forms of the header names, as http.Header keys them.
 var (
 	hdrPolicy     = http.CanonicalHeaderKey(api.HeaderRateLimitPolicy)
@@ -161,8 +165,12 @@ func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decis
 			return
 		}
 	}
+	ptype := ProblemType
+	if ru.l.Algorithm == api.Quota {
+		ptype = QuotaProblemType
+	}
 	body, _ := json.Marshal(problem{
-		Type:      ProblemType,
+		Type:      ptype,
 		Title:     http.StatusText(status),
 		Status:    status,
 		Detail:    fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry),
@@ -202,6 +210,7 @@ func (s *Set) logReject(v *reqview.View, ru *rule, ks *Key, d Decision, now int6
 		slog.Bool("shadow", ru.l.Shadow),
 		slog.String("class", s.cls.ID(v.Class)),
 		slog.String("variant", ru.variant),
+		slog.String("tier", ru.tier),
 	)
 }
 

@@ -124,12 +124,15 @@ type rule struct {
 	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
 
 	// Adaptive protection (adaptive.go, classes.go, variants.go).
-	ad       *adaptive     // adaptive: the controller; nil otherwise
-	variant  string        // a variant's rule: the variant id; "" for the limit itself
-	variants []*rule       // the limit's variants, in document order
-	ends     []int         // cumulative weights of variants
-	byClass  []decCounters // per class index, for limits with a reserve; nil otherwise
-	dc       decCounters   // the m* counters above, for counters
+	ad        *adaptive     // adaptive: the controller; nil otherwise
+	variant   string        // a variant's rule: the variant id; "" for the limit itself
+	variants  []*rule       // the limit's variants, in document order
+	ends      []int         // cumulative weights of variants
+	tier      string        // a tier's rule: the tier id; "" for the limit itself
+	tiers     []*rule       // the limit's tiers, in document order (tiers.go)
+	tierMatch [][]claimEq   // each tier's claims; empty: every caller
+	byClass   []decCounters // per class index, for limits with a reserve; nil otherwise
+	dc        decCounters   // the m* counters above, for counters
 }
 
 // decCounters are one rule's decision counters for one class.
@@ -238,9 +241,11 @@ func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
 // retireRule closes the cluster limiter of a rule no Set holds any more (a
 // node-scope limiter is memory only).
 func retireRule(_ string, ru *rule, _ bool) {
-	if ru.local == nil {
-		if c, ok := ru.lim.(io.Closer); ok {
-			_ = c.Close()
+	for _, r := range append([]*rule{ru}, ru.tiers...) {
+		if r.local == nil {
+			if c, ok := r.lim.(io.Closer); ok {
+				_ = c.Close()
+			}
 		}
 	}
 }
@@ -253,20 +258,24 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (*rule, error
 	if len(l.Variants) > 0 {
 		label = BaseVariant
 	}
-	ru, err := compileOne(l, prev, opts, now, label)
+	ru, err := compileOne(l, prev, opts, now, label, "")
 	if err != nil {
 		return nil, err
 	}
 	if err := ru.compileVariants(prev, opts, now); err != nil {
 		return nil, err
 	}
+	if err := ru.compileTiers(prev, opts, now); err != nil {
+		return nil, err
+	}
 	return ru, nil
 }
 
 // compileOne compiles one limit, or one variant's limit (variant is its
-// label: "" for a limit without variants, BaseVariant or the variant id).
-func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant string) (ru *rule, err error) {
-	ru = &rule{l: l, variant: variant}
+// label: "" for a limit without variants, BaseVariant or the variant id),
+// or one tier's limit (tier is its id; "" for the limit itself).
+func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier string) (ru *rule, err error) {
+	ru = &rule{l: l, variant: variant, tier: tier}
 	if ru.key, err = ParseLimitKey(&l); err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
@@ -304,12 +313,12 @@ func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant string
 	}
 	ru.setPolicy(p)
 	if m := opts.Metrics; m != nil {
-		dc := newDecCounters(m, l.ID, "", variant)
+		dc := newDecCounters(m, l.ID, "", variant, tier)
 		ru.mAllow, ru.mReject, ru.mShadow, ru.mExempt, ru.mStoreErr = dc.allow, dc.reject, dc.shadow, dc.exempt, dc.storeErr
 		ru.dc = dc
 		if p.resv != nil {
 			for _, id := range opts.Classes.IDs() {
-				ru.byClass = append(ru.byClass, newDecCounters(m, l.ID, id, variant))
+				ru.byClass = append(ru.byClass, newDecCounters(m, l.ID, id, variant, tier))
 			}
 		}
 	}
@@ -403,8 +412,10 @@ func (s *Set) Chain(routeID string) *Chain {
 func (s *Set) Sweep(now int64) int {
 	n := 0
 	for _, ru := range s.rules {
-		if ru.local != nil {
-			n += ru.local.Sweep(now)
+		for _, r := range append(append([]*rule{ru}, ru.variants...), ru.tiers...) {
+			if r.local != nil {
+				n += r.local.Sweep(now)
+			}
 		}
 	}
 	return n
@@ -540,6 +551,9 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 		if ru.variants != nil {
 			ru = ru.pick(v)
 		}
+		if ru.tiers != nil {
+			ru = ru.pickTier(v)
+		}
 		m := ru.counters(v.Class)
 		t := taken{ru: ru, cost: ru.cost.cost(v), start: now}
 		var d Decision
@@ -639,6 +653,11 @@ func (c *Chain) MayWait() bool {
 		}
 		for _, vr := range ru.variants {
 			if vr.mayWait() {
+				return true
+			}
+		}
+		for _, tr := range ru.tiers {
+			if tr.mayWait() {
 				return true
 			}
 		}

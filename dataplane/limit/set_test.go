@@ -244,7 +244,7 @@ func TestShadowExemptAndLogging(t *testing.T) {
 		t.Fatalf("rejected %d of 4 by enforced (rate 2), want 2", rejected)
 	}
 	val := func(rule, decision string) float64 {
-		return testutil.ToFloat64(m.LimitDecision(rule, decision, "", ""))
+		return testutil.ToFloat64(m.LimitDecision(rule, decision, "", "", ""))
 	}
 	// shadow: 1 allow, then 8 shadow rejections (9 requests reached it).
 	if a, r := val("shadow", metrics.DecisionAllow), val("shadow", metrics.DecisionShadowDeny); a != 1 || r != 8 {

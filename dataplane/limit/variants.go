@@ -66,7 +66,7 @@ func (ru *rule) compileVariants(prev *rule, opts Options, now int64) error {
 				}
 			}
 		}
-		vr, err := compileOne(ru.l.WithVariant(v), pv, opts, now, v.ID)
+		vr, err := compileOne(ru.l.WithVariant(v), pv, opts, now, v.ID, "")
 		if err != nil {
 			return fmt.Errorf("variants[%d]: %w", i, err)
 		}

@@ -16,7 +16,8 @@ type Metrics struct {
 
 	Requests           *prometheus.CounterVec   // sluice_requests_total{route,code}
 	RequestDuration    *prometheus.HistogramVec // sluice_request_duration_seconds{route}
-	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant}; see LimitDecision
+	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant,tier}; see LimitDecision
+	IdentityDecisions  *prometheus.CounterVec   // sluice_identity_decisions_total{identity,result}: valid, missing, invalid
 	BreakerState       *prometheus.GaugeVec     // sluice_breaker_state{rule}
 	BreakerTransitions *prometheus.CounterVec   // sluice_breaker_transitions_total{rule,from,to}
 	DegradeLevel       *prometheus.GaugeVec     // sluice_degrade_level{rule}
@@ -74,8 +75,11 @@ func New() *Metrics {
 			Buckets: durationBuckets[:],
 		}, []string{"route"}),
 		LimitDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants (empty otherwise).",
-		}, []string{"rule", "decision", "class", "variant"}),
+			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants, tier for limits with tiers (empty otherwise).",
+		}, []string{"rule", "decision", "class", "variant", "tier"}),
+		IdentityDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_identity_decisions_total", Help: "Token checks of identities, by identity and result: valid, missing (no token; answered 401 when the identity requires one), invalid (answered 401).",
+		}, []string{"identity", "result"}),
 		AdaptiveLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_limit_adaptive_limit", Help: "The current limit of an adaptive limit (requests in flight per key), by rule and variant (empty for the limit itself).",
 		}, []string{"rule", "variant"}),
@@ -131,7 +135,7 @@ func New() *Metrics {
 			Name: "sluice_evloop_handoffs_total", Help: "Connections the event-loop engine handed to the fasthttp engine, by reason: h2c, http10, upgrade, body, expect, route, stream.",
 		}, []string{"reason"}),
 	}
-	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.BreakerState, m.BreakerTransitions,
+	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.IdentityDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.BreakerRejections, m.RulesetVersion, m.RulesetApplyErrors,
 		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
 		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections, m.LoopConnections, m.LoopHandoffs,
@@ -142,6 +146,8 @@ func New() *Metrics {
 // Live names the routes and rules of the rule set a node serves, for Prune.
 type Live struct {
 	Routes, Limits, Breakers, Degrades []string
+	// Identities are the identity ids (sluice_identity_decisions_total).
+	Identities []string
 }
 
 // Prune deletes every per-route and per-rule series whose route or rule is
@@ -166,6 +172,7 @@ func (m *Metrics) Prune(live Live) int {
 	routes[""] = true // requests no route matched (404)
 	limits, breakers, degrades := set(live.Limits), set(live.Breakers), set(live.Degrades)
 	n := 0
+	n += prune(m.IdentityDecisions, "identity", set(live.Identities))
 	n += prune(m.Requests, "route", routes)
 	n += prune(m.RequestDuration, "route", routes)
 	n += prune(m.LimitDecisions, "rule", limits)
@@ -224,8 +231,9 @@ func prune(v vec, label string, keep map[string]bool) int {
 }
 
 // LimitDecision returns the sluice_limit_decisions_total counter of one
-// rule's decision; class and variant are "" where they do not apply (a
-// limit without reserved capacity, without variants).
-func (m *Metrics) LimitDecision(rule, decision, class, variant string) prometheus.Counter {
-	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant)
+// rule's decision; class, variant and tier are "" where they do not apply
+// (a limit without reserved capacity, without variants, without tiers or
+// for a caller no tier takes).
+func (m *Metrics) LimitDecision(rule, decision, class, variant, tier string) prometheus.Counter {
+	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant, tier)
 }

@@ -29,7 +29,7 @@ func registered(t *testing.T) map[string]bool {
 	m := New()
 	m.Requests.WithLabelValues("r", "200").Inc()
 	m.RequestDuration.WithLabelValues("r").Observe(0.01)
-	m.LimitDecision("l", DecisionAllow, "", "").Inc()
+	m.LimitDecision("l", DecisionAllow, "", "", "").Inc()
 	m.BreakerState.WithLabelValues("b").Set(0)
 	m.BreakerTransitions.WithLabelValues("b", "closed", "open").Inc()
 	m.DegradeLevel.WithLabelValues("d").Set(0)

@@ -127,7 +127,7 @@ func TestCollectMatchesCounters(t *testing.T) {
 		{"watch shadow", "watch", metrics.DecisionShadowDeny, limit(first, "watch").ShadowRejected},
 		{"watch allowed", "watch", metrics.DecisionAllow, limit(first, "watch").Allowed},
 	} {
-		want := int64(testutil.ToFloat64(m.LimitDecision(tc.rule, tc.decision, "", "")))
+		want := int64(testutil.ToFloat64(m.LimitDecision(tc.rule, tc.decision, "", "", "")))
 		if tc.got != want {
 			t.Errorf("%s: report %d, counter %d", tc.desc, tc.got, want)
 		}
@@ -145,7 +145,7 @@ func TestCollectMatchesCounters(t *testing.T) {
 	// (Reset detaches the counters the compiled limits hold, as Prune does
 	// for a removed rule; a re-added rule's series starts again at zero.)
 	m.LimitDecisions.Reset()
-	m.LimitDecision("tiny", metrics.DecisionReject, "", "").Add(2)
+	m.LimitDecision("tiny", metrics.DecisionReject, "", "", "").Add(2)
 	second := r.Collect()
 	if err := second.Follows(first); err != nil {
 		t.Fatalf("Follows: %v", err)

@@ -14,6 +14,10 @@ const (
 	MsgDegrade = "DEGRADE_DECISION"
 	// MsgBreaker is a request refused by an open (or fully probing) breaker.
 	MsgBreaker = "BREAKER_DECISION"
+	// MsgIdentity is a request refused by an identity (a token present
+	// but invalid, or missing where one is required); its reason is
+	// logged, never the token.
+	MsgIdentity = "IDENTITY_DECISION"
 )
 
 // LogDecision writes one decision line about the request v to l: msg (one of

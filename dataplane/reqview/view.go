@@ -83,6 +83,11 @@ type View struct {
 	// of the route's rule set, set once the route is known); 0 is the
 	// default class. Limits' reserves and degrade's shedOrder read it.
 	Class int
+	// Claims are the caller's verified JWT claims (see Claims), set by the
+	// identity step of a route with an identity when the request carries a
+	// valid token; nil otherwise. jwt:CLAIM key parts, tiers and classes
+	// read them.
+	Claims *Claims
 
 	checked checked
 }

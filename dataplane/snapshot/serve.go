@@ -103,8 +103,8 @@ func (x *httpExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 // once the response is written, and reports whether it did.
 type doneHolder interface{ HoldDone(done func()) bool }
 
-// Serve runs the request path on one request: match → key check → degrade
-// → limits → breaker → forward → record. v must carry the request's
+// Serve runs the request path on one request: match → identity → key
+// check → degrade → limits → breaker → forward → record. v must carry the request's
 // RequestID, Trace and ClientIP (the serving stack fills them); Serve sets
 // its cleaned Path and RouteID. Every stage reads the request only through
 // v and answers only through x. It reports whether the forwarded response
@@ -136,6 +136,14 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	rt := s.routes[m.Route.ID]
 	v.RouteID = rt.id
 	x.Routed(rt.upstream)
+	// The identity step first: a present but invalid token is answered
+	// 401 before anything else reads the request, and never keyed as an
+	// anonymous caller; a valid one's claims are what jwt: key parts,
+	// tiers and classes read.
+	if ir := rt.identity; ir != nil && !s.checkIdentity(x, v, ir, s.wall()) {
+		s.finish(rt, start, s.now(), http.StatusUnauthorized)
+		return false
+	}
 	// A request whose key parts could be read two ways is refused before
 	// anything decides on them, so nothing is consumed for it; the values
 	// checked are kept in v for degrade and limits.

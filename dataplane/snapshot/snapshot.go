@@ -16,9 +16,11 @@
 // sweepers. Upstream connections are pooled in one transport shared by every
 // snapshot, so keep-alive connections survive swaps.
 //
-// The request path is: clean the path and match a route → refuse ambiguous
-// key parts (limit.KeyCheck, 400) → degrade → limits → breaker → proxy →
-// record the outcome (see package degrade for why).
+// The request path is: clean the path and match a route → the route's
+// identity (verify the caller's JWT: 401 for a bad token, claims into the
+// view; identity.go) → refuse ambiguous key parts (limit.KeyCheck, 400) →
+// degrade → limits → breaker → proxy → record the outcome (see package
+// degrade for why).
 //
 // # Why the path is written out by hand
 //
@@ -45,6 +47,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -80,6 +83,12 @@ type Options struct {
 	EncodedSlashes proxy.SlashPolicy
 	// Now is the request-path clock in nanoseconds; nil means limit.Now.
 	Now func() int64
+	// Wall is the wall clock in Unix nanoseconds that tokens' exp and nbf
+	// are judged by; nil means time.Now.
+	Wall func() int64
+	// JWKSClient fetches identities' JWKS URLs; nil means a client with a
+	// 5s timeout.
+	JWKSClient *http.Client
 }
 
 // Meta describes where a snapshot's rules came from.
@@ -107,6 +116,10 @@ type Snapshot struct {
 	now      func() int64
 	metrics  *metrics.Metrics
 	classes  *limit.Classes // priority classes (issue 15); never nil
+	// identities are the compiled identities by id (issue 28); nil when
+	// the rule set has none.
+	identities map[string]*identityRule
+	wall       func() int64
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -118,6 +131,7 @@ type route struct {
 	keys     *limit.KeyCheck // refuses requests whose key parts are ambiguous
 	breaker  *breaker.Breaker
 	degrade  *degrade.Controller
+	identity *identityRule // verifies the caller's token; nil: none
 	duration prometheus.Observer
 	codes    codeCounters
 	// loopSafe: an event loop may serve the route (Snapshot.ServeLoop):
@@ -135,11 +149,14 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	if opts.Now == nil {
 		opts.Now = limit.Now
 	}
+	if opts.Wall == nil {
+		opts.Wall = func() int64 { return time.Now().UnixNano() }
+	}
 	if opts.Transport == nil {
 		opts.Transport = proxy.SharedTransport()
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
-		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics}
+		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall}
 	defer func() {
 		if err != nil {
 			s.discard(prev)
@@ -149,6 +166,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	s.classes = limit.NewClasses(norm.Classes)
+	s.compileIdentities(norm, prev, opts)
 	var prevLimits *limit.Set
 	var prevBreakers *breaker.Set
 	var prevDegrades *degrade.Set
@@ -187,6 +205,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 			keys:     routeKeyCheck(norm, r.ID),
 			breaker:  s.breakers.ForRoute(r.ID),
 			degrade:  s.degrades.ForRoute(r.ID),
+			identity: s.identityFor(norm, r.ID),
 			duration: opts.Metrics.RequestDuration.WithLabelValues(r.ID),
 			codes:    newCodeCounters(opts.Metrics.Requests, r.ID),
 		}
@@ -237,6 +256,7 @@ func (s *Snapshot) discard(prev *Snapshot) {
 	if s.degrades != nil {
 		s.degrades.Retire(pd)
 	}
+	s.retireIdentities(prev) // prev's own identities stay running
 	if s.metrics != nil {
 		var live metrics.Live // nothing in service before a first compile
 		if prev != nil {
@@ -259,6 +279,7 @@ func (s *Snapshot) Retire(next *Snapshot) {
 	s.limits.Retire(nl)
 	s.breakers.Retire(nb)
 	s.degrades.Retire(nd)
+	s.retireIdentities(next)
 	s.router.CloseIdle()
 	if next != nil && s.metrics != nil {
 		// Series of routes and rules next does not have would otherwise be
@@ -282,6 +303,7 @@ func (s *Snapshot) live() metrics.Live {
 	for _, x := range s.Rules.Degrades {
 		l.Degrades = append(l.Degrades, x.ID)
 	}
+	s.identityIDs(&l)
 	return l
 }
 

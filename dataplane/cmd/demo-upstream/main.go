@@ -2,9 +2,11 @@
 // end-to-end tests and the proxy benchmark. It answers every request with a
 // short JSON echo of what it received. Query parameters shape the answer:
 // status=N sets the status, sleep=DURATION delays it, size=N pads the body to
-// N bytes. GET /healthz answers ok.
+// N bytes. GET /healthz answers ok. With --jwt-key it is also the demo's
+// identity provider: GET /.well-known/jwks.json serves the key's public
+// half, and --print-tokens prints two tokens signed by it (see idp.go).
 //
-//	demo-upstream --listen 127.0.0.1:8081 --name a
+//	demo-upstream --listen 127.0.0.1:8081 --name a [--jwt-key FILE [--print-tokens]]
 package main
 
 import (
@@ -26,8 +28,26 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to serve on")
 	name := flag.String("name", "demo", "name reported in every answer (tells replicas apart)")
+	jwtKey := flag.String("jwt-key", "", "Ed25519 private key (PKCS#8 PEM) of the demo identity provider, created if missing; its public half is served at "+jwksPath)
+	tokens := flag.Bool("print-tokens", false, "with --jwt-key: print two demo tokens (alice on plan pro, bob on plan free; 30 days) and exit")
 	flag.Parse()
-	srv := &http.Server{Addr: *listen, Handler: handler(*name), ReadHeaderTimeout: 5 * time.Second}
+	h := handler(*name)
+	if *jwtKey != "" {
+		priv, err := loadOrCreateKey(*jwtKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "demo-upstream:", err)
+			os.Exit(1)
+		}
+		if *tokens {
+			if err := printTokens(os.Stdout, priv, time.Now()); err != nil {
+				fmt.Fprintln(os.Stderr, "demo-upstream:", err)
+				os.Exit(1)
+			}
+			return
+		}
+		h = withJWKS(h, jwksHandler(priv))
+	}
+	srv := &http.Server{Addr: *listen, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -34,6 +34,9 @@ func (s *Store) Cluster(ns string) func(api.Limit) (limit.Limiter, error) {
 }
 
 func (s *Store) newLimiter(ns string, l api.Limit) (limit.Limiter, error) {
+	if l.Algorithm == api.Quota {
+		return s.newQuota(ns, l)
+	}
 	if l.Rate <= 0 {
 		return nil, fmt.Errorf("cluster limit %q: rate must be > 0", l.ID)
 	}

@@ -80,6 +80,9 @@ type Settings struct {
 	// read only where a Take waited for another's Redis call and by the
 	// breaker's prober.
 	Clock func() int64
+	// Wall is the wall clock quotas find their calendar period by
+	// (api.Limit.QuotaWindow); nil means time.Now.
+	Wall func() time.Time
 }
 
 // Store is a connection to Redis shared by every cluster-scope limiter of a
