@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,7 +44,7 @@ func (s *simulateSide) label() string {
 	if s.Version > 0 {
 		return "v" + strconv.Itoa(s.Version)
 	}
-	return s.Source
+	return filepath.Base(s.Source)
 }
 
 func cmdSimulate(c *cli, fs *flagSet, args []string) error {
