@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -412,53 +413,122 @@ const MaxErrors = 5
 // Run reads the log lr and replays each line through every sim at the
 // line's time (never before the previous line's). An unparseable line is
 // counted and the reading goes on; a failed read or a done ctx stops it.
+//
+// Lines are read and parsed by a goroutine of Run's, a batch ahead of the
+// replay, which stays in file order on the calling goroutine; Run returns
+// once that goroutine has stopped.
 func Run(ctx context.Context, lr *Reader, sims ...*Sim) (Stats, error) {
 	st := Stats{Errors: []LineError{}}
-	var rec Record
+	ctx, cancel := context.WithCancel(ctx)
+	batches, free := make(chan *batch, 4), make(chan *batch, 6)
+	for range cap(free) {
+		free <- &batch{recs: make([]Record, 0, batchSize)}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(batches)
+		read(ctx, lr, free, batches)
+	}()
+	defer func() {
+		cancel()
+		for range batches { // let the reader see ctx and stop
+		}
+		wg.Wait()
+	}()
 	var clock int64
 	started := false
-	for {
-		if st.Lines&4095 == 0 {
-			if err := ctx.Err(); err != nil {
-				return st, err
-			}
-		}
-		err := lr.Next(&rec)
-		if err == io.EOF {
-			break
-		}
-		var le *LineError
-		if errors.As(err, &le) {
-			st.Lines++
-			st.Unparseable++
+	for b := range batches {
+		st.Lines += b.lines
+		st.Unparseable += int64(len(b.errs))
+		for _, e := range b.errs {
 			if len(st.Errors) < MaxErrors {
-				st.Errors = append(st.Errors, *le)
+				st.Errors = append(st.Errors, e)
 			}
-			continue
 		}
-		if err != nil {
-			return st, err
+		for i := range b.recs {
+			rec := &b.recs[i]
+			st.Replayed++
+			switch {
+			case !started:
+				clock, started = rec.Time, true
+				st.From = time.Unix(0, clock).UTC()
+			case rec.Time < clock:
+				st.OutOfOrder++
+			default:
+				clock = rec.Time
+			}
+			for _, s := range sims {
+				s.Replay(rec, clock)
+			}
 		}
-		st.Lines++
-		st.Replayed++
-		switch {
-		case !started:
-			clock, started = rec.Time, true
-			st.From = time.Unix(0, clock).UTC()
-		case rec.Time < clock:
-			st.OutOfOrder++
-		default:
-			clock = rec.Time
+		if b.err != nil {
+			return st, b.err
 		}
-		for _, s := range sims {
-			s.Replay(&rec, clock)
-		}
+		b.recs, b.errs, b.lines = b.recs[:0], b.errs[:0], 0
+		free <- b
 	}
 	st.Format = lr.Format()
 	if started {
 		st.To = time.Unix(0, clock).UTC()
 	}
-	return st, nil
+	return st, ctx.Err()
+}
+
+// batchSize is how many lines the reader parses ahead in one batch.
+const batchSize = 1024
+
+// batch is lines read ahead: the records that parsed and the lines that
+// did not, each in file order, and the error that ended the reading.
+type batch struct {
+	recs  []Record
+	errs  []LineError
+	lines int64
+	err   error
+}
+
+// read parses lr into batches taken from free and sends them on out, until
+// the log ends, a read fails (the last batch's err) or ctx is done.
+func read(ctx context.Context, lr *Reader, free <-chan *batch, out chan<- *batch) {
+	for {
+		var b *batch
+		select {
+		case b = <-free:
+		case <-ctx.Done():
+			return
+		}
+		var rec Record
+		for len(b.recs) < batchSize {
+			err := lr.Next(&rec)
+			if err == io.EOF {
+				break
+			}
+			var le *LineError
+			switch {
+			case errors.As(err, &le):
+				b.lines++
+				b.errs = append(b.errs, *le)
+				continue
+			case err != nil:
+				b.err = err
+			default:
+				b.lines++
+				b.recs = append(b.recs, rec)
+				continue
+			}
+			break
+		}
+		done := b.err != nil || len(b.recs) < batchSize
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return
+		}
+		if done {
+			return
+		}
+	}
 }
 
 // topKeys counts rejected keys with the space-saving algorithm (Metwally,
