@@ -2,9 +2,12 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/sluicegw/sluice/api"
@@ -484,3 +487,59 @@ func TestKeyText(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestErrorsAcrossBatches: lines are read a batch ahead; unparseable lines
+// keep their numbers and the records their order across batches.
+func TestErrorsAcrossBatches(t *testing.T) {
+	t.Parallel()
+	s := MustSim(t, ordersRoute+`limits:
+  - id: per-ip
+    routes: [orders]
+    key: [ip]
+    algorithm: fixed_window
+    rate: 1
+    period: 1m
+`)
+	var b strings.Builder
+	bad := map[int]bool{1500: true, 2049: true, 3001: true}
+	const n = 3 * batchSize
+	for i := 1; i <= n; i++ {
+		if bad[i] {
+			b.WriteString("garbage\n")
+			continue
+		}
+		// One request a minute: every one admitted, and out of order only if
+		// the batches were.
+		b.WriteString(combinedLine("192.0.2.1", base.Add(time.Duration(i)*time.Minute), "GET", "/api/orders", "-"))
+	}
+	st, res := replayLog(t, b.String(), FormatCombined, s)
+	if st.Lines != n || st.Unparseable != 3 || st.OutOfOrder != 0 || len(st.Errors) != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	for i, want := range []int64{1500, 2049, 3001} {
+		if st.Errors[i].Line != want {
+			t.Fatalf("errors %+v, want lines 1500, 2049, 3001", st.Errors)
+		}
+	}
+	if r := rule(t, res[0], "per-ip"); r.Admitted != n-3 || r.Rejected != 0 {
+		t.Fatalf("per-ip: %+v, want every good line admitted", r)
+	}
+}
+
+// TestRunStops: a done context stops the replay with its error, and a
+// failed read is returned.
+func TestRunStops(t *testing.T) {
+	t.Parallel()
+	s := MustSim(t, ordersRoute)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	lr, _ := NewReader(strings.NewReader(strings.Repeat(combinedLine("192.0.2.1", base, "GET", "/", "-"), 5000)), FormatCombined)
+	if _, err := Run(ctx, lr, s); err != context.Canceled {
+		t.Fatalf("Run with a cancelled context: %v, want context.Canceled", err)
+	}
+	lr, _ = NewReader(io.MultiReader(strings.NewReader(combinedLine("192.0.2.1", base, "GET", "/", "-")), iotest.ErrReader(errors.New("disk on fire"))), FormatCombined)
+	st, err := Run(context.Background(), lr, s)
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") || st.Replayed != 1 {
+		t.Fatalf("Run over a failing reader: %+v %v, want the line before and the read error", st, err)
+	}
+}
