@@ -85,7 +85,7 @@ type Sim struct {
 	rules    *api.RuleSet
 	checksum string
 	router   *proxy.Router
-	routes   map[string]*route
+	routes   []route // by proxy.Route.Index: the rule set's order
 	limits   *limit.Set
 	classes  *limit.Classes
 	metrics  *metrics.Metrics
@@ -108,7 +108,7 @@ type route struct {
 // the router refuses, say).
 func New(v *api.Valid, opts Options) (_ *Sim, err error) {
 	norm := v.Rules()
-	s := &Sim{rules: norm, checksum: v.Checksum(), routes: make(map[string]*route, len(norm.Routes)), metrics: metrics.New(),
+	s := &Sim{rules: norm, checksum: v.Checksum(), metrics: metrics.New(),
 		top: map[string]*topKeys{}, topN: opts.TopKeys, w: discard{h: http.Header{}}}
 	if s.topN <= 0 {
 		s.topN = DefaultTopKeys
@@ -147,7 +147,7 @@ func New(v *api.Valid, opts Options) (_ *Sim, err error) {
 		return nil, fmt.Errorf("limits: %w", err)
 	}
 	for _, r := range norm.Routes {
-		s.routes[r.ID] = &route{id: r.ID, keys: keyCheck(norm, r.ID), chain: s.limits.Chain(r.ID)}
+		s.routes = append(s.routes, route{id: r.ID, keys: keyCheck(norm, r.ID), chain: s.limits.Chain(r.ID)})
 	}
 	return s, nil
 }
@@ -204,7 +204,7 @@ func (s *Sim) Replay(rec *Record, now int64) {
 		s.noRoute++
 		return
 	}
-	rt := s.routes[m.Route.ID]
+	rt := &s.routes[m.Route.Index]
 	v.RouteID = rt.id
 	if err := rt.keys.ReadView(&v); err != nil {
 		s.ambiguous++
