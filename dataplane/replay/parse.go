@@ -390,8 +390,11 @@ func (h *headerValues) UnmarshalJSON(b []byte) error {
 
 func (r *Reader) parseJSON(line []byte, rec *Record) error {
 	var j jsonLine
-	if err := json.Unmarshal(line, &j); err != nil {
-		return fmt.Errorf("not a JSON object: %v", err)
+	if !fastJSON(line, &j) {
+		j = jsonLine{}
+		if err := json.Unmarshal(line, &j); err != nil {
+			return fmt.Errorf("not a JSON object: %v", err)
+		}
 	}
 	if len(j.TS) == 0 {
 		return errors.New(`no "ts"`)
@@ -437,7 +440,9 @@ func (r *Reader) parseJSON(line []byte, rec *Record) error {
 func parseTS(raw json.RawMessage) (int64, error) {
 	if raw[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if bytes.IndexByte(raw, '\\') < 0 && len(raw) >= 2 {
+			s = string(raw[1 : len(raw)-1])
+		} else if err := json.Unmarshal(raw, &s); err != nil {
 			return 0, fmt.Errorf("ts: %v", err)
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
