@@ -30,6 +30,9 @@
 //     routes' key checks, as on a gateway).
 //   - Idle keys are forgotten every limit.DefaultSweepInterval of log time,
 //     as a gateway's sweeper does in real time.
+//   - The logged address is the client's (ClientIP; X-Forwarded-For is not
+//     read) and the peer is untrusted (reqview.View.TrustedPeer false), so
+//     priority classes that match headers do not apply.
 //
 // A Sim is not safe for concurrent use: Run feeds it one line at a time.
 package replay
