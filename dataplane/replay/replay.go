@@ -418,8 +418,9 @@ const MaxErrors = 5
 // counted and the reading goes on; a failed read or a done ctx stops it.
 //
 // Lines are read and parsed by a goroutine of Run's, a batch ahead of the
-// replay, which stays in file order on the calling goroutine; Run returns
-// once that goroutine has stopped.
+// replay, which goes in file order on the calling goroutine; several sims
+// replay each batch side by side, one goroutine each (replayBatch). Run
+// returns once every goroutine it started has stopped.
 func Run(ctx context.Context, lr *Reader, sims ...*Sim) (Stats, error) {
 	st := Stats{Errors: []LineError{}}
 	ctx, cancel := context.WithCancel(ctx)
@@ -450,26 +451,26 @@ func Run(ctx context.Context, lr *Reader, sims ...*Sim) (Stats, error) {
 				st.Errors = append(st.Errors, e)
 			}
 		}
+		b.at = b.at[:0]
 		for i := range b.recs {
-			rec := &b.recs[i]
+			t := b.recs[i].Time
 			st.Replayed++
 			switch {
 			case !started:
-				clock, started = rec.Time, true
+				clock, started = t, true
 				st.From = time.Unix(0, clock).UTC()
-			case rec.Time < clock:
+			case t < clock:
 				st.OutOfOrder++
 			default:
-				clock = rec.Time
+				clock = t
 			}
-			for _, s := range sims {
-				s.Replay(rec, clock)
-			}
+			b.at = append(b.at, clock)
 		}
+		replayBatch(b, sims)
 		if b.err != nil {
 			return st, b.err
 		}
-		b.recs, b.errs, b.lines = b.recs[:0], b.errs[:0], 0
+		b.recs, b.errs, b.at, b.lines = b.recs[:0], b.errs[:0], b.at[:0], 0
 		free <- b
 	}
 	st.Format = lr.Format()
@@ -479,6 +480,28 @@ func Run(ctx context.Context, lr *Reader, sims ...*Sim) (Stats, error) {
 	return st, ctx.Err()
 }
 
+// replayBatch replays b through every sim, each at the clock's reading of
+// each line (b.at). Sims share nothing but the records, which they only
+// read, so several (the file and the published version) replay side by side
+// on goroutines of their own, a batch at a time.
+func replayBatch(b *batch, sims []*Sim) {
+	if len(sims) == 1 {
+		for i := range b.recs {
+			sims[0].Replay(&b.recs[i], b.at[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range sims {
+		wg.Go(func() {
+			for i := range b.recs {
+				s.Replay(&b.recs[i], b.at[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // batchSize is how many lines the reader parses ahead in one batch.
 const batchSize = 1024
 
@@ -486,6 +509,7 @@ const batchSize = 1024
 // did not, each in file order, and the error that ended the reading.
 type batch struct {
 	recs  []Record
+	at    []int64 // the clock at each record (Run)
 	errs  []LineError
 	lines int64
 	err   error

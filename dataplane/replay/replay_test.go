@@ -425,7 +425,7 @@ func TestAgainstTwoRuleSets(t *testing.T) {
 		return ordersRoute + fmt.Sprintf(`limits:
   - id: per-ip
     routes: [orders]
-    key: [ip]
+    key: [ip, header:User-Agent]
     algorithm: fixed_window
     rate: %d
     period: 1m
@@ -433,12 +433,16 @@ func TestAgainstTwoRuleSets(t *testing.T) {
 	}
 	a, b := MustSim(t, doc(10)), MustSim(t, doc(100))
 	var log strings.Builder
-	for range 50 {
-		log.WriteString(combinedLine("192.0.2.1", base, "GET", "/api/orders", "-"))
+	const n = 3 * batchSize // several batches, each replayed by both at once
+	for i := range n {
+		log.WriteString(combinedLine("192.0.2.1", base.Add(time.Duration(i/50)*time.Minute), "GET", "/api/orders", "app/1"))
 	}
 	_, res := replayLog(t, log.String(), FormatCombined, a, b)
-	if x, y := rule(t, res[0], "per-ip"), rule(t, res[1], "per-ip"); x.Admitted != 10 || y.Admitted != 50 {
-		t.Fatalf("admitted %d and %d, want 10 and 50", x.Admitted, y.Admitted)
+	minutes := int64((n + 49) / 50)
+	// 50 requests a minute (the last minute fewer); a window admits up to rate of them.
+	want := func(rate int64) int64 { return (minutes-1)*min(rate, 50) + min(rate, int64(n)-50*(minutes-1)) }
+	if x, y := rule(t, res[0], "per-ip"), rule(t, res[1], "per-ip"); x.Admitted != want(10) || y.Admitted != want(100) || x.Requests != n || y.Requests != n {
+		t.Fatalf("admitted %d and %d of %d, want %d and %d", x.Admitted, y.Admitted, n, want(10), want(100))
 	}
 	if res[0].Checksum == res[1].Checksum || res[0].Checksum == "" {
 		t.Fatalf("checksums %q and %q", res[0].Checksum, res[1].Checksum)
