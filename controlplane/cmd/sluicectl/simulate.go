@@ -174,7 +174,11 @@ func (c *cli) publishedValid(rf *ruleFile) (*api.Valid, int, error) {
 // most rejected keys and the notes.
 func printSimulate(w io.Writer, out *simulateOutput) {
 	st := &out.Stats
-	fmt.Fprintf(w, "log %s (%s): %d lines, %d replayed, %d unparseable, %d out of order", out.Log, st.Format, st.Lines, st.Replayed, st.Unparseable, st.OutOfOrder)
+	format := string(st.Format)
+	if format == "" {
+		format = "no lines to tell its format"
+	}
+	fmt.Fprintf(w, "log %s (%s): %d lines, %d replayed, %d unparseable, %d out of order", out.Log, format, st.Lines, st.Replayed, st.Unparseable, st.OutOfOrder)
 	if st.Replayed > 0 {
 		fmt.Fprintf(w, "; %s to %s", st.From.Format(time.RFC3339), st.To.Format(time.RFC3339))
 	}

@@ -30,8 +30,13 @@ func simLog(perSec, secs int) string {
 // runLocal runs sluicectl in this process.
 func runLocal(t *testing.T, args ...string) result {
 	t.Helper()
+	return runLocalStdin(t, "", args...)
+}
+
+func runLocalStdin(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, strings.NewReader(""), &out, &errb)
+	code := run(args, strings.NewReader(stdin), &out, &errb)
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -67,6 +72,12 @@ func TestSimulateOffline(t *testing.T) {
 	}
 	if rr.ID != "orders-per-ip" || rr.Admitted != want || rr.Rejected != perSec*secs-want || rr.TopKeys[0].Key != "ip=192.0.2.7" {
 		t.Fatalf("orders-per-ip: %+v, want %d admitted", rr, want)
+	}
+	// The same log from stdin, its format named.
+	r = runLocalStdin(t, simLog(perSec, secs), "simulate", rules, "--log", "-", "--format", "combined", "-o", "json")
+	var fromStdin simulateOutput
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &fromStdin) != nil || fromStdin.File.Rules[0].Admitted != want {
+		t.Fatalf("simulate --log -: %+v", r)
 	}
 	r = runLocal(t, "simulate", rules, "--log", log)
 	for _, s := range []string{"unparseable line 1: client address \"this\"", "orders-per-ip", fmt.Sprint(want), "ip=192.0.2.7 (" + fmt.Sprint(perSec*secs-want) + ")"} {
