@@ -75,7 +75,7 @@ type Options struct {
 	// means DefaultTopKeys.
 	TopKeys int
 	// MaxKeysPerLimit caps the keys each limit keeps, as the gateway's
-	// --max-keys-per-limit does; 0 means limit.DefaultMaxKeys.
+	// --max-keys does; 0 means limit.DefaultMaxKeys.
 	MaxKeysPerLimit int
 	// EncodedSlashes is the gateway's --encoded-slashes; the zero value
 	// refuses paths with %2F, as a gateway does by default.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/replay"
 )
 
@@ -23,6 +24,9 @@ func simulateFlags(fs *flag.FlagSet) {
 	fs.String("against", "", "published: replay the namespace's published version too, side by side")
 	fs.String("host", "", "the Host of lines that name none (combined logs), for routes that match hosts")
 	fs.Int("top", replay.DefaultTopKeys, "how many of the most rejected keys to show per limit")
+	fs.Int("max-keys", 0, "most keys one limit tracks, as the gateways' --max-keys (0: their default)")
+	slashes := proxy.SlashReject
+	fs.TextVar(&slashes, "encoded-slashes", proxy.SlashReject, "%2F in paths, as the gateways' --encoded-slashes: reject, decode or keep")
 }
 
 // simulateOutput is `simulate -o json`.
@@ -78,7 +82,15 @@ func cmdSimulate(c *cli, fs *flagSet, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", rf.name, err)
 	}
-	opts := replay.Options{TopKeys: top}
+	maxKeys, err := strconv.Atoi(str(fs, "max-keys"))
+	if err != nil || maxKeys < 0 {
+		return fmt.Errorf("--max-keys %q: must be 0 or more", str(fs, "max-keys"))
+	}
+	var slashes proxy.SlashPolicy
+	if err := slashes.UnmarshalText([]byte(str(fs, "encoded-slashes"))); err != nil {
+		return fmt.Errorf("--encoded-slashes: %w", err)
+	}
+	opts := replay.Options{TopKeys: top, MaxKeysPerLimit: maxKeys, EncodedSlashes: slashes}
 	out := simulateOutput{Log: logPath, File: simulateSide{Source: rf.name}}
 	var sims []*replay.Sim
 	defer func() {

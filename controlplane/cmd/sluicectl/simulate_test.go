@@ -101,6 +101,8 @@ func TestSimulateBadInput(t *testing.T) {
 		{"against the draft", []string{"simulate", rules, "--log", log, "--against", "draft"}, `--against "draft": must be published`},
 		{"missing log", []string{"simulate", rules, "--log", log + ".gone"}, "reading the log: open"},
 		{"invalid rules", []string{"simulate", writeTemp(t, "bad.yaml", strings.Replace(shopRules, "rate: 100", "rate: -1", 1)), "--log", log}, "limits[0].rate: must be > 0"},
+		{"bad encoded-slashes", []string{"simulate", rules, "--log", log, "--encoded-slashes", "maybe"}, `encoded-slash policy "maybe" is not reject, decode or keep`},
+		{"negative max-keys", []string{"simulate", rules, "--log", log, "--max-keys", "-1"}, `--max-keys "-1": must be 0 or more`},
 		{"no token for published", []string{"simulate", rules, "--log", log, "--against", "published", "--token", "", "--token-file", "/nonexistent"}, "token file"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
