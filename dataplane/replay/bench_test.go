@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -147,5 +148,47 @@ func TestBenchSimulate(t *testing.T) {
 		st.Lines, st.Replayed, st.Unparseable, len(res.Rules), took, float64(st.Lines)/took.Seconds(), rejected, shadow, ms.HeapInuse>>20, ms.Sys>>20)
 	if st.Replayed != lines || len(res.Rules) != 100 || rejected == 0 || shadow == 0 {
 		t.Fatalf("stats %+v, %d rules, %d rejected, %d shadow: want every line replayed and some rejections of each kind", st, len(res.Rules), rejected, shadow)
+	}
+
+	// Side by side (simulate --against published): the set and a copy with
+	// its per-API-key windows ten times looser, in one pass.
+	loose, err := api.Decode([]byte(strings.ReplaceAll(benchRules(), "fixed_window, rate: 300, period: 1m}", "fixed_window, rate: 3000, period: 1m}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := api.Validated(loose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin = time.Now()
+	a, err := New(v, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New(lv, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	lr, _ = NewReader(f, FormatAuto)
+	if _, err := Run(context.Background(), lr, a, b); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := a.Result()
+	rb, _ := b.Result()
+	sum := func(r Result) (n int64) {
+		for _, rr := range r.Rules {
+			n += rr.Rejected
+		}
+		return n
+	}
+	t.Logf("side by side: %d lines through two 100-limit sets in %v; %d rejections (as alone) vs %d (looser API-key windows)",
+		lines, time.Since(begin), sum(ra), sum(rb))
+	if sum(ra) != rejected || sum(rb) >= sum(ra) {
+		t.Fatalf("side by side: %d and %d rejections, want %d (as alone) and fewer", sum(ra), sum(rb), rejected)
 	}
 }
