@@ -6,9 +6,11 @@ require (
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/gin-gonic/gin v1.10.1
 	github.com/jackc/pgx/v5 v5.7.5
+	github.com/oapi-codegen/runtime v1.9.0
 	github.com/pressly/goose/v3 v3.26.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/sluicegw/sluice/api v0.0.0
+	github.com/sluicegw/sluice/etcdwatch v0.0.0
 	github.com/sluicegw/sluice/migrations v0.0.0
 	github.com/trustelem/zxcvbn v1.0.1
 	go.etcd.io/etcd/api/v3 v3.7.3
@@ -17,6 +19,7 @@ require (
 	go.uber.org/zap v1.27.1
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto v0.59.0
+	golang.org/x/term v0.48.0
 	gorm.io/driver/postgres v1.6.0
 	gorm.io/gorm v1.31.1
 )
@@ -24,8 +27,11 @@ require (
 require (
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/dlclark/regexp2 v1.11.0 // indirect
-	github.com/oapi-codegen/runtime v1.9.0 // indirect
-	golang.org/x/term v0.48.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/molecule-man/go-brrr v1.3.1 // indirect
+	github.com/test-go/testify v1.1.4 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasthttp v1.78.0 // indirect
 )
 
 require (
@@ -79,6 +85,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/sethvargo/go-retry v0.3.0 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
+	github.com/sluicegw/sluice/dataplane v0.0.0
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
@@ -122,3 +129,5 @@ replace github.com/sluicegw/sluice/api => ../api
 replace github.com/sluicegw/sluice/migrations => ../migrations
 
 replace github.com/sluicegw/sluice/etcdwatch => ../etcdwatch
+
+replace github.com/sluicegw/sluice/dataplane => ../dataplane

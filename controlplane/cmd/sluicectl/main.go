@@ -250,6 +250,9 @@ func commands() []*command {
 		}},
 		{name: "export", args: "[--version N]", summary: "Print the published (or given) version as YAML.", example: "sluicectl export -n shop > rules/shop.yaml",
 			remote: true, flags: func(fs *flag.FlagSet) { fs.Int("version", 0, "this version instead of the newest") }, run: cmdExport},
+		{name: "simulate", args: "FILE --log PATH [--format combined|json] [--against published]",
+			summary: "Replay an access log through FILE's limits offline, on the log's own clock; --against published shows the published version beside it.",
+			example: "sluicectl simulate rules/shop.yaml --log access.log --against published -n shop", nargs: [2]int{1, 1}, remote: true, flags: simulateFlags, run: cmdSimulate},
 		{name: "nodes", summary: "The namespace's gateway nodes, through the control plane.", sub: []*command{
 			{name: "list", summary: "List live and recently gone nodes.", example: "sluicectl nodes list -n shop", remote: true, run: cmdNodesList},
 			{name: "drain", args: "NODE [--ttl D]", summary: "Drain a node (its /readyz fails) until the TTL ends or the override is cleared.",
