@@ -37,6 +37,12 @@ func Normalizations() int64 { return normalizations.Load() }
 func (rs *RuleSet) Normalize() *RuleSet {
 	normalizations.Add(1)
 	n := rs.Clone()
+	if n.Kind == KindGateway {
+		n.Kind = "" // the default, written as absent
+	}
+	if n.IsService() {
+		n.normalizeService()
+	}
 	for i := range n.Routes {
 		r := &n.Routes[i]
 		for j, h := range r.Match.Hosts {
@@ -51,6 +57,9 @@ func (rs *RuleSet) Normalize() *RuleSet {
 				hs[textproto.CanonicalMIMEHeaderKey(name)] = r.Match.Headers[name]
 			}
 			r.Match.Headers = hs
+		}
+		if n.IsService() {
+			continue // no upstream: absent
 		}
 		if r.Upstream.Timeout == 0 {
 			r.Upstream.Timeout = Duration(DefaultUpstreamTimeout)

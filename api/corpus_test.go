@@ -58,6 +58,9 @@ var goOnly = map[string][]string{
 		"tier-duplicate-id"},
 	"a quota's timezone is an IANA zone that time.LoadLocation knows (a database, not a pattern)": {
 		"quota-timezone-unknown"},
+	"in a kind: service document a rule names routes or resources, a resource has one breaker and one degrade plan, and a rule naming resources keys only on global, route and sdk: parts and has no cost; sdk: parts only on rules naming resources alone (conditions across fields and a reference between rules)": {
+		"service-rule-names-nothing", "sdk-key-in-gateway", "resource-rule-keyed-on-ip", "sdk-key-on-route-rule",
+		"resource-two-breakers", "resource-rule-with-cost"},
 	"identity duration ranges: clockSkew ≤ 5m, jwks.refresh 1s-24h (comparing the value of a duration string)": {
 		"identity-clock-skew-above-5m", "identity-refresh-below-1s"},
 }

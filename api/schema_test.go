@@ -67,6 +67,7 @@ func enums() map[reflect.Type][]string {
 	add(reflect.TypeFor[CookieDecoding](), reflect.ValueOf(CookieDecodings))
 	add(reflect.TypeFor[Calendar](), reflect.ValueOf(Calendars))
 	add(reflect.TypeFor[JWTAlgorithm](), reflect.ValueOf(JWTAlgorithms))
+	add(reflect.TypeFor[RuleSetKind](), reflect.ValueOf(RuleSetKinds))
 	return m
 }
 
@@ -317,6 +318,8 @@ func TestSchemaRequired(t *testing.T) {
 		"adaptive.yaml": MustReadFile(t, "adaptive.yaml"),
 		// What issue 28 added, likewise.
 		"identity.yaml": MustReadFile(t, "identity.yaml"),
+		// What issue 31 added: a kind: service document.
+		"service.yaml": MustReadFile(t, "service.yaml"),
 	}
 	conditional := map[string]bool{} // "Def.field"
 	for name, d := range defs {
@@ -338,6 +341,22 @@ func TestSchemaRequired(t *testing.T) {
 					req, _ := then["required"].([]any)
 					for _, f := range req {
 						conditional[name+"."+f.(string)] = true
+					}
+					// A branch may require a field of the items of a
+					// list property (RuleSet's kind decides whether
+					// routes[] need upstream).
+					props, _ := then["properties"].(schemaNode)
+					for prop, ps := range props {
+						psn, ok := ps.(schemaNode) // false: the property is refused
+						if !ok {
+							continue
+						}
+						items, _ := psn["items"].(schemaNode)
+						ireq, _ := items["required"].([]any)
+						for _, f := range ireq {
+							ref := resolveItems(t, d, prop)
+							conditional[ref+"."+f.(string)] = true
+						}
 					}
 				}
 			}
@@ -403,4 +422,17 @@ func TestSchemaRequired(t *testing.T) {
 	if len(all) < 50 {
 		t.Fatalf("only %d properties checked: %v", len(all), all)
 	}
+}
+
+// resolveItems returns the name of the definition the items of list property
+// prop of definition d refer to ("Route" for RuleSet's routes).
+func resolveItems(tb testing.TB, d schemaNode, prop string) string {
+	tb.Helper()
+	p, _ := d["properties"].(schemaNode)[prop].(schemaNode)
+	items, _ := p["items"].(schemaNode)
+	ref, ok := items["$ref"].(string)
+	if !ok {
+		tb.Fatalf("property %s's items name no definition", prop)
+	}
+	return strings.TrimPrefix(ref, "#/$defs/")
 }

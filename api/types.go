@@ -40,11 +40,17 @@ import "time"
 // published, diffed and rolled back. The zero value is an empty (invalid, for want
 // of a namespace) rule set.
 type RuleSet struct {
-	Namespace string    `json:"namespace"`
-	Routes    []Route   `json:"routes,omitempty"`
-	Limits    []Limit   `json:"limits,omitempty"`
-	Breakers  []Breaker `json:"breakers,omitempty"`
-	Degrades  []Degrade `json:"degrades,omitempty"`
+	Namespace string `json:"namespace"`
+	// Kind says what runs the rule set: empty (or KindGateway) a gateway;
+	// KindService a service through the in-service SDK (dataplane/sdk), whose
+	// routes have no upstream (its own handlers answer) and whose limits,
+	// breakers and degrade plans may name Resources. Each refuses the other's
+	// documents.
+	Kind     RuleSetKind `json:"kind,omitempty"`
+	Routes   []Route     `json:"routes,omitempty"`
+	Limits   []Limit     `json:"limits,omitempty"`
+	Breakers []Breaker   `json:"breakers,omitempty"`
+	Degrades []Degrade   `json:"degrades,omitempty"`
 	// Classes are the priority classes (see Class); empty means every
 	// request is of class "default".
 	Classes []Class `json:"classes,omitempty"`
@@ -54,11 +60,31 @@ type RuleSet struct {
 	Identities []Identity `json:"identities,omitempty"`
 }
 
-// Route sends the requests it matches to an upstream.
+// RuleSetKind says what runs a rule set (RuleSet.Kind).
+type RuleSetKind string
+
+// The kinds of rule set.
+const (
+	// KindGateway is a gateway's rule set: the default, written as absent.
+	KindGateway RuleSetKind = "gateway"
+	// KindService is a service's rule set, run by the in-service SDK: its
+	// routes have no upstream and its rules may name resources.
+	KindService RuleSetKind = "service"
+)
+
+// RuleSetKinds lists every RuleSetKind.
+var RuleSetKinds = []RuleSetKind{KindGateway, KindService}
+
+// MaxResourceLength bounds a resource name (Limit.Resources), in bytes.
+const MaxResourceLength = 256
+
+// Route sends the requests it matches to an upstream. In a kind: service
+// document a route has no upstream: it names requests the service's own
+// handlers answer, which the SDK's HTTP middleware guards.
 type Route struct {
 	ID       string   `json:"id"`
 	Match    Match    `json:"match"`
-	Upstream Upstream `json:"upstream"`
+	Upstream Upstream `json:"upstream,omitzero"`
 }
 
 // Match says which requests a route takes. Exactly one of Path, PathPrefix and
@@ -201,8 +227,13 @@ var ClusterModes = []ClusterMode{ModeExact, ModeBatched}
 // Limit is one rate or concurrency limit.
 type Limit struct {
 	ID string `json:"id"`
-	// Routes the limit applies to; empty means every route.
+	// Routes the limit applies to; empty means every route (in a kind:
+	// service document, only the routes and resources it names).
 	Routes []string `json:"routes,omitempty"`
+	// Resources are the SDK resources the limit applies to (the names a
+	// service passes to sdk.Guard.Do, or a gRPC full method name); only in
+	// kind: service documents.
+	Resources []string `json:"resources,omitempty"`
 	// Key is the list of dimensions whose values form the limited key: ip, route,
 	// global, header:NAME, query:NAME, cookie:NAME. Empty means [global].
 	Key []string `json:"key,omitempty"`
@@ -310,6 +341,9 @@ type LimitResponse struct {
 type Breaker struct {
 	ID     string   `json:"id"`
 	Routes []string `json:"routes,omitempty"`
+	// Resources are the SDK resources the breaker guards (see
+	// Limit.Resources); each has a breaker of its own.
+	Resources []string `json:"resources,omitempty"`
 	// Window is the rolling window over which ratios are computed. Required.
 	Window Duration `json:"window"`
 	// MinRequests is the number of requests in the window below which the
@@ -361,9 +395,12 @@ var DegradeModes = []DegradeMode{DegradeAuto, DegradeManual}
 // Degrade is a three-level degrade plan: 0 normal, 1 shed part of the traffic,
 // 2 shed all of it, answering with the fallback.
 type Degrade struct {
-	ID     string      `json:"id"`
-	Routes []string    `json:"routes,omitempty"`
-	Mode   DegradeMode `json:"mode"`
+	ID     string   `json:"id"`
+	Routes []string `json:"routes,omitempty"`
+	// Resources are the SDK resources the plan applies to (see
+	// Limit.Resources).
+	Resources []string    `json:"resources,omitempty"`
+	Mode      DegradeMode `json:"mode"`
 	// Level is the manual level: 0, 1 or 2. Auto mode requires 0.
 	Level int `json:"level,omitempty"`
 	// Triggers are required in auto mode (at least one level); manual mode

@@ -80,6 +80,8 @@ func (rs *RuleSet) Validate() error {
 type validator struct {
 	errs    *Errors
 	classes map[string]bool // declared class ids (RuleSet.Classes)
+	// service: the document is kind: service (see service.go).
+	service bool
 }
 
 func (v validator) add(path, format string, args ...any) { v.errs.add(path, format, args...) }
@@ -99,6 +101,7 @@ func (v validator) ruleSet(rs *RuleSet) {
 	} else {
 		v.id("namespace", rs.Namespace)
 	}
+	v.service = v.kind(rs)
 	if n := len(rs.Routes) + len(rs.Limits) + len(rs.Breakers) + len(rs.Degrades); n > MaxRules {
 		v.add("", "rule set has %d rules; the limit is %d", n, MaxRules)
 		return
@@ -131,6 +134,10 @@ func (v validator) ruleSet(rs *RuleSet) {
 	for i := range rs.Limits {
 		p := fmt.Sprintf("limits[%d]", i)
 		v.limit(p, &rs.Limits[i], routes)
+		v.ruleResources(p, rs.Limits[i].Routes, rs.Limits[i].Resources, rs.Limits[i].Key, nil)
+		if l := &rs.Limits[i]; v.service && l.Cost != nil && len(l.Resources) > 0 {
+			v.add(p+".cost", "does not apply to resources (a guarded call costs 1); name routes only, or drop cost")
+		}
 		v.identityLimit(p, &rs.Limits[i], rs)
 		dupID(p, "limits", rs.Limits[i].ID, i)
 	}
@@ -138,26 +145,34 @@ func (v validator) ruleSet(rs *RuleSet) {
 	allRoutes := slices.Sorted(maps.Keys(routes))
 	covered := map[string]string{}
 	every := ""
+	coveredRes := map[string]string{}
 	for i := range rs.Breakers {
 		p := fmt.Sprintf("breakers[%d]", i)
 		b := &rs.Breakers[i]
 		v.breaker(p, b, routes)
+		v.ruleResources(p, b.Routes, b.Resources, nil, coveredRes)
 		dupID(p, "breakers", b.ID, i)
-		v.exclusive(p, b.Routes, allRoutes, covered, &every, "breakers")
+		if !v.service || len(b.Routes) > 0 {
+			v.exclusive(p, b.Routes, allRoutes, covered, &every, "breakers")
+		}
 	}
 	clear(ids)
 	clear(covered)
+	clear(coveredRes)
 	every = ""
 	for i := range rs.Degrades {
 		p := fmt.Sprintf("degrades[%d]", i)
 		d := &rs.Degrades[i]
 		v.degrade(p, d, routes)
+		v.ruleResources(p, d.Routes, d.Resources, d.Key, coveredRes)
 		v.classRefs(p+".shedOrder", d.ShedOrder, v.classes)
 		if KeysOnJWT(d.Key) {
 			v.coveredByIdentity(p, "key parts jwt:", d.Routes, rs)
 		}
 		dupID(p, "degrades", d.ID, i)
-		v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
+		if !v.service || len(d.Routes) > 0 {
+			v.exclusive(p, d.Routes, allRoutes, covered, &every, "degrades")
+		}
 	}
 }
 
@@ -274,6 +289,12 @@ func (v validator) route(p string, r *Route) {
 	v.headers(mp+".headers", m.Headers)
 	up := &r.Upstream
 	upp := p + ".upstream"
+	if v.service {
+		if !up.isZero() {
+			v.add(upp, "a kind: service document's routes do not forward (the service's own handlers answer them); remove upstream")
+		}
+		return
+	}
 	if len(up.Targets) == 0 {
 		v.add(upp+".targets", "at least one target is required")
 	}
@@ -431,7 +452,7 @@ func ValidateKey(part string) error {
 	}
 	kind, name, ok := strings.Cut(part, ":")
 	if !ok {
-		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", part)
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, sdk:NAME)", part)
 	}
 	switch kind {
 	case "header":
@@ -446,12 +467,16 @@ func ValidateKey(part string) error {
 		if !cookiePattern.MatchString(name) {
 			return fmt.Errorf("%q: %q is not a valid cookie name", part, name)
 		}
+	case "sdk":
+		if !sdkKeyPattern.MatchString(name) {
+			return fmt.Errorf("%q: %q is not an SDK key name (1 to 64 letters, digits, _, . and -)", part, name)
+		}
 	case "jwt":
 		if !ValidClaimPath(name) {
 			return fmt.Errorf("%q: %q is not a claim name (letters, digits, _, - and $, dotted for nested claims: jwt:org.id; at most %d bytes)", part, name, MaxClaimPath)
 		}
 	default:
-		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM)", part)
+		return fmt.Errorf("%q is not a key dimension (ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, sdk:NAME)", part)
 	}
 	return nil
 }
