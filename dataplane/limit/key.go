@@ -28,6 +28,7 @@ const (
 	dimCookie
 	dimCookieRaw // a cookie part of a limit with cookieDecoding: raw
 	dimJWT       // a verified claim (jwt:CLAIM)
+	dimSDK       // a value the service passed to the SDK (sdk:NAME)
 )
 
 // dim is one key dimension of a limit.
@@ -79,6 +80,8 @@ func ParseKey(key []string, ipv6Prefix int) (Key, error) {
 			d.kind = dimCookie
 		case "jwt":
 			d.kind = dimJWT
+		case "sdk":
+			d.kind = dimSDK
 		default:
 			return ks, fmt.Errorf("%q is not a key dimension", k)
 		}
@@ -144,6 +147,10 @@ func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 		// The verified claims (reqview.Claims): missing when the request
 		// has no valid token (an invalid one never gets this far).
 		return v.Claims.Get(d.name)
+	case dimSDK:
+		// What the service passed with the call (reqview.View.Keys).
+		p := v.Keys[d.name]
+		return p, p != ""
 	}
 	return "", true
 }

@@ -88,6 +88,10 @@ type View struct {
 	// valid token; nil otherwise. jwt:CLAIM key parts, tiers and classes
 	// read them.
 	Claims *Claims
+	// Keys are the values a service passes with a guarded call (sdk.Keys in
+	// package dataplane/sdk), which sdk:NAME key parts read; nil outside
+	// the in-service SDK. An empty value is a missing one, as for every part.
+	Keys map[string]string
 
 	checked checked
 }

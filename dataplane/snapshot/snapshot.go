@@ -45,6 +45,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -146,6 +147,9 @@ type route struct {
 // snapshot took so far.
 func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts Options) (_ *Snapshot, err error) {
 	norm := v.Rules()
+	if norm.IsService() {
+		return nil, errServiceDocument
+	}
 	if opts.Now == nil {
 		opts.Now = limit.Now
 	}
@@ -214,6 +218,9 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	}
 	return s, nil
 }
+
+// errServiceDocument refuses a kind: service rule set on a gateway.
+var errServiceDocument = errors.New("kind: service: this rule set is for services running the in-service SDK (dataplane/sdk), not for a gateway; publish it to the service's namespace, or remove kind: service and give every route an upstream")
 
 // routeKeyCheck returns the check of every key that applies to the route:
 // its limits' (with their cookieDecoding) and its degrade plans'.
