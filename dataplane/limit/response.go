@@ -139,6 +139,10 @@ type problem struct {
 // instead, with the same headers: grpc-status 8 RESOURCE_EXHAUSTED and a
 // grpc-message naming the rule (proxy.WriteGRPCStatus).
 func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decision, requestID string) {
+	if t, ok := w.(RefusalTaker); ok { // the SDK's Guard.Do: the refusal as data
+		t.TakeRefusal("limit", ru.l.ID, rejectStatus(ru), time.Duration(ceilSeconds(d.RetryAfter, 1))*time.Second)
+		return
+	}
 	h := w.Header()
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)

@@ -124,6 +124,18 @@ func NewRouter(routes []api.Route, tr *Transport) (*Router, error) {
 // target URL). Call CloseIdle on the Router once it is retired, or at once if
 // it is never used.
 func NewRouterWith(routes []api.Route, tr *Transport, s RouterSettings) (*Router, error) {
+	return newRouter(routes, tr, s, true)
+}
+
+// NewMatcher returns a Router that only matches: its routes have no
+// upstream (Route.Upstream is nil) and it holds no connection pool. The
+// in-service SDK's HTTP middleware matches a kind: service document's routes
+// with it, by the same rules as a gateway.
+func NewMatcher(routes []api.Route, s RouterSettings) (*Router, error) {
+	return newRouter(routes, nil, s, false)
+}
+
+func newRouter(routes []api.Route, tr *Transport, s RouterSettings, upstreams bool) (*Router, error) {
 	rt := &Router{
 		exact:   map[string][]entry{},
 		prefix:  map[string][]entry{},
@@ -134,12 +146,15 @@ func NewRouterWith(routes []api.Route, tr *Transport, s RouterSettings) (*Router
 	decode := rt.slashes == SlashDecode
 	for i := range routes {
 		r := &routes[i]
-		up, err := newUpstream(r, tr, decode)
-		if err != nil {
-			rt.CloseIdle()
-			return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
+		var up *Upstream
+		if upstreams {
+			var err error
+			if up, err = newUpstream(r, tr, decode); err != nil {
+				rt.CloseIdle()
+				return nil, fmt.Errorf("compiling route %q: %w", r.ID, err)
+			}
+			up.startHealth(r, s.Metrics)
 		}
-		up.startHealth(r, s.Metrics)
 		route := &Route{ID: r.ID, Index: i, Upstream: up}
 		rt.routes = append(rt.routes, route)
 		rt.byID[r.ID] = route
@@ -551,7 +566,9 @@ func splitHost(host string) (name, port string) {
 func (rt *Router) CloseIdle() {
 	rt.closeOnce.Do(func() {
 		for _, r := range rt.routes {
-			r.Upstream.release()
+			if r.Upstream != nil {
+				r.Upstream.release()
+			}
 		}
 	})
 }
