@@ -338,6 +338,9 @@ func (g *Guard) Status() Status {
 // operator's drain override does on a gateway, or serves again (false).
 func (g *Guard) Drain(on bool) { g.drained.Store(on) }
 
+// Drained reports whether an operator drain refuses every guarded call.
+func (g *Guard) Drained() bool { return g.drained.Load() }
+
 // Service returns the applied rules (nil before the first), for the HTTP
 // and gRPC adapters.
 func (g *Guard) Service() *snapshot.Service { return g.cur.Load() }

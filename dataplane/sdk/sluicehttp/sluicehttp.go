@@ -1,0 +1,93 @@
+// Package sluicehttp guards a service's HTTP handlers with its Sluice rule
+// set (package dataplane/sdk): Middleware matches each request on the
+// routes of the service's kind: service document (routes without upstream:
+// the service's own handlers answer them), by the gateway's router, and
+// runs the gateway's decisions on it — degrade → limits → breaker →
+// handler → record — answering refusals exactly as a gateway does: 429 or
+// 503 with Retry-After, the RateLimit and X-RateLimit headers, and an
+// application/problem+json body naming the rule (or the rule's own body; a
+// gRPC status to a gRPC request), written by the same code. The client
+// address limits key on is the peer, or the X-Forwarded-For client when the
+// peer is one of Config.TrustedProxies (api.ClientIP, the gateway's rule).
+//
+// A handler's 5xx answers (the breaker's failureStatuses) and panics are
+// failures for the route's breaker and degrade plan; a client that went
+// away is no outcome. A request no route matches, and every request before
+// the first rule set arrives, goes to the handler unguarded.
+package sluicehttp
+
+import (
+	"net/http"
+
+	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/sdk"
+)
+
+// Middleware returns next guarded by g's rules for the service's routes.
+func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := g.Service()
+		if s == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		v := reqview.FromRequest(r)
+		gd := s.Match(&v)
+		if g.Drained() {
+			w.Header().Set(api.HeaderRetryAfter, "1")
+			proxy.WriteProblemID(w, r.Header, r.Header.Get(api.HeaderRequestID), http.StatusServiceUnavailable,
+				"Service Unavailable", "this instance is drained by an operator")
+			return
+		}
+		if gd == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		v.ClientIP, v.TrustedPeer = s.ClientIP(r)
+		v.RequestID = r.Header.Get(api.HeaderRequestID)
+		p, ok := s.Enter(w, gd, &v) // a refusal is written as the gateway writes it
+		if !ok {
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		finished := false
+		defer func() {
+			if !finished { // the handler panicked: a failure; the panic goes on
+				p.End(s.Now(), true, false)
+			}
+		}()
+		next.ServeHTTP(sw, r)
+		finished = true
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		p.End(s.Now(), gd.Failed(status), r.Context().Err() != nil)
+	})
+}
+
+// statusWriter records the status the handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Flush,
+// deadlines, Hijack).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
