@@ -1,0 +1,49 @@
+package sdk
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportGraph: the SDK and its adapters bring no Gin, GORM or etcd
+// server into a service (go list -deps over sdk/...), and only sluicegrpc
+// imports google.golang.org/grpc itself (the etcd client underneath uses
+// it as its transport).
+func TestImportGraph(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 || !contains(deps, "github.com/sluicegw/sluice/dataplane/sdk/sluicegrpc") {
+		t.Fatalf("go list listed %d packages; want the SDK's whole graph", len(deps))
+	}
+	for _, p := range deps {
+		for _, banned := range []string{"github.com/gin-gonic/", "gorm.io/", "go.etcd.io/etcd/server/", "github.com/sluicegw/sluice/controlplane"} {
+			if strings.HasPrefix(p, banned) {
+				t.Errorf("the SDK imports %s", p)
+			}
+		}
+	}
+	out, err = exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, ".", "./sluicehttp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "google.golang.org/grpc") {
+		t.Errorf("a package other than sluicegrpc imports grpc:\n%s", out)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
