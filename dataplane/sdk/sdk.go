@@ -142,6 +142,7 @@ type Guard struct {
 	statMu  sync.Mutex
 	lastErr string
 
+	src     atomic.Pointer[source.Etcd] // with Config.Etcd
 	group   *group.Group
 	closers []func() error
 	closed  sync.Once
@@ -232,6 +233,7 @@ func (g *Guard) followEtcd(ctx context.Context) error {
 	g.closers = append(g.closers, c.Close)
 	src := &source.Etcd{Client: c, Namespace: cfg.Namespace, Keys: api.Keys{Prefix: cfg.EtcdPrefix}, Labels: cfg.Labels,
 		StateDir: cfg.StateDir, Logger: g.log, Verifier: verifier}
+	g.src.Store(src)
 	if err := src.Start(ctx, g.apply); err != nil {
 		if !errors.Is(err, source.ErrNoState) {
 			return fmt.Errorf("sdk: %w", err)
@@ -320,6 +322,12 @@ type Status struct {
 	Source   string
 	// LastApplyError is why the last version was refused, if it was.
 	LastApplyError string
+	// Etcd is the etcd source's state (connected, booted from the state
+	// dir, ...); nil with a rules file.
+	Etcd *source.EtcdStatus
+	// SignatureRejections counts the etcd values refused for their
+	// signature (a forged or unsigned rule set, canary or state file).
+	SignatureRejections int64
 }
 
 // Status reports the applied version and the last apply error.
@@ -327,6 +335,10 @@ func (g *Guard) Status() Status {
 	var st Status
 	if s := g.cur.Load(); s != nil {
 		st.Version, st.Checksum, st.Source = s.Version, s.Checksum, s.Source
+	}
+	if src := g.src.Load(); src != nil {
+		es := src.Status()
+		st.Etcd, st.SignatureRejections = &es, src.SignatureRejections()
 	}
 	g.statMu.Lock()
 	st.LastApplyError = g.lastErr
