@@ -59,10 +59,22 @@ type Override struct {
 	Revision int64      `json:"revision,omitempty"`
 }
 
+// NodeKind is what kind of node registered (NodeStatus.Kind).
+type NodeKind string
+
+// NodeKindSDK is a service running the in-service SDK (package
+// dataplane/sdk); a gateway's kind is empty.
+const NodeKindSDK NodeKind = "sdk"
+
 // NodeStatus is a node's registration, bound to a lease under Keys.Node.
 type NodeStatus struct {
-	NodeID         string            `json:"nodeId"`
-	Namespace      string            `json:"namespace"`
+	NodeID    string `json:"nodeId"`
+	Namespace string `json:"namespace"`
+	// Kind is what the node is: empty for a gateway, NodeKindSDK for a
+	// service running the in-service SDK (whose NodeID is its instance).
+	Kind NodeKind `json:"kind,omitempty"`
+	// Service names the service of an SDK node (NodeKindSDK).
+	Service        string            `json:"service,omitempty"`
 	Address        string            `json:"address"`
 	AdminAddress   string            `json:"adminAddress,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`

@@ -94,6 +94,12 @@ func (s *NodeStatus) Check() Errors {
 	if s.Namespace != "" && !ValidID(s.Namespace) {
 		bad("namespace", "must be a valid namespace name")
 	}
+	if s.Kind != "" && s.Kind != NodeKindSDK {
+		bad("kind", fmt.Sprintf("%q is not a node kind (absent for a gateway, or sdk)", s.Kind))
+	}
+	if s.Service != "" && !ValidID(s.Service) {
+		bad("service", "must be a valid service name ([a-z0-9][a-z0-9-]{0,62})")
+	}
 	if len(s.Labels) > MaxNodeLabels {
 		bad("labels", fmt.Sprintf("must hold at most %d labels", MaxNodeLabels))
 	} else {

@@ -54,6 +54,9 @@ func TestDecodeRegistration(t *testing.T) {
 		{desc: "build too long", edit: func(s *NodeStatus) { s.Build = strings.Repeat("b", MaxBuildLength+1) }, want: "build"},
 		{desc: "build with control characters", edit: func(s *NodeStatus) { s.Build = "v1\x1b[2J" }, want: "build"},
 		{desc: "negative version", edit: func(s *NodeStatus) { s.Version = -1 }, want: "version"},
+		{desc: "an sdk node", edit: func(s *NodeStatus) { s.Kind, s.Service, s.Address = NodeKindSDK, "orders", "" }},
+		{desc: "unknown kind", edit: func(s *NodeStatus) { s.Kind = "sidecar" }, want: "kind:"},
+		{desc: "service of HTML", edit: func(s *NodeStatus) { s.Kind, s.Service = NodeKindSDK, "<b>x</b>" }, want: "service:"},
 		{desc: "too many labels", edit: func(s *NodeStatus) {
 			s.Labels = map[string]string{}
 			for i := range MaxNodeLabels + 1 {
