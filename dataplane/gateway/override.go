@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"math"
-	"time"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/degrade"
@@ -27,32 +26,14 @@ func (n *Node) ApplyOverride(ov api.Override) {
 	if s == nil {
 		return
 	}
-	set := s.Degrades()
-	for rule := range old.DegradeLevels {
-		if _, still := ov.DegradeLevels[rule]; !still {
-			if err := set.ClearOverride(rule); err != nil && !errors.Is(err, degrade.ErrUnknownRule) {
-				n.log.Warn("clearing degrade override", "rule", rule, "err", err)
-			}
-		}
-	}
-	n.applyLevelsLocked(set)
+	s.Degrades().ApplyOperatorOverride(old, ov, n.log)
 	n.log.Info("operator override applied", "drain", ov.Drain, "degradeLevels", ov.DegradeLevels, "by", ov.By, "reason", ov.Reason)
 }
 
-// applyLevelsLocked (re)sets the override's degrade levels on set, renewing
-// them: an override without an expiry lasts until it is removed, and the
-// degrade package caps one setting at MaxOverrideTTL.
+// applyLevelsLocked (re)sets the override's degrade levels on set (a new
+// rule set's), renewing them (degrade.Set.ApplyOperatorOverride).
 func (n *Node) applyLevelsLocked(set *degrade.Set) {
-	ov := n.override
-	until := time.Now().Add(degrade.MaxOverrideTTL)
-	if ov.Expires != nil {
-		until = *ov.Expires
-	}
-	for rule, level := range ov.DegradeLevels {
-		if err := set.SetOverride(rule, level, until); err != nil {
-			n.log.Warn("node override names a degrade rule this node cannot apply", "rule", rule, "level", level, "err", err)
-		}
-	}
+	set.ApplyOperatorOverride(api.Override{}, n.override, n.log)
 }
 
 // Override returns the operator override in force.
