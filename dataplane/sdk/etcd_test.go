@@ -87,7 +87,7 @@ func TestFollowEtcd(t *testing.T) {
 	}
 	state := t.TempDir()
 	publish(t, c, good, 1, 1)
-	cfg := Config{Namespace: "orders-svc", Etcd: te.Endpoints, TrustKeys: trust, StateDir: state, Logger: discard()}
+	cfg := Config{Namespace: "orders-svc", NodeID: "orders-1", Etcd: te.Endpoints, TrustKeys: trust, StateDir: state, Logger: discard()}
 	g, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +118,38 @@ func TestFollowEtcd(t *testing.T) {
 		t.Fatalf("version 3's limit l3 is new: %v", err)
 	}
 
+	// One fleet: the instance registers as a node of kind sdk, and an
+	// operator's (signed) drain override refuses every guarded call.
+	var reg api.NodeStatus
+	waitFor(t, "the registration", func() bool {
+		resp, err := c.Get(ctx, api.Keys{}.Node("orders-svc", "orders-1"))
+		if err != nil || len(resp.Kvs) == 0 {
+			return false
+		}
+		reg, err = api.DecodeRegistration("orders-1", resp.Kvs[0].Value)
+		return err == nil && reg.Version == 3
+	})
+	if reg.Kind != api.NodeKindSDK || reg.Service != "orders-svc" || reg.NodeID != "orders-1" {
+		t.Fatalf("registration %+v", reg)
+	}
+	ovKey := api.Keys{}.Override("orders-svc", "orders-1")
+	ov, err := good.Sign(ovKey, []byte(`{"drain": true, "by": "op", "reason": "test"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, ovKey, string(ov)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drain", func() bool { return g.Drained() })
+	if rej := rejected(t, g.Do(ctx, "x", nil, ok)); rej.Rule != ErrDrained || rej.Status != 503 {
+		t.Fatalf("drained: %+v", rej)
+	}
+
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if resp, err := c.Get(ctx, api.Keys{}.Node("orders-svc", "orders-1")); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the registration outlived Close: %v %v", resp, err)
 	}
 	te.Stop()
 	g2, err := New(context.Background(), cfg)

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/limit"
 	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/registry"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
@@ -60,9 +62,18 @@ type Config struct {
 	// Namespace is the namespace whose kind: service rule set the service
 	// runs.
 	Namespace string
-	// NodeID names this instance (its registration, with etcd); empty means
-	// the host name.
+	// NodeID names this instance: its registration (kind: sdk) and its
+	// operator override key, with Etcd; empty means the host name.
 	NodeID string
+	// Service names the service in its registration; empty means
+	// Namespace.
+	Service string
+	// Build is the service's build string in its registration; empty
+	// means "sdk".
+	Build string
+	// Address is the service's own traffic address, shown on the Nodes
+	// page (host:port); empty means none.
+	Address string
 	// Labels are this instance's labels, which canary selectors match.
 	Labels map[string]string
 	// Etcd are the etcd endpoints to follow the control plane's published
@@ -143,6 +154,11 @@ type Guard struct {
 	lastErr string
 
 	src     atomic.Pointer[source.Etcd] // with Config.Etcd
+	reg     atomic.Pointer[registry.Registrar]
+	started time.Time
+
+	ovMu     sync.Mutex
+	override api.Override // the operator override in force
 	group   *group.Group
 	closers []func() error
 	closed  sync.Once
@@ -174,7 +190,20 @@ func New(ctx context.Context, cfg Config) (_ *Guard, err error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
-	g := &Guard{cfg: cfg, log: cfg.Logger, group: group.New(group.Settings{Logger: cfg.Logger})}
+	if cfg.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("sdk: Config.NodeID is empty and the host name unknown: %w", err)
+		}
+		cfg.NodeID = h
+	}
+	if cfg.Service == "" {
+		cfg.Service = cfg.Namespace
+	}
+	if cfg.Build == "" {
+		cfg.Build = "sdk"
+	}
+	g := &Guard{cfg: cfg, log: cfg.Logger, group: group.New(group.Settings{Logger: cfg.Logger}), started: time.Now()}
 	g.opts = snapshot.Options{Metrics: cfg.Metrics, Logger: cfg.Logger, TrustedProxies: cfg.TrustedProxies, Now: cfg.Now}
 	defer func() {
 		if err != nil {
@@ -241,7 +270,49 @@ func (g *Guard) followEtcd(ctx context.Context) error {
 		g.log.Warn("sdk: no rule set yet: calls run unguarded until the first version arrives", "namespace", cfg.Namespace, "err", err)
 	}
 	g.group.Go(context.Background(), "etcd-source", func(ctx context.Context) error { return src.Run(ctx, g.apply) })
+	// One fleet with the gateways: the instance registers as a node of
+	// kind sdk and follows its operator override key (drain, forced
+	// degrade levels), through the gateways' own registry package.
+	ovr := &registry.Overrides{Client: c, Keys: src.Keys, Namespace: cfg.Namespace, NodeID: cfg.NodeID, Logger: g.log,
+		OnChange: g.applyOverride, Verifier: verifier}
+	reg := &registry.Registrar{Client: c, Keys: src.Keys, Namespace: cfg.Namespace, NodeID: cfg.NodeID, Logger: g.log,
+		NodeStatus: func() api.NodeStatus {
+			st := g.NodeStatus()
+			st.SignatureRejections += ovr.Status().SignatureRejections
+			st.AcceptsUnsigned = verifier == nil
+			return st
+		}}
+	g.reg.Store(reg)
+	g.group.Go(context.Background(), "registration", reg.Run)
+	g.group.Go(context.Background(), "overrides", ovr.Run)
 	return nil
+}
+
+// applyOverride takes up an operator override for this instance: drain
+// (every guarded call refused with 503) and forced degrade levels.
+func (g *Guard) applyOverride(ov api.Override) {
+	g.ovMu.Lock()
+	defer g.ovMu.Unlock()
+	old := g.override
+	g.override = ov
+	g.drained.Store(ov.Drain)
+	if s := g.cur.Load(); s != nil {
+		s.Degrades().ApplyOperatorOverride(old, ov, g.log)
+	}
+	g.log.Info("sdk: operator override applied", "drain", ov.Drain, "degradeLevels", ov.DegradeLevels, "by", ov.By, "reason", ov.Reason)
+}
+
+// NodeStatus is the instance's registration value (kind sdk).
+func (g *Guard) NodeStatus() api.NodeStatus {
+	st := g.Status()
+	ns := api.NodeStatus{NodeID: g.cfg.NodeID, Namespace: g.cfg.Namespace, Kind: api.NodeKindSDK, Service: g.cfg.Service,
+		Address: g.cfg.Address, Labels: g.cfg.Labels, Build: g.cfg.Build, StartedAt: g.started,
+		Version: st.Version, Checksum: st.Checksum, Source: st.Source, LastApplyError: st.LastApplyError,
+		SignatureRejections: st.SignatureRejections, Draining: g.drained.Load()}
+	if s := g.cur.Load(); s != nil {
+		ns.AppliedAt = s.AppliedAt
+	}
+	return ns
 }
 
 // apply decodes, validates and compiles one document and swaps it in; on
@@ -292,6 +363,11 @@ func (g *Guard) compile(ctx context.Context, u source.Update) error {
 	if prev != nil {
 		prev.Retire(next)
 	}
+	g.ovMu.Lock()
+	if len(g.override.DegradeLevels) > 0 {
+		next.Degrades().ApplyOperatorOverride(api.Override{}, g.override, g.log)
+	}
+	g.ovMu.Unlock()
 	g.log.Info("sdk: rule set applied", "source", meta.Source, "version", meta.Version, "checksum", meta.Checksum)
 	return nil
 }
