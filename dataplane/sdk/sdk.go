@@ -159,10 +159,10 @@ type Guard struct {
 
 	ovMu     sync.Mutex
 	override api.Override // the operator override in force
-	group   *group.Group
-	closers []func() error
-	closed  sync.Once
-	drained atomic.Bool
+	group    *group.Group
+	closers  []func() error
+	closed   sync.Once
+	drained  atomic.Bool
 }
 
 // New starts a Guard: it applies the rules file (an invalid one is an
