@@ -141,7 +141,7 @@ func TestFollowEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the drain", func() bool { return g.Drained() })
-	if rej := rejected(t, g.Do(ctx, "x", nil, ok)); rej.Rule != ErrDrained || rej.Status != 503 {
+	if rej := rejected(t, g.Do(ctx, "x", nil, ok)); rej.Rule != RuleDrained || rej.Status != 503 {
 		t.Fatalf("drained: %+v", rej)
 	}
 

@@ -37,7 +37,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,7 +120,8 @@ type Keys map[string]string
 // Rejected is the error Do returns when a rule refuses the call; fn did not
 // run. Use errors.As to read it.
 type Rejected struct {
-	// Kind is what refused: "limit", "breaker" or "degrade".
+	// Kind is what refused: "limit", "breaker", "degrade", or "override"
+	// (a drain; Rule is RuleDrained).
 	Kind string
 	// Rule is the refusing rule's id.
 	Rule string
@@ -133,13 +133,15 @@ type Rejected struct {
 	RetryAfter time.Duration
 }
 
+// Error names the refusing rule and when to retry.
 func (r *Rejected) Error() string {
 	return fmt.Sprintf("sluice: %s %q refused the call; retry after %s", r.Kind, r.Rule, r.RetryAfter)
 }
 
-// ErrDrained is the Rule of a refusal while an operator drains the instance
-// (override drain): every guarded call is refused with 503.
-const ErrDrained = "drained"
+// RuleDrained is the Rule of the refusal (Kind "override", status 503)
+// of every guarded call while the instance is drained (Drain, or an
+// operator's drain override).
+const RuleDrained = "drained"
 
 // Guard guards a service's calls with its rule set. Create it with New and
 // Close it when done. It is safe for concurrent use.
@@ -465,7 +467,7 @@ var calls = sync.Pool{New: func() any { return new(call) }}
 
 func (g *Guard) do(ctx context.Context, s *snapshot.Service, gd *snapshot.Guarded, keys Keys, fn func(ctx context.Context) error) (err error) {
 	if g.drained.Load() {
-		return &Rejected{Kind: "override", Rule: ErrDrained, Status: http.StatusServiceUnavailable, RetryAfter: time.Second}
+		return &Rejected{Kind: "override", Rule: RuleDrained, Status: http.StatusServiceUnavailable, RetryAfter: time.Second}
 	}
 	c := calls.Get().(*call)
 	c.v = reqview.View{RouteID: gd.ID(), Keys: keys, Ctx: ctx}
@@ -524,13 +526,10 @@ func (r *recorder) WriteHeader(status int) {
 	}
 }
 
-// rejected is the refusal recorded. A refusal the deciding code wrote as an
-// answer rather than as data (an ambiguous request's 400: never for a call,
-// whose keys are only sdk: parts) is reported by its status.
+// rejected is the refusal recorded. Every refusal of a call comes as data
+// (TakeRefusal): the only answer the deciding code writes instead, an
+// ambiguous request's 400, needs header, query or cookie key parts, which
+// rules naming resources cannot have (api refuses them).
 func (r *recorder) rejected() *Rejected {
-	if r.kind == "" {
-		retry, _ := strconv.Atoi(r.h.Get(api.HeaderRetryAfter))
-		return &Rejected{Kind: "request", Rule: "", Status: r.status, RetryAfter: time.Duration(retry) * time.Second}
-	}
 	return &Rejected{Kind: r.kind, Rule: r.rule, Status: r.status, RetryAfter: r.retry}
 }

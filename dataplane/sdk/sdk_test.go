@@ -199,7 +199,7 @@ func TestDoDegradeAndDrain(t *testing.T) {
 		t.Fatalf("rejection %+v", rej)
 	}
 	g.Drain(true)
-	if rej := rejected(t, g.Do(ctx, "anything", nil, ok)); rej.Rule != ErrDrained || rej.Status != 503 {
+	if rej := rejected(t, g.Do(ctx, "anything", nil, ok)); rej.Rule != RuleDrained || rej.Status != 503 {
 		t.Fatalf("drained: %+v", rej)
 	}
 	g.Drain(false)
