@@ -17,6 +17,9 @@ const shots = process.env.UPDATE_SCREENSHOTS === '1' ? join(root, 'docs', 'scree
 const timeout = 15_000;
 
 const results = [];
+// What the pages said that a user would not see: warnings and errors in
+// the browser's console, and API answers of 404, per user.
+const browserLog = [];
 async function step(name, f) {
   const t0 = Date.now();
   try {
@@ -45,6 +48,12 @@ async function signIn(browser, base, username, password, viewport = { width: 128
   context.setDefaultTimeout(timeout);
   const page = await context.newPage();
   page.on('pageerror', (e) => console.log(`[${username}] page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'warning' || m.type() === 'error') browserLog.push(`[${username}] ${m.type()}: ${m.text()}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() === 404 && new URL(r.url()).pathname.startsWith('/api/')) browserLog.push(`[${username}] 404 ${new URL(r.url()).pathname}`);
+  });
   await page.goto('/namespaces');
   await page.waitForURL(/\/login\?next=/);
   // The keyboard alone signs in: type, Tab, type, Enter.
@@ -68,6 +77,7 @@ async function main() {
     const p = editor.page;
 
     await step('namespaces list shows the published version, its publisher and the live node', async () => {
+      await p.getByText('1 namespace', { exact: true }).waitFor();
       const row = p.getByRole('row', { name: /shop/ });
       await row.getByText('v1', { exact: true }).waitFor();
       await row.getByText(/by approver/).waitFor();
@@ -152,9 +162,10 @@ async function main() {
       await a.getByLabel('Comment').fill('50× tighter, agreed');
       await a.getByRole('button', { name: 'Approve' }).click();
       await a.getByText('approved', { exact: true }).first().waitFor();
+      assert.equal(await a.getByLabel('Comment').inputValue(), '', 'the sent comment is cleared (B6)');
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
-      await a.getByText('Running on 1 of 1 live nodes.').waitFor({ timeout: 20_000 });
+      await a.getByText('Running on 1 of 1 live node.').waitFor({ timeout: 20_000 });
     });
 
     await step('the gateway enforces the new limit (2 per minute)', async () => {
@@ -166,8 +177,19 @@ async function main() {
 
     await step('editor rolls back to v1; the approver approves and publishes the rollback', async () => {
       await p.goto('/namespaces/shop/versions');
+      // Times are relative ("just now") with the ISO-like absolute time, zone included, on hover.
+      const published = p.getByRole('row', { name: /v2/ }).getByLabel(/^\d{4}-\d\d-\d\d \d\d:\d\d \S+$/);
+      assert.match(await published.textContent(), /^(just now|\d+ min ago)$/);
+      assert.match(await published.getAttribute('title'), /^\d{4}-\d\d-\d\d \d\d:\d\d \S+$/);
       await p.getByRole('link', { name: 'v1', exact: true }).click();
-      await p.getByRole('button', { name: 'Roll back to v1' }).click();
+      // B7: the dialog's close button has a name, and Esc returns the focus to the button that opened it.
+      const opener = p.getByRole('button', { name: 'Roll back to v1' });
+      await opener.click();
+      await p.getByRole('dialog').getByRole('button', { name: 'Close dialog' }).waitFor();
+      await p.keyboard.press('Escape');
+      await p.getByRole('dialog').waitFor({ state: 'detached' });
+      await until('the focus to return to the opener', () => opener.evaluate((el) => el === document.activeElement), 3_000);
+      await opener.click();
       const dialog = p.getByRole('dialog');
       await dialog.getByLabel('Reason').fill('too tight');
       await dialog.getByRole('button', { name: 'Open rollback change' }).click();
@@ -266,6 +288,9 @@ async function main() {
       await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
       await go.click();
       await admin.page.waitForURL('**/namespaces/shop/versions/4');
+      await admin.page.getByRole('heading', { name: 'Version 4' }).waitFor();
+      // The dialog closes after success (B1), rather than staying open retitled for v4.
+      await admin.page.getByRole('dialog').waitFor({ state: 'detached', timeout: 3_000 });
       await until('the gateway to run v4', async () => (await gatewayVersion(stack.gwAdmin)) === 4);
       await admin.page.goto('/namespaces/shop/versions');
       await admin.page.getByRole('row', { name: /v4/ }).getByText('emergency').waitFor();
@@ -447,6 +472,9 @@ async function main() {
       const published = await gatewayVersion(stack.gwAdmin);
       await a.goto('/namespaces/shop/canary');
       await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+      // B4: no canary is a normal state (no 404 logged), and a deep link to a lazy page warns of nothing.
+      const noise = browserLog.filter((l) => /\/canary$|HydrateFallback/.test(l));
+      assert.deepEqual(noise, [], 'the nodes and canary pages log no 404 and no HydrateFallback warning');
       const form = a.getByRole('form', { name: 'Publish a canary' });
       await form.getByLabel('Change').selectOption(String(id));
       await form.getByLabel('Node selector').fill('pool=');

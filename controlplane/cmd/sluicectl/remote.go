@@ -684,10 +684,16 @@ func cmdVersionsDiff(c *cli, _ *flagSet, args []string) error {
 		return fmt.Errorf("the answer of %s is not a diff: %v", c.server, err)
 	}
 	if c.output != "table" {
-		return c.print(d)
+		if err := c.print(d); err != nil {
+			return err
+		}
+	} else {
+		lines, general := summarize(&d, nil, nil)
+		printSummary(c.stdout, lines, general)
 	}
-	lines, general := summarize(&d, nil, nil)
-	printSummary(c.stdout, lines, general)
+	if !d.Empty() {
+		return errDifferences
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ import { useEffect, useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import type { Change } from '../../api/client';
 import { preloadEditor, MergeDiff } from '../../components/code';
+import { plural } from '../../components/format';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe, type Me } from '../auth/session';
@@ -66,11 +67,11 @@ function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) 
         <Text size="sm">Writing to etcd…</Text>
       ) : follow ? (
         <Text size="sm">
-          Running on {applied} of {applied + waiting.length} live nodes{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
+          Running on {applied} of {plural(applied + waiting.length, 'live node')}{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
         </Text>
       ) : (
         <Text size="sm">
-          Applied by {(r.data?.applied ?? []).length} nodes; {applied} live nodes still run it.
+          Applied by {plural((r.data?.applied ?? []).length, 'node')}; {plural(applied, 'live node')} still {applied === 1 ? 'runs' : 'run'} it.
         </Text>
       )}
       <Anchor component={Link} to={`/namespaces/${ns}/versions/${n}`} size="sm">
@@ -224,13 +225,13 @@ export function ChangePage() {
               {c.state === 'open' && (
                 <Tooltip label={block ?? ''} disabled={!block}>
                   <span>
-                    <Button color="teal" disabled={!!block} loading={action.isPending && action.variables?.action === 'approve'} onClick={() => action.mutate({ action: 'approve', comment })} aria-describedby={block ? 'approve-block' : undefined}>
+                    <Button color="teal" disabled={!!block} loading={action.isPending && action.variables?.action === 'approve'} onClick={() => action.mutate({ action: 'approve', comment }, { onSuccess: () => setComment('') })} aria-describedby={block ? 'approve-block' : undefined}>
                       Approve
                     </Button>
                   </span>
                 </Tooltip>
               )}
-              <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
+              <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment }, { onSuccess: () => setComment('') })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
                 Reject
               </Button>
               {canPublish && (

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from 'react';
 import { client, unwrap, type Role } from '../../api/client';
 import { keys } from '../../api/keys';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, when, When } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 
 const roles: Role[] = ['viewer', 'editor', 'approver', 'admin'];
@@ -76,7 +76,7 @@ export function TokensPage() {
                   <Table.Td>{t.name}</Table.Td>
                   <Table.Td>{t.role}</Table.Td>
                   <Table.Td>{t.username}</Table.Td>
-                  <Table.Td>{when(t.lastUsedAt) || 'never'}</Table.Td>
+                  <Table.Td>{t.lastUsedAt ? <When t={t.lastUsedAt} /> : 'never'}</Table.Td>
                   <Table.Td>
                     {t.revokedAt ? (
                       <Badge color="gray">revoked {when(t.revokedAt)}</Badge>

@@ -2,7 +2,7 @@ import { Anchor, Badge, Button, Group, NativeSelect, Table, Text } from '@mantin
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useVersions } from './hooks';
@@ -57,7 +57,7 @@ export function VersionsPage() {
                   </Table.Td>
                   <Table.Td>{v.changeId ? byId.get(v.changeId)?.author : v.createdBy}</Table.Td>
                   <Table.Td>{v.createdBy}</Table.Td>
-                  <Table.Td>{when(v.createdAt)}</Table.Td>
+                  <Table.Td><When t={v.createdAt} /></Table.Td>
                   <Table.Td>
                     {v.changeId ? (
                       <Anchor component={Link} to={`/namespaces/${ns}/changes/${v.changeId}`}>
