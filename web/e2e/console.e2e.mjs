@@ -43,6 +43,15 @@ async function until(what, f, ms = 20_000) {
   }
 }
 
+// approve approves the open change on page a: a flagged change needs every
+// flag confirmed first (one checkbox per flag), and Approve waits for that.
+async function approve(a) {
+  const flags = await a.getByRole('checkbox', { name: /^I have read: / }).all();
+  if (flags.length > 0) assert.ok(await a.getByRole('button', { name: 'Approve' }).isDisabled(), 'a flagged change is not approved in one click');
+  for (const f of flags) await f.check();
+  await a.getByRole('button', { name: 'Approve' }).click();
+}
+
 async function signIn(browser, base, username, password, viewport = { width: 1280, height: 800 }) {
   const context = await browser.newContext({ baseURL: base, viewport });
   context.setDefaultTimeout(timeout);
@@ -92,6 +101,15 @@ async function main() {
       await p.waitForURL('**/namespaces/shop/draft');
       const limit = p.getByRole('group', { name: 'Limit orders-limit' });
       const rate = limit.getByLabel('Rate', { exact: true });
+      // B5: the draft equals the newest version, so there is nothing to propose.
+      await p.getByRole('status', { name: 'Draft state' }).filter({ hasText: 'The draft equals published v1.' }).waitFor();
+      assert.ok(await p.getByRole('button', { name: 'Open a change' }).isDisabled(), 'Open a change is disabled when the draft equals v1');
+      // Warnings while typing: the server's check flags 100 → 15 at its field and in the draft's summary, before any save.
+      await rate.fill('15');
+      await limit.getByText('Risk: limit orders-limit: 100 per 1m → 15 per 1m, 6.7× tighter').waitFor();
+      const state = p.getByRole('region', { name: 'Draft state' });
+      await state.getByRole('heading', { name: 'Draft differs from published v1: 1 change, 1 risk flag' }).waitFor();
+      await state.getByText('limit orders-limit: rate 100 → 15 per 1m').waitFor();
       await rate.fill('-5');
       await p.getByRole('button', { name: 'Save draft' }).click();
       await limit.getByText(/limits\[0\]\.rate: /).waitFor();
@@ -140,6 +158,12 @@ async function main() {
     await step('editor opens a change; a <script> description renders as text', async () => {
       await p.getByRole('button', { name: 'Open a change' }).click();
       const dialog = p.getByRole('dialog');
+      // The diff and the risk flag are shown before the change is created.
+      const what = dialog.getByLabel('What the change does');
+      await what.getByText('Against v1: 1 change, 1 risk flag an approver must confirm').waitFor();
+      await what.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+      await what.getByText(/^limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/).waitFor();
+      await p.screenshot({ path: join(shots, 'open-change.png') });
       await dialog.getByLabel('Title').fill('Tighten orders');
       await dialog.getByLabel('Description').fill('<script>window.__xss = 1</script> fewer orders');
       await dialog.getByRole('button', { name: 'Open change' }).click();
@@ -160,7 +184,11 @@ async function main() {
       await a.getByText('Risk:').first().waitFor();
       await a.screenshot({ path: join(shots, 'change-page.png'), fullPage: true });
       await a.getByLabel('Comment').fill('50× tighter, agreed');
-      await a.getByRole('button', { name: 'Approve' }).click();
+      // The flag must be confirmed by name before Approve is enabled.
+      const approveButton = a.getByRole('button', { name: 'Approve' });
+      assert.ok(await approveButton.isDisabled(), 'Approve waits for the flags to be confirmed');
+      await a.getByRole('checkbox', { name: /^I have read: limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/ }).check();
+      await approveButton.click();
       await a.getByText('approved', { exact: true }).first().waitFor();
       assert.equal(await a.getByLabel('Comment').inputValue(), '', 'the sent comment is cleared (B6)');
       await a.getByRole('button', { name: 'Publish' }).click();
@@ -199,7 +227,7 @@ async function main() {
       await a.goto(`/namespaces/shop/changes/${id}`);
       await a.getByText('rollback to v1').waitFor();
       await a.getByText('limit orders-limit: rate 2 → 100 per 1m').waitFor();
-      await a.getByRole('button', { name: 'Approve' }).click();
+      await approve(a);
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 3' }).waitFor();
       await until('the gateway to run v3', async () => (await gatewayVersion(stack.gwAdmin)) === 3);
@@ -326,6 +354,31 @@ async function main() {
       await p.getByRole('table', { name: 'Changes' }).waitFor();
     });
 
+    await step('approver rejects a change; the editor is offered to reset the draft or keep it, and resets it to published (audited)', async () => {
+      const open = (await stack.api.ok('GET', '/api/v1/namespaces/shop/changes?state=open')).data.items;
+      const id = open.find((c) => c.title === 'admin change').id;
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      await a.getByLabel('Comment').fill('not this week');
+      await a.getByRole('button', { name: 'Reject' }).click();
+      await a.getByText('rejected', { exact: true }).first().waitFor();
+      assert.equal(await a.getByLabel('Comment').count(), 0, 'no review box on a rejected change');
+      await p.goto(`/namespaces/shop/changes/${id}`);
+      const offer = p.getByLabel('After the rejection');
+      await offer.getByText('Rejected: its edits are still in the draft').waitFor();
+      await p.screenshot({ path: join(shots, 'rejected-change.png') });
+      await offer.getByRole('button', { name: 'Reset draft to published' }).click();
+      const dialog = p.getByRole('dialog', { name: 'Reset the draft?' });
+      await dialog.getByText(/The draft becomes published v4 again/).waitFor();
+      await dialog.getByRole('button', { name: 'Reset to v4' }).click();
+      await p.waitForURL('**/namespaces/shop/draft');
+      await p.getByRole('status', { name: 'Draft state' }).filter({ hasText: 'The draft equals published v4.' }).waitFor();
+      const v4 = (await stack.api.ok('GET', '/api/v1/namespaces/shop/versions/4')).data;
+      assert.deepEqual((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits, v4.limits);
+      const audit = (await stack.api.ok('GET', '/api/v1/audit?namespace=shop&action=draft.reset')).data.items ?? [];
+      assert.equal(audit[0]?.actor, 'editor', `the reset is audited: ${JSON.stringify(audit)}`);
+    });
+
     await step('the audit log filters and verifies its chain', async () => {
       const a = approver.page;
       await a.goto('/audit');
@@ -359,7 +412,8 @@ async function main() {
       const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'rate 7 at the peak' })).data.id;
       const a = approver.page;
       await a.goto(`/namespaces/shop/changes/${id}`);
-      await a.getByRole('button', { name: 'Approve' }).click();
+      await a.getByRole('button', { name: 'Approve' }).waitFor();
+      await approve(a);
       await a.getByText('approved', { exact: true }).first().waitFor();
       const t = new Date(Date.now() + 3600_000);
       const pad = (n) => String(n).padStart(2, '0');
