@@ -231,6 +231,19 @@ async function main() {
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 3' }).waitFor();
       await until('the gateway to run v3', async () => (await gatewayVersion(stack.gwAdmin)) === 3);
+      // The versions page marks the current version, the reviewed rollback (B3) and what it rolled back from;
+      // the navigation marks the current section.
+      await p.goto('/namespaces/shop/versions');
+      const row = (n) => p.getByRole('row').filter({ has: p.getByRole('link', { name: `v${n}`, exact: true }) });
+      await row(3).getByText('current', { exact: true }).waitFor();
+      await row(3).getByText('rollback to v1').waitFor();
+      await row(2).getByText('rolled back by v3').waitFor();
+      assert.equal(await row(2).getByText('current', { exact: true }).count(), 0);
+      const nav = p.getByRole('navigation', { name: 'Namespace shop' });
+      assert.equal(await nav.getByRole('link', { name: 'Versions' }).getAttribute('aria-current'), 'page');
+      assert.equal(await nav.getByRole('link', { name: 'Draft' }).getAttribute('aria-current'), null);
+      assert.equal(await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Namespaces' }).getAttribute('aria-current'), 'page');
+      await p.screenshot({ path: join(shots, 'versions-page.png') });
     });
 
     await step('two editors: the second save gets 412, sees the other edit and reloads it', async () => {
@@ -364,8 +377,8 @@ async function main() {
       await a.getByText('rejected', { exact: true }).first().waitFor();
       assert.equal(await a.getByLabel('Comment').count(), 0, 'no review box on a rejected change');
       await p.goto(`/namespaces/shop/changes/${id}`);
-      const offer = p.getByLabel('After the rejection');
-      await offer.getByText('Rejected: its edits are still in the draft').waitFor();
+      const offer = p.getByRole('alert').filter({ hasText: 'Rejected: its edits are still in the draft' });
+      await offer.waitFor();
       await p.screenshot({ path: join(shots, 'rejected-change.png') });
       await offer.getByRole('button', { name: 'Reset draft to published' }).click();
       const dialog = p.getByRole('dialog', { name: 'Reset the draft?' });

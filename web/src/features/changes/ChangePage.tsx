@@ -264,7 +264,7 @@ export function ChangePage() {
       )}
       {!canReview && c.state === 'open' && <Text size="sm" c="dimmed">An approver reviews this change.</Text>}
       {allows(me.data?.role, 'editor') && c.state === 'rejected' && !kept && (
-        <Alert color="yellow" title="Rejected: its edits are still in the draft" aria-label="After the rejection">
+        <Alert color="yellow" title="Rejected: its edits are still in the draft">
           <Text size="sm" mb="xs">
             The shared draft still holds what this change proposed (unless someone edited it since). Reset it to the published rules, or keep it to rework.
           </Text>
