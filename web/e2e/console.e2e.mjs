@@ -367,6 +367,27 @@ async function main() {
       await p.getByRole('table', { name: 'Changes' }).waitFor();
     });
 
+    await step('a session that ends mid-edit loses nothing: the edits are kept in the browser and restored after signing in', async () => {
+      await p.goto('/namespaces/shop/draft');
+      const rate = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      await rate.fill('11');
+      await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
+      stack.sql(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE user_id = (SELECT id FROM users WHERE username = 'editor')`);
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.waitForURL(/\/login\?next=%2Fnamespaces%2Fshop%2Fdraft&expired=1/);
+      await p.getByLabel('Username').fill('editor');
+      await p.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.waitForURL('**/namespaces/shop/draft');
+      const offer = p.getByRole('alert').filter({ hasText: 'were kept in this browser' });
+      await offer.getByRole('button', { name: 'Restore my edits' }).click();
+      assert.equal(await rate.inputValue(), '11');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 11);
+      assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0, 'a saved draft is no longer kept');
+    });
+
     await step('approver rejects a change; the editor is offered to reset the draft or keep it, and resets it to published (audited)', async () => {
       const open = (await stack.api.ok('GET', '/api/v1/namespaces/shop/changes?state=open')).data.items;
       const id = open.find((c) => c.title === 'admin change').id;

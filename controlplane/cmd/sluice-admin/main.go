@@ -73,7 +73,7 @@ type Config struct {
 	// SessionIdle ends a console session unused for this long; each use
 	// extends it, up to SessionMaxAge after sign-in.
 	SessionIdle, SessionMaxAge time.Duration
-	LogLevel       string
+	LogLevel                   string
 	// SigningKeys are PKCS#8 PEM files; the first key of the first file
 	// signs, the others are recognised (key rotation).
 	SigningKeys      []string

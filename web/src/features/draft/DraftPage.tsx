@@ -6,7 +6,7 @@ import { ApiError, type FieldError, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
 import { MergeDiff, YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page } from '../../components/Page';
+import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 import { useCreateChange } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
@@ -15,6 +15,7 @@ import { summarize, type Warning } from '../changes/summary';
 import { WarningList } from '../changes/WarningList';
 import { fetchDraft, saveDraft, useDebounced, useDraft, useDraftCheck, type DraftCheck, type LoadedDraft } from './hooks';
 import { ResetDraftButton } from './ResetDraft';
+import { dropLocalDraft, keepLocalDraft, localDraftKey, readLocalDraft, type LocalDraft } from './localDraft';
 import { RuleForm } from './RuleForm';
 import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
 
@@ -56,6 +57,13 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const [saved, setSaved] = useState(false);
   const [conflict, setConflict] = useState<Conflict | null>(null);
   const [changeOpen, setChangeOpen] = useState(false);
+  // Edits in progress are kept in this browser until saved or discarded; a
+  // kept draft that differs from the server's is offered back on open.
+  const storeKey = localDraftKey(me.data?.user.username ?? '', ns);
+  const [kept, setKept] = useState<LocalDraft | null>(() => {
+    const k = canEdit ? readLocalDraft(localStorage, storeKey) : null;
+    return k && !sameRuleSet(k.doc, loaded.doc) ? k : null;
+  });
 
   const fieldErrors: FieldError[] = serverError instanceof ApiError ? serverError.fields : [];
   // Every edit makes a new object, so a reference check finds them; the
@@ -112,6 +120,18 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
     }
   };
 
+  const editing = view === 'yaml' ? yamlDoc : working;
+  useEffect(() => {
+    // Not while a kept draft waits to be restored or discarded: it would be overwritten.
+    if (!canEdit || kept || !editing || editing === base) return;
+    const t = setTimeout(() => keepLocalDraft(localStorage, storeKey, editing, etag), 300);
+    return () => clearTimeout(t);
+  }, [canEdit, kept, editing, base, etag, storeKey]);
+  const discardKept = () => {
+    dropLocalDraft(localStorage, storeKey);
+    setKept(null);
+  };
+
   const save = async (doc: RuleSet | null, ifMatch = etag) => {
     if (!doc) return;
     setSaving(true);
@@ -124,6 +144,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       setServerError(null);
       setConflict(null);
       setSaved(true);
+      dropLocalDraft(localStorage, storeKey);
       qc.setQueryData(keys.draft(ns), { doc, etag: next });
     } catch (e) {
       setServerError(e);
@@ -186,7 +207,42 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
         </Group>
       </Group>
       {!canEdit && <Alert color="gray">You can read this draft; editing needs the editor role.</Alert>}
-      {check.data && <DraftState ns={ns} check={check.data} doc={view === 'yaml' ? yamlDoc : working} etag={etag} canEdit={canEdit} dirty={dirty} onReset={onReloaded} />}
+      {kept && (
+        <Alert color="blue" title={`Unsaved edits from ${when(kept.at)} were kept in this browser`}>
+          <Text size="sm" mb="xs">
+            They were not saved (the session may have ended, or the tab closed). Restore them to review and save, or discard them.
+          </Text>
+          <Group>
+            <Button
+              size="xs"
+              onClick={() => {
+                if (view === 'yaml') setView('form');
+                setWorking(kept.doc);
+                setKept(null);
+              }}
+            >
+              Restore my edits
+            </Button>
+            <Button size="xs" variant="default" onClick={discardKept}>
+              Discard them
+            </Button>
+          </Group>
+        </Alert>
+      )}
+      {check.data && (
+        <DraftState
+          ns={ns}
+          check={check.data}
+          doc={view === 'yaml' ? yamlDoc : working}
+          etag={etag}
+          canEdit={canEdit}
+          dirty={dirty}
+          onReset={() => {
+            dropLocalDraft(localStorage, storeKey);
+            onReloaded();
+          }}
+        />
+      )}
       {serverError !== null && !(serverError instanceof ApiError && serverError.status === 412) && <ErrorAlert error={serverError} title="The server refused the draft" />}
       {yamlError && (
         <Alert color="red" role="alert" title="The YAML does not parse">
@@ -262,6 +318,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
               <Button
                 variant="default"
                 onClick={() => {
+                  dropLocalDraft(localStorage, storeKey);
                   qc.setQueryData(keys.draft(ns), conflict.theirs);
                   onReloaded();
                 }}
@@ -285,7 +342,13 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
             <Button variant="default" onClick={() => blocker.reset?.()}>
               Stay
             </Button>
-            <Button color="red" onClick={() => blocker.proceed?.()}>
+            <Button
+              color="red"
+              onClick={() => {
+                dropLocalDraft(localStorage, storeKey);
+                blocker.proceed?.();
+              }}
+            >
               Leave without saving
             </Button>
           </Group>
