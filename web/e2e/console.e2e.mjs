@@ -121,6 +121,7 @@ async function main() {
       assert.equal(await limit.getByText(/limits\[0\]\.rate: /).count(), 0);
       const yaml = await stack.api.ok('GET', '/api/v1/namespaces/shop/draft');
       assert.equal(yaml.data.limits[0].rate, 2);
+      await state.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
       await p.screenshot({ path: join(shots, 'draft-editor.png') });
     });
 
@@ -468,6 +469,22 @@ async function main() {
       await a.getByRole('button', { name: 'Schedule', exact: true }).waitFor();
       assert.equal(await a.getByLabel('Scheduled').count(), 0);
       assert.equal((await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data.publishAt, undefined);
+    });
+
+    await step('screenshots of the draft, a change and the versions at 1440 px and 390 px', async () => {
+      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
+        await p.setViewportSize(viewport);
+        await p.goto('/namespaces/shop/draft');
+        await p.getByRole('status', { name: 'Draft state' }).or(p.getByRole('region', { name: 'Draft state' })).waitFor();
+        await p.screenshot({ path: join(shots, `draft-${name}.png`), fullPage: name === 'phone' });
+        await p.goto('/namespaces/shop/versions');
+        await p.getByRole('table', { name: 'Versions' }).getByText('current', { exact: true }).waitFor();
+        await p.screenshot({ path: join(shots, `versions-${name}.png`) });
+        await p.goto(`/namespaces/shop/changes/${changeId}`);
+        await p.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+        await p.screenshot({ path: join(shots, `change-${name}.png`), fullPage: true });
+      }
+      await p.setViewportSize({ width: 1280, height: 800 });
     });
 
     // The fleet pages: node reports, the stats and the stream (issue 13).

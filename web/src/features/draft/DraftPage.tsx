@@ -81,7 +81,8 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   }, [view, yamlLater]);
   const check = useDraftCheck(ns, !canEdit ? null : view === 'yaml' ? yamlDoc : working);
   const liveErrors: FieldError[] = check.fresh && view === 'form' ? (check.data?.errors ?? []) : [];
-  const warnings: Warning[] = check.data?.warnings ?? [];
+  // Risk flags at their field only when they are about what is shown.
+  const warnings: Warning[] = check.fresh ? (check.data?.warnings ?? []) : [];
   const sameAsPublished = check.fresh && check.data?.diff !== undefined && changeCount(check.data) === 0;
 
   const blocker = useBlocker(({ currentLocation, nextLocation }) => dirty && currentLocation.pathname !== nextLocation.pathname);
@@ -235,6 +236,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
           check={check.data}
           doc={view === 'yaml' ? yamlDoc : working}
           etag={etag}
+          checking={!check.fresh}
           canEdit={canEdit}
           dirty={dirty}
           onReset={() => {
@@ -388,7 +390,7 @@ function DiffSummary({ check, doc }: { check: DraftCheck; doc: RuleSet | null })
  * version (with the diff and the risk flags), or that it does not, and
  * offers to reset it to that version.
  */
-function DraftState({ ns, check, doc, etag, canEdit, dirty, onReset }: { ns: string; check: DraftCheck; doc: RuleSet | null; etag: string; canEdit: boolean; dirty: boolean; onReset: () => void }) {
+function DraftState({ ns, check, doc, etag, checking, canEdit, dirty, onReset }: { ns: string; check: DraftCheck; doc: RuleSet | null; etag: string; checking: boolean; canEdit: boolean; dirty: boolean; onReset: () => void }) {
   const v = check.version;
   const published = v > 0 ? `published v${v}` : 'the empty rule set (nothing is published yet)';
   if ((check.errors ?? []).length > 0) {
@@ -407,7 +409,7 @@ function DraftState({ ns, check, doc, etag, canEdit, dirty, onReset }: { ns: str
     );
   }
   return (
-    <Paper withBorder p="sm" component="section" aria-label="Draft state">
+    <Paper withBorder p="sm" component="section" aria-label="Draft state" aria-busy={checking} style={checking ? { opacity: 0.6 } : undefined}>
       <Group justify="space-between" wrap="wrap" mb="xs">
         <Title order={2} size="h5">
           Draft differs from {published}: {plural(n, 'change')}
