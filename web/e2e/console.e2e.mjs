@@ -433,6 +433,10 @@ async function main() {
       assert.ok(secret && secret.length > 20);
       const r = await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } });
       assert.equal(r.status, 200);
+      // Tokens say when they were made and when they expire (90 days by default).
+      const tokenRow = a.getByRole('table', { name: 'Tokens' }).getByRole('row').filter({ has: a.getByRole('cell', { name: 'ci', exact: true }) });
+      await tokenRow.getByText('just now', { exact: true }).waitFor();
+      await tokenRow.getByText('in 90 d', { exact: true }).waitFor();
       await a.getByRole('button', { name: 'Revoke ci' }).click();
       await a.getByText(/^revoked/).waitFor();
       assert.equal((await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } })).status, 401);
