@@ -6,7 +6,7 @@ MODULES := api controlplane dataplane etcdwatch migrations
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build web test run bench bench-proxy bench-insn bench-web pgo-profile lint fmt vet clean
+.PHONY: all build web test run bench bench-proxy bench-proxy-dedicated bench-scaling bench-insn bench-web pgo-profile lint fmt vet clean
 
 all: build
 
@@ -41,6 +41,16 @@ bench: build
 
 bench-proxy: build
 	scripts/bench-proxy.sh
+
+# bench-proxy-dedicated: nginx and the gateway on dedicated cores (P=1 by
+# default: the proxy on core 0, load and upstreams on the others), CPU per
+# request for HTTP/1.1 (local, batched and exact cluster limits), TLS, h2,
+# h2c and gRPC; bench-scaling: the HTTP/1.1 case at P = 2, 4, 8 cores.
+bench-proxy-dedicated: build
+	scripts/bench-dedicated.sh
+
+bench-scaling: build
+	scripts/bench-scaling.sh
 
 # bench-insn: user-space instructions per proxied request (callgrind) of
 # nginx, a bare fasthttp proxy and sluice-gateway: steady on a busy machine.

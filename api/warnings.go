@@ -31,8 +31,8 @@ const (
 	WarnRouteShadowed          = "route-shadowed"             // an earlier route takes all its requests
 	WarnUpstreamLinkLocal      = "upstream-link-local"        // 169.254.0.0/16, fe80::/10
 	WarnUpstreamMetadata       = "upstream-metadata"          // a cloud metadata endpoint
-	WarnLimitTightened         = "limit-tightened"            // rate ÷ 10 or more
-	WarnLimitLoosened          = "limit-loosened"             // rate × 10 or more
+	WarnLimitTightened         = "limit-tightened"            // rate ÷ RateChangeFactor or more
+	WarnLimitLoosened          = "limit-loosened"             // rate × RateChangeFactor or more
 	WarnLimitRateZero          = "limit-rate-zero"            // rejects everything
 	WarnLimitRemoved           = "limit-removed"
 	WarnLimitShadowed          = "limit-shadowed" // switched to shadow: no longer rejects
@@ -41,6 +41,11 @@ const (
 	WarnClassHeaderUntrusted   = "class-header-untrusted"  // a class chosen by a header the client sends
 	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
 )
+
+// RateChangeFactor is the factor by which a limit's rate (per second)
+// must shrink or grow for Warnings to flag it: 3, so 100 → 30 is flagged
+// and 100 → 50 is not.
+const RateChangeFactor = 3
 
 // MinBreakerRequests is the smallest minRequests that Warnings does not
 // flag: below it, a breaker judges ratios on a handful of calls.
@@ -53,7 +58,7 @@ const MinBreakerRequests = 5
 // route that can never match, an upstream at a link-local or metadata
 // address, a cluster limit, a class a client can choose by a header; a
 // rate of zero, except on an adaptive limit, which has none) and risks of the change (a limit's rate divided
-// or multiplied by 10 or more, a limit or route removed, a limit switched to
+// or multiplied by RateChangeFactor or more, a limit or route removed, a limit switched to
 // shadow, a degrade plan switched to manual level 2). Both should have been normalized or at least
 // validated; Warnings reads defaults where fields are zero. The result is
 // never nil.
@@ -124,9 +129,9 @@ func Warnings(old, new *RuleSet) []Warning {
 		}
 		before, after := perSecond(o), perSecond(l)
 		switch {
-		case after*10 <= before:
+		case after*RateChangeFactor <= before:
 			add(WarnLimitTightened, p+".rate", "limit %s: %s → %s, %s tighter", l.ID, describeRate(o), describeRate(l), factor(before/after))
-		case after >= before*10:
+		case after >= before*RateChangeFactor:
 			add(WarnLimitLoosened, p+".rate", "limit %s: %s → %s, %s looser", l.ID, describeRate(o), describeRate(l), factor(after/before))
 		}
 	}

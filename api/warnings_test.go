@@ -147,7 +147,12 @@ func TestWarnings(t *testing.T) {
 		{desc: "rate ÷ 10", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 10 }, want: []string{"limit-tightened limits[per-ip].rate"}, message: "limit per-ip: 100 per 1s → 10 per 1s, 10× tighter"},
 		{desc: "rate × 10", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 1000 }, want: []string{"limit-loosened limits[per-ip].rate"}},
 		{desc: "period × 60", mutate: func(rs *RuleSet) { rs.Limits[0].Period = Duration(time.Minute) }, want: []string{"limit-tightened limits[per-ip].rate"}, message: "100 per 1m, 60× tighter"},
-		{desc: "rate ÷ 5", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 20 }},
+		{desc: "rate ÷ 5", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 20 }, want: []string{"limit-tightened limits[per-ip].rate"}},
+		{desc: "100 → 15 (÷ 6.7)", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 15 }, want: []string{"limit-tightened limits[per-ip].rate"}},
+		{desc: "rate ÷ 3", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 33 }, want: []string{"limit-tightened limits[per-ip].rate"}},
+		{desc: "rate × 3", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 300 }, want: []string{"limit-loosened limits[per-ip].rate"}},
+		{desc: "rate ÷ 2", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 50 }},
+		{desc: "rate × 2.5", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 250 }},
 		{desc: "concurrency ÷ 10", mutate: func(rs *RuleSet) { rs.Limits[1].Rate = 10 }, want: []string{"limit-tightened limits[in-flight].rate"}},
 		{desc: "rate zero", mutate: func(rs *RuleSet) { rs.Limits[0].Rate = 0 }, want: []string{"limit-rate-zero limits[per-ip].rate"}},
 		{desc: "adaptive limits have no rate", noOld: true, mutate: func(rs *RuleSet) {

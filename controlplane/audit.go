@@ -131,6 +131,7 @@ const (
 	ActionDraftUpdate      = "draft.update"
 	ActionDraftPutRule     = "draft.put_rule"
 	ActionDraftDeleteRule  = "draft.delete_rule"
+	ActionDraftReset       = "draft.reset"
 	ActionChangeCreate     = "change.create"
 	ActionChangeApprove    = "change.approve"
 	ActionChangeReject     = "change.reject"

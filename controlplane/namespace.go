@@ -76,6 +76,33 @@ type DraftService interface {
 	// UpdateDraft applies upd. EPRECONDITION when IfRevision is stale,
 	// ENOTFOUND for a missing namespace or deleted rule.
 	UpdateDraft(ctx context.Context, ns string, upd DraftUpdate) (*Draft, error)
+	// CheckDraft validates rs as ns's rules and compares it with the
+	// newest version, storing nothing: what a save would refuse, the
+	// risk warnings a change of it would carry, and its diff. A document
+	// that does not validate is no error: Errors lists its problems.
+	// ENOTFOUND for a missing namespace.
+	CheckDraft(ctx context.Context, ns string, rs *api.RuleSet) (*DraftCheck, error)
+	// ResetDraft replaces the draft with the newest version's rules (the
+	// empty rule set before any), audited as ActionDraftReset; the reset
+	// draft holds nothing unreviewed, so its contributors are cleared.
+	// EPRECONDITION when ifRevision is set and stale, ENOTFOUND.
+	ResetDraft(ctx context.Context, ns string, ifRevision *int64) (*Draft, error)
+}
+
+// DraftCheck is what CheckDraft found. The zero value is a valid document
+// equal to an empty namespace's.
+type DraftCheck struct {
+	// Version is the newest version, the one Diff and Warnings compare
+	// with; 0 before any.
+	Version int64 `json:"version"`
+	// Errors are the validation errors, field by field; empty when valid.
+	Errors api.Errors `json:"errors"`
+	// Warnings are api.Warnings of the newest version's rules and the
+	// document: the risk flags a change of it would carry.
+	Warnings []api.Warning `json:"warnings"`
+	// Diff is the rule diff from the newest version to the document; nil
+	// when the document does not validate.
+	Diff *api.Diff `json:"diff,omitempty"`
 }
 
 // DecodeDocument decodes a stored rule-set document (JSON written by a

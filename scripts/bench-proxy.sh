@@ -26,8 +26,14 @@
 # sluice-gateway with --http1-engine nethttp (default: the gateway's default,
 # evloop on Linux). The gateway also runs on its fasthttp engine (sluice-fast),
 # for the two engines side by side.
+#
+# MODE=dedicated runs scripts/bench-dedicated.sh instead (also make
+# bench-proxy-dedicated): the proxies on dedicated cores, CPU per request
+# per case (HTTP/1.1 local and cluster limits, TLS, h2, h2c, gRPC).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${MODE:-shared}" = dedicated ]; then exec scripts/bench-dedicated.sh; fi
+[ "${MODE:-shared}" = shared ] || { echo "error: MODE=$MODE: shared (the default) or dedicated" >&2; exit 1; }
 source scripts/lib.sh
 ensure_pkg wrk wrk
 ensure_pkg nginx nginx-light

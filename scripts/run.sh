@@ -149,7 +149,7 @@ cat <<EOT
     ALICE=$ALICE_TOKEN
     BOB=$BOB_TOKEN
     curl -si http://127.0.0.1:9000/api/account                                   # no token: 401
-    curl -si -H "Authorization: Bearer \$ALICE" http://127.0.0.1:9000/api/account  # pro: RateLimit-Policy q=10
+    curl -si -H "Authorization: Bearer \$ALICE" http://127.0.0.1:9000/api/account  # pro: 10/s, and the pro quota (RateLimit-Policy q=1000 a day)
     for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer \$BOB" http://127.0.0.1:9000/api/account; done
 
   Which node runs what:

@@ -342,6 +342,16 @@ func (s *Server) getCanary(c *gin.Context) error {
 		return err
 	}
 	can, err := canaries.FindCanary(c.Request.Context(), ns)
+	if sluice.ErrorCode(err) == sluice.ENOTFOUND {
+		// No canary in progress is a normal state, not a missing resource:
+		// 204, so a page that polls for one logs no error. A namespace
+		// that does not exist stays a 404.
+		if _, nerr := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); nerr != nil {
+			return nerr
+		}
+		c.Status(http.StatusNoContent)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func (s *Server) login(c *gin.Context) error {
 		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
-		Secure: s.secure(c), SameSite: http.SameSiteStrictMode, Expires: sess.ExpiresAt, MaxAge: int(s.s.SessionTTL / time.Second)})
+		Secure: s.secure(c), SameSite: http.SameSiteStrictMode, Expires: sess.CreatedAt.Add(s.s.SessionTTL), MaxAge: int(s.s.SessionTTL / time.Second)})
 	c.JSON(http.StatusOK, loginResponse{User: u, CSRFToken: sess.CSRFToken, ExpiresAt: sess.ExpiresAt})
 	return nil
 }

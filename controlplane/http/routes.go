@@ -39,6 +39,8 @@ func (s *Server) routes() {
 
 	v1.GET("/namespaces/:ns/draft", s.need(viewer), s.handle(s.getDraft))
 	v1.PUT("/namespaces/:ns/draft", s.need(editor), s.handle(s.putDraft))
+	v1.POST("/namespaces/:ns/draft/check", s.need(editor), s.handle(s.checkDraft))
+	v1.POST("/namespaces/:ns/draft/reset", s.need(editor), s.handle(s.resetDraft))
 	v1.PUT("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.handle(s.putRule))
 	v1.DELETE("/namespaces/:ns/draft/:kind/:id", s.need(editor), s.handle(s.deleteRule))
 

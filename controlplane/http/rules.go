@@ -201,6 +201,64 @@ func (s *Server) putDraft(c *gin.Context) error {
 	return nil
 }
 
+// checkDraft validates a posted rule set and compares it with the newest
+// version, storing nothing: the console calls it as the user types.
+func (s *Server) checkDraft(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
+	}
+	if err := mediaType(c); err != nil {
+		return err
+	}
+	b, err := s.document(c)
+	if err != nil {
+		return err
+	}
+	rs, err := api.Decode(b)
+	if err != nil {
+		// A document that does not decode (an unknown field, a wrong
+		// type) is answered like one that does not validate.
+		if _, ferr := s.s.Namespaces.FindNamespaceByName(c.Request.Context(), ns); ferr != nil {
+			return ferr
+		}
+		c.JSON(http.StatusOK, sluice.DraftCheck{Errors: invalidFields(err), Warnings: []api.Warning{}})
+		return nil
+	}
+	out, err := s.s.Drafts.CheckDraft(c.Request.Context(), ns, rs)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// invalidFields are a decoding error's fields, or the error as one.
+func invalidFields(err error) api.Errors {
+	if f := api.AsErrors(err); len(f) > 0 {
+		return f
+	}
+	return api.Errors{{Message: err.Error()}}
+}
+
+// resetDraft replaces the draft with the newest version's rules.
+func (s *Server) resetDraft(c *gin.Context) error {
+	ns, err := nsParam(c)
+	if err != nil {
+		return err
+	}
+	rev, err := s.precondition(c, ns, false)
+	if err != nil {
+		return err
+	}
+	d, err := s.s.Drafts.ResetDraft(c.Request.Context(), ns, rev)
+	if err != nil {
+		return err
+	}
+	s.draftMeta(c, http.StatusOK, d)
+	return nil
+}
+
 func (s *Server) ruleUpdate(c *gin.Context, del bool) error {
 	ns, err := nsParam(c)
 	if err != nil {

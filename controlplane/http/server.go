@@ -69,8 +69,9 @@ type Settings struct {
 	// TrustedProxies are the CIDRs whose X-Forwarded-For is believed for
 	// the client address; nil trusts none.
 	TrustedProxies []string
-	// SessionTTL is the cookie's lifetime; zero means 12h (match the
-	// session store's).
+	// SessionTTL is the cookie's lifetime: the sessions' absolute cap
+	// (the store ends idle sessions sooner); zero means 7 days (match the
+	// session store's SessionMaxAge).
 	SessionTTL time.Duration
 	// WebDir, when set and holding index.html, serves the console from
 	// disk (development); otherwise the console embedded at build time is
@@ -122,7 +123,7 @@ func New(s Settings) (*Server, error) {
 		s.MaxBodyBytes = 4 << 20
 	}
 	if s.SessionTTL == 0 {
-		s.SessionTTL = 12 * time.Hour
+		s.SessionTTL = 7 * 24 * time.Hour
 	}
 	s.Streams.defaults()
 	srv := &Server{s: s, metrics: newMetrics(s.Outbox), throttle: newThrottle(s.LoginThrottle, s.Now), console: newConsole(s.WebDir),

@@ -660,7 +660,8 @@ type newVersion struct {
 	// Change is the change published as the version.
 	Change *changeRow
 	// RollbackOf is the version an emergency rollback returns to; nil
-	// otherwise.
+	// otherwise, when a reviewed rollback's change (Change.RollbackOf)
+	// says it.
 	RollbackOf *int64
 	// Emergency marks an emergency rollback, published without review;
 	// Reason says why.
@@ -679,6 +680,11 @@ type newVersion struct {
 // row), and the audit events, and notifies the publishers.
 func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, nv newVersion) (*sluice.Version, error) {
 	ns, n, r, rollbackOf, emergency, reason, selector := nv.Namespace, nv.Number, nv.Change, nv.RollbackOf, nv.Emergency, nv.Reason, nv.Selector
+	if rollbackOf == nil {
+		// A reviewed rollback is published like any change: the change
+		// remembers the version it returns to.
+		rollbackOf = r.RollbackOf
+	}
 	actor := sluice.ActorFromContext(ctx)
 	now := db.now()
 	vr := versionRow{Namespace: ns, Number: n, Document: r.Document, Checksum: r.Checksum, ChangeID: &r.ID, RollbackOf: rollbackOf,

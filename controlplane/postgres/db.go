@@ -57,8 +57,13 @@ type Settings struct {
 	Logger *slog.Logger
 	// MaxOpenConns bounds the pool; zero means 20.
 	MaxOpenConns int
-	// SessionTTL is how long a console session lives; zero means 12h.
+	// SessionTTL is how long a console session lives without activity;
+	// zero means 12h. Each use of the session moves its end to SessionTTL
+	// from then (sliding), never past SessionMaxAge after sign-in.
 	SessionTTL time.Duration
+	// SessionMaxAge is the absolute cap on a session's life, however
+	// active; zero means 7 days. Smaller than SessionTTL, it is the TTL.
+	SessionMaxAge time.Duration
 	// Argon2 sets the password hashing cost; the zero value means the
 	// defaults of DefaultArgon2.
 	Argon2 Argon2Params
@@ -105,6 +110,12 @@ func Open(ctx context.Context, dsn string, s Settings) (*DB, error) {
 	}
 	if s.SessionTTL == 0 {
 		s.SessionTTL = 12 * time.Hour
+	}
+	if s.SessionMaxAge == 0 {
+		s.SessionMaxAge = 7 * 24 * time.Hour
+	}
+	if s.SessionTTL > s.SessionMaxAge {
+		s.SessionTTL = s.SessionMaxAge
 	}
 	if s.Argon2 == (Argon2Params{}) {
 		s.Argon2 = DefaultArgon2

@@ -268,6 +268,97 @@ func (s *DraftService) UpdateDraft(ctx context.Context, ns string, upd sluice.Dr
 	return out, nil
 }
 
+// CheckDraft validates rs and compares it with the newest version, storing nothing.
+func (s *DraftService) CheckDraft(ctx context.Context, ns string, rs *api.RuleSet) (*sluice.DraftCheck, error) {
+	if _, err := NewNamespaceService(s.db).FindNamespaceByName(ctx, ns); err != nil {
+		return nil, err
+	}
+	if rs.Namespace == "" {
+		rs.Namespace = ns
+	}
+	var n int64
+	if err := s.db.gorm.WithContext(ctx).Raw("SELECT COALESCE(max(number), 0) FROM versions WHERE namespace = ?", ns).Scan(&n).Error; err != nil {
+		return nil, dbErr(fmt.Errorf("finding the newest version: %w", err))
+	}
+	out := &sluice.DraftCheck{Version: n, Errors: api.Errors{}, Warnings: []api.Warning{}}
+	if err := checkRuleSet(ns, rs); err != nil {
+		var e *sluice.Error
+		if errors.As(err, &e) {
+			out.Errors = e.Fields
+		}
+		return out, nil
+	}
+	ref, err := s.db.versionDocument(ctx, ns, n)
+	if err != nil {
+		return nil, err
+	}
+	var old *api.RuleSet
+	if ref.doc != nil {
+		if old, err = sluice.DecodeDocument(ref.doc); err != nil {
+			return nil, err
+		}
+	}
+	if w := api.Warnings(old, rs); w != nil {
+		out.Warnings = w
+	}
+	out.Diff = api.DiffRuleSets(old, rs)
+	return out, nil
+}
+
+// ResetDraft replaces the draft with the newest version's rules.
+func (s *DraftService) ResetDraft(ctx context.Context, ns string, ifRevision *int64) (*sluice.Draft, error) {
+	var out *sluice.Draft
+	err := s.db.tx(ctx, func(tx *gorm.DB) error {
+		var r draftRow
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("namespace = ?", ns).Take(&r).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return notFound("namespace %q not found", ns)
+		}
+		if err != nil {
+			return err
+		}
+		if ifRevision != nil && *ifRevision != r.Revision {
+			return sluice.Errorf(sluice.EPRECONDITION, "the draft changed (it is at revision %d, not %d); reload it and retry", r.Revision, *ifRevision)
+		}
+		n, err := latestVersion(tx, ns)
+		if err != nil {
+			return err
+		}
+		rs := &api.RuleSet{Namespace: ns}
+		if n > 0 {
+			var v versionRow
+			if err := tx.Select("document").Where("namespace = ? AND number = ?", ns, n).Take(&v).Error; err != nil {
+				return err
+			}
+			if rs, err = sluice.DecodeDocument([]byte(v.Document)); err != nil {
+				return err
+			}
+		}
+		doc, err := json.Marshal(rs)
+		if err != nil {
+			return fmt.Errorf("encoding rule set: %w", err)
+		}
+		d := draftRow{Namespace: ns, Document: string(doc), Checksum: rs.Checksum(), Revision: r.Revision + 1,
+			UpdatedAt: s.db.now(), UpdatedBy: sluice.ActorFromContext(ctx).Name()}
+		if err := tx.Model(&draftRow{}).Where("namespace = ?", ns).Updates(map[string]any{
+			"document": d.Document, "checksum": d.Checksum, "revision": d.Revision, "updated_at": d.UpdatedAt, "updated_by": d.UpdatedBy}).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE drafts SET contributors = '{}' WHERE namespace = ?", ns).Error; err != nil {
+			return err
+		}
+		out = d.draft()
+		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionDraftReset, Object: "namespace/" + ns + "/draft", Namespace: ns,
+			Before: map[string]any{"revision": r.Revision, "checksum": r.Checksum},
+			After:  map[string]any{"revision": d.Revision, "checksum": d.Checksum, "version": n, "rules": ruleCount(rs)}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resetting draft: %w", err)
+	}
+	s.db.docs.put(draftDocKey(ns, out.Revision), out.Document)
+	return out, nil
+}
+
 func ruleCount(rs *api.RuleSet) int {
 	return len(rs.Routes) + len(rs.Limits) + len(rs.Breakers) + len(rs.Degrades)
 }

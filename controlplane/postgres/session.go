@@ -65,8 +65,18 @@ func (s *SessionService) FindSession(ctx context.Context, secret string) (*sluic
 	if err != nil {
 		return nil, dbErr(fmt.Errorf("finding session: %w", err))
 	}
-	if !s.db.now().Before(r.ExpiresAt) {
+	now := s.db.now()
+	if !now.Before(r.ExpiresAt) {
 		return nil, sluice.Errorf(sluice.EUNAUTHORIZED, "the session is unknown or has expired; log in again")
+	}
+	// Activity slides the end to SessionTTL from now, capped at
+	// SessionMaxAge after sign-in; written at most once a minute per
+	// session, so a busy console does not write on every request.
+	if next := slide(now, r.CreatedAt, s.db.settings.SessionTTL, s.db.settings.SessionMaxAge); next.Sub(r.ExpiresAt) >= time.Minute {
+		if err := s.db.gorm.WithContext(ctx).Exec("UPDATE sessions SET expires_at = ? WHERE id = ? AND expires_at < ?", next, r.ID, next).Error; err != nil {
+			return nil, dbErr(fmt.Errorf("extending session: %w", err))
+		}
+		r.ExpiresAt = next
 	}
 	var u userRow
 	if err := s.db.gorm.WithContext(ctx).Where("id = ?", r.UserID).Take(&u).Error; err != nil {
@@ -79,6 +89,16 @@ func (s *SessionService) FindSession(ctx context.Context, secret string) (*sluic
 		return nil, sluice.Errorf(sluice.EUNAUTHORIZED, "the user is disabled")
 	}
 	return &sluice.Session{ID: r.ID, User: u.user(), CSRFToken: r.CSRFToken, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
+}
+
+// slide is when a session signed in at created and used at now ends: ttl
+// after now, but never later than maxAge after created.
+func slide(now, created time.Time, ttl, maxAge time.Duration) time.Time {
+	end := now.Add(ttl)
+	if capAt := created.Add(maxAge); end.After(capAt) {
+		return capAt
+	}
+	return end
 }
 
 // DeleteSession ends the session of secret.

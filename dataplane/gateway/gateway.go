@@ -73,7 +73,7 @@ type Config struct {
 	// (h2, h2c) is served by net/http either way.
 	HTTP1Engine string
 	// EventLoops is the number of event loops of EngineLoop; 0 means one
-	// per processor (GOMAXPROCS) but one, at least one.
+	// per processor (GOMAXPROCS).
 	EventLoops int
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.

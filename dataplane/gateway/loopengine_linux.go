@@ -87,21 +87,26 @@ func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngin
 		return nil, err
 	}
 	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd}
+	// Every loop is made (an epoll and an eventfd each) before any
+	// accepts: connections accepted by the first would otherwise take the
+	// descriptors the next needs, under a burst at start-up with a low
+	// RLIMIT_NOFILE, and fail the start.
 	for i := range count {
 		l, err := evloop.New(i)
 		if err != nil {
 			e.stop()
 			return nil, err
 		}
-		ls := &loopState{e: e, l: l, in: make([]byte, loopClientMax), clients: map[*loopClient]struct{}{}}
-		e.loops = append(e.loops, ls)
+		e.loops = append(e.loops, &loopState{e: e, l: l, in: make([]byte, loopClientMax), clients: map[*loopClient]struct{}{}})
 		e.wg.Go(func() {
 			if err := l.Run(); err != nil {
 				n.log.Error("event loop failed", "loop", i, "err", err)
 			}
 		})
+	}
+	for _, ls := range e.loops {
 		var lerr error
-		if err := l.Call(func() { lerr = l.Listen(fd, ls.accept) }); err != nil || lerr != nil {
+		if err := ls.l.Call(func() { lerr = ls.l.Listen(fd, ls.accept) }); err != nil || lerr != nil {
 			e.stop()
 			return nil, errors.Join(err, lerr)
 		}

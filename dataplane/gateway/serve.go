@@ -205,9 +205,11 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
 		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
 	var loops *loopEngine
+	nloops := 0
 	if engine == EngineLoop {
 		// Started once the servers they hand connections to are set up.
-		if loops, err = n.startLoops(d, ls.Traffic, loopCount(n.cfg.EventLoops)); err != nil {
+		nloops = loopCount(n.cfg.EventLoops)
+		if loops, err = n.startLoops(d, ls.Traffic, nloops); err != nil {
 			return fmt.Errorf("starting the event loops: %w", err)
 		}
 	}
@@ -243,7 +245,10 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.TLS != nil {
 		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
 	}
-	attrs = append(attrs, "http1Engine", engine)
+	attrs = append(attrs, "http1Engine", engine, "gomaxprocs", runtime.GOMAXPROCS(0))
+	if loops != nil {
+		attrs = append(attrs, "eventLoops", nloops)
+	}
 	n.log.Info("gateway serving", attrs...)
 	var serveErr error
 	select {
@@ -359,15 +364,12 @@ func (f *freshConns) reap(stop <-chan struct{}, quiet time.Duration) {
 }
 
 // loopCount is the number of event loops when Config.EventLoops is 0: one
-// per processor but one, which stays free for the rest of the process (the
-// fasthttp engine's connections, TLS, HTTP/2, the admin endpoint, timers,
-// the garbage collector), so that the runtime never has to take a
-// processor from a loop waiting in epoll_wait (its monitor would, every
-// 20 µs, at a cost in thread hand-offs measured in BENCHMARKS.md); at
-// least one.
+// per processor (GOMAXPROCS, which Go sets from the cgroup's CPU quota), as
+// nginx runs one worker per core, so that a gateway that owns its cores
+// serves on all of them; a configured count (--event-loops) lowers it.
 func loopCount(configured int) int {
 	if configured > 0 {
 		return configured
 	}
-	return max(1, runtime.GOMAXPROCS(0)-1)
+	return max(1, runtime.GOMAXPROCS(0))
 }

@@ -17,6 +17,9 @@ const shots = process.env.UPDATE_SCREENSHOTS === '1' ? join(root, 'docs', 'scree
 const timeout = 15_000;
 
 const results = [];
+// What the pages said that a user would not see: warnings and errors in
+// the browser's console, and API answers of 404, per user.
+const browserLog = [];
 async function step(name, f) {
   const t0 = Date.now();
   try {
@@ -40,11 +43,26 @@ async function until(what, f, ms = 20_000) {
   }
 }
 
+// approve approves the open change on page a: a flagged change needs every
+// flag confirmed first (one checkbox per flag), and Approve waits for that.
+async function approve(a) {
+  const flags = await a.getByRole('checkbox', { name: /^I have read: / }).all();
+  if (flags.length > 0) assert.ok(await a.getByRole('button', { name: 'Approve' }).isDisabled(), 'a flagged change is not approved in one click');
+  for (const f of flags) await f.check();
+  await a.getByRole('button', { name: 'Approve' }).click();
+}
+
 async function signIn(browser, base, username, password, viewport = { width: 1280, height: 800 }) {
   const context = await browser.newContext({ baseURL: base, viewport });
   context.setDefaultTimeout(timeout);
   const page = await context.newPage();
   page.on('pageerror', (e) => console.log(`[${username}] page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'warning' || m.type() === 'error') browserLog.push(`[${username}] ${m.type()}: ${m.text()}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() === 404 && new URL(r.url()).pathname.startsWith('/api/')) browserLog.push(`[${username}] 404 ${new URL(r.url()).pathname}`);
+  });
   await page.goto('/namespaces');
   await page.waitForURL(/\/login\?next=/);
   // The keyboard alone signs in: type, Tab, type, Enter.
@@ -68,6 +86,7 @@ async function main() {
     const p = editor.page;
 
     await step('namespaces list shows the published version, its publisher and the live node', async () => {
+      await p.getByText('1 namespace', { exact: true }).waitFor();
       const row = p.getByRole('row', { name: /shop/ });
       await row.getByText('v1', { exact: true }).waitFor();
       await row.getByText(/by approver/).waitFor();
@@ -82,6 +101,15 @@ async function main() {
       await p.waitForURL('**/namespaces/shop/draft');
       const limit = p.getByRole('group', { name: 'Limit orders-limit' });
       const rate = limit.getByLabel('Rate', { exact: true });
+      // B5: the draft equals the newest version, so there is nothing to propose.
+      await p.getByRole('status', { name: 'Draft state' }).filter({ hasText: 'The draft equals published v1.' }).waitFor();
+      assert.ok(await p.getByRole('button', { name: 'Open a change' }).isDisabled(), 'Open a change is disabled when the draft equals v1');
+      // Warnings while typing: the server's check flags 100 → 15 at its field and in the draft's summary, before any save.
+      await rate.fill('15');
+      await limit.getByText('Risk: limit orders-limit: 100 per 1m → 15 per 1m, 6.7× tighter').waitFor();
+      const state = p.getByRole('region', { name: 'Draft state' });
+      await state.getByRole('heading', { name: 'Draft differs from published v1: 1 change, 1 risk flag' }).waitFor();
+      await state.getByText('limit orders-limit: rate 100 → 15 per 1m').waitFor();
       await rate.fill('-5');
       await p.getByRole('button', { name: 'Save draft' }).click();
       await limit.getByText(/limits\[0\]\.rate: /).waitFor();
@@ -93,6 +121,7 @@ async function main() {
       assert.equal(await limit.getByText(/limits\[0\]\.rate: /).count(), 0);
       const yaml = await stack.api.ok('GET', '/api/v1/namespaces/shop/draft');
       assert.equal(yaml.data.limits[0].rate, 2);
+      await state.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
       await p.screenshot({ path: join(shots, 'draft-editor.png') });
     });
 
@@ -130,6 +159,12 @@ async function main() {
     await step('editor opens a change; a <script> description renders as text', async () => {
       await p.getByRole('button', { name: 'Open a change' }).click();
       const dialog = p.getByRole('dialog');
+      // The diff and the risk flag are shown before the change is created.
+      const what = dialog.getByLabel('What the change does');
+      await what.getByText('Against v1: 1 change, 1 risk flag an approver must confirm').waitFor();
+      await what.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+      await what.getByText(/^limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/).waitFor();
+      await p.screenshot({ path: join(shots, 'open-change.png') });
       await dialog.getByLabel('Title').fill('Tighten orders');
       await dialog.getByLabel('Description').fill('<script>window.__xss = 1</script> fewer orders');
       await dialog.getByRole('button', { name: 'Open change' }).click();
@@ -150,11 +185,16 @@ async function main() {
       await a.getByText('Risk:').first().waitFor();
       await a.screenshot({ path: join(shots, 'change-page.png'), fullPage: true });
       await a.getByLabel('Comment').fill('50× tighter, agreed');
-      await a.getByRole('button', { name: 'Approve' }).click();
+      // The flag must be confirmed by name before Approve is enabled.
+      const approveButton = a.getByRole('button', { name: 'Approve' });
+      assert.ok(await approveButton.isDisabled(), 'Approve waits for the flags to be confirmed');
+      await a.getByRole('checkbox', { name: /^I have read: limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/ }).check();
+      await approveButton.click();
       await a.getByText('approved', { exact: true }).first().waitFor();
+      assert.equal(await a.getByLabel('Comment').inputValue(), '', 'the sent comment is cleared (B6)');
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
-      await a.getByText('Running on 1 of 1 live nodes.').waitFor({ timeout: 20_000 });
+      await a.getByText('Running on 1 of 1 live node.').waitFor({ timeout: 20_000 });
     });
 
     await step('the gateway enforces the new limit (2 per minute)', async () => {
@@ -166,8 +206,19 @@ async function main() {
 
     await step('editor rolls back to v1; the approver approves and publishes the rollback', async () => {
       await p.goto('/namespaces/shop/versions');
+      // Times are relative ("just now") with the ISO-like absolute time, zone included, on hover.
+      const published = p.getByRole('row', { name: /v2/ }).getByLabel(/^\d{4}-\d\d-\d\d \d\d:\d\d \S+$/);
+      assert.match(await published.textContent(), /^(just now|\d+ min ago)$/);
+      assert.match(await published.getAttribute('title'), /^\d{4}-\d\d-\d\d \d\d:\d\d \S+$/);
       await p.getByRole('link', { name: 'v1', exact: true }).click();
-      await p.getByRole('button', { name: 'Roll back to v1' }).click();
+      // B7: the dialog's close button has a name, and Esc returns the focus to the button that opened it.
+      const opener = p.getByRole('button', { name: 'Roll back to v1' });
+      await opener.click();
+      await p.getByRole('dialog').getByRole('button', { name: 'Close dialog' }).waitFor();
+      await p.keyboard.press('Escape');
+      await p.getByRole('dialog').waitFor({ state: 'detached' });
+      await until('the focus to return to the opener', () => opener.evaluate((el) => el === document.activeElement), 3_000);
+      await opener.click();
       const dialog = p.getByRole('dialog');
       await dialog.getByLabel('Reason').fill('too tight');
       await dialog.getByRole('button', { name: 'Open rollback change' }).click();
@@ -177,10 +228,23 @@ async function main() {
       await a.goto(`/namespaces/shop/changes/${id}`);
       await a.getByText('rollback to v1').waitFor();
       await a.getByText('limit orders-limit: rate 2 → 100 per 1m').waitFor();
-      await a.getByRole('button', { name: 'Approve' }).click();
+      await approve(a);
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 3' }).waitFor();
       await until('the gateway to run v3', async () => (await gatewayVersion(stack.gwAdmin)) === 3);
+      // The versions page marks the current version, the reviewed rollback (B3) and what it rolled back from;
+      // the navigation marks the current section.
+      await p.goto('/namespaces/shop/versions');
+      const row = (n) => p.getByRole('row').filter({ has: p.getByRole('link', { name: `v${n}`, exact: true }) });
+      await row(3).getByText('current', { exact: true }).waitFor();
+      await row(3).getByText('rollback to v1').waitFor();
+      await row(2).getByText('rolled back by v3').waitFor();
+      assert.equal(await row(2).getByText('current', { exact: true }).count(), 0);
+      const nav = p.getByRole('navigation', { name: 'Namespace shop' });
+      assert.equal(await nav.getByRole('link', { name: 'Versions' }).getAttribute('aria-current'), 'page');
+      assert.equal(await nav.getByRole('link', { name: 'Draft' }).getAttribute('aria-current'), null);
+      assert.equal(await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Namespaces' }).getAttribute('aria-current'), 'page');
+      await p.screenshot({ path: join(shots, 'versions-page.png') });
     });
 
     await step('two editors: the second save gets 412, sees the other edit and reloads it', async () => {
@@ -266,6 +330,9 @@ async function main() {
       await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
       await go.click();
       await admin.page.waitForURL('**/namespaces/shop/versions/4');
+      await admin.page.getByRole('heading', { name: 'Version 4' }).waitFor();
+      // The dialog closes after success (B1), rather than staying open retitled for v4.
+      await admin.page.getByRole('dialog').waitFor({ state: 'detached', timeout: 3_000 });
       await until('the gateway to run v4', async () => (await gatewayVersion(stack.gwAdmin)) === 4);
       await admin.page.goto('/namespaces/shop/versions');
       await admin.page.getByRole('row', { name: /v4/ }).getByText('emergency').waitFor();
@@ -301,6 +368,52 @@ async function main() {
       await p.getByRole('table', { name: 'Changes' }).waitFor();
     });
 
+    await step('a session that ends mid-edit loses nothing: the edits are kept in the browser and restored after signing in', async () => {
+      await p.goto('/namespaces/shop/draft');
+      const rate = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      await rate.fill('11');
+      await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
+      stack.sql(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE user_id = (SELECT id FROM users WHERE username = 'editor')`);
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.waitForURL(/\/login\?next=%2Fnamespaces%2Fshop%2Fdraft&expired=1/);
+      await p.getByLabel('Username').fill('editor');
+      await p.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.waitForURL('**/namespaces/shop/draft');
+      const offer = p.getByRole('alert').filter({ hasText: 'were kept in this browser' });
+      await offer.getByRole('button', { name: 'Restore my edits' }).click();
+      assert.equal(await rate.inputValue(), '11');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 11);
+      assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0, 'a saved draft is no longer kept');
+    });
+
+    await step('approver rejects a change; the editor is offered to reset the draft or keep it, and resets it to published (audited)', async () => {
+      const open = (await stack.api.ok('GET', '/api/v1/namespaces/shop/changes?state=open')).data.items;
+      const id = open.find((c) => c.title === 'admin change').id;
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      await a.getByLabel('Comment').fill('not this week');
+      await a.getByRole('button', { name: 'Reject' }).click();
+      await a.getByText('rejected', { exact: true }).first().waitFor();
+      assert.equal(await a.getByLabel('Comment').count(), 0, 'no review box on a rejected change');
+      await p.goto(`/namespaces/shop/changes/${id}`);
+      const offer = p.getByRole('alert').filter({ hasText: 'Rejected: its edits are still in the draft' });
+      await offer.waitFor();
+      await p.screenshot({ path: join(shots, 'rejected-change.png') });
+      await offer.getByRole('button', { name: 'Reset draft to published' }).click();
+      const dialog = p.getByRole('dialog', { name: 'Reset the draft?' });
+      await dialog.getByText(/The draft becomes published v4 again/).waitFor();
+      await dialog.getByRole('button', { name: 'Reset to v4' }).click();
+      await p.waitForURL('**/namespaces/shop/draft');
+      await p.getByRole('status', { name: 'Draft state' }).filter({ hasText: 'The draft equals published v4.' }).waitFor();
+      const v4 = (await stack.api.ok('GET', '/api/v1/namespaces/shop/versions/4')).data;
+      assert.deepEqual((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits, v4.limits);
+      const audit = (await stack.api.ok('GET', '/api/v1/audit?namespace=shop&action=draft.reset')).data.items ?? [];
+      assert.equal(audit[0]?.actor, 'editor', `the reset is audited: ${JSON.stringify(audit)}`);
+    });
+
     await step('the audit log filters and verifies its chain', async () => {
       const a = approver.page;
       await a.goto('/audit');
@@ -320,6 +433,10 @@ async function main() {
       assert.ok(secret && secret.length > 20);
       const r = await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } });
       assert.equal(r.status, 200);
+      // Tokens say when they were made and when they expire (90 days by default).
+      const tokenRow = a.getByRole('table', { name: 'Tokens' }).getByRole('row').filter({ has: a.getByRole('cell', { name: 'ci', exact: true }) });
+      await tokenRow.getByText('just now', { exact: true }).waitFor();
+      await tokenRow.getByText('in 90 d', { exact: true }).waitFor();
       await a.getByRole('button', { name: 'Revoke ci' }).click();
       await a.getByText(/^revoked/).waitFor();
       assert.equal((await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${secret}` } })).status, 401);
@@ -334,7 +451,8 @@ async function main() {
       const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'rate 7 at the peak' })).data.id;
       const a = approver.page;
       await a.goto(`/namespaces/shop/changes/${id}`);
-      await a.getByRole('button', { name: 'Approve' }).click();
+      await a.getByRole('button', { name: 'Approve' }).waitFor();
+      await approve(a);
       await a.getByText('approved', { exact: true }).first().waitFor();
       const t = new Date(Date.now() + 3600_000);
       const pad = (n) => String(n).padStart(2, '0');
@@ -355,6 +473,22 @@ async function main() {
       await a.getByRole('button', { name: 'Schedule', exact: true }).waitFor();
       assert.equal(await a.getByLabel('Scheduled').count(), 0);
       assert.equal((await ed.ok('GET', `/api/v1/namespaces/shop/changes/${id}`)).data.publishAt, undefined);
+    });
+
+    await step('screenshots of the draft, a change and the versions at 1440 px and 390 px', async () => {
+      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
+        await p.setViewportSize(viewport);
+        await p.goto('/namespaces/shop/draft');
+        await p.getByRole('status', { name: 'Draft state' }).or(p.getByRole('region', { name: 'Draft state' })).waitFor();
+        await p.screenshot({ path: join(shots, `draft-${name}.png`), fullPage: name === 'phone' });
+        await p.goto('/namespaces/shop/versions');
+        await p.getByRole('table', { name: 'Versions' }).getByText('current', { exact: true }).waitFor();
+        await p.screenshot({ path: join(shots, `versions-${name}.png`) });
+        await p.goto(`/namespaces/shop/changes/${changeId}`);
+        await p.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+        await p.screenshot({ path: join(shots, `change-${name}.png`), fullPage: true });
+      }
+      await p.setViewportSize({ width: 1280, height: 800 });
     });
 
     // The fleet pages: node reports, the stats and the stream (issue 13).
@@ -447,6 +581,9 @@ async function main() {
       const published = await gatewayVersion(stack.gwAdmin);
       await a.goto('/namespaces/shop/canary');
       await a.getByRole('status').filter({ hasText: 'No canary is running in this namespace.' }).waitFor();
+      // B4: no canary is a normal state (no 404 logged), and a deep link to a lazy page warns of nothing.
+      const noise = browserLog.filter((l) => /\/canary$|HydrateFallback/.test(l));
+      assert.deepEqual(noise, [], 'the nodes and canary pages log no 404 and no HydrateFallback warning');
       const form = a.getByRole('form', { name: 'Publish a canary' });
       await form.getByLabel('Change').selectOption(String(id));
       await form.getByLabel('Node selector').fill('pool=');

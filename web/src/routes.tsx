@@ -14,6 +14,7 @@ import { AuditPage } from './features/audit/AuditPage';
 import { UsersPage } from './features/users/UsersPage';
 import { TokensPage } from './features/tokens/TokensPage';
 import { NotFound } from './components/NotFound';
+import { Loading } from './components/Page';
 
 // Paths as DESIGN.md names them. The draft editor is its own chunk (it
 // pulls in the form and YAML code); CodeMirror loads only when a YAML or
@@ -22,6 +23,9 @@ export const router = createBrowserRouter([
   { path: '/login', element: <LoginPage /> },
   {
     element: <Layout />,
+    // A deep link to a lazy page (the draft, the fleet pages) renders this
+    // while its chunk loads, instead of nothing and React Router's warning.
+    hydrateFallbackElement: <Loading />,
     children: [
       { path: '/', element: <Navigate to="/namespaces" replace /> },
       { path: '/namespaces', element: <NamespacesPage /> },

@@ -70,7 +70,10 @@ type Config struct {
 	NodeRetention       time.Duration
 	// EventRetention is how long events are kept in Postgres.
 	EventRetention time.Duration
-	LogLevel       string
+	// SessionIdle ends a console session unused for this long; each use
+	// extends it, up to SessionMaxAge after sign-in.
+	SessionIdle, SessionMaxAge time.Duration
+	LogLevel                   string
 	// SigningKeys are PKCS#8 PEM files; the first key of the first file
 	// signs, the others are recognised (key rotation).
 	SigningKeys      []string
@@ -149,6 +152,8 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 4<<20, "request body limit ($SLUICE_MAX_BODY_BYTES)")
 	fs.DurationVar(&c.PollInterval, "publish-poll-interval", 2*time.Second, "outbox scan interval besides notifications ($SLUICE_PUBLISH_POLL_INTERVAL)")
 	fs.DurationVar(&c.NodeRetention, "node-retention", 24*time.Hour, "how long gone gateway nodes are listed ($SLUICE_NODE_RETENTION)")
+	fs.DurationVar(&c.SessionIdle, "session-idle", 12*time.Hour, "end a console session unused for this long; each request extends it ($SLUICE_SESSION_IDLE)")
+	fs.DurationVar(&c.SessionMaxAge, "session-max-age", 7*24*time.Hour, "end every console session this long after sign-in, however active ($SLUICE_SESSION_MAX_AGE)")
 	fs.DurationVar(&c.EventRetention, "event-retention", 30*24*time.Hour, "how long events (degrade and breaker transitions, publishes, canaries, overrides, nodes joining and leaving) are kept ($SLUICE_EVENT_RETENTION)")
 	fs.StringVar(&c.AuditKeyFile, "audit-key-file", "", "file holding the audit chain's HMAC key, at least 32 bytes; or the key itself in $SLUICE_AUDIT_KEY ($SLUICE_AUDIT_KEY_FILE)")
 	fs.BoolVar(&c.InsecureNoAuditKey, "insecure-no-audit-key", false, "start without an audit key: the audit log is then only sha256-chained, which anyone who can write the database can recompute ($SLUICE_INSECURE_NO_AUDIT_KEY)")
@@ -195,6 +200,8 @@ func parseFlags(name string, args []string) (*Config, error) {
 		{"stream-total", c.Streams.Total < 1},
 		{"stream-idle", c.Streams.Idle <= 0},
 		{"stream-lifetime", c.Streams.Lifetime <= 0},
+		{"session-idle", c.SessionIdle <= 0},
+		{"session-max-age", c.SessionMaxAge <= 0},
 		{"stream-replay-max", c.Streams.ReplayMax < 1},
 	} {
 		if f.bad {
@@ -363,7 +370,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	var publisher *etcd.Publisher // set below, before anything can publish
-	if m.db, err = openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }, AuditKey: auditKey}, logger); err != nil {
+	if m.db, err = openDB(ctx, cfg, postgres.Settings{Logger: logger, OnPublish: func(string) { publisher.Wake() }, AuditKey: auditKey,
+		SessionTTL: cfg.SessionIdle, SessionMaxAge: cfg.SessionMaxAge}, logger); err != nil {
 		return err
 	}
 	db := m.db
@@ -428,6 +436,7 @@ func (m *Main) Run(ctx context.Context) error {
 		TrustedProxies:      splitList(cfg.TrustedProxies),
 		WebDir:              cfg.WebDir,
 		Streams:             cfg.Streams,
+		SessionTTL:          cfg.SessionMaxAge,
 	})
 	if err != nil {
 		return err

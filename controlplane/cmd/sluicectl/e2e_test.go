@@ -379,9 +379,11 @@ func TestGitWorkflow(t *testing.T) {
 	if json.Unmarshal([]byte(r.stdout), &vl) != nil || len(vl.Items) != 2 || vl.Items[0].Number != 2 {
 		t.Fatalf("versions list -o json: %s", r.stdout)
 	}
-	if r := p.as(t, p.bobToken, "versions", "diff", "1", "2", "-n", "shop").ok(t); !strings.Contains(r.stdout, "limit orders-per-ip: rate 100 → 1000") {
-		t.Fatalf("versions diff: %q", r.stdout)
+	// versions diff exits as diff(1) does: 2 when the versions differ, 0 when they do not.
+	if r := p.as(t, p.bobToken, "versions", "diff", "1", "2", "-n", "shop"); r.code != 2 || !strings.Contains(r.stdout, "limit orders-per-ip: rate 100 → 1000") {
+		t.Fatalf("versions diff: exit %d, want 2: %q %q", r.code, r.stdout, r.stderr)
 	}
+	p.as(t, p.bobToken, "versions", "diff", "2", "2", "-n", "shop").ok(t)
 
 	// Roll back to version 1: a change, approved by the second person, published.
 	r = p.as(t, p.adminToken, "versions", "rollback", "1", "--reason", "p99 doubled", "-n", "shop").ok(t)

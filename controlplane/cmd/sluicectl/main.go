@@ -244,7 +244,7 @@ func commands() []*command {
 		{name: "versions", summary: "List, show, diff and roll back versions.", sub: []*command{
 			{name: "list", summary: "List versions, newest first, with their publication state.", example: "sluicectl versions list -n shop", remote: true, run: cmdVersionsList},
 			{name: "show", args: "N", summary: "Print version N's rule set (YAML; -o json for JSON).", example: "sluicectl versions show 3 -n shop", nargs: [2]int{1, 1}, remote: true, run: cmdVersionsShow},
-			{name: "diff", args: "A B", summary: "Structural diff from version A to version B (0: the empty rule set).", example: "sluicectl versions diff 2 3 -n shop", nargs: [2]int{2, 2}, remote: true, run: cmdVersionsDiff},
+			{name: "diff", args: "A B", summary: "Structural diff from version A to version B (0: the empty rule set); exit 2 when they differ.", example: "sluicectl versions diff 2 3 -n shop", nargs: [2]int{2, 2}, remote: true, run: cmdVersionsDiff},
 			{name: "rollback", args: "N --reason R [--emergency]", summary: "Open a change back to version N; --emergency (admins) publishes it at once.",
 				example: "sluicectl versions rollback 2 --reason 'p99 doubled' -n shop", nargs: [2]int{1, 1}, remote: true, flags: rollbackFlags, run: cmdRollback},
 		}},

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -684,10 +685,16 @@ func cmdVersionsDiff(c *cli, _ *flagSet, args []string) error {
 		return fmt.Errorf("the answer of %s is not a diff: %v", c.server, err)
 	}
 	if c.output != "table" {
-		return c.print(d)
+		if err := c.print(d); err != nil {
+			return err
+		}
+	} else {
+		lines, general := summarize(&d, nil, nil)
+		printSummary(c.stdout, lines, general)
 	}
-	lines, general := summarize(&d, nil, nil)
-	printSummary(c.stdout, lines, general)
+	if !d.Empty() {
+		return errDifferences
+	}
 	return nil
 }
 
@@ -751,14 +758,40 @@ func cmdNodesList(c *cli, _ *flagSet, _ []string) error {
 		if n.Live != nil && *n.Live {
 			live = "yes"
 		}
-		ov := ""
-		if n.Override != nil {
-			b, _ := json.Marshal(n.Override)
-			ov = string(b)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s(n.NodeId), live, intStr(n.Version), s(n.Address), ov, s(n.LastApplyError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s(n.NodeId), live, intStr(n.Version), s(n.Address), overrideText(n.Override), s(n.LastApplyError))
 	}
 	return tw.Flush()
+}
+
+// overrideText is a node's override for the table, in words: "drain",
+// "degrade orders=2", until when and by whom; "" for none. -o json has
+// every field.
+func overrideText(o *client.Override) string {
+	if o == nil {
+		return ""
+	}
+	var parts []string
+	if o.Drain != nil && *o.Drain {
+		parts = append(parts, "drain")
+	}
+	if o.DegradeLevels != nil && len(*o.DegradeLevels) > 0 {
+		rules := make([]string, 0, len(*o.DegradeLevels))
+		for r, l := range *o.DegradeLevels {
+			rules = append(rules, fmt.Sprintf("%s=%d", r, l))
+		}
+		slices.Sort(rules)
+		parts = append(parts, "degrade "+strings.Join(rules, ","))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "none")
+	}
+	if o.Expires != nil {
+		parts = append(parts, "until "+o.Expires.UTC().Format("2006-01-02 15:04 MST"))
+	}
+	if o.By != nil && *o.By != "" {
+		parts = append(parts, "by "+*o.By)
+	}
+	return strings.Join(parts, " ")
 }
 
 func (c *cli) override(fs *flagSet, node string, body client.PutApiV1NamespacesNsNodesIdOverrideJSONRequestBody) error {

@@ -144,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
 	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: fasthttp (valyala/fasthttp server, request writer and response parser), evloop (cleartext HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only; the rest on fasthttp) or nethttp (net/http and httputil.ReverseProxy); HTTP/2 is served by net/http in every case")
-	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS) but one, at least one")
+	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS, which follows the cgroup CPU quota); a number lowers it")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()

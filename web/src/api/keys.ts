@@ -4,6 +4,8 @@ export const keys = {
   namespaces: ['namespaces'] as const,
   namespace: (ns: string) => ['namespaces', ns] as const,
   draft: (ns: string) => ['namespaces', ns, 'draft'] as const,
+  // draftCheck is the server's check of one document of the draft editor (doc: its id there).
+  draftCheck: (ns: string, doc: number) => ['namespaces', ns, 'draftCheck', doc] as const,
   changes: (ns: string, state?: string) => ['namespaces', ns, 'changes', 'list', state ?? 'all'] as const,
   change: (ns: string, id: number) => ['namespaces', ns, 'changes', id] as const,
   versions: (ns: string) => ['namespaces', ns, 'versions', 'list'] as const,

@@ -1,6 +1,7 @@
 import { Anchor, Breadcrumbs, Center, Loader, Stack, Title } from '@mantine/core';
 import type { ReactNode } from 'react';
 import { Link } from 'react-router';
+import { absolute, relative } from './format';
 
 /** Page is a titled page with breadcrumbs. */
 export function Page({ title, crumbs, actions, children }: { title: ReactNode; crumbs?: { to: string; label: string }[]; actions?: ReactNode; children: ReactNode }) {
@@ -34,9 +35,17 @@ export function Loading() {
   );
 }
 
-/** when formats an API time for people. */
+/** when formats an API time for people: "2026-12-04 18:02 UTC", in the browser's zone. */
 export function when(t?: string | null): string {
-  if (!t) return '';
-  const d = new Date(t);
-  return Number.isNaN(d.getTime()) ? t : d.toLocaleString();
+  return absolute(t);
+}
+
+/** When is a time in a table: relative ("5 min ago"), the absolute time on hover and for assistive tech. */
+export function When({ t }: { t?: string | null }) {
+  if (!t) return null;
+  return (
+    <time dateTime={t} title={absolute(t)} aria-label={absolute(t)}>
+      {relative(t)}
+    </time>
+  );
 }

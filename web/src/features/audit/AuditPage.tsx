@@ -4,7 +4,7 @@ import { useState, type FormEvent } from 'react';
 import { client, unwrap } from '../../api/client';
 import { keys } from '../../api/keys';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 
 type Filter = { namespace: string; actor: string; action: string; since: string; until: string };
 const emptyFilter: Filter = { namespace: '', actor: '', action: '', since: '', until: '' };
@@ -74,7 +74,7 @@ export function AuditPage() {
             <Table.Tbody>
               {events.map((e) => (
                 <Table.Tr key={e.id}>
-                  <Table.Td>{when(e.at)}</Table.Td>
+                  <Table.Td><When t={e.at} /></Table.Td>
                   <Table.Td>{e.actor}</Table.Td>
                   <Table.Td>
                     <Code>{e.action}</Code> {e.emergency && <Badge color="red">emergency</Badge>}

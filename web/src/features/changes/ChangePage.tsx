@@ -1,18 +1,21 @@
-import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Text, Textarea, TextInput, ThemeIcon, Title, Tooltip } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Checkbox, Group, List, Paper, Stack, Text, Textarea, TextInput, Title, Tooltip } from '@mantine/core';
 import { useEffect, useMemo, useState } from 'react';
-import { Link, useParams } from 'react-router';
+import { Link, useNavigate, useParams } from 'react-router';
 import type { Change } from '../../api/client';
 import { preloadEditor, MergeDiff } from '../../components/code';
+import { plural } from '../../components/format';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe, type Me } from '../auth/session';
 import { toYaml } from '../draft/ruleset';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
-import { useRollout, useVersionDoc } from '../versions/hooks';
+import { ResetDraftButton } from '../draft/ResetDraft';
+import { useRollout, useVersionDoc, useVersions } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
 import { useChange, useChangeAction, usePublish, useUnschedule } from './hooks';
-import { summarize, warningsOf, type Warning } from './summary';
+import { summarize, warningsOf } from './summary';
+import { WarningList } from './WarningList';
 
 /** approveBlock says why the signed-in user may not approve, or null when they may. */
 export function approveBlock(me: Me | null | undefined, c: Change): string | null {
@@ -23,34 +26,6 @@ export function approveBlock(me: Me | null | undefined, c: Change): string | nul
   if (c.author === me?.user.username) return 'You opened this change: a second person must approve it (four eyes).';
   if (uid !== undefined && (c.contributors ?? []).includes(uid)) return 'You edited this change’s draft: a second person must approve it (four eyes).';
   return null;
-}
-
-function WarningList({ warnings }: { warnings: Warning[] }) {
-  return (
-    <List size="sm" spacing={2}>
-      {warnings.map((w, i) => (
-        <List.Item
-          key={i}
-          icon={
-            <ThemeIcon color="orange" size={16} radius="xl" aria-hidden>
-              !
-            </ThemeIcon>
-          }
-        >
-          <Text span c="orange.9" fw={600} size="sm">
-            Risk:
-          </Text>{' '}
-          <Text span size="sm">
-            {w.message}
-          </Text>{' '}
-          <Text span size="xs" c="dimmed" ff="monospace">
-            ({w.code}
-            {w.path ? ` at ${w.path}` : ''})
-          </Text>
-        </List.Item>
-      ))}
-    </List>
-  );
 }
 
 function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) {
@@ -66,11 +41,11 @@ function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) 
         <Text size="sm">Writing to etcd…</Text>
       ) : follow ? (
         <Text size="sm">
-          Running on {applied} of {applied + waiting.length} live nodes{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
+          Running on {applied} of {plural(applied + waiting.length, 'live node')}{done ? '.' : `; waiting for ${waiting.map((w) => w.nodeId).join(', ')}.`}
         </Text>
       ) : (
         <Text size="sm">
-          Applied by {(r.data?.applied ?? []).length} nodes; {applied} live nodes still run it.
+          Applied by {plural((r.data?.applied ?? []).length, 'node')}; {plural(applied, 'live node')} still {applied === 1 ? 'runs' : 'run'} it.
         </Text>
       )}
       <Anchor component={Link} to={`/namespaces/${ns}/versions/${n}`} size="sm">
@@ -92,6 +67,11 @@ export function ChangePage() {
   const unschedule = useUnschedule(ns, id);
   const [comment, setComment] = useState('');
   const [publishAt, setPublishAt] = useState('');
+  // Approving a flagged change needs each flag confirmed (by its index).
+  const [confirmed, setConfirmed] = useState<ReadonlySet<number>>(new Set());
+  const [kept, setKept] = useState(false);
+  const newest = useVersions(ns, 1).data?.items?.[0]?.number ?? 0;
+  const navigate = useNavigate();
   const c = q.data;
   const base = useVersionDoc(ns, c ? (c.baseVersion ?? 0) : undefined);
   const published = useVersionDoc(ns, c?.publishedVersion ?? undefined);
@@ -111,6 +91,7 @@ export function ChangePage() {
   if (!c || !view) return <ErrorAlert error={q.error} />;
 
   const warnings = warningsOf(c);
+  const unconfirmed = c.state === 'open' ? warnings.length - warnings.filter((_, i) => confirmed.has(i)).length : 0;
   const { lines, general } = view.summary;
   const block = approveBlock(me.data, c);
   const canReview = allows(me.data?.role, 'approver');
@@ -218,19 +199,40 @@ export function ChangePage() {
             <Title order={2} size="h4">
               Review
             </Title>
-            {warnings.length > 0 && c.state === 'open' && <Alert color="orange">This change has {warnings.length} risk flag{warnings.length > 1 ? 's' : ''}; read them above before approving.</Alert>}
+            {warnings.length > 0 && c.state === 'open' && (
+              <Alert color="orange" title={`This change has ${plural(warnings.length, 'risk flag')}: confirm each to approve`}>
+                <Stack gap={6}>
+                  {warnings.map((w, i) => (
+                    <Checkbox
+                      key={i}
+                      label={`I have read: ${w.message}`}
+                      checked={confirmed.has(i)}
+                      onChange={(e) => {
+                        const on = e.currentTarget.checked;
+                        setConfirmed((s) => {
+                          const n = new Set(s);
+                          if (on) n.add(i);
+                          else n.delete(i);
+                          return n;
+                        });
+                      }}
+                    />
+                  ))}
+                </Stack>
+              </Alert>
+            )}
             <Textarea label="Comment" autosize minRows={2} value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
             <Group wrap="wrap">
               {c.state === 'open' && (
                 <Tooltip label={block ?? ''} disabled={!block}>
                   <span>
-                    <Button color="teal" disabled={!!block} loading={action.isPending && action.variables?.action === 'approve'} onClick={() => action.mutate({ action: 'approve', comment })} aria-describedby={block ? 'approve-block' : undefined}>
+                    <Button color="teal" disabled={!!block || unconfirmed > 0} loading={action.isPending && action.variables?.action === 'approve'} onClick={() => action.mutate({ action: 'approve', comment }, { onSuccess: () => setComment('') })} aria-describedby={block ? 'approve-block' : undefined}>
                       Approve
                     </Button>
                   </span>
                 </Tooltip>
               )}
-              <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
+              <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment }, { onSuccess: () => setComment('') })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
                 Reject
               </Button>
               {canPublish && (
@@ -261,6 +263,19 @@ export function ChangePage() {
         </Paper>
       )}
       {!canReview && c.state === 'open' && <Text size="sm" c="dimmed">An approver reviews this change.</Text>}
+      {allows(me.data?.role, 'editor') && c.state === 'rejected' && !kept && (
+        <Alert color="yellow" title="Rejected: its edits are still in the draft">
+          <Text size="sm" mb="xs">
+            The shared draft still holds what this change proposed (unless someone edited it since). Reset it to the published rules, or keep it to rework.
+          </Text>
+          <Group>
+            <ResetDraftButton ns={ns} version={newest} dropped="every edit in the draft that is not published is dropped." onDone={() => navigate(`/namespaces/${ns}/draft`)} />
+            <Button variant="default" onClick={() => setKept(true)}>
+              Keep the draft
+            </Button>
+          </Group>
+        </Alert>
+      )}
       {allows(me.data?.role, 'editor') && (c.stale || c.state === 'rejected') && (
         <Button variant="default" onClick={() => action.mutate({ action: 'reopen', comment })} style={{ alignSelf: 'flex-start' }}>
           Reopen on the newest version

@@ -2,7 +2,7 @@ import { Anchor, Badge, SegmentedControl, Table, Text } from '@mantine/core';
 import { useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, when, When } from '../../components/Page';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useChanges } from './hooks';
 import { warningsOf } from './summary';
@@ -55,7 +55,7 @@ export function ChangesPage() {
                     {c.publishAt && c.state === 'approved' && <Badge color="indigo">publishes {when(c.publishAt)}</Badge>}
                   </Table.Td>
                   <Table.Td>{c.author}</Table.Td>
-                  <Table.Td>{when(c.updatedAt)}</Table.Td>
+                  <Table.Td><When t={c.updatedAt} /></Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>

@@ -1,16 +1,21 @@
-import { Alert, Badge, Button, Group, Modal, Pagination, SegmentedControl, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { Alert, Badge, Button, Group, List, Modal, Pagination, Paper, SegmentedControl, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
 import { useEffect, useMemo, useState } from 'react';
 import { useBlocker, useNavigate, useParams } from 'react-router';
-import { ApiError, errorMessage, type FieldError, type RuleSet } from '../../api/client';
+import { ApiError, type FieldError, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
 import { MergeDiff, YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page } from '../../components/Page';
+import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 import { useCreateChange } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
-import { fetchDraft, saveDraft, useDraft, type LoadedDraft } from './hooks';
+import { plural } from '../../components/format';
+import { summarize, type Warning } from '../changes/summary';
+import { WarningList } from '../changes/WarningList';
+import { fetchDraft, saveDraft, useDebounced, useDraft, useDraftCheck, type DraftCheck, type LoadedDraft } from './hooks';
+import { ResetDraftButton } from './ResetDraft';
+import { dropLocalDraft, keepLocalDraft, localDraftKey, readLocalDraft, type LocalDraft } from './localDraft';
 import { RuleForm } from './RuleForm';
 import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
 
@@ -52,11 +57,33 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const [saved, setSaved] = useState(false);
   const [conflict, setConflict] = useState<Conflict | null>(null);
   const [changeOpen, setChangeOpen] = useState(false);
+  // Edits in progress are kept in this browser until saved or discarded; a
+  // kept draft that differs from the server's is offered back on open.
+  const storeKey = localDraftKey(me.data?.user.username ?? '', ns);
+  const [kept, setKept] = useState<LocalDraft | null>(() => {
+    const k = canEdit ? readLocalDraft(localStorage, storeKey) : null;
+    return k && !sameRuleSet(k.doc, loaded.doc) ? k : null;
+  });
 
   const fieldErrors: FieldError[] = serverError instanceof ApiError ? serverError.fields : [];
   // Every edit makes a new object, so a reference check finds them; the
   // YAML view is compared with the text it was opened with.
   const dirty = working !== base || (view === 'yaml' && yamlText !== yamlBase);
+
+  // The server checks what the user sees (the form's document, or the YAML
+  // once it parses), 300 ms after the last edit: errors and risk flags per
+  // field and in a summary, and the diff from the newest version.
+  const yamlLater = useDebounced(view === 'yaml' ? yamlText : '', 300);
+  const yamlDoc = useMemo(() => {
+    if (view !== 'yaml' || !yamlLater) return null;
+    const r = fromYaml(yamlLater);
+    return r.ok ? r.ruleSet : null;
+  }, [view, yamlLater]);
+  const check = useDraftCheck(ns, !canEdit ? null : view === 'yaml' ? yamlDoc : working);
+  const liveErrors: FieldError[] = check.fresh && view === 'form' ? (check.data?.errors ?? []) : [];
+  // Risk flags at their field only when they are about what is shown.
+  const warnings: Warning[] = check.fresh ? (check.data?.warnings ?? []) : [];
+  const sameAsPublished = check.fresh && check.data?.diff !== undefined && changeCount(check.data) === 0;
 
   const blocker = useBlocker(({ currentLocation, nextLocation }) => dirty && currentLocation.pathname !== nextLocation.pathname);
   useEffect(() => {
@@ -94,6 +121,18 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
     }
   };
 
+  const editing = view === 'yaml' ? yamlDoc : working;
+  useEffect(() => {
+    // Not while a kept draft waits to be restored or discarded: it would be overwritten.
+    if (!canEdit || kept || !editing || editing === base) return;
+    const t = setTimeout(() => keepLocalDraft(localStorage, storeKey, editing, etag), 300);
+    return () => clearTimeout(t);
+  }, [canEdit, kept, editing, base, etag, storeKey]);
+  const discardKept = () => {
+    dropLocalDraft(localStorage, storeKey);
+    setKept(null);
+  };
+
   const save = async (doc: RuleSet | null, ifMatch = etag) => {
     if (!doc) return;
     setSaving(true);
@@ -106,6 +145,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       setServerError(null);
       setConflict(null);
       setSaved(true);
+      dropLocalDraft(localStorage, storeKey);
       qc.setQueryData(keys.draft(ns), { doc, etag: next });
     } catch (e) {
       setServerError(e);
@@ -134,7 +174,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const shown = rules.map((r, i) => ({ r, i })).filter(({ r }) => !filter || String(r.id ?? '').includes(filter));
   const pages = Math.max(1, Math.ceil(shown.length / pageSize));
   const ids = routeIds(working);
-  const errorKinds = new Set(fieldErrors.map((e) => e.path?.split('[')[0]));
+  const errorKinds = new Set([...fieldErrors, ...liveErrors].map((e) => e.path?.split('[')[0]));
 
   return (
     <Stack gap="md">
@@ -155,7 +195,12 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
               <Button onClick={() => save(current())} loading={saving} disabled={!dirty}>
                 Save draft
               </Button>
-              <Button variant="light" onClick={() => setChangeOpen(true)} disabled={dirty} title={dirty ? 'Save the draft first' : undefined}>
+              <Button
+                variant="light"
+                onClick={() => setChangeOpen(true)}
+                disabled={dirty || sameAsPublished}
+                title={dirty ? 'Save the draft first' : sameAsPublished ? `The draft equals published v${check.data?.version}: nothing to propose` : undefined}
+              >
                 Open a change
               </Button>
             </>
@@ -163,6 +208,43 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
         </Group>
       </Group>
       {!canEdit && <Alert color="gray">You can read this draft; editing needs the editor role.</Alert>}
+      {kept && (
+        <Alert color="blue" title={`Unsaved edits from ${when(kept.at)} were kept in this browser`}>
+          <Text size="sm" mb="xs">
+            They were not saved (the session may have ended, or the tab closed). Restore them to review and save, or discard them.
+          </Text>
+          <Group>
+            <Button
+              size="xs"
+              onClick={() => {
+                if (view === 'yaml') setView('form');
+                setWorking(kept.doc);
+                setKept(null);
+              }}
+            >
+              Restore my edits
+            </Button>
+            <Button size="xs" variant="default" onClick={discardKept}>
+              Discard them
+            </Button>
+          </Group>
+        </Alert>
+      )}
+      {check.data && (
+        <DraftState
+          ns={ns}
+          check={check.data}
+          doc={view === 'yaml' ? yamlDoc : working}
+          etag={etag}
+          checking={!check.fresh}
+          canEdit={canEdit}
+          dirty={dirty}
+          onReset={() => {
+            dropLocalDraft(localStorage, storeKey);
+            onReloaded();
+          }}
+        />
+      )}
       {serverError !== null && !(serverError instanceof ApiError && serverError.status === 412) && <ErrorAlert error={serverError} title="The server refused the draft" />}
       {yamlError && (
         <Alert color="red" role="alert" title="The YAML does not parse">
@@ -205,7 +287,8 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
                 index={i}
                 rule={r}
                 routeIds={ids}
-                errors={fieldErrors}
+                errors={[...fieldErrors, ...liveErrors]}
+                warnings={warnings}
                 readOnly={!canEdit}
                 onChange={(nr) => setWorking((w) => withRule(w, kind, i, () => nr))}
                 onRemove={() => setWorking((w) => withRule(w, kind, i, () => undefined))}
@@ -237,6 +320,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
               <Button
                 variant="default"
                 onClick={() => {
+                  dropLocalDraft(localStorage, storeKey);
                   qc.setQueryData(keys.draft(ns), conflict.theirs);
                   onReloaded();
                 }}
@@ -251,7 +335,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
         )}
       </Modal>
 
-      <OpenChange ns={ns} opened={changeOpen} onClose={() => setChangeOpen(false)} onOpened={(id) => navigate(`/namespaces/${ns}/changes/${id}`)} />
+      <OpenChange ns={ns} opened={changeOpen} check={check.data} doc={working} onClose={() => setChangeOpen(false)} onOpened={(id) => navigate(`/namespaces/${ns}/changes/${id}`)} />
 
       <Modal opened={blocker.state === 'blocked'} onClose={() => blocker.reset?.()} title="Leave without saving?">
         <Stack>
@@ -260,7 +344,13 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
             <Button variant="default" onClick={() => blocker.reset?.()}>
               Stay
             </Button>
-            <Button color="red" onClick={() => blocker.proceed?.()}>
+            <Button
+              color="red"
+              onClick={() => {
+                dropLocalDraft(localStorage, storeKey);
+                blocker.proceed?.();
+              }}
+            >
               Leave without saving
             </Button>
           </Group>
@@ -270,17 +360,96 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   );
 }
 
-function OpenChange({ ns, opened, onClose, onOpened }: { ns: string; opened: boolean; onClose: () => void; onOpened: (id: number) => void }) {
+/** changeCount is how many rules the checked document changes against the newest version. */
+function changeCount(c: DraftCheck): number {
+  return (c.diff?.added ?? 0) + (c.diff?.removed ?? 0) + (c.diff?.changed ?? 0) + (c.diff?.namespace ? 1 : 0);
+}
+
+/** DiffSummary lists what a checked document changes, rule by rule, with the risk flags at their rule. */
+function DiffSummary({ check, doc }: { check: DraftCheck; doc: RuleSet | null }) {
+  const { lines, general } = useMemo(() => summarize(check.diff, check.warnings as Warning[], doc ?? undefined), [check, doc]);
+  return (
+    <Stack gap={4}>
+      {general.length > 0 && <WarningList warnings={general} />}
+      <List spacing={4} aria-label="Changes from the published version">
+        {lines.map((l, i) => (
+          <List.Item key={i}>
+            <Text ff="monospace" size="sm">
+              {l.text}
+            </Text>
+            {l.warnings.length > 0 && <WarningList warnings={l.warnings} />}
+          </List.Item>
+        ))}
+      </List>
+    </Stack>
+  );
+}
+
+/**
+ * DraftState says how the draft the user sees differs from the newest
+ * version (with the diff and the risk flags), or that it does not, and
+ * offers to reset it to that version.
+ */
+function DraftState({ ns, check, doc, etag, checking, canEdit, dirty, onReset }: { ns: string; check: DraftCheck; doc: RuleSet | null; etag: string; checking: boolean; canEdit: boolean; dirty: boolean; onReset: () => void }) {
+  const v = check.version;
+  const published = v > 0 ? `published v${v}` : 'the empty rule set (nothing is published yet)';
+  if ((check.errors ?? []).length > 0) {
+    return (
+      <Alert color="red" title={`The draft does not validate: ${plural(check.errors.length, 'problem')}`} aria-label="Draft state">
+        <Text size="sm">Each is shown at its field; a change cannot be opened from it.</Text>
+      </Alert>
+    );
+  }
+  const n = changeCount(check);
+  if (n === 0) {
+    return (
+      <Text size="sm" c="dimmed" role="status" aria-label="Draft state">
+        The draft equals {published}.
+      </Text>
+    );
+  }
+  return (
+    <Paper withBorder p="sm" component="section" aria-label="Draft state" aria-busy={checking} style={checking ? { opacity: 0.6 } : undefined}>
+      <Group justify="space-between" wrap="wrap" mb="xs">
+        <Title order={2} size="h5">
+          Draft differs from {published}: {plural(n, 'change')}
+          {check.warnings.length > 0 ? `, ${plural(check.warnings.length, 'risk flag')}` : ''}
+        </Title>
+        {canEdit && (
+          <ResetDraftButton
+            ns={ns}
+            version={v}
+            etag={etag}
+            dropped={`${plural(n, 'change')} ${dirty ? '(and your unsaved edits) ' : ''}are dropped.`}
+            onDone={onReset}
+          />
+        )}
+      </Group>
+      <DiffSummary check={check} doc={doc} />
+    </Paper>
+  );
+}
+
+function OpenChange({ ns, opened, check, doc, onClose, onOpened }: { ns: string; opened: boolean; check?: DraftCheck; doc: RuleSet; onClose: () => void; onOpened: (id: number) => void }) {
   const create = useCreateChange(ns);
   const [title, setTitle] = useState('');
   const [description, setDescription] = useState('');
   return (
-    <Modal opened={opened} onClose={onClose} title="Open a change">
+    <Modal opened={opened} onClose={onClose} title="Open a change" size="lg">
       <Stack component="form" onSubmit={(e) => { e.preventDefault(); create.mutate({ title, description }, { onSuccess: (c) => onOpened(c.id!) }); }}>
         <Title order={3} size="h5">
           Propose the saved draft for review
         </Title>
-        {create.error && <ErrorAlert error={create.error} />}
+        {check && (
+          <Paper withBorder p="sm" aria-label="What the change does">
+            <Text size="sm" fw={600} mb={4}>
+              Against {check.version > 0 ? `v${check.version}` : 'nothing published'}: {plural(changeCount(check), 'change')}
+              {check.warnings.length > 0 ? `, ${plural(check.warnings.length, 'risk flag')} an approver must confirm` : ''}
+            </Text>
+            <DiffSummary check={check} doc={doc} />
+          </Paper>
+        )}
+        <ErrorAlert error={create.error} />
         <TextInput label="Title" required value={title} onChange={(e) => setTitle(e.currentTarget.value)} maxLength={200} data-autofocus />
         <Textarea label="Description" autosize minRows={3} value={description} onChange={(e) => setDescription(e.currentTarget.value)} />
         <Group justify="flex-end">
@@ -288,7 +457,6 @@ function OpenChange({ ns, opened, onClose, onOpened }: { ns: string; opened: boo
             Open change
           </Button>
         </Group>
-        {create.error ? <Text size="xs">{errorMessage(create.error)}</Text> : null}
       </Stack>
     </Modal>
   );

@@ -2,6 +2,7 @@ import { Button, Checkbox, Group, MultiSelect, NumberInput, Paper, Select, Simpl
 import type { FieldError } from '../../api/client';
 import { fields, helpOf, type FieldSpec } from './fields';
 import { getIn, setIn, type RuleKind } from './ruleset';
+import type { Warning } from '../changes/summary';
 
 type Props = {
   kind: RuleKind;
@@ -9,6 +10,8 @@ type Props = {
   rule: Record<string, unknown>;
   routeIds: string[];
   errors: FieldError[];
+  /** warnings are the server's risk flags of the whole draft; those of this rule (path "kind[id]…") show at their field. */
+  warnings?: Warning[];
   readOnly: boolean;
   onChange: (r: Record<string, unknown>) => void;
   onRemove: () => void;
@@ -23,8 +26,25 @@ function errorAt(errors: FieldError[], prefix: string, f: FieldSpec): string | u
   return e ? `${e.path}: ${e.message}` : undefined;
 }
 
-function Field({ kind, f, value, error, readOnly, routeIds, onValue, id }: { kind: RuleKind; f: FieldSpec; value: unknown; error?: string; readOnly: boolean; routeIds: string[]; onValue: (v: unknown) => void; id: string }) {
-  const common = { label: f.label, description: helpOf(kind, f), error, readOnly, disabled: readOnly, id };
+/** warningAt is the risk flag of a field of this rule, by the rule's id (api.Warnings names rules by id). */
+function warningAt(warnings: Warning[], kind: RuleKind, ruleId: string, f: FieldSpec): Warning | undefined {
+  const want = `${kind}[${ruleId}].${f.path}`;
+  return warnings.find((w) => w.path === want || w.path?.startsWith(want + '.') || w.path?.startsWith(want + '['));
+}
+
+function Field({ kind, f, value, error, warning, readOnly, routeIds, onValue, id }: { kind: RuleKind; f: FieldSpec; value: unknown; error?: string; warning?: Warning; readOnly: boolean; routeIds: string[]; onValue: (v: unknown) => void; id: string }) {
+  const help = helpOf(kind, f);
+  const description = warning ? (
+    <>
+      {help && <span style={{ display: 'block' }}>{help}</span>}
+      <Text span size="xs" c="orange.9" fw={600} style={{ display: 'block' }}>
+        Risk: {warning.message}
+      </Text>
+    </>
+  ) : (
+    help
+  );
+  const common = { label: f.label, description, error, readOnly, disabled: readOnly, id };
   switch (f.type) {
     case 'number':
       return (
@@ -60,7 +80,7 @@ function Field({ kind, f, value, error, readOnly, routeIds, onValue, id }: { kin
 }
 
 /** RuleForm is the form of one rule; server errors show at their field with the field path. */
-export function RuleForm({ kind, index, rule, routeIds, errors, readOnly, onChange, onRemove }: Props) {
+export function RuleForm({ kind, index, rule, routeIds, errors, warnings = [], readOnly, onChange, onRemove }: Props) {
   const prefix = `${kind}[${index}]`;
   const id = String(rule.id ?? '');
   const other = errors.filter((e) => e.path === prefix || (e.path?.startsWith(prefix + '.') && !fields[kind].some((f) => errorAt([e], prefix, f))));
@@ -85,6 +105,7 @@ export function RuleForm({ kind, index, rule, routeIds, errors, readOnly, onChan
             f={f}
             value={getIn(rule, f.path)}
             error={errorAt(errors, prefix, f)}
+            warning={warningAt(warnings, kind, id, f)}
             readOnly={readOnly}
             routeIds={routeIds}
             onValue={(v) => onChange(setIn(rule, f.path, v))}

@@ -10,6 +10,9 @@ describe('event cells', () => {
   it.each([
     { desc: 'a level step', e: { id: 1, at: '', kind: 'degrade' as const, from: '0', to: '1' }, want: '0 → 1' },
     { desc: 'a version', e: { id: 1, at: '', kind: 'publish' as const, version: 4 }, want: 'v4' },
+    { desc: 'a canary start (no state before it)', e: { id: 1, at: '', kind: 'canary' as const, to: 'start', version: 7 }, want: 'start v7' },
+    { desc: 'a cancelled schedule', e: { id: 1, at: '', kind: 'publish' as const, to: 'schedule_cancelled', version: 5 }, want: 'schedule cancelled v5' },
+    { desc: 'only the old state', e: { id: 1, at: '', kind: 'breaker' as const, from: 'open' }, want: 'was open' },
     { desc: 'neither', e: { id: 1, at: '', kind: 'node_joined' as const }, want: '' },
   ])('change: $desc', (c) => expect(change(c.e)).toBe(c.want));
 });

@@ -20,9 +20,21 @@ export function detailText(detail: unknown): string {
     .join(' ');
 }
 
-/** change is what an event changed, for the table: a level or state step, or a version. */
-export function change(e: FleetEvent): string {
-  if (e.from !== undefined || e.to !== undefined) return `${show(e.from) || '?'} → ${show(e.to) || '?'}`;
-  if (e.version !== undefined) return `v${e.version}`;
+/**
+ * step is an event's step in words: "0 → 1" for a level or state change,
+ * just the new state when there was none before (a canary's "start",
+ * "promote" or "abort"), "was X" when only the old state is known.
+ */
+export function step(e: FleetEvent): string {
+  const from = show(e.from).replaceAll('_', ' ');
+  const to = show(e.to).replaceAll('_', ' ');
+  if (from && to) return `${from} → ${to}`;
+  if (to) return to;
+  if (from) return `was ${from}`;
   return '';
+}
+
+/** change is what an event changed, for the table: a level or state step, a version, or both ("start v7"). */
+export function change(e: FleetEvent): string {
+  return [step(e), e.version !== undefined ? `v${e.version}` : ''].filter(Boolean).join(' ');
 }

@@ -1,5 +1,5 @@
 import { Anchor, Button, Group, SimpleGrid, Paper, Text, Title } from '@mantine/core';
-import { Link, useParams } from 'react-router';
+import { Link, useLocation, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { useChanges } from '../changes/hooks';
@@ -13,31 +13,34 @@ export function nsCrumbs(ns: string) {
   ];
 }
 
-/** NamespaceNav links a namespace's pages. */
+const sections = [
+  ['draft', 'Draft'],
+  ['changes', 'Changes'],
+  ['versions', 'Versions'],
+  ['nodes', 'Nodes'],
+  ['traffic', 'Traffic'],
+  ['events', 'Events'],
+  ['canary', 'Canary'],
+] as const;
+
+/**
+ * NamespaceNav links a namespace's pages; the current section (a change
+ * page is in Changes, a version page in Versions) is marked filled and
+ * with aria-current="page".
+ */
 export function NamespaceNav({ ns }: { ns: string }) {
+  const { pathname } = useLocation();
   return (
     <Group gap="xs" wrap="wrap" role="navigation" aria-label={`Namespace ${ns}`}>
-      <Button component={Link} to={`/namespaces/${ns}/draft`} variant="light" size="xs">
-        Draft
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/changes`} variant="light" size="xs">
-        Changes
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/versions`} variant="light" size="xs">
-        Versions
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/nodes`} variant="light" size="xs">
-        Nodes
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/traffic`} variant="light" size="xs">
-        Traffic
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/events`} variant="light" size="xs">
-        Events
-      </Button>
-      <Button component={Link} to={`/namespaces/${ns}/canary`} variant="light" size="xs">
-        Canary
-      </Button>
+      {sections.map(([seg, label]) => {
+        const to = `/namespaces/${ns}/${seg}`;
+        const current = pathname === to || pathname.startsWith(to + '/');
+        return (
+          <Button key={seg} component={Link} to={to} variant={current ? 'filled' : 'light'} size="xs" aria-current={current ? 'page' : undefined}>
+            {label}
+          </Button>
+        );
+      })}
     </Group>
   );
 }

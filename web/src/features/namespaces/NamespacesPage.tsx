@@ -1,5 +1,6 @@
 import { Anchor, Badge, Button, Group, Paper, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useState, type FormEvent } from 'react';
+import { plural } from '../../components/format';
 import { Link, useNavigate } from 'react-router';
 import type { Namespace } from '../../api/client';
 import { ErrorAlert } from '../../components/ErrorAlert';
@@ -122,7 +123,7 @@ export function NamespacesPage() {
       )}
       {allows(me.data?.role, 'admin') && <CreateNamespace />}
       <Group>
-        <Badge variant="light">{items.length} namespaces</Badge>
+        <Badge variant="light">{plural(items.length, 'namespace')}</Badge>
       </Group>
     </Page>
   );

@@ -6,7 +6,7 @@ import type { Node } from '../../api/client';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { StreamBadge } from '../../components/StreamBadge';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useVersions } from '../versions/hooks';
@@ -146,7 +146,7 @@ export function NodesPage() {
                         </Tooltip>
                       )}
                     </Table.Td>
-                    <Table.Td>{n.live ? 'now' : when(n.lastSeen)}</Table.Td>
+                    <Table.Td>{n.live ? 'now' : <When t={n.lastSeen} />}</Table.Td>
                     <Table.Td ta="right">{n.rps === undefined ? '' : n.rps.toFixed(1)}</Table.Td>
                     <Table.Td ta="right">{pct(n.rejectRate)}</Table.Td>
                     <Table.Td ta="right">{ms(n.p99Seconds)}</Table.Td>

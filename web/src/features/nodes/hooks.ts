@@ -1,20 +1,17 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { ApiError, client, unwrap } from '../../api/client';
+import { ApiError, asProblem, client, unwrap } from '../../api/client';
 import { keys } from '../../api/keys';
 
 export type OverrideInput = { drain?: boolean; degradeLevels?: Record<string, number>; ttl?: string; reason?: string };
 
-/** useCanary is the namespace's active canary (with its running comparison), or null when none is; refetched every interval ms. */
+/** useCanary is the namespace's active canary (with its running comparison), or null when none is (the API's 204); refetched every interval ms. */
 export function useCanary(ns: string, interval = 10_000) {
   return useQuery({
     queryKey: keys.canary(ns),
     queryFn: async () => {
-      try {
-        return await unwrap(client.GET('/api/v1/namespaces/{ns}/canary', { params: { path: { ns } } }));
-      } catch (e) {
-        if (e instanceof ApiError && e.status === 404) return null;
-        throw e;
-      }
+      const { data, error, response } = await client.GET('/api/v1/namespaces/{ns}/canary', { params: { path: { ns } } });
+      if (!response.ok) throw new ApiError(response.status, asProblem(response.status, error));
+      return response.status === 204 || !data ? null : data;
     },
     refetchInterval: interval,
   });

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from 'react';
 import { client, unwrap, type Role } from '../../api/client';
 import { keys } from '../../api/keys';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, when, When } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 
 const roles: Role[] = ['viewer', 'editor', 'approver', 'admin'];
@@ -14,7 +14,7 @@ export function TokensPage() {
   const qc = useQueryClient();
   const q = useQuery({ queryKey: keys.tokens, queryFn: () => unwrap(client.GET('/api/v1/tokens')) });
   const create = useMutation({
-    mutationFn: (body: { name: string; role: Role }) => unwrap(client.POST('/api/v1/tokens', { body })),
+    mutationFn: (body: { name: string; role: Role; expiresIn?: string }) => unwrap(client.POST('/api/v1/tokens', { body })),
     onSuccess: () => qc.invalidateQueries({ queryKey: keys.tokens }),
   });
   const revoke = useMutation({
@@ -23,10 +23,11 @@ export function TokensPage() {
   });
   const [name, setName] = useState('');
   const [role, setRole] = useState<Role>('viewer');
+  const [expiresIn, setExpiresIn] = useState('90d');
   const mine = roles.filter((r) => allows(me.data?.role, r));
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    create.mutate({ name, role }, { onSuccess: () => setName('') });
+    create.mutate({ name, role, ...(expiresIn ? { expiresIn } : {}) }, { onSuccess: () => setName('') });
   };
   const secret = create.data?.token;
   return (
@@ -50,6 +51,19 @@ export function TokensPage() {
           <Group align="flex-end" wrap="wrap">
             <TextInput label="Name" required value={name} onChange={(e) => setName(e.currentTarget.value)} />
             <Select label="Role" description="No higher than yours" data={mine} value={role} onChange={(r) => setRole((r ?? 'viewer') as Role)} allowDeselect={false} />
+            <Select
+              label="Expires"
+              data={[
+                { value: '7d', label: 'in 7 days' },
+                { value: '30d', label: 'in 30 days' },
+                { value: '90d', label: 'in 90 days' },
+                { value: '365d', label: 'in a year' },
+                { value: '', label: 'never' },
+              ]}
+              value={expiresIn}
+              onChange={(v) => setExpiresIn(v ?? '')}
+              allowDeselect={false}
+            />
             <Button type="submit" loading={create.isPending}>
               Create token
             </Button>
@@ -59,13 +73,15 @@ export function TokensPage() {
       {q.isPending && <Loading />}
       <ErrorAlert error={q.error ?? revoke.error} />
       {(q.data?.items ?? []).length > 0 && (
-        <Table.ScrollContainer minWidth={600}>
+        <Table.ScrollContainer minWidth={760}>
           <Table aria-label="Tokens">
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Name</Table.Th>
                 <Table.Th>Role</Table.Th>
                 <Table.Th>Owner</Table.Th>
+                <Table.Th>Created</Table.Th>
+                <Table.Th>Expires</Table.Th>
                 <Table.Th>Last used</Table.Th>
                 <Table.Th />
               </Table.Tr>
@@ -76,7 +92,11 @@ export function TokensPage() {
                   <Table.Td>{t.name}</Table.Td>
                   <Table.Td>{t.role}</Table.Td>
                   <Table.Td>{t.username}</Table.Td>
-                  <Table.Td>{when(t.lastUsedAt) || 'never'}</Table.Td>
+                  <Table.Td>
+                    <When t={t.createdAt} />
+                  </Table.Td>
+                  <Table.Td>{t.expiresAt ? <When t={t.expiresAt} /> : 'never'}</Table.Td>
+                  <Table.Td>{t.lastUsedAt ? <When t={t.lastUsedAt} /> : 'never'}</Table.Td>
                   <Table.Td>
                     {t.revokedAt ? (
                       <Badge color="gray">revoked {when(t.revokedAt)}</Badge>

@@ -142,5 +142,7 @@ describe('markers', () => {
     expect(eventLabel({ id: 1, at: '', kind: 'degrade', rule: 'r', from: '0', to: '1', node: 'gw-1' })).toBe('degrade r 0 → 1 on gw-1');
     expect(eventLabel({ id: 1, at: '', kind: 'publish', version: 4, actor: 'approver' })).toBe('publish v4 by approver');
     expect(eventLabel({ id: 1, at: '', kind: 'node_joined', node: 'gw-2' })).toBe('node joined on gw-2');
+    // A canary event has no state before it: no "?" (B2).
+    expect(eventLabel({ id: 1, at: '', kind: 'canary', to: 'abort', version: 7, actor: 'sluice' })).toBe('canary abort v7 by sluice');
   });
 });

@@ -2,6 +2,7 @@
 // updates into what the stats endpoint returned, turning per-step counts
 // into per-second rates on one time grid, the limit's threshold, and where
 // event markers go. Pure functions; the chart and the page only draw.
+import { change } from '../events/format';
 import type { FleetEvent, StatPoint, Stats, StatSeries } from '../../api/fleet';
 
 const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, 'µs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
@@ -207,17 +208,12 @@ export function placeMarkers(events: FleetEvent[], xOf: (t: number) => number, w
   return out;
 }
 
-function show(v: unknown): string {
-  if (v === undefined || v === null) return '?';
-  return typeof v === 'object' ? JSON.stringify(v) : String(v);
-}
-
 /** eventLabel is one line for people: what happened, to which rule, on which node, by whom. */
 export function eventLabel(e: FleetEvent): string {
   const parts: string[] = [e.kind.replace('_', ' ')];
-  if (e.version !== undefined) parts.push(`v${e.version}`);
   if (e.rule) parts.push(e.rule);
-  if (e.from !== undefined || e.to !== undefined) parts.push(`${show(e.from)} → ${show(e.to)}`);
+  const what = change(e);
+  if (what) parts.push(what);
   if (e.node) parts.push(`on ${e.node}`);
   if (e.actor) parts.push(`by ${e.actor}`);
   return parts.join(' ');

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from 'react';
 import { client, unwrap, type Role } from '../../api/client';
 import { keys } from '../../api/keys';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
 
 const roles: Role[] = ['viewer', 'editor', 'approver', 'admin'];
@@ -52,7 +52,7 @@ export function UsersPage() {
                   <Table.Td>
                     <Switch aria-label={`${u.username} enabled`} checked={!u.disabled} onChange={(e) => update.mutate({ id: u.id!, disabled: !e.currentTarget.checked })} />
                   </Table.Td>
-                  <Table.Td>{when(u.createdAt)}</Table.Td>
+                  <Table.Td><When t={u.createdAt} /></Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>

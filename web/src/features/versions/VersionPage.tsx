@@ -24,7 +24,14 @@ function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: 
           e.preventDefault();
           rollback.mutate(
             { reason, emergency },
-            { onSuccess: (r) => navigate(r.change ? `/namespaces/${ns}/changes/${r.change.id}` : `/namespaces/${ns}/versions/${r.version?.number}`) },
+            {
+              // The emergency rollback lands on the new version's page (this
+              // same component): close the dialog, or it stays open for it.
+              onSuccess: (r) => {
+                onClose();
+                navigate(r.change ? `/namespaces/${ns}/changes/${r.change.id}` : `/namespaces/${ns}/versions/${r.version?.number}`);
+              },
+            },
           );
         }}
       >
@@ -60,7 +67,14 @@ export function VersionPage() {
   const otherDoc = useVersionYaml(ns, other);
   const diff = useVersionDiff(ns, other, other === undefined ? undefined : n);
   const versions = useVersions(ns);
-  const [dialog, setDialog] = useState<'normal' | 'emergency' | null>(null);
+  // The dialog stays mounted (open or not), so Mantine returns the focus to
+  // the button that opened it when it closes.
+  const [dialog, setDialog] = useState<'normal' | 'emergency'>('normal');
+  const [dialogOpen, setDialogOpen] = useState(false);
+  const openDialog = (d: 'normal' | 'emergency') => {
+    setDialog(d);
+    setDialogOpen(true);
+  };
   const latest = versions.data?.items?.[0]?.number;
   const numbers = ['', '0', ...(versions.data?.items ?? []).map((v) => String(v.number)).filter((x) => x !== String(n))];
   const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
@@ -77,12 +91,12 @@ export function VersionPage() {
           onChange={(e) => setSearch(e.currentTarget.value === '' ? {} : { diff: e.currentTarget.value })}
         />
         {allows(me.data?.role, 'editor') && latest !== undefined && latest !== n && (
-          <Button variant="default" onClick={() => setDialog('normal')}>
+          <Button variant="default" onClick={() => openDialog('normal')}>
             Roll back to v{n}
           </Button>
         )}
         {allows(me.data?.role, 'admin') && latest !== undefined && latest !== n && (
-          <Button color="red" variant="light" onClick={() => setDialog('emergency')}>
+          <Button color="red" variant="light" onClick={() => openDialog('emergency')}>
             Emergency rollback
           </Button>
         )}
@@ -112,7 +126,7 @@ export function VersionPage() {
       )}
       {latest === n && <Alert color="gray">This is the newest version.</Alert>}
       {Number.isInteger(n) && n > 0 && <RolloutTable ns={ns} n={n} />}
-      {dialog && <RollbackDialog ns={ns} n={n} emergency={dialog === 'emergency'} opened onClose={() => setDialog(null)} />}
+      <RollbackDialog key={`${n}-${dialog}`} ns={ns} n={n} emergency={dialog === 'emergency'} opened={dialogOpen} onClose={() => setDialogOpen(false)} />
     </Page>
   );
 }

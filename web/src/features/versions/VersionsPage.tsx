@@ -2,9 +2,10 @@ import { Anchor, Badge, Button, Group, NativeSelect, Table, Text } from '@mantin
 import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
+import { useCanary } from '../nodes/hooks';
 import { useVersions } from './hooks';
 
 export function VersionsPage() {
@@ -19,6 +20,11 @@ export function VersionsPage() {
   const [from, setFrom] = useState('');
   const [to, setTo] = useState('');
   const numbers = items.map((v) => String(v.number));
+  // Markers: the version every node runs (current), the active canary's,
+  // and the versions a later rollback rolled back from.
+  const canary = useCanary(ns).data;
+  const current = items.find((v) => v.number !== canary?.version && v.publication?.kind !== 'canary' && v.publication?.kind !== 'abort')?.number;
+  const rolledBackBy = new Map(items.filter((v) => v.rollbackOf).map((v) => [(v.number ?? 0) - 1, v.number]));
   return (
     <Page title="Versions" crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
       {q.isPending && <Loading />}
@@ -53,11 +59,13 @@ export function VersionsPage() {
                     <Anchor component={Link} to={`/namespaces/${ns}/versions/${v.number}`}>
                       v{v.number}
                     </Anchor>{' '}
-                    {v.rollbackOf ? <Badge color="grape">rollback to v{v.rollbackOf}</Badge> : null} {v.emergency && <Badge color="red">emergency</Badge>}
+                    {v.number === current && <Badge color="green">current</Badge>} {v.number === canary?.version && <Badge color="yellow">canary</Badge>}{' '}
+                    {v.rollbackOf ? <Badge color="grape">rollback to v{v.rollbackOf}</Badge> : null} {v.emergency && <Badge color="red">emergency</Badge>}{' '}
+                    {rolledBackBy.has(v.number ?? -1) && <Badge color="gray">rolled back by v{rolledBackBy.get(v.number ?? -1)}</Badge>}
                   </Table.Td>
                   <Table.Td>{v.changeId ? byId.get(v.changeId)?.author : v.createdBy}</Table.Td>
                   <Table.Td>{v.createdBy}</Table.Td>
-                  <Table.Td>{when(v.createdAt)}</Table.Td>
+                  <Table.Td><When t={v.createdAt} /></Table.Td>
                   <Table.Td>
                     {v.changeId ? (
                       <Anchor component={Link} to={`/namespaces/${ns}/changes/${v.changeId}`}>
