@@ -56,6 +56,9 @@ func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopC
 			return LoopDeclined
 		}
 	}
+	if s.access != nil {
+		s.access.Record(v, s.wall())
+	}
 	x.serving = true
 	s.serveMatch(x, v, m, start)
 	x.serving = false

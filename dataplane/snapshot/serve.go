@@ -115,6 +115,9 @@ type doneHolder interface{ HoldDone(done func()) bool }
 // reports false.
 func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
+	if s.access != nil {
+		s.access.Record(v, s.wall())
+	}
 	return s.serveMatch(x, v, s.router.MatchView(v), start)
 }
 

@@ -54,6 +54,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/accesslog"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/limit"
@@ -89,6 +90,9 @@ type Options struct {
 	// JWKSClient fetches identities' JWKS URLs; nil means a client with a
 	// 5s timeout.
 	JWKSClient *http.Client
+	// AccessLog records every request served (the gateway's
+	// --access-log); nil logs none.
+	AccessLog *accesslog.Log
 }
 
 // Meta describes where a snapshot's rules came from.
@@ -120,6 +124,7 @@ type Snapshot struct {
 	// the rule set has none.
 	identities map[string]*identityRule
 	wall       func() int64
+	access     *accesslog.Recorder // nil: no access log
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -156,7 +161,8 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 		opts.Transport = proxy.SharedTransport()
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
-		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall}
+		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall,
+		access: opts.AccessLog.For(norm)}
 	defer func() {
 		if err != nil {
 			s.discard(prev)
