@@ -61,6 +61,7 @@ func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopC
 	}
 	x.serving = true
 	s.serveMatch(x, v, m, start)
+	s.observePreview(v)
 	x.serving = false
 	if !x.forwarding || x.early != nil {
 		if x.forwarding {

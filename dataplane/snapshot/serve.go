@@ -118,7 +118,20 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	if s.access != nil {
 		s.access.Record(v, s.wall())
 	}
-	return s.serveMatch(x, v, s.router.MatchView(v), start)
+	aborted = s.serveMatch(x, v, s.router.MatchView(v), start)
+	s.observePreview(v)
+	return aborted
+}
+
+// observePreview has the node's running preview, if any, decide v in
+// shadow, after the live decision.
+func (s *Snapshot) observePreview(v *reqview.View) {
+	if s.preview == nil {
+		return
+	}
+	if p := s.preview.Load(); p != nil && p.Active(s.wall()) {
+		p.Observe(v)
+	}
 }
 
 // serveMatch is Serve once the request is matched (m), from start.

@@ -49,6 +49,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
@@ -93,6 +95,11 @@ type Options struct {
 	// AccessLog records every request served (the gateway's
 	// --access-log); nil logs none.
 	AccessLog *accesslog.Log
+	// Preview holds the node's running preview (package preview), shared
+	// by every snapshot so that it outlives swaps; nil, or a nil value,
+	// previews nothing. Each request is observed by it after the live
+	// decision, until the preview's end.
+	Preview *atomic.Pointer[preview.Preview]
 }
 
 // Meta describes where a snapshot's rules came from.
@@ -125,6 +132,7 @@ type Snapshot struct {
 	identities map[string]*identityRule
 	wall       func() int64
 	access     *accesslog.Recorder // nil: no access log
+	preview    *atomic.Pointer[preview.Preview]
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -162,7 +170,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
 		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall,
-		access: opts.AccessLog.For(norm)}
+		access: opts.AccessLog.For(norm), preview: opts.Preview}
 	defer func() {
 		if err != nil {
 			s.discard(prev)
