@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxPreviewDuration is the longest a preview runs.
@@ -87,6 +88,47 @@ type PreviewCounts struct {
 	Rejected       int64        `json:"rejected"`
 	ShadowRejected int64        `json:"shadowRejected,omitempty"`
 	TopKeys        []PreviewKey `json:"topKeys,omitempty"`
+}
+
+// MaxPreviewReportKeys bounds the top keys of one PreviewReport, across its
+// limits (the keys rejected most are kept), so that a report with a preview
+// stays well within MaxReportBytes.
+const MaxPreviewReportKeys = 64
+
+// check returns the problems of a preview report read from a node: a
+// change id and checksum of printable text at most 128 bytes, valid unique
+// rule ids, no negative count, key text of at most MaxPreviewKeyText bytes,
+// and at most MaxPreviewReportKeys keys.
+func (p *PreviewReport) check(path string) Errors {
+	var errs Errors
+	bad := func(at, msg string) { errs = append(errs, FieldError{Path: path + at, Message: msg}) }
+	if p.Change == "" || len(p.Change) > 128 || !printable(p.Change) {
+		bad(".change", "must be 1 to 128 bytes of printable UTF-8")
+	}
+	if len(p.Checksum) > 128 || !printable(p.Checksum) {
+		bad(".checksum", "must be at most 128 bytes of printable UTF-8")
+	}
+	seen, keys := map[string]bool{}, 0
+	for i, l := range p.Limits {
+		at := fmt.Sprintf(".limits[%d]", i)
+		if !ValidID(l.Rule) || seen[l.Rule] {
+			bad(at+".rule", fmt.Sprintf("rule id %q is not valid or is repeated", l.Rule))
+		}
+		seen[l.Rule] = true
+		if l.Allowed < 0 || l.Rejected < 0 || l.ShadowRejected < 0 {
+			bad(at, "counts must be >= 0")
+		}
+		for j, k := range l.TopKeys {
+			keys++
+			if len(k.Key) > MaxPreviewKeyText || !utf8.ValidString(k.Key) || k.Rejected < 0 {
+				bad(fmt.Sprintf("%s.topKeys[%d]", at, j), fmt.Sprintf("key must be at most %d bytes of UTF-8, its count >= 0", MaxPreviewKeyText))
+			}
+		}
+	}
+	if keys > MaxPreviewReportKeys {
+		bad(".limits", fmt.Sprintf("carries %d top keys, more than %d", keys, MaxPreviewReportKeys))
+	}
+	return errs
 }
 
 // PreviewKey is one key's rejections by a preview limit. The counts are

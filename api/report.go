@@ -284,6 +284,9 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 		neg(p+".shed", d.Shed)
 		trans(p, d.Transitions, degradeLevels)
 	}
+	if r.Preview != nil {
+		errs = append(errs, r.Preview.check("preview")...)
+	}
 	return errs
 }
 

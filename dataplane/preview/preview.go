@@ -51,7 +51,7 @@ import (
 )
 
 // TopKeys is the number of keys a report carries per limit.
-const TopKeys = 10
+const TopKeys = 5
 
 // trackedKeys bounds the distinct keys counted per limit; rejections of
 // keys beyond it are counted in the limit's totals only.
@@ -276,7 +276,44 @@ func (p *Preview) Report() api.PreviewReport {
 		}
 		rep.Limits = append(rep.Limits, c)
 	}
+	trimKeys(rep.Limits, api.MaxPreviewReportKeys)
 	return rep
+}
+
+// trimKeys keeps the max keys rejected most across limits.
+func trimKeys(ls []api.PreviewCounts, max int) {
+	var counts []int64
+	for _, l := range ls {
+		for _, k := range l.TopKeys {
+			counts = append(counts, k.Rejected)
+		}
+	}
+	if len(counts) <= max {
+		return
+	}
+	slices.Sort(counts)
+	floor := counts[len(counts)-max] // keep keys above it, and at it while room is left
+	room := max
+	for i := range ls {
+		for _, k := range ls[i].TopKeys {
+			if k.Rejected > floor {
+				room--
+			}
+		}
+	}
+	for i := range ls {
+		kept := ls[i].TopKeys[:0]
+		for _, k := range ls[i].TopKeys {
+			switch {
+			case k.Rejected > floor:
+				kept = append(kept, k)
+			case k.Rejected == floor && room > 0:
+				kept = append(kept, k)
+				room--
+			}
+		}
+		ls[i].TopKeys = kept
+	}
 }
 
 func collect(c prometheus.Collector, f func([]*dto.LabelPair, float64)) {
