@@ -27,6 +27,10 @@ type Preview struct {
 	Until time.Time `json:"until"`
 	// Selector picks the nodes that run it by label; empty: every node.
 	Selector Selector `json:"selector,omitempty"`
+	// Since is when it was started, By who started it (for the record;
+	// nodes ignore both).
+	Since time.Time `json:"since,omitzero"`
+	By    string    `json:"by,omitempty"`
 }
 
 // Preview is the key of a namespace's preview (at most one at a time).
