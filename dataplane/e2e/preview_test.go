@@ -34,14 +34,15 @@ func (g *gateway) previewStatus() (previewStatus, error) {
 }
 
 // TestPreviewOnLiveTraffic: two real gateways follow etcd under loose live
-// rules (a per-user bucket of 1000 an hour). A signed preview of a limit ten
-// times tighter (100 an hour) is written at the namespace's preview key, as
-// the control plane writes it (the test signs it with the control plane's
-// key). Traffic through both nodes: no request is rejected, and the nodes'
-// reports carry the preview's counts, which equal what the same tight rules
-// reject once published, on the same traffic. An unsigned (forged) preview
-// is refused like any other forged value and never runs; deleting the key
-// stops the preview on every node within a report interval.
+// rules (a per-user bucket of 1000 an hour), with a real control plane. An
+// unsigned (forged) preview value is refused like any other forged value
+// and never runs. A change ten times tighter (100 an hour) is previewed
+// through the API (POST …/changes/{id}/preview). Traffic through both
+// nodes: no request is rejected, and the control plane's GET sums the
+// nodes' reports into the preview's figures, which equal what the same
+// change rejects once approved and published, on the same traffic (one
+// user's requests, 150 per node). DELETE stops the preview on every node
+// within a report interval.
 func TestPreviewOnLiveTraffic(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -92,19 +93,26 @@ func TestPreviewOnLiveTraffic(t *testing.T) {
 		})
 	}
 
-	// The signed preview runs on both nodes.
-	signed, err := h.signer().Sign(key, value(time.Now().Add(10*time.Minute)))
-	if err != nil {
+	// The change, previewed through the control plane's API: it signs the
+	// value (replacing the forged one) and the nodes run it.
+	base := "/api/v1/namespaces/" + ns
+	r := h.author.must(http.StatusOK, "GET", base+"/draft", nil)
+	h.author.must(http.StatusOK, "PUT", base+"/draft", h.rules(100), "If-Match: "+r.header.Get("ETag"))
+	var ch struct {
+		ID int64 `json:"id"`
+	}
+	if err := h.author.must(http.StatusCreated, "POST", base+"/changes", map[string]string{"title": "tight: 100 an hour"}).decode(&ch); err != nil {
 		t.Fatal(err)
 	}
-	put(signed)
+	previewPath := fmt.Sprintf("%s/changes/%d/preview", base, ch.ID)
+	h.author.must(http.StatusOK, "POST", previewPath, map[string]string{"duration": "10m"})
 	for _, g := range gws {
 		waitFor(t, 10*time.Second, g.id+" runs the preview", func() error {
 			st, err := g.previewStatus()
 			if err != nil {
 				return err
 			}
-			if st.Components.Preview.Change != "42" {
+			if st.Components.Preview.Change != fmt.Sprint(ch.ID) {
 				return fmt.Errorf("preview status %+v", st.Components.Preview)
 			}
 			return nil
@@ -132,7 +140,6 @@ func TestPreviewOnLiveTraffic(t *testing.T) {
 	if n := traffic(freshUser()); n != 0 {
 		t.Fatalf("%d requests rejected under the live rules while the preview ran, want 0", n)
 	}
-	var previewRejected int64
 	reports := func(want func(id string, r *api.Report) error) {
 		for _, g := range gws {
 			waitFor(t, 10*time.Second, g.id+"'s report", func() error {
@@ -150,33 +157,47 @@ func TestPreviewOnLiveTraffic(t *testing.T) {
 			})
 		}
 	}
-	reports(func(id string, r *api.Report) error {
-		p := r.Preview
-		if p == nil || p.Change != "42" || len(p.Limits) != 1 || p.Limits[0].Allowed+p.Limits[0].Rejected != perNode {
-			return fmt.Errorf("report's preview %+v", p)
+	// The control plane sums the nodes' reports.
+	var previewRejected int64
+	waitFor(t, 15*time.Second, "the control plane's preview figures", func() error {
+		var p struct {
+			State string   `json:"state"`
+			Nodes []string `json:"nodes"`
+			Rules []struct {
+				Rule    string `json:"rule"`
+				Preview struct {
+					Allowed, Rejected int64
+				} `json:"preview"`
+				TopKeys []api.PreviewKey `json:"topKeys"`
+			} `json:"rules"`
 		}
-		if len(p.Limits[0].TopKeys) == 0 || len(p.Limits[0].TopKeys[0].Key) > api.MaxPreviewKeyText {
-			return fmt.Errorf("preview top keys %+v", p.Limits[0].TopKeys)
+		if err := h.author.must(http.StatusOK, "GET", previewPath, nil).decode(&p); err != nil {
+			return err
 		}
-		previewRejected += p.Limits[0].Rejected
+		if p.State != "running" || len(p.Nodes) != 2 || len(p.Rules) != 1 || p.Rules[0].Preview.Allowed+p.Rules[0].Preview.Rejected != 2*perNode ||
+			len(p.Rules[0].TopKeys) == 0 || len(p.Rules[0].TopKeys) > 2 || len(p.Rules[0].TopKeys[0].Key) > api.MaxPreviewKeyText {
+			return fmt.Errorf("preview %+v", p)
+		}
+		previewRejected = p.Rules[0].Preview.Rejected
 		return nil
 	})
 
-	// Deleting the key stops the preview on every node.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := c.Delete(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	// Stopping it through the API reaches every node.
+	h.author.must(http.StatusNoContent, "DELETE", previewPath, nil)
 	reports(func(id string, r *api.Report) error {
 		if r.Preview != nil {
 			return fmt.Errorf("the report still carries the preview %+v", r.Preview.Change)
 		}
 		return nil
 	})
+	h.author.must(http.StatusNotFound, "GET", previewPath, nil)
 
-	// The same rules, published, on the same traffic (a fresh user).
-	tight := h.mustPublish(h.rules(100), "tight: 100 an hour")
+	// The same change, approved and published, on the same traffic (a
+	// fresh user).
+	tight, err := h.approveAndPublish(ch.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.waitVersion(tight, 30*time.Second, gws...)
 	if n := traffic(freshUser()); int64(n) != previewRejected || n == 0 {
 		t.Fatalf("published, the tight rules rejected %d; the preview reported %d", n, previewRejected)
