@@ -12,7 +12,7 @@
 // are best passed by environment or file, never on the command line.
 //
 // Following etcd, the node verifies the signature of every value the control
-// plane wrote (rule set, canary, override) against --trust-keys, one or more
+// plane wrote (rule set, canary, override, preview) against --trust-keys, one or more
 // PKIX PEM "PUBLIC KEY" blocks, and refuses values that are unsigned, signed
 // by another key, or altered. Without --trust-keys it refuses to start
 // unless --insecure-accept-unsigned is given. --etcd-ca, --etcd-cert,
