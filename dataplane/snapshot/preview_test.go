@@ -1,8 +1,11 @@
 package snapshot
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -125,6 +129,43 @@ func TestPreviewShadow(t *testing.T) {
 	traffic(live, lx)
 	if after := slot.Load().Report().Limits[0]; after.Allowed+after.Rejected != c.Allowed+c.Rejected {
 		t.Fatalf("preview past its end still counts: %+v, was %+v", after, c)
+	}
+}
+
+// TestPreviewOfLiveRules: once the previewed change is published (the
+// snapshot runs rules of the preview's checksum), the preview observes
+// nothing more.
+func TestPreviewOfLiveRules(t *testing.T) {
+	t.Parallel()
+	var slot atomic.Pointer[preview.Preview]
+	slot.Store(MustPreview(t, previewRules(10), time.Now().Add(time.Hour), preview.Settings{}))
+	rs, err := api.Decode([]byte(previewRules(10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := api.Validated(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Preview: &slot}
+	opts.Metrics, opts.Logger = metrics.New(), slog.New(slog.NewJSONHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		desc, checksum string
+		want           int64
+	}{{"other rules live", "sha256:other", 1}, {"the preview's rules live", "sha256:x", 0}} {
+		s, err := Compile(context.Background(), v, Meta{Version: 2, Checksum: tc.checksum}, nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := slot.Load().Report().Limits[0].Allowed
+		x := &countingExchange{nopExchange: nopExchange{h: http.Header{}}}
+		rv := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.9"), ContentLength: -1}
+		rv.SetHeader(http.Header{})
+		s.Serve(x, &rv)
+		s.Retire(nil)
+		if got := slot.Load().Report().Limits[0].Allowed - before; got != tc.want {
+			t.Fatalf("%s: the preview observed %d requests, want %d", tc.desc, got, tc.want)
+		}
 	}
 }
 

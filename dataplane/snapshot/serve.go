@@ -124,12 +124,14 @@ func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 }
 
 // observePreview has the node's running preview, if any, decide v in
-// shadow, after the live decision.
+// shadow, after the live decision. A preview of the rules this snapshot
+// runs (its change was published) has nothing left to show and observes
+// nothing.
 func (s *Snapshot) observePreview(v *reqview.View) {
 	if s.preview == nil {
 		return
 	}
-	if p := s.preview.Load(); p != nil && p.Active(s.wall()) {
+	if p := s.preview.Load(); p != nil && p.Active(s.wall()) && p.Checksum() != s.Checksum {
 		p.Observe(v)
 	}
 }
