@@ -49,6 +49,9 @@ type Report struct {
 	// LastApplyError is the latest refusal.
 	ApplyErrors    int64  `json:"applyErrors,omitempty"`
 	LastApplyError string `json:"lastApplyError,omitempty"`
+	// Preview is what the preview the node runs counted since it started
+	// (DESIGN.md "Impact preview and replay"); absent when none runs.
+	Preview *PreviewReport `json:"preview,omitempty"`
 }
 
 // RequestCounts count the requests a node answered since boot: all of them,
@@ -280,6 +283,9 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 		}
 		neg(p+".shed", d.Shed)
 		trans(p, d.Transitions, degradeLevels)
+	}
+	if r.Preview != nil {
+		errs = append(errs, r.Preview.check("preview")...)
 	}
 	return errs
 }

@@ -149,4 +149,6 @@ const (
 	ActionCanaryStart        = "canary.start"
 	ActionCanaryPromote      = "canary.promote"
 	ActionCanaryAbort        = "canary.abort"
+	ActionPreviewStart       = "change.preview_start"
+	ActionPreviewStop        = "change.preview_stop"
 )

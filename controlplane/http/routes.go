@@ -52,6 +52,9 @@ func (s *Server) routes() {
 	v1.POST("/namespaces/:ns/changes/:id/reopen", s.need(editor), s.handle(s.reopenChange))
 	v1.POST("/namespaces/:ns/changes/:id/publish", s.need(approver), s.handle(s.publishChange))
 	v1.POST("/namespaces/:ns/changes/:id/unschedule", s.need(approver), s.handle(s.unscheduleChange))
+	v1.POST("/namespaces/:ns/changes/:id/preview", s.need(editor), s.handle(s.startPreview))
+	v1.GET("/namespaces/:ns/changes/:id/preview", s.need(viewer), s.handle(s.getPreview))
+	v1.DELETE("/namespaces/:ns/changes/:id/preview", s.need(editor), s.handle(s.stopPreview))
 
 	v1.GET("/namespaces/:ns/versions", s.need(viewer), s.handle(s.listVersions))
 	v1.GET("/namespaces/:ns/versions/:n", s.need(viewer), s.handle(s.getVersion))

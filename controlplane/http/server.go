@@ -49,6 +49,8 @@ type Settings struct {
 	Nodes sluice.NodeService
 	// Canaries, if nil, makes the canary routes answer 503.
 	Canaries sluice.CanaryService
+	// Previews, if nil, makes the preview routes answer 503.
+	Previews sluice.PreviewService
 	// Stats, Events and Stream serve the fleet routes (stats, events,
 	// stream); each, if nil, makes its route answer 503.
 	Stats  sluice.StatsService

@@ -97,6 +97,8 @@ func (n *Node) FollowEtcd(ctx context.Context, f EtcdFollow) ([]Component, error
 			f.OnSignatureRejection(what, reason)
 		}
 	}
+	// Snapshots observe the node's running preview (package preview).
+	n.cfg.Snapshot.Preview = &n.preview
 	src := &source.Etcd{Client: f.Client, Namespace: f.Namespace, Keys: f.Keys, Labels: f.Labels, StateDir: f.StateDir, Logger: log,
 		Verifier: f.Verifier, OnSignatureRejection: reject}
 	if err := src.Start(ctx, n.Apply); err != nil {
@@ -111,18 +113,22 @@ func (n *Node) FollowEtcd(ctx context.Context, f EtcdFollow) ([]Component, error
 	ovr := &registry.Overrides{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID, Logger: log,
 		OnChange: n.ApplyOverride, Verifier: f.Verifier,
 		OnSignatureRejection: func(reason string) { reject("override", reason) }}
+	pw := &source.PreviewWatch{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, Labels: f.Labels, Verifier: f.Verifier,
+		Logger: log, OnSignatureRejection: func(reason string) { reject("preview", reason) },
+		OnChange: func(p *api.Preview, v *api.Valid) { n.setPreview(p, v, f.Nodes) }}
 	reg := &registry.Registrar{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID, Logger: log,
 		NodeStatus: func() api.NodeStatus {
 			st := n.NodeStatus(tmpl)
-			st.SignatureRejections = src.SignatureRejections() + ovr.Status().SignatureRejections
+			st.SignatureRejections = src.SignatureRejections() + ovr.Status().SignatureRejections + pw.SignatureRejections()
 			st.AcceptsUnsigned = f.Verifier == nil
 			return st
 		}}
 	n.cfg.Stores["etcd"] = func() any { return src.Status() }
 	n.cfg.Stores["registration"] = func() any { return reg.Status() }
 	n.cfg.Stores["override"] = func() any { return ovr.Current() }
+	n.cfg.Stores["preview"] = func() any { return pw.Status() }
 	n.cfg.Stores["signatures"] = func() any {
-		s := signatureStatus{TrustedKeys: f.Verifier.KeyIDs(), Rejections: src.SignatureRejections() + ovr.Status().SignatureRejections}
+		s := signatureStatus{TrustedKeys: f.Verifier.KeyIDs(), Rejections: src.SignatureRejections() + ovr.Status().SignatureRejections + pw.SignatureRejections()}
 		if f.Verifier == nil {
 			s.Warning = "accepting unsigned etcd values (--insecure-accept-unsigned): anyone who can write to etcd controls this node's rules"
 		}
@@ -148,6 +154,7 @@ func (n *Node) FollowEtcd(ctx context.Context, f EtcdFollow) ([]Component, error
 		authed("etcd-source", func(ctx context.Context, c *clientv3.Client) error { src.Client = c; return src.Run(ctx, n.Apply) }),
 		authed("registration", func(ctx context.Context, c *clientv3.Client) error { reg.Client = c; return reg.Run(ctx) }),
 		authed("overrides", func(ctx context.Context, c *clientv3.Client) error { ovr.Client = c; return ovr.Run(ctx) }),
+		authed("preview", func(ctx context.Context, c *clientv3.Client) error { pw.Client = c; return pw.Run(ctx) }),
 	}
 	if f.ReportInterval >= 0 {
 		rep, err := report.New(report.Settings{Client: f.Client, Keys: f.Keys, Namespace: f.Namespace, NodeID: f.NodeID,

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
@@ -101,7 +102,8 @@ type Node struct {
 	metrics *metrics.Metrics
 
 	current  atomic.Pointer[snapshot.Snapshot]
-	fastBody atomic.Pointer[bodyBound] // the fasthttp engine's body bound
+	preview  atomic.Pointer[preview.Preview] // the running preview (FollowEtcd); nil: none
+	fastBody atomic.Pointer[bodyBound]       // the fasthttp engine's body bound
 	draining atomic.Bool
 	drained  atomic.Bool // an operator override drains the node
 

@@ -12,6 +12,7 @@ func (n *Node) ReportState() report.State {
 	if s := n.current.Load(); s != nil {
 		st.Version, st.Rules = s.Version, s.Rules
 	}
+	st.Preview = n.PreviewReport()
 	n.statusMu.Lock()
 	st.LastApplyError = n.lastApplyError
 	n.statusMu.Unlock()

@@ -30,6 +30,7 @@ type Metrics struct {
 	StoreErrors        *prometheus.CounterVec   // sluice_store_errors_total{store}
 	StoreRepairs       *prometheus.CounterVec   // sluice_store_repairs_total{store}
 	LogsDropped        prometheus.Counter       // sluice_log_dropped_total
+	AccessLogDropped   prometheus.Counter       // sluice_access_log_dropped_total
 	Panics             *prometheus.CounterVec   // sluice_panics_total{component}
 	AdaptiveLimit      *prometheus.GaugeVec     // sluice_limit_adaptive_limit{rule,variant}
 	TargetHealthy      *prometheus.GaugeVec     // sluice_upstream_target_healthy{route,target}
@@ -125,6 +126,9 @@ func New() *Metrics {
 		LogsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_dropped_total", Help: "Log lines dropped by the log rate limiter.",
 		}),
+		AccessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_access_log_dropped_total", Help: "Access log lines (--access-log) dropped because the log's destination fell behind.",
+		}),
 		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_panics_total", Help: "Panics recovered in a node's components (each stops the node), by component.",
 		}, []string{"component"}),
@@ -137,7 +141,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.IdentityDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.BreakerRejections, m.RulesetVersion, m.RulesetApplyErrors,
-		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.Panics,
+		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.AccessLogDropped, m.Panics,
 		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections, m.LoopConnections, m.LoopHandoffs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

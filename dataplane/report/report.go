@@ -51,6 +51,8 @@ type State struct {
 	Rules *api.RuleSet
 	// LastApplyError is the latest version the node refused, if any.
 	LastApplyError string
+	// Preview is what the running preview counted; nil when none runs.
+	Preview *api.PreviewReport
 }
 
 // Putter is what the Reporter needs of an etcd client.
@@ -235,6 +237,7 @@ func (r *Reporter) Collect() *api.Report {
 	rep.Requests.Class5xx = r.sums.add("req/5xx", c5)
 	rep.ApplyErrors = r.sums.add("applyErrors", counterValue(m.RulesetApplyErrors))
 
+	rep.Preview = st.Preview
 	if rs := st.Rules; rs != nil {
 		decisions := map[string]float64{}
 		collect(m.LimitDecisions, func(l labels, v float64) { decisions[l.get("rule")+"/"+l.get("decision")] += v })

@@ -56,8 +56,12 @@ func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopC
 			return LoopDeclined
 		}
 	}
+	if s.access != nil {
+		s.access.Record(v, s.wall())
+	}
 	x.serving = true
 	s.serveMatch(x, v, m, start)
+	s.observePreview(v)
 	x.serving = false
 	if !x.forwarding || x.early != nil {
 		if x.forwarding {

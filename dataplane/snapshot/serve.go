@@ -115,7 +115,25 @@ type doneHolder interface{ HoldDone(done func()) bool }
 // reports false.
 func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
 	start := s.now()
-	return s.serveMatch(x, v, s.router.MatchView(v), start)
+	if s.access != nil {
+		s.access.Record(v, s.wall())
+	}
+	aborted = s.serveMatch(x, v, s.router.MatchView(v), start)
+	s.observePreview(v)
+	return aborted
+}
+
+// observePreview has the node's running preview, if any, decide v in
+// shadow, after the live decision. A preview of the rules this snapshot
+// runs (its change was published) has nothing left to show and observes
+// nothing.
+func (s *Snapshot) observePreview(v *reqview.View) {
+	if s.preview == nil {
+		return
+	}
+	if p := s.preview.Load(); p != nil && p.Active(s.wall()) && p.Checksum() != s.Checksum {
+		p.Observe(v)
+	}
 }
 
 // serveMatch is Serve once the request is matched (m), from start.

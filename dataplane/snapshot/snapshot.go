@@ -50,15 +50,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/accesslog"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
@@ -90,6 +93,14 @@ type Options struct {
 	// JWKSClient fetches identities' JWKS URLs; nil means a client with a
 	// 5s timeout.
 	JWKSClient *http.Client
+	// AccessLog records every request served (the gateway's
+	// --access-log); nil logs none.
+	AccessLog *accesslog.Log
+	// Preview holds the node's running preview (package preview), shared
+	// by every snapshot so that it outlives swaps; nil, or a nil value,
+	// previews nothing. Each request is observed by it after the live
+	// decision, until the preview's end.
+	Preview *atomic.Pointer[preview.Preview]
 }
 
 // Meta describes where a snapshot's rules came from.
@@ -121,6 +132,8 @@ type Snapshot struct {
 	// the rule set has none.
 	identities map[string]*identityRule
 	wall       func() int64
+	access     *accesslog.Recorder // nil: no access log
+	preview    *atomic.Pointer[preview.Preview]
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -160,7 +173,8 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 		opts.Transport = proxy.SharedTransport()
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
-		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall}
+		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall,
+		access: opts.AccessLog.For(norm), preview: opts.Preview}
 	defer func() {
 		if err != nil {
 			s.discard(prev)

@@ -425,6 +425,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
 			Retention: cfg.NodeRetention, Logger: logger, Signer: signer, Reports: fleet},
 		Canaries: canaries,
+		Previews: &etcd.PreviewService{Client: client, Keys: keys, Changes: changes, Audit: audit, Fleet: fleet,
+			Signer: signer, Logger: logger},
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
 			"etcd":     func(ctx context.Context) error { return etcd.PingKeys(ctx, client, keys) },

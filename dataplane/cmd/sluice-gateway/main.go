@@ -12,7 +12,7 @@
 // are best passed by environment or file, never on the command line.
 //
 // Following etcd, the node verifies the signature of every value the control
-// plane wrote (rule set, canary, override) against --trust-keys, one or more
+// plane wrote (rule set, canary, override, preview) against --trust-keys, one or more
 // PKIX PEM "PUBLIC KEY" blocks, and refuses values that are unsigned, signed
 // by another key, or altered. Without --trust-keys it refuses to start
 // unless --insecure-accept-unsigned is given. --etcd-ca, --etcd-cert,
@@ -25,6 +25,10 @@
 // sluice_tls_cert_reloads_total{result="error"}) while the old one serves.
 // --tls-ocsp-staple staples the responder's OCSP answer for the leaf (the
 // certificate file then holds the issuer after the leaf).
+//
+// --access-log PATH (or - for standard output) appends one JSON line per
+// request, the format `sluicectl simulate` replays; only User-Agent and the
+// headers and cookies the rules key on are logged (see package accesslog).
 //
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
@@ -50,6 +54,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/accesslog"
 	"github.com/sluicegw/sluice/dataplane/gateway"
 	"github.com/sluicegw/sluice/dataplane/internal/logq"
 	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
@@ -101,6 +106,7 @@ type options struct {
 	listenTLS, tlsCert, tlsKey string
 	tlsStaple                  bool
 	reportInterval             time.Duration
+	accessLog                  string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -131,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.clusterSize, "cluster-size", 1, "number of gateway nodes, for onStoreError: local (limit ÷ nodes) when the node does not follow etcd")
 	fs.TextVar(&o.encodedSlashes, "encoded-slashes", proxy.SlashReject, "what to do with %2F in request paths: reject (400), decode (to /, for upstreams that decode it) or keep (one segment, for upstreams that never decode it)")
 	fs.DurationVar(&o.reportInterval, "report-interval", 5*time.Second, "how often the node writes its report (per-rule counters, breaker states, degrade levels) for the control plane, with --etcd; 0 turns reporting off")
+	fs.StringVar(&o.accessLog, "access-log", "", "write one JSON line per request ({ts, ip, method, host, path, headers}: what sluicectl simulate replays) to this file, appended, or - for standard output; only User-Agent and the headers and cookies the rules key on are logged (see package accesslog); rotation is the operator's (copytruncate)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin endpoint")
 	fs.StringVar(&o.trustKeys, "trust-keys", "", "PEM file(s), comma-separated, of the Ed25519 public keys whose signatures the node accepts on etcd values (with --etcd)")
 	fs.BoolVar(&o.insecureUnsigned, "insecure-accept-unsigned", false, "follow etcd without --trust-keys, accepting unsigned values: anyone who can write to etcd controls this node")
@@ -266,6 +273,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	warnBroadProxies(log, trusted)
 
 	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
+	if o.accessLog != "" {
+		al, err := accesslog.Open(o.accessLog, m.AccessLogDropped.Inc)
+		if err != nil {
+			return fmt.Errorf("--access-log: %w", err)
+		}
+		defer al.Close(2 * time.Second)
+		snapOpts.AccessLog = al
+	}
 	stores := map[string]func() any{}
 	var etcd *etcdDeps
 	if o.etcd != "" {

@@ -1,0 +1,43 @@
+package api
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPreviewReportChecked: a node's report whose preview part carries a
+// key longer than the bound, a negative count or too many keys is refused.
+func TestPreviewReportChecked(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	base := func() *Report {
+		return &Report{NodeID: "n1", BootID: "b", Seq: 1, At: now, Preview: &PreviewReport{Change: "42", Checksum: "sha256:x",
+			Limits: []PreviewCounts{{Rule: "per-ip", Allowed: 1, Rejected: 2, TopKeys: []PreviewKey{{Key: "ip=192.0.2.1", Rejected: 2}}}}}}
+	}
+	if errs := base().Check(now, 0); len(errs) != 0 {
+		t.Fatalf("valid report refused: %v", errs)
+	}
+	for _, tc := range []struct {
+		desc string
+		mod  func(*PreviewReport)
+		want string
+	}{
+		{"long key", func(p *PreviewReport) { p.Limits[0].TopKeys[0].Key = strings.Repeat("k", MaxPreviewKeyText+1) }, "topKeys[0]"},
+		{"negative", func(p *PreviewReport) { p.Limits[0].Rejected = -1 }, "counts must be >= 0"},
+		{"no change", func(p *PreviewReport) { p.Change = "" }, "preview.change"},
+		{"too many keys", func(p *PreviewReport) {
+			for range MaxPreviewReportKeys {
+				p.Limits[0].TopKeys = append(p.Limits[0].TopKeys, PreviewKey{Key: "k", Rejected: 1})
+			}
+		}, "more than"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := base()
+			tc.mod(r.Preview)
+			if errs := r.Check(now, 0); !strings.Contains(errs.Error(), tc.want) {
+				t.Fatalf("errors %v, want one naming %q", errs, tc.want)
+			}
+		})
+	}
+}

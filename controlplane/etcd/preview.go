@@ -1,0 +1,281 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicegw/sluice/api"
+	sluice "github.com/sluicegw/sluice/controlplane"
+)
+
+// PreviewService implements sluice.PreviewService: it signs and writes the
+// namespace's preview value (api.Keys.Preview) for the nodes to run, and
+// sums what their reports say of it. Set Client, Changes, Audit and Fleet;
+// the other zero values have the meaning documented on each field. Safe for
+// concurrent use.
+type PreviewService struct {
+	Client  *clientv3.Client
+	Keys    api.Keys
+	Changes sluice.ChangeDocuments
+	Audit   sluice.AuditService
+	// Fleet holds the nodes' last reports (the report watcher's Fleet).
+	Fleet interface {
+		LiveNodes(ns string) []string
+		LastReport(ns, node string) (*api.Report, bool)
+	}
+	// Signer signs the values written (the rule sets' key); nil writes
+	// unsigned values, which nodes with --trust-keys refuse.
+	Signer *api.Signer
+	// Timeout bounds each etcd call; zero means 5s.
+	Timeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+var _ sluice.PreviewService = (*PreviewService)(nil)
+
+func (p *PreviewService) now() time.Time {
+	if p.Now == nil {
+		return time.Now().UTC()
+	}
+	return p.Now().UTC()
+}
+
+func (p *PreviewService) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(p.Timeout, 5*time.Second))
+}
+
+// current reads the namespace's preview value: the value, its payload
+// (nil when absent or unreadable) and its mod revision (0: absent).
+func (p *PreviewService) current(ctx context.Context, ns string) (*api.Preview, int64, error) {
+	key := p.Keys.Preview(ns)
+	cctx, cancel := p.ctx(ctx)
+	defer cancel()
+	res, err := p.Client.Get(cctx, key)
+	if err != nil {
+		return nil, 0, sluice.Errorf(sluice.EUNAVAILABLE, "reading the preview from etcd: %v", err)
+	}
+	if len(res.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	kv := res.Kvs[0]
+	payload := kv.Value
+	if p.Signer != nil {
+		if payload, _, err = p.Signer.Verifier().Open(key, kv.Value); err != nil {
+			return nil, kv.ModRevision, nil // not ours: a node refuses it too
+		}
+	}
+	var pv api.Preview
+	if json.Unmarshal(payload, &pv) != nil {
+		return nil, kv.ModRevision, nil
+	}
+	return &pv, kv.ModRevision, nil
+}
+
+// StartPreview previews change on the namespace's nodes for spec.Duration.
+// A running preview of the same change is replaced (a new duration or
+// selector); one of another change is ECONFLICT until it ends.
+func (p *PreviewService) StartPreview(ctx context.Context, ns string, change int64, spec sluice.PreviewSpec) (*sluice.Preview, error) {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleEditor) {
+		return nil, sluice.Errorf(sluice.EFORBIDDEN, "only editors and up preview changes")
+	}
+	var fields api.Errors
+	if spec.Duration <= 0 || spec.Duration > api.MaxPreviewDuration {
+		fields = append(fields, api.FieldError{Path: "duration", Message: fmt.Sprintf("must be positive and at most %s", api.MaxPreviewDuration)})
+	}
+	if len(spec.Selector) > 0 {
+		for _, e := range api.ValidateSelector(spec.Selector) {
+			e.Path = "selector" + strings.TrimPrefix(e.Path, "canary.selector")
+			fields = append(fields, e)
+		}
+	}
+	if len(fields) > 0 {
+		return nil, &sluice.Error{Code: sluice.EINVALID, Message: "invalid preview", Fields: fields}
+	}
+	doc, checksum, state, err := p.Changes.ChangeDocument(ctx, ns, change)
+	if err != nil {
+		return nil, err
+	}
+	if state != sluice.ChangeOpen && state != sluice.ChangeApproved {
+		return nil, sluice.Errorf(sluice.ECONFLICT, "change %d is %s: only an open or approved change is previewed", change, state)
+	}
+	now := p.now()
+	pv := api.Preview{Change: strconv.FormatInt(change, 10), Checksum: checksum, Rules: json.RawMessage(doc),
+		Until: now.Add(spec.Duration), Selector: spec.Selector, Since: now, By: actor.Name()}
+	if _, _, err := api.DecodePreview(mustJSON(pv)); err != nil {
+		return nil, sluice.Errorf(sluice.EINVALID, "change %d cannot be previewed: %v", change, err)
+	}
+	cur, rev, err := p.current(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if cur != nil && cur.Change != pv.Change && cur.Until.After(now) {
+		return nil, sluice.Errorf(sluice.ECONFLICT, "change %s of namespace %q is being previewed until %s; stop it first", cur.Change, ns, cur.Until.Format(time.RFC3339))
+	}
+	b := mustJSON(pv)
+	key := p.Keys.Preview(ns)
+	value := b
+	if p.Signer != nil {
+		if value, err = p.Signer.Sign(key, b); err != nil {
+			return nil, fmt.Errorf("signing preview: %w", err)
+		}
+	}
+	cctx, cancel := p.ctx(ctx)
+	defer cancel()
+	res, err := p.Client.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(value))).Commit()
+	if err != nil {
+		return nil, sluice.Errorf(sluice.EUNAVAILABLE, "writing the preview to etcd: %v", err)
+	}
+	if !res.Succeeded {
+		return nil, sluice.Errorf(sluice.ECONFLICT, "the namespace's preview changed meanwhile; try again")
+	}
+	var before json.RawMessage
+	if cur != nil {
+		before = mustJSON(summary(cur))
+	}
+	if err := p.audit(ctx, sluice.ActionPreviewStart, ns, change, before, mustJSON(summary(&pv))); err != nil {
+		return nil, err
+	}
+	return p.aggregate(ns, change, &pv, now), nil
+}
+
+// summary is a preview value as the audit log records it: without its rules
+// (the change holds them).
+func summary(pv *api.Preview) map[string]any {
+	return map[string]any{"change": pv.Change, "checksum": pv.Checksum, "until": pv.Until, "selector": pv.Selector}
+}
+
+// FindPreview returns change's preview with the figures the nodes
+// reported; ENOTFOUND when the namespace's preview is not of that change.
+func (p *PreviewService) FindPreview(ctx context.Context, ns string, change int64) (*sluice.Preview, error) {
+	cur, _, err := p.current(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil || cur.Change != strconv.FormatInt(change, 10) {
+		return nil, sluice.Errorf(sluice.ENOTFOUND, "change %d of namespace %q has no preview", change, ns)
+	}
+	return p.aggregate(ns, change, cur, p.now()), nil
+}
+
+// StopPreview removes change's preview; ENOTFOUND when the namespace's
+// preview is not of that change.
+func (p *PreviewService) StopPreview(ctx context.Context, ns string, change int64) error {
+	actor := sluice.ActorFromContext(ctx)
+	if !actor.Role.Allows(sluice.RoleEditor) {
+		return sluice.Errorf(sluice.EFORBIDDEN, "only editors and up stop previews")
+	}
+	cur, rev, err := p.current(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.Change != strconv.FormatInt(change, 10) {
+		return sluice.Errorf(sluice.ENOTFOUND, "change %d of namespace %q has no preview", change, ns)
+	}
+	key := p.Keys.Preview(ns)
+	cctx, cancel := p.ctx(ctx)
+	defer cancel()
+	res, err := p.Client.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return sluice.Errorf(sluice.EUNAVAILABLE, "deleting the preview from etcd: %v", err)
+	}
+	if !res.Succeeded {
+		return sluice.Errorf(sluice.ECONFLICT, "the namespace's preview changed meanwhile; try again")
+	}
+	return p.audit(ctx, sluice.ActionPreviewStop, ns, change, mustJSON(summary(cur)), nil)
+}
+
+// aggregate sums the reports of the live nodes that carry pv.
+func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now time.Time) *sluice.Preview {
+	out := &sluice.Preview{Change: change, Checksum: pv.Checksum, State: sluice.PreviewRunning, Since: pv.Since, Until: pv.Until,
+		By: pv.By, Selector: pv.Selector, Nodes: []string{}, Rules: []sluice.PreviewRule{}}
+	if out.Selector == nil {
+		out.Selector = map[string]string{}
+	}
+	if !pv.Until.After(now) {
+		out.State = sluice.PreviewDone
+	}
+	if rs, err := api.Decode(pv.Rules); err == nil {
+		for _, l := range rs.Limits {
+			out.Rules = append(out.Rules, sluice.PreviewRule{Rule: l.ID, Kind: "limit", TopKeys: []api.PreviewKey{}})
+		}
+	}
+	keys := map[string]map[string]int64{}
+	if p.Fleet == nil {
+		return out
+	}
+	for _, node := range p.Fleet.LiveNodes(ns) {
+		r, live := p.Fleet.LastReport(ns, node)
+		if r == nil || !live || r.Preview == nil || r.Preview.Change != pv.Change || r.Preview.Checksum != pv.Checksum {
+			continue
+		}
+		out.Nodes = append(out.Nodes, node)
+		out.Approximate = out.Approximate || r.Preview.Approximate
+		for i := range out.Rules {
+			rule := &out.Rules[i]
+			for _, l := range r.Limits {
+				if l.Rule == rule.Rule {
+					rule.Live.Allowed += l.Allowed
+					rule.Live.Rejected += l.Rejected
+					rule.Live.ShadowRejected += l.ShadowRejected
+				}
+			}
+			for _, l := range r.Preview.Limits {
+				if l.Rule != rule.Rule {
+					continue
+				}
+				rule.Preview.Allowed += l.Allowed
+				rule.Preview.Rejected += l.Rejected
+				rule.Preview.ShadowRejected += l.ShadowRejected
+				for _, k := range l.TopKeys {
+					if keys[rule.Rule] == nil {
+						keys[rule.Rule] = map[string]int64{}
+					}
+					keys[rule.Rule][k.Key] += k.Rejected
+				}
+			}
+		}
+	}
+	slices.Sort(out.Nodes)
+	for i := range out.Rules {
+		for k, n := range keys[out.Rules[i].Rule] {
+			out.Rules[i].TopKeys = append(out.Rules[i].TopKeys, api.PreviewKey{Key: k, Rejected: n})
+		}
+		slices.SortFunc(out.Rules[i].TopKeys, func(a, b api.PreviewKey) int {
+			return cmp.Or(cmp.Compare(b.Rejected, a.Rejected), cmp.Compare(a.Key, b.Key))
+		})
+		if len(out.Rules[i].TopKeys) > 10 {
+			out.Rules[i].TopKeys = out.Rules[i].TopKeys[:10]
+		}
+	}
+	return out
+}
+
+func (p *PreviewService) audit(ctx context.Context, action, ns string, change int64, before, after json.RawMessage) error {
+	err := p.Audit.RecordAuditEvent(ctx, &sluice.AuditEvent{Action: action, Object: fmt.Sprintf("namespace/%s/change/%d", ns, change),
+		Namespace: ns, Before: before, After: after})
+	if err != nil && p.Logger != nil {
+		p.Logger.Error("preview written to etcd but not audited", "namespace", ns, "change", change, "action", action, "err", err)
+	}
+	return err
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only values of this file, which always encode
+	}
+	return b
+}
