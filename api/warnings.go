@@ -323,7 +323,7 @@ func upstreamAddressKind(raw string) string {
 
 // ---- shadowed routes ----
 
-// The router's precedence (README "Route precedence", dataplane/proxy):
+// The router's precedence (docs/rules.md "Route precedence", dataplane/proxy):
 // tiers exact path, then path prefix (longest first, segment-aware), then
 // path regex, then catch-all (pathPrefix "/" or no path). Within one key of
 // a tier, entries are tried in order: exact host before *.wildcard (longer

@@ -14,7 +14,7 @@ import (
 
 // AuditCheckpoint keeps the audit chain's head in etcd, at
 // <prefix>/audit/head, as the JSON of sluice.AuditHead. Only sluice-admin
-// should be allowed to write under <prefix>/audit/ (see README's etcd roles).
+// should be allowed to write under <prefix>/audit/ (see docs/control-plane.md, "etcd TLS and auth").
 // A write never moves the head back: it is a compare-and-swap on the key's
 // revision that gives up when the stored head has a higher id, so replicas
 // committing concurrently leave the newest head. Safe for concurrent use.

@@ -113,7 +113,7 @@ func TestClientTLS(t *testing.T) {
 	}
 }
 
-// TestClientAuth connects as the control plane's etcd user of README's role
+// TestClientAuth connects as the control plane's etcd user of docs/control-plane.md's role
 // setup (readwrite on the prefix only): publishing and the readiness ping
 // work, and nothing outside the prefix is reachable.
 func TestClientAuth(t *testing.T) {

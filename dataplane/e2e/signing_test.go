@@ -307,7 +307,7 @@ func TestForgedVersionDoesNotBlock(t *testing.T) {
 	h.waitVersion(v4, 10*time.Second, a, b)
 }
 
-// TestKeyRotation rotates the control plane's signing key as README says:
+// TestKeyRotation rotates the control plane's signing key as docs/control-plane.md says:
 // the nodes trust the old and the new key, sluice-admin restarts with the new
 // key first and the old one kept; the next version is signed by the new key
 // and applied, while a node that still trusts only the old key refuses it and

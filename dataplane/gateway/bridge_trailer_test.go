@@ -109,7 +109,7 @@ routes:
 // is what the fasthttp engine gives: an answer whose length the upstream
 // gave but which declares trailers goes out chunked with them (net/http's
 // server sends the length and drops the trailers), and a field fasthttp
-// refuses in a trailer (see the README) is left out, declared or not.
+// refuses in a trailer (see docs/gateway.md) is left out, declared or not.
 func TestBridgedTrailers(t *testing.T) {
 	cases := []struct {
 		desc, path string

@@ -16,7 +16,7 @@ import (
 // Content-Length, an unknown Transfer-Encoding, bad chunk sizes, a bare
 // CR or NUL, a space in a header name, no or two Hosts) with 400 (501 for a
 // Transfer-Encoding it does not implement) and closes the connection; see
-// the README's "Strict parsing" for what it normalizes instead of
+// docs/gateway.md's "Strict parsing" for what it normalizes instead of
 // refusing. HTTP/2 requests of these shapes are refused by the router
 // (proxy.Router.MatchView), on every protocol.
 func strictTarget(r *http.Request) string { return strictTargetOf(r.Method, r.RequestURI) }

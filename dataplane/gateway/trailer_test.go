@@ -63,7 +63,7 @@ func doTrailers(tb testing.TB, c *http.Client, req *http.Request) (trailerAnswer
 // fields that arrive, declared or not, follow the body; an answer with
 // Content-Length is relayed as before, without a Trailer field. Where the
 // gateway departs from that peer (fasthttp refuses a field that must not be
-// a trailer: see the README), departs says what the client gets instead.
+// a trailer: see docs/gateway.md), departs says what the client gets instead.
 func TestRelayedTrailers(t *testing.T) {
 	const chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
 	cases := []struct {

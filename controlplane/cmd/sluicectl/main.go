@@ -12,7 +12,7 @@
 // wrong fields gets one line per field.
 //
 // -o json prints one JSON document on stdout whose shape is documented in the
-// README ("sluicectl" section) and only ever gains fields.
+// docs/sluicectl.md and only ever gains fields.
 package main
 
 import (

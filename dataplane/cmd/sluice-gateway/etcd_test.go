@@ -209,7 +209,7 @@ func TestEtcdTLS(t *testing.T) {
 	}
 }
 
-// TestEtcdAuthRoles sets up etcd's auth as README shows (a role per node that
+// TestEtcdAuthRoles sets up etcd's auth as docs/control-plane.md shows (a role per node that
 // reads the namespace and writes only its own registration) and checks what
 // a node's user may do.
 // slowAuth lengthens the dial timeout: the embedded etcd checks passwords
@@ -286,7 +286,7 @@ func TestEtcdAuthAtStart(t *testing.T) {
 	checkNodeUser(t, ctx, c, ep)
 }
 
-// setupAuth creates README's users and roles (root, sluice-admin, the node
+// setupAuth creates docs/control-plane.md's users and roles (root, sluice-admin, the node
 // gw-1 of namespace demo: read on the namespace, write on its own
 // registration and report) and enables auth.
 func setupAuth(t *testing.T, ep string) {
