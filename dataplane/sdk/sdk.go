@@ -37,11 +37,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -51,6 +53,7 @@ import (
 	redislimit "github.com/sluicegw/sluice/dataplane/limit/redis"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/registry"
+	"github.com/sluicegw/sluice/dataplane/report"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
@@ -86,6 +89,13 @@ type Config struct {
 	// InsecureAcceptUnsigned accepts unsigned etcd values: anyone who can
 	// write to etcd then controls this service's rules. For development.
 	InsecureAcceptUnsigned bool
+	// ReportInterval is the time between two node reports (package
+	// report, the gateways' reporter: calls, refusals, latency and each
+	// rule's counts, which live traffic, events and canary analysis read),
+	// with Etcd; zero means report.DefaultInterval, negative no reports.
+	// Guarded calls count (a resource or route some rule names, and every
+	// call while drained); calls that run unguarded do not.
+	ReportInterval time.Duration
 	// StateDir caches every applied version, to boot from when etcd cannot
 	// be reached; empty means the service runs unguarded until etcd answers.
 	StateDir string
@@ -155,9 +165,13 @@ type Guard struct {
 	statMu  sync.Mutex
 	lastErr string
 
-	src     atomic.Pointer[source.Etcd] // with Config.Etcd
-	reg     atomic.Pointer[registry.Registrar]
-	started time.Time
+	src atomic.Pointer[source.Etcd] // with Config.Etcd
+	reg atomic.Pointer[registry.Registrar]
+	rep atomic.Pointer[report.Reporter]
+	// ok, failed count the guarded calls that ran, by outcome, in
+	// sluice_requests_total{route=""} (the reports' 2xx and 5xx classes).
+	ok, failed prometheus.Counter
+	started    time.Time
 
 	ovMu     sync.Mutex
 	override api.Override // the operator override in force
@@ -205,7 +219,8 @@ func New(ctx context.Context, cfg Config) (_ *Guard, err error) {
 	if cfg.Build == "" {
 		cfg.Build = "sdk"
 	}
-	g := &Guard{cfg: cfg, log: cfg.Logger, group: group.New(group.Settings{Logger: cfg.Logger}), started: time.Now()}
+	g := &Guard{cfg: cfg, log: cfg.Logger, group: group.New(group.Settings{Logger: cfg.Logger}), started: time.Now(),
+		ok: cfg.Metrics.Requests.WithLabelValues("", "200"), failed: cfg.Metrics.Requests.WithLabelValues("", "500")}
 	g.opts = snapshot.Options{Metrics: cfg.Metrics, Logger: cfg.Logger, TrustedProxies: cfg.TrustedProxies, Now: cfg.Now}
 	defer func() {
 		if err != nil {
@@ -286,6 +301,19 @@ func (g *Guard) followEtcd(ctx context.Context) error {
 		}}
 	g.reg.Store(reg)
 	g.group.Go(context.Background(), "registration", reg.Run)
+	if cfg.ReportInterval >= 0 {
+		// The gateways' reporter: one api.Report per interval, bound to
+		// the registration's lease, which the control plane checks
+		// against the registration (kind sdk) before it counts it.
+		rep, err := report.New(report.Settings{Client: c, Keys: src.Keys, Namespace: cfg.Namespace, NodeID: cfg.NodeID,
+			Interval: cfg.ReportInterval, Lease: func() int64 { return reg.Status().LeaseID }, Metrics: cfg.Metrics,
+			State: g.ReportState, Logger: g.log})
+		if err != nil {
+			return fmt.Errorf("sdk: %w", err)
+		}
+		g.rep.Store(rep)
+		g.group.Go(context.Background(), "report", func(ctx context.Context) error { rep.Run(ctx); return nil })
+	}
 	g.group.Go(context.Background(), "overrides", ovr.Run)
 	return nil
 }
@@ -302,6 +330,45 @@ func (g *Guard) applyOverride(ov api.Override) {
 		s.Degrades().ApplyOperatorOverride(old, ov, g.log)
 	}
 	g.log.Info("sdk: operator override applied", "drain", ov.Drain, "degradeLevels", ov.DegradeLevels, "by", ov.By, "reason", ov.Reason)
+}
+
+// ReportState is what the instance runs, for its node reports: the applied
+// version, its rules and the last apply error.
+func (g *Guard) ReportState() report.State {
+	var st report.State
+	if s := g.cur.Load(); s != nil {
+		st.Version, st.Rules = s.Version, s.Rules
+	}
+	g.statMu.Lock()
+	st.LastApplyError = g.lastErr
+	g.statMu.Unlock()
+	return st
+}
+
+// Reporter is the instance's node reporter (nil with a rules file or a
+// negative ReportInterval).
+func (g *Guard) Reporter() *report.Reporter { return g.rep.Load() }
+
+// Record counts one guarded call for the node's reports (the totals,
+// latency and status classes that live traffic and canary analysis read):
+// answered with status after d, or, with d < 0, refused before it ran. Do
+// and the HTTP middleware call it; an adapter of its own that uses
+// Service().Enter directly should too.
+func (g *Guard) Record(status int, d time.Duration) {
+	m := g.cfg.Metrics
+	if d < 0 {
+		m.Served.Count(status)
+	} else {
+		m.Served.Record(status, d.Seconds())
+	}
+	switch {
+	case status == http.StatusOK:
+		g.ok.Inc()
+	case status == http.StatusInternalServerError:
+		g.failed.Inc()
+	default:
+		m.Requests.WithLabelValues("", strconv.Itoa(status)).Inc()
+	}
 }
 
 // NodeStatus is the instance's registration value (kind sdk).
@@ -467,6 +534,7 @@ var calls = sync.Pool{New: func() any { return new(call) }}
 
 func (g *Guard) do(ctx context.Context, s *snapshot.Service, gd *snapshot.Guarded, keys Keys, fn func(ctx context.Context) error) (err error) {
 	if g.drained.Load() {
+		g.Record(http.StatusServiceUnavailable, -1)
 		return &Rejected{Kind: "override", Rule: RuleDrained, Status: http.StatusServiceUnavailable, RetryAfter: time.Second}
 	}
 	c := calls.Get().(*call)
@@ -476,20 +544,30 @@ func (g *Guard) do(ctx context.Context, s *snapshot.Service, gd *snapshot.Guarde
 		rej := c.rec.rejected()
 		*c = call{}
 		calls.Put(c)
+		g.Record(rej.Status, -1)
 		return rej
 	}
 	*c = call{}
 	calls.Put(c)
+	start := p.Start()
 	finished := false
 	defer func() {
 		if !finished { // fn panicked: a failure, and the panic goes on
-			p.End(s.Now(), true, false)
+			now := s.Now()
+			p.End(now, true, false)
+			g.Record(http.StatusInternalServerError, time.Duration(now-start))
 		}
 	}()
 	err = fn(ctx)
 	finished = true
+	now := s.Now()
 	gone := err != nil && ctx.Err() != nil
-	p.End(s.Now(), err != nil && !gone, gone)
+	p.End(now, err != nil && !gone, gone)
+	status := http.StatusOK
+	if err != nil {
+		status = http.StatusInternalServerError
+	}
+	g.Record(status, time.Duration(now-start))
 	return err
 }
 

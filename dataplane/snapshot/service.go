@@ -286,6 +286,9 @@ func (s *Service) Enter(w http.ResponseWriter, g *Guarded, v *reqview.View) (p P
 	return p, true
 }
 
+// Start is when the call entered (the Service's clock, nanoseconds).
+func (p *Pass) Start() int64 { return p.start }
+
 // End records how the admitted work went: failed (an error, a 5xx answer,
 // a panic) and gone (the caller went away: no outcome) feed the breaker and
 // the degrade plan as a gateway's forward does, its duration the breaker's

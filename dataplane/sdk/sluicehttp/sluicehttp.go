@@ -18,6 +18,7 @@ package sluicehttp
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -39,6 +40,7 @@ func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
 			w.Header().Set(api.HeaderRetryAfter, "1")
 			proxy.WriteProblemID(w, r.Header, r.Header.Get(api.HeaderRequestID), http.StatusServiceUnavailable,
 				"Service Unavailable", "this instance is drained by an operator")
+			g.Record(http.StatusServiceUnavailable, -1)
 			return
 		}
 		if gd == nil {
@@ -47,25 +49,35 @@ func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
 		}
 		v.ClientIP, v.TrustedPeer = s.ClientIP(r)
 		v.RequestID = r.Header.Get(api.HeaderRequestID)
-		p, ok := s.Enter(w, gd, &v) // a refusal is written as the gateway writes it
+		sw := &statusWriter{ResponseWriter: w}
+		p, ok := s.Enter(sw, gd, &v) // a refusal is written as the gateway writes it
 		if !ok {
+			g.Record(sw.answered(), -1)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
 		finished := false
 		defer func() {
 			if !finished { // the handler panicked: a failure; the panic goes on
-				p.End(s.Now(), true, false)
+				now := s.Now()
+				p.End(now, true, false)
+				g.Record(http.StatusInternalServerError, time.Duration(now-p.Start()))
 			}
 		}()
 		next.ServeHTTP(sw, r)
 		finished = true
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		p.End(s.Now(), gd.Failed(status), r.Context().Err() != nil)
+		status := sw.answered()
+		now := s.Now()
+		p.End(now, gd.Failed(status), r.Context().Err() != nil)
+		g.Record(status, time.Duration(now-p.Start()))
 	})
+}
+
+// answered is the status written (200 when none was).
+func (w *statusWriter) answered() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // statusWriter records the status the handler answers with.
