@@ -16,7 +16,7 @@ import { useVersionDoc, useVersions } from '../versions/hooks';
 import { useClearOverride, useSetOverride } from './hooks';
 import { formatLabels } from './labels';
 import { overrideBody, ttlError } from './override';
-import { ms, NodeState, pct, sourceLabel, statusColor } from './NodesPage';
+import { ms, NodeKindBadge, NodeState, pct, sourceLabel, statusColor } from './NodesPage';
 
 function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades: string[] }) {
   const id = node.nodeId ?? '';
@@ -181,6 +181,7 @@ export function NodePage() {
     );
   const st = n.versionState;
   const facts: [string, ReactNode][] = [
+    ['Kind', <NodeKindBadge key="k" n={n} />],
     ['State', <NodeState key="s" n={n} />],
     ['Labels', formatLabels(n.labels) || '(none)'],
     ['Build', n.build],

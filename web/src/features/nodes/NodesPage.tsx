@@ -11,6 +11,7 @@ import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useVersions } from '../versions/hooks';
 import { useCanary } from './hooks';
+import { nodeKind } from './kind';
 import { matches, parseSelector } from './labels';
 
 export const statusColor: Record<string, string> = { current: 'green', behind: 'orange', ahead: 'grape', canary: 'yellow' };
@@ -29,6 +30,16 @@ export function sourceLabel(source: string | undefined): string {
   if (/cache/i.test(source)) return 'booted from cache';
   if (source.startsWith('etcd')) return 'etcd';
   return source;
+}
+
+/** NodeKindBadge is a node's kind: gateway, or sdk with its service's name. */
+export function NodeKindBadge({ n }: { n: Node }) {
+  const k = nodeKind(n);
+  return (
+    <Badge variant="light" color={k.kind === 'sdk' ? 'teal' : 'blue'} tt="none">
+      {k.label}
+    </Badge>
+  );
 }
 
 /** NodeState is a node's live/gone/draining badges. */
@@ -83,7 +94,7 @@ export function NodesPage() {
       </Group>
       {nodes.isPending && <Loading />}
       <ErrorAlert error={nodes.error} />
-      {nodes.data && (nodes.data.items ?? []).length === 0 && <Text>No gateway node follows this namespace.</Text>}
+      {nodes.data && (nodes.data.items ?? []).length === 0 && <Text>No node (gateway or service) follows this namespace.</Text>}
       {nodes.data && (nodes.data.items ?? []).length > 0 && items.length === 0 && <Text>No node matches the filter.</Text>}
       {items.length > 0 && (
         <Table.ScrollContainer minWidth={960}>
@@ -91,6 +102,7 @@ export function NodesPage() {
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Node</Table.Th>
+                <Table.Th>Kind</Table.Th>
                 <Table.Th>State</Table.Th>
                 <Table.Th>Labels</Table.Th>
                 <Table.Th>Build</Table.Th>
@@ -112,6 +124,9 @@ export function NodesPage() {
                       <Anchor component={Link} to={`/namespaces/${ns}/nodes/${encodeURIComponent(n.nodeId ?? '')}`}>
                         {n.nodeId}
                       </Anchor>
+                    </Table.Td>
+                    <Table.Td>
+                      <NodeKindBadge n={n} />
                     </Table.Td>
                     <Table.Td>
                       <NodeState n={n} />
