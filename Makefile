@@ -16,6 +16,7 @@ build: web
 	$(GO) build -o $(BIN)/demo-upstream ./dataplane/cmd/demo-upstream
 	$(GO) build -o $(BIN)/sluice-admin ./controlplane/cmd/sluice-admin
 	$(GO) build -o $(BIN)/sluicectl ./controlplane/cmd/sluicectl
+	$(GO) build -o $(BIN)/orders-example ./dataplane/sdk/example/orders
 
 # web builds the console into web/dist and copies it where sluice-admin
 # embeds it; a Go-only build (no Node) embeds a placeholder page instead.

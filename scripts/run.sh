@@ -3,14 +3,21 @@
 #   Postgres (started or installed when needed), sluice-admin with an embedded
 #   etcd, a seeded admin and approver, the demo namespace published from
 #   deploy/rules/demo.yaml through the review workflow, a demo upstream and
-#   two gateway nodes following etcd. The control plane signs what it
+#   two gateway nodes following etcd, and the SDK's example orders service
+#   (a third kind of node: kind sdk) following its own namespace orders-svc,
+#   whose kind: service rules (dataplane/sdk/example/orders/rules.yaml) are
+#   published through the same review. The control plane signs what it
 #   publishes with a key pair made once under .run/ (sluice-admin keygen);
-#   the gateways trust its public key. Ctrl-C stops everything.
+#   the gateways and the service trust its public key. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 RULES=${RULES:-deploy/rules/demo.yaml}
+SVC_RULES=dataplane/sdk/example/orders/rules.yaml
+SVC_NS=orders-svc
+SVC_HTTP=127.0.0.1:8090
+SVC_GRPC=127.0.0.1:8091
 DB=${SLUICE_DEMO_DB:-sluice_demo}
 ADMIN_ADDR=127.0.0.1:8080
 ETCD=127.0.0.1:2379
@@ -20,7 +27,7 @@ GWS=("gw-1 9000 9901" "gw-2 9001 9902")
 ensure_postgres
 ensure_redis
 ensure_pkg curl curl
-for port in 8080 2379 2380 8081 9000 9001 9901 9902; do
+for port in 8080 2379 2380 8081 8090 8091 9000 9001 9901 9902; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		die "port $port is already in use (another 'make run'?); stop whatever listens there and retry"
 	fi
@@ -92,18 +99,27 @@ api() {
 # field of the objects this script reads: it precedes any nested one).
 first_number() { grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2; }
 
-say "seeding: users, namespace demo, and the reviewed publication of $RULES"
+# publish NS FILE DESCRIPTION: creates namespace NS, stores FILE as its
+# draft, and publishes it through review (admin proposes, reviewer approves
+# and publishes); prints the published version's number.
+publish() {
+	local ns=$1 file=$2 desc=$3 etag change
+	api POST /api/v1/namespaces admin "{\"name\":\"$ns\",\"description\":\"$desc\"}" >/dev/null
+	etag=$(curl -fsS -D - -o /dev/null -b "$RUN/cookies-admin" "http://$ADMIN_ADDR/api/v1/namespaces/$ns/draft" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
+	curl -fsS -o /dev/null -b "$RUN/cookies-admin" -H "X-CSRF-Token: ${csrf[admin]}" -H "If-Match: $etag" \
+		-H 'Content-Type: application/yaml' -X PUT --data-binary "@$file" "http://$ADMIN_ADDR/api/v1/namespaces/$ns/draft" ||
+		die "could not store $file as the $ns draft"
+	change=$(api POST "/api/v1/namespaces/$ns/changes" admin "{\"title\":\"$ns rules\",\"description\":\"seeded by make run\"}" | first_number id)
+	api POST "/api/v1/namespaces/$ns/changes/$change/approve" reviewer '{"comment":"looks good"}' >/dev/null
+	api POST "/api/v1/namespaces/$ns/changes/$change/publish" reviewer '{}' | first_number number
+}
+
+say "seeding: users, namespaces demo and $SVC_NS, and the reviewed publications of $RULES and $SVC_RULES"
 login admin "$ADMIN_PASSWORD"
 api POST /api/v1/users admin "{\"username\":\"reviewer\",\"password\":\"$REVIEWER_PASSWORD\",\"role\":\"approver\"}" >/dev/null
-api POST /api/v1/namespaces admin '{"name":"demo","description":"make run demo"}' >/dev/null
-etag=$(curl -fsS -D - -o /dev/null -b "$RUN/cookies-admin" "http://$ADMIN_ADDR/api/v1/namespaces/demo/draft" | tr -d '\r' | sed -n 's/^[Ee][Tt][Aa][Gg]: //p')
-curl -fsS -o /dev/null -b "$RUN/cookies-admin" -H "X-CSRF-Token: ${csrf[admin]}" -H "If-Match: $etag" \
-	-H 'Content-Type: application/yaml' -X PUT --data-binary "@$RULES" "http://$ADMIN_ADDR/api/v1/namespaces/demo/draft" ||
-	die "could not store $RULES as the demo draft"
-change=$(api POST /api/v1/namespaces/demo/changes admin '{"title":"demo rules","description":"seeded by make run"}' | first_number id)
 login reviewer "$REVIEWER_PASSWORD"
-api POST "/api/v1/namespaces/demo/changes/$change/approve" reviewer '{"comment":"looks good"}' >/dev/null
-version=$(api POST "/api/v1/namespaces/demo/changes/$change/publish" reviewer '{}' | first_number number)
+version=$(publish demo "$RULES" "make run demo")
+svc_version=$(publish "$SVC_NS" "$SVC_RULES" "make run: the SDK example orders service")
 
 say "starting the demo upstream (and identity provider) and two gateways"
 # The demo upstream is also the demo's identity provider: it serves the
@@ -124,25 +140,44 @@ for g in "${GWS[@]}"; do
 		--redis redis://127.0.0.1:6379 --redis-prefix "sluice-demo:" >"$RUN/$id.log" 2>&1 &
 	pids+=($!)
 done
+say "starting the example orders service (in-service SDK, node orders-1 of $SVC_NS)"
+bin/orders-example --etcd "$ETCD" --namespace "$SVC_NS" --node-id orders-1 --trust-keys "$TRUST_KEYS" \
+	--state-dir "$RUN/state/orders-1" --listen "$SVC_HTTP" --grpc-listen "$SVC_GRPC" >"$RUN/orders-1.log" 2>&1 &
+pids+=($!)
 for g in "${GWS[@]}"; do
 	read -r id port admin <<<"$g"
 	for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 	curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null || die "$id did not become ready; see $RUN/$id.log"
 done
+# The service is ready when the control plane lists it running the
+# published version (its registration, kind sdk).
+svc_ready() {
+	api GET "/api/v1/namespaces/$SVC_NS/nodes" admin | grep -q "\"nodeId\":\"orders-1\".*\"version\":${svc_version:-1}[,}]\|\"version\":${svc_version:-1}[,}].*\"nodeId\":\"orders-1\""
+}
+for _ in $(seq 100); do svc_ready && break; sleep 0.1; done
+svc_ready || die "orders-1 did not register with version ${svc_version:-?} of $SVC_NS; see $RUN/orders-1.log"
 
 cat <<EOT
 
-  Sluice is running (version ${version:-?} of namespace demo is published to both gateways).
+  Sluice is running (version ${version:-?} of namespace demo is published to both gateways,
+  version ${svc_version:-?} of namespace $SVC_NS to the example orders service, a node of kind sdk).
 
     console        http://$ADMIN_ADDR        admin / $ADMIN_PASSWORD     reviewer (approver) / $REVIEWER_PASSWORD
     gateways       http://127.0.0.1:9000 (gw-1)   http://127.0.0.1:9001 (gw-2)
     node admin     http://127.0.0.1:9901/status   http://127.0.0.1:9902/status   (/metrics /healthz /readyz)
     upstream       http://$UPSTREAM
+    orders service http://$SVC_HTTP (HTTP)   $SVC_GRPC (gRPC)   in-service SDK, namespace $SVC_NS
     logs           $RUN/*.log   (credentials also in $RUN/credentials)
 
   See a 429 (orders allows 5/s per client IP, burst 10):
     for i in \$(seq 15); do curl -s -o /dev/null -w '%{http_code}\n' http://127.0.0.1:9000/api/orders; done
     curl -si http://127.0.0.1:9000/api/orders
+
+  The service's own limits (kind: service rules: a per-IP limit on its route, and inside
+  it a per-user limit on the queue publish, 5/s): the sixth order in a second is refused
+  with a 429 naming publishes-per-user:
+    for i in \$(seq 8); do curl -s -w ' %{http_code}\n' -X POST -H 'X-User: alice' http://$SVC_HTTP/api/orders; done
+  Gateways and the service side by side in the console: Nodes of demo and of $SVC_NS.
 
   Verified identities (/api/account: per-user limit with pro/free tiers and a daily quota;
   tokens also in $RUN/demo-tokens, valid 30 days):
@@ -155,6 +190,7 @@ cat <<EOT
   Which node runs what:
     curl -s http://127.0.0.1:9901/status                                      # one node, from itself
     curl -s -b $RUN/cookies-admin http://$ADMIN_ADDR/api/v1/namespaces/demo/nodes   # every node, from the control plane
+    curl -s -b $RUN/cookies-admin http://$ADMIN_ADDR/api/v1/namespaces/$SVC_NS/nodes   # the service's (kind sdk)
 
   Press Ctrl-C to stop everything.
 EOT
