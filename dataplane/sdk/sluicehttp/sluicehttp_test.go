@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/sdk"
 )
 
@@ -39,13 +42,19 @@ breakers:
 // as a proxy, on an injected clock.
 func start(t *testing.T, handler http.Handler) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
+	return startWith(t, handler, nil)
+}
+
+// startWith is start with the Guard's metrics m (nil: its own).
+func startWith(t *testing.T, handler http.Handler, m *metrics.Metrics) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(p, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var clock atomic.Int64
 	clock.Store(int64(time.Hour))
-	g, err := sdk.New(context.Background(), sdk.Config{Namespace: "orders-svc", RulesFile: p, Now: clock.Load,
+	g, err := sdk.New(context.Background(), sdk.Config{Namespace: "orders-svc", RulesFile: p, Now: clock.Load, Metrics: m,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +111,33 @@ func TestMiddlewareLimit(t *testing.T) {
 	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("handler ran %d times; want 3", n)
+	}
+}
+
+// TestMiddlewareCounts: the requests the middleware guards are counted for
+// the node's reports (metrics.Served: every request and the refused ones,
+// and sluice_requests_total by status), the refusal it writes itself
+// included; a request no route matches is not guarded and not counted.
+func TestMiddlewareCounts(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	srv, _ := startWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), m)
+	for i, want := range []int{200, 429, 429} {
+		if resp := do(t, "POST", srv.URL+"/api/orders", "203.0.113.9"); resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if resp := do(t, "GET", srv.URL+"/unrouted", ""); resp.StatusCode != 200 {
+		t.Fatalf("unrouted: %d", resp.StatusCode)
+	}
+	if tot := m.Served.Totals(); tot.Total != 3 || tot.Rejected != 2 || tot.Cumulative[len(tot.Cumulative)-1] != 1 {
+		t.Fatalf("served totals %+v; want 3 requests, 2 rejected, 1 with a duration", tot)
+	}
+	if n := testutil.ToFloat64(m.Requests.WithLabelValues("", "429")); n != 2 {
+		t.Fatalf("sluice_requests_total{code=429} = %v, want 2", n)
+	}
+	if n := testutil.ToFloat64(m.Requests.WithLabelValues("", "200")); n != 1 {
+		t.Fatalf("sluice_requests_total{code=200} = %v, want 1", n)
 	}
 }
 
