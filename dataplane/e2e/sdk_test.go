@@ -92,7 +92,7 @@ func TestSDKService(t *testing.T) {
 			return err
 		}
 		for _, n := range nodes.Items {
-			if n.NodeID == "orders-e2e" && n.Kind == "sdk" && n.Service == ns && n.Version == v1 && n.Live {
+			if n.NodeID == "orders-e2e" && n.Kind == "sdk" && n.Service == "orders" && n.Version == v1 && n.Live {
 				return nil
 			}
 		}

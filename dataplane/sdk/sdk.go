@@ -23,6 +23,17 @@
 // on sdk:NAME parts, the values passed in Keys. Packages sdk/sluicehttp and
 // sdk/sluicegrpc guard HTTP handlers and gRPC methods.
 //
+// With Etcd, the instance is a node of the fleet like a gateway: it
+// registers with kind sdk (Config.Service, NodeID, Build), follows its
+// operator override (drain: every guarded call refused with 503; forced
+// degrade levels), and writes node reports every ReportInterval with the
+// gateways' reporter (package report): the guarded calls (each Do, each
+// request the HTTP middleware guards; a call no rule names is not
+// counted), refusals, latency, 2xx/5xx classes and each rule's counts,
+// bound to the registration's lease. The control plane checks them against
+// the registration and the published version as a gateway's, so live
+// traffic, events and canary analysis cover services too.
+//
 // Until the first rule set is applied, and for a resource no rule names, Do
 // runs fn unguarded: the SDK never makes a service fail because its rules
 // are not there yet.

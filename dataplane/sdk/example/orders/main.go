@@ -10,7 +10,9 @@
 //	curl -X POST -H 'X-User: alice' localhost:8090/api/orders
 //
 // With --etcd (and --trust-keys) it follows the rule set published to
-// --namespace and registers as a kind: sdk node.
+// --namespace, registers as a kind: sdk node (--service names it) and
+// reports its guarded calls as a gateway node does (--report-interval), so
+// that the console's Nodes, live traffic and canary analysis cover it.
 package main
 
 import (
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- [2]s
 	unsigned := fs.Bool("insecure-accept-unsigned", false, "accept unsigned etcd values (development)")
 	ns := fs.String("namespace", "orders-svc", "namespace of the service's rule set")
 	nodeID := fs.String("node-id", "", "this instance's id (default: host name)")
+	service := fs.String("service", "orders", "the service's name in its registration (the Nodes page shows it)")
+	reportEvery := fs.Duration("report-interval", 0, "time between two node reports with --etcd (0: 5s; negative: none)")
 	stateDir := fs.String("state-dir", "", "cache of applied rule sets, to boot from while etcd is down")
 	redis := fs.String("redis", "", "Redis URL for scope: cluster limits")
 	listen := fs.String("listen", "127.0.0.1:8090", "HTTP address")
@@ -66,7 +70,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- [2]s
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := sdk.Config{Namespace: *ns, NodeID: *nodeID, RulesFile: *rules, TrustKeys: *trust, InsecureAcceptUnsigned: *unsigned,
+	cfg := sdk.Config{Namespace: *ns, NodeID: *nodeID, Service: *service, ReportInterval: *reportEvery, RulesFile: *rules, TrustKeys: *trust, InsecureAcceptUnsigned: *unsigned,
 		StateDir: *stateDir, Redis: *redis, Address: *listen, Logger: log}
 	if *etcd != "" {
 		cfg.Etcd = strings.Split(*etcd, ",")
