@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,12 +26,18 @@ var (
 )
 
 // mustExample builds the SDK's example orders service (once per test
-// binary) next to the harness's binaries.
+// binary) next to the harness's binaries; one already in SLUICE_E2E_BIN is
+// used as it is.
 func mustExample(tb testing.TB) string {
 	tb.Helper()
 	dir := mustBinaries(tb)
 	exampleOnce.Do(func() {
 		exampleBin = filepath.Join(dir, "orders-example")
+		if os.Getenv("SLUICE_E2E_BIN") != "" {
+			if _, err := os.Stat(exampleBin); err == nil {
+				return
+			}
+		}
 		root, err := repoRoot()
 		if err != nil {
 			exampleErr = err
