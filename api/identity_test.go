@@ -274,3 +274,41 @@ func TestQuotaRateWarnings(t *testing.T) {
 		t.Fatalf("warning %+v", found)
 	}
 }
+
+// TestQuotaLoweredWarning checks quota-lowered: any decrease of a quota's
+// rate or of one of its tiers' rates is flagged (counted usage stays
+// counted), a raise or a decrease of a non-quota limit is not.
+func TestQuotaLoweredWarning(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		desc   string
+		mutate func(rs *RuleSet)
+		want   []string // paths warned
+	}{
+		{"unchanged", func(rs *RuleSet) {}, nil},
+		{"raised", func(rs *RuleSet) { rs.Limits[1].Rate = 200000 }, nil},
+		{"lowered by one", func(rs *RuleSet) { rs.Limits[1].Rate = 99999 }, []string{"limits[monthly-quota].rate"}},
+		{"fixed period quota lowered", func(rs *RuleSet) { rs.Limits[2].Rate = 4000 }, []string{"limits[partner-quota].rate"}},
+		{"tier lowered", func(rs *RuleSet) { rs.Limits[1].Tiers[0].Rate = 999999 }, []string{"limits[monthly-quota].tiers[pro].rate"}},
+		{"token bucket lowered", func(rs *RuleSet) { rs.Limits[0].Rate = 99 }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			t.Parallel()
+			old, rs := MustValid(t, "identity.yaml"), MustValid(t, "identity.yaml")
+			tt.mutate(rs)
+			var got []string
+			for _, w := range Warnings(old, rs) {
+				if w.Code == WarnQuotaLowered {
+					got = append(got, w.Path)
+					if !strings.Contains(w.Message, "stays counted") {
+						t.Errorf("message %q does not say usage stays counted", w.Message)
+					}
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("warned %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -40,6 +40,7 @@ const (
 	WarnClusterLimitAdded      = "cluster-limit-added"     // every node needs Redis
 	WarnClassHeaderUntrusted   = "class-header-untrusted"  // a class chosen by a header the client sends
 	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
+	WarnQuotaLowered           = "quota-lowered"           // usage counted this period stays counted
 )
 
 // RateChangeFactor is the factor by which a limit's rate (per second)
@@ -59,7 +60,7 @@ const MinBreakerRequests = 5
 // address, a cluster limit, a class a client can choose by a header; a
 // rate of zero, except on an adaptive limit, which has none) and risks of the change (a limit's rate divided
 // or multiplied by RateChangeFactor or more, a limit or route removed, a limit switched to
-// shadow, a degrade plan switched to manual level 2). Both should have been normalized or at least
+// shadow, a quota's rate or a quota tier's rate lowered by any amount, a degrade plan switched to manual level 2). Both should have been normalized or at least
 // validated; Warnings reads defaults where fields are zero. The result is
 // never nil.
 func Warnings(old, new *RuleSet) []Warning {
@@ -124,6 +125,9 @@ func Warnings(old, new *RuleSet) []Warning {
 		if l.Scope == ScopeCluster && (o == nil || o.Scope != ScopeCluster) {
 			add(WarnClusterLimitAdded, p+".scope", "limit %s is scope: cluster: a node without Redis (--redis or --redis-cluster) refuses this whole version and keeps its old rules", l.ID)
 		}
+		if o != nil && o.Algorithm == Quota && l.Algorithm == Quota {
+			quotaLowered(o, l, add)
+		}
 		if o == nil || o.Rate <= 0 || l.Rate <= 0 || (o.Algorithm == Concurrency) != (l.Algorithm == Concurrency) {
 			continue
 		}
@@ -185,6 +189,42 @@ func Warnings(old, new *RuleSet) []Warning {
 		add(WarnDegradeAllRoutesLevel2, "degrades["+level2[0]+"].level", "manual level 2 (%s) covers every route: the gateway sheds all traffic", strings.Join(level2, ", "))
 	}
 	return w
+}
+
+// quotaLowered flags a quota whose rate, or one of whose tiers' rate,
+// goes down by any amount. The used count lives in Redis under a key
+// without the rate, so what was counted this period stays counted: a
+// caller may already be over the new quota and is refused until the
+// period ends. (The control plane cannot read Redis, so this is said of
+// every decrease, not only of one below a caller's usage.)
+func quotaLowered(o, l *Limit, add func(code, path, format string, args ...any)) {
+	p := "limits[" + l.ID + "]"
+	if l.Rate > 0 && l.Rate < o.Rate {
+		add(WarnQuotaLowered, p+".rate", "quota %s is lowered from %d to %d per %s: usage already counted this period stays counted, so callers may already be over the new quota and are refused until the period ends", l.ID, o.Rate, l.Rate, quotaPeriod(l))
+	}
+	oldTiers := map[string]Tier{}
+	for _, t := range o.Tiers {
+		oldTiers[t.ID] = t
+	}
+	for _, t := range l.Tiers {
+		ot, ok := oldTiers[t.ID]
+		if !ok {
+			continue
+		}
+		before, lt := o.WithTier(ot).Rate, l.WithTier(t)
+		after := lt.Rate
+		if after > 0 && after < before {
+			add(WarnQuotaLowered, p+".tiers["+t.ID+"].rate", "quota %s, tier %s, is lowered from %d to %d per %s: usage already counted this period stays counted, so callers may already be over the new quota and are refused until the period ends", l.ID, t.ID, before, after, quotaPeriod(&lt))
+		}
+	}
+}
+
+// quotaPeriod names a quota's period: its calendar or its fixed period.
+func quotaPeriod(l *Limit) string {
+	if l.Calendar != "" {
+		return string(l.Calendar)
+	}
+	return shortDuration(l.Period.D())
 }
 
 // classWarnings flags the classes a client can put itself in by what it
