@@ -45,7 +45,8 @@ bench-proxy: build
 
 # bench-proxy-dedicated: nginx and the gateway on dedicated cores (P=1 by
 # default: the proxy on core 0, load and upstreams on the others), CPU per
-# request for HTTP/1.1 (local, batched and exact cluster limits), TLS, h2,
+# request for HTTP/1.1 (local, batched and exact cluster limits, a JWT-keyed
+# tiered limit against the local one), TLS, h2,
 # h2c and gRPC; bench-scaling: the HTTP/1.1 case at P = 2, 4, 8 cores.
 bench-proxy-dedicated: build
 	scripts/bench-dedicated.sh
