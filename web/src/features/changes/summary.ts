@@ -13,7 +13,7 @@ export type SummaryLine = {
   warnings: Warning[];
 };
 
-const singular: Record<string, string> = { routes: 'route', limits: 'limit', breakers: 'breaker', degrades: 'degrade' };
+const singular: Record<string, string> = { routes: 'route', identities: 'identity', limits: 'limit', classes: 'class', breakers: 'breaker', degrades: 'degrade' };
 
 /** warningsOf reads a change's warnings; an older server without them yields []. */
 export function warningsOf(c: Change | undefined): Warning[] {
@@ -96,7 +96,7 @@ export function summarize(diff: Diff | undefined, warnings: Warning[] = [], next
   }
   const general: Warning[] = [];
   for (const w of warnings) {
-    const m = /^(routes|limits|breakers|degrades)\[([^\]]+)\]/.exec(w.path ?? '');
+    const m = /^(routes|identities|limits|classes|breakers|degrades)\[([^\]]+)\]/.exec(w.path ?? '');
     const line = m && lines.find((l) => l.kind === m[1] && l.id === m[2]);
     if (line) line.warnings.push(w);
     else general.push(w);

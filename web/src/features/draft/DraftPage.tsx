@@ -20,7 +20,8 @@ import { RuleForm } from './RuleForm';
 import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
 
 const pageSize = 10;
-const kindTitle: Record<RuleKind, string> = { routes: 'Routes', limits: 'Limits', breakers: 'Breakers', degrades: 'Degrades' };
+const kindTitle: Record<RuleKind, string> = { routes: 'Routes', identities: 'Identities', limits: 'Limits', classes: 'Classes', breakers: 'Breakers', degrades: 'Degrades' };
+const kindOne: Record<RuleKind, string> = { routes: 'route', identities: 'identity', limits: 'limit', classes: 'class', breakers: 'breaker', degrades: 'degrade' };
 
 export function DraftPage() {
   const ns = useParams().ns!;
@@ -275,7 +276,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
                     setPage(Math.ceil((rules.length + 1) / pageSize));
                   }}
                 >
-                  Add {kindTitle[kind].toLowerCase().replace(/s$/, '')}
+                  Add {kindOne[kind]}
                 </Button>
               )}
             </Group>

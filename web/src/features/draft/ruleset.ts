@@ -7,7 +7,7 @@ import type { Limit, RuleSet } from '../../api/client';
 /** MaxYamlBytes is the largest YAML the editor accepts (the server's document limit). */
 export const MaxYamlBytes = 8 << 20;
 
-export const ruleKinds = ['routes', 'limits', 'breakers', 'degrades'] as const;
+export const ruleKinds = ['routes', 'identities', 'limits', 'classes', 'breakers', 'degrades'] as const;
 export type RuleKind = (typeof ruleKinds)[number];
 
 export { toYaml } from './toYaml';
@@ -160,7 +160,7 @@ export function withRule(rs: RuleSet, kind: RuleKind, i: number, f: (r: Record<s
 
 /** newRule is a sensible default rule of a kind, with an unused id. */
 export function newRule(rs: RuleSet, kind: RuleKind): Record<string, unknown> {
-  const prefix = { routes: 'route', limits: 'limit', breakers: 'breaker', degrades: 'degrade' }[kind];
+  const prefix = { routes: 'route', identities: 'identity', limits: 'limit', classes: 'class', breakers: 'breaker', degrades: 'degrade' }[kind];
   const ids = new Set(((rs[kind] ?? []) as { id?: string }[]).map((r) => r.id));
   let n = ((rs[kind] ?? []) as unknown[]).length + 1;
   while (ids.has(`${prefix}-${n}`)) n++;
@@ -174,5 +174,19 @@ export function newRule(rs: RuleSet, kind: RuleKind): Record<string, unknown> {
       return { id, window: '10s', errorRatio: 0.5, openFor: '5s' };
     case 'degrades':
       return { id, mode: 'manual', level: 0 };
+    case 'identities':
+      // Where keys come from and the issuer are the user's to fill: the server's check names them until then.
+      return { id, jwt: { from: { header: 'Authorization', scheme: 'Bearer' }, jwks: { url: '' }, issuer: '', algorithms: ['RS256', 'ES256', 'EdDSA'] } };
+    case 'classes':
+      return { id, match: { claims: {} } };
   }
+}
+
+/** newTier is a tier with an unused id and the limit's rate, taking every caller until claims are given. */
+export function newTier(limit: Record<string, unknown>): Record<string, unknown> {
+  const tiers = (Array.isArray(limit.tiers) ? limit.tiers : []) as { id?: string }[];
+  const ids = new Set(tiers.map((t) => t.id));
+  let n = tiers.length + 1;
+  while (ids.has(`tier-${n}`)) n++;
+  return { id: `tier-${n}`, rate: typeof limit.rate === 'number' ? limit.rate : 100 };
 }
