@@ -659,6 +659,69 @@ async function main() {
       const audit = (await stack.api.ok('GET', '/api/v1/audit?actor=sluice')).data.items ?? [];
       assert.ok(audit.some((e) => e.action === 'canary.abort'), `the abort is audited with actor sluice: ${JSON.stringify(audit.map((e) => e.action))}`);
     });
+
+    await step('editor adds an identity and a tiered limit through the form and saves them (screenshots at 1440 px and 390 px)', async () => {
+      await p.goto('/namespaces/shop/draft');
+      await p.getByRole('status', { name: 'Draft state' }).or(p.getByRole('region', { name: 'Draft state' })).waitFor();
+      await p.getByRole('tab', { name: /^Identities/ }).click();
+      await p.getByRole('button', { name: 'Add identity' }).click();
+      await p.getByRole('group', { name: 'Identity identity-1' }).getByLabel('Id', { exact: true }).fill('users');
+      const ident = p.getByRole('group', { name: 'Identity users' });
+      assert.equal(await ident.getByLabel('Header', { exact: true }).inputValue(), 'Authorization', 'a new identity reads the Authorization header');
+      // The keys from a file, not a URL: the URL fields go, the file field comes.
+      await ident.getByLabel('Keys (JWKS) from').click();
+      await p.getByRole('option', { name: 'File' }).click();
+      assert.equal(await ident.getByLabel('JWKS URL').count(), 0);
+      await ident.getByLabel('JWKS file').fill('/etc/sluice/jwks.json');
+      await ident.getByLabel('Issuer').fill('https://idp.example.com');
+      await ident.getByLabel('Required (no token: 401)').check();
+
+      await p.getByRole('tab', { name: /^Limits/ }).click();
+      await p.getByRole('button', { name: 'Add limit' }).click();
+      const fresh = p.getByRole('group', { name: /^Limit limit-\d+$/ });
+      await fresh.getByLabel('Id', { exact: true }).fill('per-user');
+      const limit = p.getByRole('group', { name: 'Limit per-user' });
+      const key = limit.getByLabel('Key', { exact: true });
+      await key.fill('jwt:sub');
+      await key.press('Enter');
+      await limit.getByRole('button', { name: 'Add tier to per-user' }).click();
+      await limit.getByRole('group', { name: 'Tier tier-1' }).getByLabel('Tier id').fill('pro');
+      const pro = limit.getByRole('group', { name: 'Tier pro' });
+      const claims = pro.getByLabel('Tier claims');
+      // An entry without name= is refused at the field, not saved as a claim.
+      await claims.fill('plan');
+      await claims.press('Enter');
+      await pro.getByText(/write name=value/).waitFor();
+      await claims.fill('plan=pro');
+      await claims.press('Enter');
+      await pro.getByLabel('Tier rate').fill('1000');
+      await limit.getByRole('button', { name: 'Add tier to per-user' }).click();
+      await limit.getByRole('group', { name: 'Tier tier-2' }).getByLabel('Tier id').fill('free');
+      await limit.getByRole('group', { name: 'Tier free' }).getByLabel('Tier rate').fill('10');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      // The server's check of the saved draft finds nothing wrong.
+      await p.getByRole('region', { name: 'Draft state' }).getByRole('heading', { name: /^Draft differs from published/ }).waitFor();
+      const d = (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data;
+      const id = d.identities.find((i) => i.id === 'users');
+      assert.equal(id.jwt.jwks.file, '/etc/sluice/jwks.json');
+      assert.equal(id.jwt.jwks.url, undefined);
+      assert.equal(id.jwt.issuer, 'https://idp.example.com');
+      assert.equal(id.jwt.required, true);
+      const l = d.limits.find((x) => x.id === 'per-user');
+      assert.deepEqual(l.key, ['ip', 'jwt:sub']);
+      assert.deepEqual(l.tiers, [
+        { id: 'pro', match: { claims: { plan: 'pro' } }, rate: 1000 },
+        { id: 'free', rate: 10 },
+      ]);
+      await p.getByLabel('Filter limits by id').fill('per-user');
+      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
+        await p.setViewportSize(viewport);
+        await limit.getByRole('group', { name: 'Tier free' }).waitFor();
+        await p.screenshot({ path: join(shots, `draft-tiers-${name}.png`), fullPage: true });
+      }
+      await p.setViewportSize({ width: 1280, height: 800 });
+    });
   } finally {
     await browser.close();
     await stack.stop();
