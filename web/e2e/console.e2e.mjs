@@ -714,6 +714,10 @@ async function main() {
         { id: 'pro', match: { claims: { plan: 'pro' } }, rate: 1000 },
         { id: 'free', rate: 10 },
       ]);
+      await p.getByRole('tab', { name: /^Identities/ }).click();
+      await ident.getByLabel('JWKS file').waitFor();
+      await p.screenshot({ path: join(shots, 'draft-identity.png'), fullPage: true });
+      await p.getByRole('tab', { name: /^Limits/ }).click();
       await p.getByLabel('Filter limits by id').fill('per-user');
       for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
         await p.setViewportSize(viewport);

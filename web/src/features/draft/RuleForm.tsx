@@ -89,7 +89,21 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, o
     case 'multiselect':
       return <MultiSelect {...common} data={[...new Set([...(f.options ?? []), ...((value as string[]) ?? [])])]} value={(value as string[]) ?? []} onChange={(v) => onValue(v)} />;
     case 'claims':
-      return <ClaimsField common={common} value={value} onValue={onValue} />;
+      return (
+        <ClaimsField
+          common={{
+            ...common,
+            description: (
+              <>
+                {description}
+                <span style={{ display: 'block' }}>One name=value per entry (Enter after each).</span>
+              </>
+            ),
+          }}
+          value={value}
+          onValue={onValue}
+        />
+      );
     case 'routes':
       return (
         <MultiSelect
