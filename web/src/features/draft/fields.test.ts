@@ -46,6 +46,7 @@ describe('the form follows the schema', () => {
     expect(helpOf('identities', f('identities', 'jwt.algorithms'))).toMatch(/HMAC/);
     expect(helpOf('identities', f('identities', 'jwt.clockSkew'))).toMatch(/5m/);
     expect(helpOf('limits', f('limits', 'calendar'))).toMatch(/Monday/);
+    expect(helpOf('limits', f('limits', 'key'))).toMatch(/composite key.*jwt:CLAIM/);
     expect(helpOf('classes', f('classes', 'match.claims'))).toMatch(/dotted/);
     expect(helpOf('classes', f('classes', 'match.headers'))).toMatch(/trusted-proxies/);
     const tierRate: FieldSpec = { ...tierFields.find((x) => x.path === 'rate')!, path: 'tiers[0].rate' };

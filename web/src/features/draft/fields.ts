@@ -20,6 +20,8 @@ export type FieldSpec = {
   choices?: Choice[];
   /** when says whether the field applies to the rule as it is now; a field that does not is hidden (and, if set, listed to edit in YAML). */
   when?: (rule: Record<string, unknown>) => boolean;
+  /** moreHelp follows the schema's description (help is used only where the schema has none). */
+  moreHelp?: string;
   /** keepEmpty keeps an emptied text field as "" instead of removing it (it marks the shape of a 'oneof' parent). */
   keepEmpty?: boolean;
 };
@@ -63,7 +65,7 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'timezone', label: 'Time zone', type: 'text', placeholder: 'UTC', when: (r) => isQuota(r) && r.calendar !== undefined },
     { path: 'period', label: 'Period', type: 'text', placeholder: '1s', when: (r) => !(isQuota(r) && r.calendar !== undefined), help: 'A quota: a fixed period (720h), instead of a calendar.' },
     { path: 'burst', label: 'Burst', type: 'number', help: "The token bucket's capacity or the leaky bucket's queue; empty means the rate.", when: (r) => !isQuota(r) },
-    { path: 'key', label: 'Key', type: 'tags', help: 'ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM (verified claims; dotted for nested: jwt:org.id); empty means global.' },
+    { path: 'key', label: 'Key', type: 'tags', moreHelp: 'ip, route, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM (verified claims, needs an identity; dotted for nested: jwt:org.id); empty means global.' },
     { path: 'scope', label: 'Scope', type: 'select', options: ['node', 'cluster'], help: 'node: counters in each gateway; cluster: shared through Redis (a quota needs it).' },
     { path: 'shadow', label: 'Shadow (count, never reject)', type: 'bool' },
     { path: 'tiers', label: 'Tiers', type: 'tiers', when: (r) => r.tiers !== undefined || tierAlgorithms.includes(String(r.algorithm ?? 'token_bucket')) },
@@ -145,6 +147,7 @@ export function helpOf(kind: RuleKind, f: FieldSpec): string | undefined {
     desc = d?.description ?? resolve(d)?.description;
   }
   if (f.path === 'id' || f.path.endsWith('.id')) return f.help;
+  if (f.moreHelp) return desc ? `${desc} ${f.moreHelp}` : f.moreHelp;
   return desc ?? f.help;
 }
 
