@@ -30,15 +30,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -341,19 +338,10 @@ func (h *rejections) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *rejections) WithGroup(string) slog.Handler            { return h }
 
 func (h *rejections) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != reqview.MsgRateLimit {
+	rule, key, ok := reqview.RateLimitKey(r)
+	if !ok {
 		return nil
 	}
-	var rule, key string
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "rule":
-			rule = a.Value.String()
-		case "key":
-			key = a.Value.String()
-		}
-		return true
-	})
 	h.p.mu.Lock()
 	defer h.p.mu.Unlock()
 	t := h.p.top[rule]
@@ -371,16 +359,4 @@ func (h *rejections) Handle(_ context.Context, r slog.Record) error {
 // keyText is a key's text as reports show it: at most
 // api.MaxPreviewKeyText bytes; a longer key keeps its first bytes and a
 // hash of the whole.
-func keyText(k string) string {
-	if len(k) <= api.MaxPreviewKeyText {
-		return k
-	}
-	h := fnv.New32a()
-	_, _ = io.WriteString(h, k)
-	suffix := "…#" + fmt.Sprintf("%08x", h.Sum32())
-	i := api.MaxPreviewKeyText - len(suffix)
-	for i > 0 && !utf8.RuneStart(k[i]) {
-		i--
-	}
-	return k[:i] + suffix
-}
+func keyText(k string) string { return reqview.KeyText(k, api.MaxPreviewKeyText) }

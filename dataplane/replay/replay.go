@@ -42,7 +42,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -50,7 +49,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/limit"
@@ -243,19 +241,10 @@ func (h *rejections) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *rejections) WithGroup(string) slog.Handler            { return h }
 
 func (h *rejections) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != reqview.MsgRateLimit {
+	rule, key, ok := reqview.RateLimitKey(r)
+	if !ok {
 		return nil
 	}
-	var rule, key string
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "rule":
-			rule = a.Value.String()
-		case "key":
-			key = a.Value.String()
-		}
-		return true
-	})
 	t := h.s.top[rule]
 	if t == nil {
 		t = newTopKeys(trackedKeys)
@@ -268,19 +257,7 @@ func (h *rejections) Handle(_ context.Context, r slog.Record) error {
 // keyText is a key's text as results show it: at most MaxKeyText bytes. A
 // longer key keeps its first bytes and a hash of the whole, so two long keys
 // stay apart.
-func keyText(k string) string {
-	if len(k) <= MaxKeyText {
-		return k
-	}
-	h := fnv.New32a()
-	_, _ = io.WriteString(h, k)
-	suffix := "…#" + fmt.Sprintf("%08x", h.Sum32())
-	i := MaxKeyText - len(suffix)
-	for i > 0 && !utf8.RuneStart(k[i]) {
-		i--
-	}
-	return k[:i] + suffix
-}
+func keyText(k string) string { return reqview.KeyText(k, MaxKeyText) }
 
 // Result is what a Sim decided.
 type Result struct {

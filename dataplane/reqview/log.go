@@ -2,7 +2,11 @@ package reqview
 
 import (
 	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
 	"log/slog"
+	"unicode/utf8"
 )
 
 // Messages of decision log lines, one per kind of decision.
@@ -56,4 +60,40 @@ func LogDecision(l *slog.Logger, level slog.Level, v *View, msg, rule, decision 
 		slog.String("decision", decision),
 	}
 	l.LogAttrs(ctx, level, msg, append(base[:], attrs...)...)
+}
+
+// RateLimitKey returns the rule and the key of a limit's decision line
+// (MsgRateLimit), and false for any other line: what a reader of the
+// decision log (a preview's or a replay's top rejected keys) counts.
+func RateLimitKey(r slog.Record) (rule, key string, ok bool) {
+	if r.Message != MsgRateLimit {
+		return "", "", false
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "rule":
+			rule = a.Value.String()
+		case "key":
+			key = a.Value.String()
+		}
+		return true
+	})
+	return rule, key, true
+}
+
+// KeyText is a key's text cut to at most max bytes for display: a longer key
+// keeps its first bytes (whole UTF-8 characters) and a hash of the whole, so
+// two long keys stay apart.
+func KeyText(k string, max int) string {
+	if len(k) <= max {
+		return k
+	}
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, k)
+	suffix := "…#" + fmt.Sprintf("%08x", h.Sum32())
+	i := max - len(suffix)
+	for i > 0 && !utf8.RuneStart(k[i]) {
+		i--
+	}
+	return k[:i] + suffix
 }
