@@ -205,6 +205,13 @@ func (v *Verifier) Verify(tok string, now int64) (Result, *reqview.Claims, strin
 		case e.claims != nil:
 			return Invalid, nil, ReasonExpired
 		case e.gen == gen && now < e.until:
+			if e.reason == ReasonUnknownKey {
+				// The loader may have declined the first ask (within
+				// refresh/10): ask again, or a token signed by a new
+				// key would wait out the negative entry after the
+				// refetch became due.
+				v.keys.Refetch()
+			}
 			return Invalid, nil, e.reason
 		}
 	}
