@@ -104,13 +104,9 @@ func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 			pv.Close()
 		}
 	}()
-	// Only route matching is previewed: stand-in upstreams, so that no
-	// pool, TLS file or health check is taken for the preview.
-	routes := slices.Clone(norm.Routes)
-	for i := range routes {
-		routes[i].Upstream = api.Upstream{Targets: []api.Target{{URL: "http://127.0.0.1:9"}}}
-	}
-	if pv.router, err = proxy.NewRouterWith(routes, proxy.SharedTransport(), proxy.RouterSettings{EncodedSlashes: s.EncodedSlashes}); err != nil {
+	// Only route matching counts here: a matcher, with no upstream, pool,
+	// TLS file or health check (proxy.NewMatcher, as the SDK matches).
+	if pv.router, err = proxy.NewMatcher(norm.Routes, proxy.RouterSettings{EncodedSlashes: s.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("preview routes: %w", err)
 	}
 	pv.classes = limit.NewClasses(norm.Classes)

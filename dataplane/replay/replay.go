@@ -119,14 +119,9 @@ func New(v *api.Valid, opts Options) (_ *Sim, err error) {
 			s.Close()
 		}
 	}()
-	// Only the matching of routes is replayed: each gets a stand-in
-	// upstream, so that neither the upstreams' TLS files nor their health
-	// checks are needed (or started) here.
-	routes := slices.Clone(norm.Routes)
-	for i := range routes {
-		routes[i].Upstream = api.Upstream{Targets: []api.Target{{URL: "http://127.0.0.1:9"}}}
-	}
-	if s.router, err = proxy.NewRouterWith(routes, proxy.SharedTransport(), proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
+	// Only route matching counts here: a matcher, with no upstream, pool,
+	// TLS file or health check (proxy.NewMatcher, as the SDK matches).
+	if s.router, err = proxy.NewMatcher(norm.Routes, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	s.classes = limit.NewClasses(norm.Classes)
