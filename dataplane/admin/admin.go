@@ -43,7 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // Settings wire an admin endpoint. Zero fields are left out: a nil Status
@@ -202,12 +202,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.hosts.allows(r.Host) {
-		proxy.WriteProblem(w, r, http.StatusMisdirectedRequest, "unknown host",
+		answer.WriteProblem(w, r, http.StatusMisdirectedRequest, "unknown host",
 			"the Host header does not name this admin endpoint; add the name to --admin-allowed-hosts")
 		return
 	}
 	if why := crossOrigin(r); why != "" {
-		proxy.WriteProblem(w, r, http.StatusForbidden, "cross-origin request refused", why)
+		answer.WriteProblem(w, r, http.StatusForbidden, "cross-origin request refused", why)
 		return
 	}
 	if Loopback(r.RemoteAddr) {
@@ -219,7 +219,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.token) == 0 || len(h) <= len(prefix) || h[:len(prefix)] != prefix ||
 		subtle.ConstantTimeCompare([]byte(h[len(prefix):]), g.token) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-node"`)
-		proxy.WriteProblem(w, r, http.StatusUnauthorized, "unauthorized", "the node admin endpoint needs a valid admin token from non-loopback clients")
+		answer.WriteProblem(w, r, http.StatusUnauthorized, "unauthorized", "the node admin endpoint needs a valid admin token from non-loopback clients")
 		return
 	}
 	g.next.ServeHTTP(w, r)
@@ -238,7 +238,7 @@ func Loopback(remoteAddr string) bool {
 // WriteJSON answers with status and v as indented JSON, not to be cached:
 // the one JSON writer of the node admin endpoint and the handlers mounted on
 // it (breaker.Handlers, degrade.Handlers). Errors are written by
-// proxy.WriteProblem, as the gateway's own are.
+// answer.WriteProblem, as the gateway's own are.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

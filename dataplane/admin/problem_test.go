@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/sluicegw/sluice/dataplane/admin"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/degrade"
-	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
 // TestErrorsAreTheGatewaysProblems checks that every error of the node admin
@@ -48,13 +48,13 @@ func TestErrorsAreTheGatewaysProblems(t *testing.T) {
 			h.ServeHTTP(w, r)
 
 			ref := httptest.NewRecorder()
-			proxy.WriteProblem(ref, httptest.NewRequest("GET", "/", nil), tc.want, "t", "d")
+			answer.WriteProblem(ref, httptest.NewRequest("GET", "/", nil), tc.want, "t", "d")
 			if w.Code != tc.want {
 				t.Fatalf("%s %s = %d %s, want %d", tc.method, path, w.Code, w.Body, tc.want)
 			}
 			for _, name := range []string{"Content-Type", "Cache-Control", "X-Content-Type-Options"} {
 				if got, want := w.Header().Get(name), ref.Header().Get(name); got != want {
-					t.Errorf("%s = %q, want %q (as proxy.WriteProblem)", name, got, want)
+					t.Errorf("%s = %q, want %q (as answer.WriteProblem)", name, got, want)
 				}
 			}
 			var got, want map[string]any

@@ -61,7 +61,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // ErrOpen is returned by Allow when the breaker is open, or half-open with
@@ -493,7 +493,7 @@ func (b *Breaker) RetryAfter(now int64) time.Duration {
 // WriteFallback answers a request that Allow refused: the rule's fallback
 // status (503 by default) with Retry-After (see RetryAfter), and the rule's
 // fallback body and content type, or an application/problem+json body naming
-// the rule when it has none. A gRPC request (proxy.IsGRPC) gets grpc-status
+// the rule when it has none. A gRPC request (answer.IsGRPC) gets grpc-status
 // 14 UNAVAILABLE naming the rule instead.
 func (b *Breaker) WriteFallback(w http.ResponseWriter, r *http.Request, now int64) {
 	b.WriteFallbackMethod(w, r.Method, r.Header, now)
@@ -505,8 +505,8 @@ func (b *Breaker) WriteFallbackMethod(w http.ResponseWriter, method string, reqH
 	h := w.Header()
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(b.RetryAfter(now)/time.Second), 10))
 	h.Set("Cache-Control", "no-store")
-	if proxy.IsGRPC(reqHeader) { // grpc-status 14 UNAVAILABLE naming the rule
-		proxy.WriteGRPCStatus(w, reqHeader, b.cfg.status, proxy.GRPCUnavailable, "breaker "+strconv.Quote(b.rule)+" is open")
+	if answer.IsGRPC(reqHeader) { // grpc-status 14 UNAVAILABLE naming the rule
+		answer.WriteGRPCStatus(w, reqHeader, b.cfg.status, answer.GRPCUnavailable, "breaker "+strconv.Quote(b.rule)+" is open")
 		return
 	}
 	if len(b.cfg.body) > 0 {

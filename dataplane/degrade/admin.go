@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
-	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // OverrideRequest is the body of POST /degrade: force Rule to Level for TTL (a
@@ -49,33 +49,33 @@ func Handlers(current func() *Set) map[string]http.Handler {
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&req); err != nil {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must be one JSON object {rule, level, ttl}: "+err.Error())
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must be one JSON object {rule, level, ttl}: "+err.Error())
 				return
 			}
 			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must hold exactly one JSON object")
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "the body must hold exactly one JSON object")
 				return
 			}
 			if req.Level == nil {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "level is required (0, 1 or 2)")
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "level is required (0, 1 or 2)")
 				return
 			}
 			if req.TTL == "" {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl is required, such as \"10m\"")
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl is required, such as \"10m\"")
 				return
 			}
 			ttl, err := api.ParseDuration(req.TTL)
 			if err != nil {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl: "+err.Error())
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "ttl: "+err.Error())
 				return
 			}
 			s := current()
 			if s == nil {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "no rule set is applied: degrade rule "+req.Rule+" does not exist")
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", "no rule set is applied: degrade rule "+req.Rule+" does not exist")
 				return
 			}
 			if err := s.SetOverrideFor(req.Rule, *req.Level, ttl); err != nil {
-				proxy.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", err.Error())
+				answer.WriteProblem(w, r, http.StatusBadRequest, "Invalid override", err.Error())
 				return
 			}
 			now := s.opts.now()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
@@ -137,7 +137,7 @@ func (c *Controller) RetryAfter(now int64) time.Duration {
 // by default), Retry-After (see RetryAfter), Vary: Accept, and the body the
 // request's Accept header chooses (see negotiate in the source: HTML for
 // browsers, JSON for API clients, otherwise none). A gRPC request
-// (proxy.IsGRPC) gets grpc-status 14 UNAVAILABLE naming the rule instead.
+// (answer.IsGRPC) gets grpc-status 14 UNAVAILABLE naming the rule instead.
 func (c *Controller) WriteFallback(w http.ResponseWriter, r *http.Request, now int64) {
 	v := reqview.FromRequest(r)
 	c.WriteFallbackView(w, &v, now)
@@ -149,8 +149,8 @@ func (c *Controller) WriteFallbackView(w http.ResponseWriter, v *reqview.View, n
 	h := w.Header()
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(c.RetryAfter(now)/time.Second), 10))
 	h.Set("Cache-Control", "no-store")
-	if proxy.IsGRPC(v.Header()) { // grpc-status 14 UNAVAILABLE naming the rule
-		proxy.WriteGRPCStatus(w, v.Header(), c.fb.status, proxy.GRPCUnavailable, "degrade "+strconv.Quote(c.rule)+" shed the request")
+	if answer.IsGRPC(v.Header()) { // grpc-status 14 UNAVAILABLE naming the rule
+		answer.WriteGRPCStatus(w, v.Header(), c.fb.status, answer.GRPCUnavailable, "degrade "+strconv.Quote(c.rule)+" shed the request")
 		return
 	}
 	h.Set("Vary", "Accept")

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
@@ -167,7 +168,7 @@ func (h *h2cHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		settings, err = base64.RawURLEncoding.DecodeString(vs[0])
 	}
 	if len(vs) != 1 || err != nil {
-		proxy.WriteProblem(w, r, http.StatusInternalServerError, "Internal server error",
+		answer.WriteProblem(w, r, http.StatusInternalServerError, "Internal server error",
 			"the h2c upgrade needs exactly one HTTP2-Settings header in base64url")
 		return
 	}
@@ -175,7 +176,7 @@ func (h *h2cHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, H2CBodyMax))
 	if err != nil {
 		w.Header().Set("Connection", "close")
-		proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+		answer.WriteProblem(w, r, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

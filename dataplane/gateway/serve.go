@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/admin"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -33,7 +34,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Refused before anything else reads it, and the connection
 			// is closed after the answer.
 			w.Header().Set("Connection", "close")
-			proxy.WriteProblem(w, r, http.StatusBadRequest, "Bad request", why)
+			answer.WriteProblem(w, r, http.StatusBadRequest, "Bad request", why)
 			n.metrics.Requests.WithLabelValues("", "400").Inc()
 			n.metrics.Served.Count(http.StatusBadRequest)
 			return
@@ -56,7 +57,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := n.current.Load()
 	if s == nil {
-		proxy.WriteProblem(w, r, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
+		answer.WriteProblem(w, r, http.StatusServiceUnavailable, "No rules", "the gateway has no rule set applied yet")
 		return
 	}
 	s.ServeHTTP(w, r)

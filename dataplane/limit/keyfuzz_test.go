@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
@@ -97,7 +98,7 @@ func newKeyRig(tb testing.TB) *keyRig {
 		info := RequestInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
 		checked, plainView := info.View(r), info.View(r)
 		if err := kc.ReadView(&checked); err != nil {
-			proxy.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
+			answer.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())
 			return
 		}
 		m := rt.Match(r)

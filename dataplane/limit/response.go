@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/metrics"
-	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
@@ -135,9 +135,9 @@ type problem struct {
 // (text/plain when unset) or a problem+json body naming the rule and the
 // request id.
 //
-// A gRPC request (proxy.IsGRPC on its header reqHeader) gets a gRPC answer
+// A gRPC request (answer.IsGRPC on its header reqHeader) gets a gRPC answer
 // instead, with the same headers: grpc-status 8 RESOURCE_EXHAUSTED and a
-// grpc-message naming the rule (proxy.WriteGRPCStatus).
+// grpc-message naming the rule (answer.WriteGRPCStatus).
 func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decision, requestID string) {
 	if t, ok := w.(RefusalTaker); ok { // the SDK's Guard.Do: the refusal as data
 		t.TakeRefusal("limit", ru.l.ID, rejectStatus(ru), time.Duration(ceilSeconds(d.RetryAfter, 1))*time.Second)
@@ -147,8 +147,8 @@ func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decis
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)
 	h.Set(api.HeaderRetryAfter, strconv.FormatInt(retry, 10))
-	if proxy.IsGRPC(reqHeader) {
-		proxy.WriteGRPCStatus(w, reqHeader, api.DefaultLimitRejectStatus, proxy.GRPCResourceExhausted,
+	if answer.IsGRPC(reqHeader) {
+		answer.WriteGRPCStatus(w, reqHeader, api.DefaultLimitRejectStatus, answer.GRPCResourceExhausted,
 			fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry))
 		return
 	}

@@ -3,10 +3,10 @@
 // NewRouter turns a rule set's routes into a Router, with one Upstream per
 // route. Per request the integrator calls
 //
-//	proxy.EnsureRequestID(w, r)        // first, so that every answer carries it
+//	answer.EnsureRequestID(w, r)       // first, so that every answer carries it
 //	m := router.Match(r)               // cleaned path and the matched route (or nil)
-//	if m.Invalid != "" { proxy.WriteProblem(w, r, 400, "Bad request", m.Invalid); return }
-//	if m.Route == nil { proxy.WriteNoRoute(w, r); return }
+//	if m.Invalid != "" { answer.WriteProblem(w, r, 400, "Bad request", m.Invalid); return }
+//	if m.Route == nil { answer.WriteNoRoute(w, r); return }
 //	proxy.FilterUpgrade(r)             // only WebSocket may switch protocols
 //	... key check, degrade, limits, breaker ...
 //	o := m.Route.Upstream.Forward(w, r, m)
@@ -125,9 +125,10 @@
 // leaves the loop for the origin's fastPool (adopt). LoopCapable tells the
 // routes a loop may forward (cleartext HTTP/1.1 targets).
 //
-// Failures are application/problem+json: no route 404 (WriteNoRoute), an
-// unreachable or refusing target 502, the route's timeout 504. A client
-// that goes away gets nothing and is recorded as 499. Bodies name the
+// Failures are application/problem+json (package answer writes them): no
+// route 404 (answer.WriteNoRoute), an unreachable or refusing target 502,
+// the route's timeout 504. A client that goes away gets nothing and is
+// recorded as 499. Bodies name the
 // request id and carry only fixed phrases, never internal error text.
 //
 // The server, not this package, bounds request headers: set
@@ -142,13 +143,13 @@
 // https:// targets are verified against the system roots or tls.ca, under
 // tls.serverName. Each origin, protocol and TLS setting has its own pool.
 //
-// gRPC requests (IsGRPC: content-type application/grpc*) are forwarded as
-// any other, with trailers; their deadline is the shorter of the client's
-// grpc-timeout and the route's timeout, and the upstream is sent that one.
-// Every answer the gateway writes itself to a gRPC request is a gRPC answer
-// (WriteGRPCStatus: HTTP 200, Trailers-Only, grpc-status and grpc-message),
-// written from the one problem writer (WriteProblem, mapping the status
-// with GRPCCodeFor) and from the limit, breaker and degrade writers; a
-// response cut off mid-stream ends with grpc-status trailers instead of a
-// reset.
+// gRPC requests (answer.IsGRPC: content-type application/grpc*) are
+// forwarded as any other, with trailers; their deadline is the shorter of
+// the client's grpc-timeout and the route's timeout, and the upstream is
+// sent that one. Every answer the gateway writes itself to a gRPC request
+// is a gRPC answer (answer.WriteGRPCStatus: HTTP 200, Trailers-Only,
+// grpc-status and grpc-message), written from the one problem writer
+// (answer.WriteProblem, mapping the status with answer.GRPCCodeFor) and
+// from the limit, breaker and degrade writers; a response cut off
+// mid-stream ends with grpc-status trailers instead of a reset.
 package proxy

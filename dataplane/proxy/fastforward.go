@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // This file is the fasthttp side of Upstream: ForwardFast forwards a request
@@ -250,19 +251,19 @@ func (u *Upstream) forwardFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, 
 		switch {
 		case body != nil && body.timedOut:
 			w.Header().Set("Connection", "close")
-			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, http.StatusRequestTimeout, "Request timeout", u.bodyDetail)
 			o.ClientGone, o.Status, o.Err = true, http.StatusRequestTimeout, nil
 		case body != nil && body.failed:
 			// The client's body broke its framing (a bad chunk) or ended
 			// early: refused, and the connection closed after the answer.
 			w.Header().Set("Connection", "close")
-			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
 			o.ClientGone, o.Status, o.Err = true, http.StatusBadRequest, nil
 		case errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
-			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 			o.Status, o.Timeout = http.StatusGatewayTimeout, true
 		default:
-			WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 			o.Status = http.StatusBadGateway
 		}
 		o.Duration = time.Since(start)
@@ -295,7 +296,7 @@ func (u *Upstream) relayFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr
 		// pool closed the connection, and a 1xx has no body: s is nil.)
 		resetFastResponse(out, true)
 		ctx.SetConnectionClose()
-		WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
+		answer.WriteProblemID(w, fr.header(), fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream switched protocols unasked")
 		return Outcome{Status: http.StatusBadGateway, Err: errFastSwitch, Duration: time.Since(start)}
 	}
 	// A chunked answer's trailers go to an HTTP/1.1 client, which gets it
@@ -875,9 +876,9 @@ func isWebSocket(h *fasthttp.RequestHeader) bool {
 func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match, start time.Time) Outcome {
 	fail := func(status int, err error) Outcome {
 		if status == http.StatusGatewayTimeout {
-			WriteProblemID(w, fr.header(), fr.RequestID, status, "Gateway timeout", u.timeoutDetail)
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, status, "Gateway timeout", u.timeoutDetail)
 		} else {
-			WriteProblemID(w, fr.header(), fr.RequestID, status, "Bad gateway", "the upstream could not be reached")
+			answer.WriteProblemID(w, fr.header(), fr.RequestID, status, "Bad gateway", "the upstream could not be reached")
 		}
 		return Outcome{Status: status, Err: err, Timeout: status == http.StatusGatewayTimeout, Duration: time.Since(start)}
 	}
@@ -990,10 +991,6 @@ func FastContentLength(h *fasthttp.RequestHeader) int64 {
 // body (FastContentLength not 0). "ContentLength() != 0" is not the test:
 // it took every GET for a request with a body.
 func FastHasBody(h *fasthttp.RequestHeader) bool { return FastContentLength(h) != 0 }
-
-// ValidRequestID reports whether s may be kept as a request's X-Request-Id
-// (EnsureRequestID's rule), for serving stacks other than net/http.
-func ValidRequestID(s string) bool { return validRequestID(s) }
 
 // GuardBodyConn is GuardBody for an engine that hands over the client's
 // connection: it bounds the wait for a body (hasBody) by the route's

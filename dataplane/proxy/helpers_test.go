@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // mustRoutes decodes, validates and normalizes a rule document and returns
@@ -50,10 +51,10 @@ func mustCompile(tb testing.TB, doc string, decodeSlashes bool) *Router {
 // governance steps: route, forward, record.
 func gatewayHandler(rt *Router, outcomes chan<- Outcome) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		EnsureRequestID(w, r)
+		answer.EnsureRequestID(w, r)
 		m := rt.Match(r)
 		if m.Route == nil {
-			WriteNoRoute(w, r)
+			answer.WriteNoRoute(w, r)
 			return
 		}
 		o := m.Route.Upstream.Forward(w, r, m)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"net"
 	"net/http"
 	"net/netip"
@@ -109,7 +110,7 @@ func (t *Transport) LoopingVia(vs []string) bool {
 // WriteLoopDetected answers a looping request: 508 problem+json.
 func WriteLoopDetected(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
-	WriteProblem(w, r, StatusLoopDetected, "Loop detected",
+	answer.WriteProblem(w, r, StatusLoopDetected, "Loop detected",
 		"the request already went through this gateway, or through too many proxies (Via); check the route's targets")
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/internal/evloop"
 )
 
@@ -166,10 +167,10 @@ func (f *loopFwd) fail(err error) {
 	resetFastResponse(&ctx.Response, f.clientClose)
 	o := Outcome{Err: err}
 	if isTimeout(err) {
-		WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+		answer.WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 		o.Status, o.Timeout = http.StatusGatewayTimeout, true
 	} else {
-		WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+		answer.WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 		o.Status = http.StatusBadGateway
 	}
 	o.Duration = time.Since(f.start)

@@ -254,7 +254,7 @@ func (rt *Router) Routes() []*Route { return rt.routes }
 // Match is the result of Router.Match.
 type Match struct {
 	// Route is the matched route, nil when none matches (answer with
-	// WriteNoRoute).
+	// answer.WriteNoRoute).
 	Route *Route
 	// Path is the cleaned path the request was matched on (see
 	// RequestPath); Forward sends it upstream.
@@ -265,7 +265,7 @@ type Match struct {
 	// CONNECT; its target is not a path; its Host is not a valid host
 	// (ValidHost); or its path has an encoded slash under SlashReject or
 	// a byte no upstream reads alike (see badPath). Answer it with
-	// WriteProblem(w, r, 400, "Bad request", Invalid).
+	// answer.WriteProblem(w, r, 400, "Bad request", Invalid).
 	Invalid string
 }
 

@@ -9,6 +9,13 @@ import (
 	"time"
 )
 
+// MaxHeaderBytes is the recommended http.Server.MaxHeaderBytes for the
+// gateway's traffic listener (and the HTTP/2 limit H2CHandler sets). The
+// proxy cannot enforce it itself: the server reads the header before any
+// handler runs, and answers 431 Request Header Fields Too Large to a larger
+// one (net/http allows 4 KiB of slack above the figure).
+const MaxHeaderBytes = 64 << 10
+
 // Settings configure the upstream connections. Every zero field takes the
 // default named beside it.
 type Settings struct {

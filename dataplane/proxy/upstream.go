@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 )
 
 // StatusClientClosed is the status recorded, never sent, when the client
@@ -255,7 +256,7 @@ func GuardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 //
 // The request gets X-Forwarded-For (the peer appended to what the client
 // sent), X-Forwarded-Host and X-Forwarded-Proto, and an X-Request-Id (see
-// EnsureRequestID), which the response carries back, once, in place of any
+// answer.EnsureRequestID), which the response carries back, once, in place of any
 // the upstream set. The route's
 // timeout bounds the whole exchange, body included; for an upgrade
 // (WebSocket) it bounds the handshake only.
@@ -279,7 +280,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	start := time.Now()
 	ti := u.balance.pick()
 	t := u.targets[ti]
-	id := EnsureRequestID(w, r)
+	id := answer.EnsureRequestID(w, r)
 
 	rec := getRecorder(w, r.Context())
 	rec.id = id
@@ -289,7 +290,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	// that the transport tells it from a client gone (fastPool.do).
 	ctx, cancel := context.WithCancelCause(r.Context())
 	rec.cancel = cancel
-	timeout, grpc, clientDeadline := u.timeout, IsGRPC(r.Header), false
+	timeout, grpc, clientDeadline := u.timeout, answer.IsGRPC(r.Header), false
 	if grpc {
 		timeout, clientDeadline = grpcTimeout(r, timeout) // the client's grpc-timeout, bounded by the route's
 		rec.clientDeadline = clientDeadline
@@ -436,7 +437,7 @@ func dropUpstreamID(resp *http.Response) error {
 func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	rec, ok := w.(*recorder)
 	if !ok { // not through Forward
-		WriteProblem(w, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+		answer.WriteProblem(w, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 		return
 	}
 	rec.err = err
@@ -448,10 +449,10 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		// The client's body stalled: not the upstream's fault. The
 		// connection cannot be read on; close it after the answer.
 		rec.w.Header().Set("Connection", "close")
-		WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
+		answer.WriteProblem(rec, r, http.StatusRequestTimeout, "Request timeout", rec.bodyDetail)
 		rec.bodyStalled = true
 	case (rec.timedOut.Load() || rec.pastDue()) && rec.clientDeadline:
-		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
+		answer.WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
 	case rec.timedOut.Load() || rec.pastDue():
 		if rec.body != nil && rec.body.cut.Load() && r.ProtoMajor == 1 {
 			// The timeout ended the body's reading half way: the
@@ -459,11 +460,11 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 			// alone; Connection: close there would end the connection.)
 			rec.w.Header().Set("Connection", "close")
 		}
-		WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+		answer.WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 	case rec.parent.Err() != nil:
 		rec.status = StatusClientClosed
 	default:
-		WriteProblem(rec, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+		answer.WriteProblem(rec, r, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 	}
 }
 

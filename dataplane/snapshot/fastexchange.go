@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -90,7 +91,7 @@ type fastExchange struct {
 	id        [1]string // the X-Request-Id header value
 	// The storage of a request id and a trace the gateway starts: their
 	// strings are valid until the request ends, as the rest of the view's.
-	idBuf [proxy.RequestIDMax]byte
+	idBuf [answer.RequestIDMax]byte
 	trace reqview.TraceBuf
 	rl    limit.Fields // the admitting limit's RateLimit fields (TakeRateLimit), if Taken
 	rlBuf []byte       // their values, formatted by flush
@@ -156,10 +157,10 @@ func (x *fastExchange) fill(ctx *fasthttp.RequestCtx, found *RequestIDs) *reqvie
 		}
 	}
 	v.Path = v.RawPath
-	if ids.requestIDs == 1 && proxy.ValidRequestID(ids.requestID) {
+	if ids.requestIDs == 1 && answer.ValidRequestID(ids.requestID) {
 		v.RequestID = ids.requestID
 	} else {
-		v.RequestID = b2s(proxy.AppendRequestID(x.idBuf[:0]))
+		v.RequestID = b2s(answer.AppendRequestID(x.idBuf[:0]))
 	}
 	x.id[0] = v.RequestID
 	v.Trace = reqview.TraceOf(ids.traceparent, ids.traceparents, &x.trace) // carried by the header once built
@@ -391,7 +392,7 @@ func (x *fastExchange) streaming() bool { return x.end != nil }
 
 func (x *fastExchange) holdReport(p *pendingReport) { x.end.report = p }
 
-// WriteProblemFast answers ctx's request with proxy.WriteProblemID (the one
+// WriteProblemFast answers ctx's request with answer.WriteProblemID (the one
 // problem writer), for the fasthttp engine's answers before a snapshot
 // serves the request (strict parsing, loops, no rules yet). The request's own
 // X-Request-Id is kept when valid.
@@ -399,11 +400,11 @@ func WriteProblemFast(ctx *fasthttp.RequestCtx, status int, title, detail string
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx = ctx
 	id := b2s(ctx.Request.Header.Peek(api.HeaderRequestID))
-	if !proxy.ValidRequestID(id) {
-		id = proxy.NewRequestID()
+	if !answer.ValidRequestID(id) {
+		id = answer.NewRequestID()
 	}
 	x.view.RequestID = id
-	proxy.WriteProblemID(x, nil, id, status, title, detail)
+	answer.WriteProblemID(x, nil, id, status, title, detail)
 	x.reset()
 	fastExchanges.Put(x)
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/identity"
 	"github.com/sluicegw/sluice/dataplane/metrics"
-	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
@@ -106,7 +106,7 @@ func (s *Snapshot) checkIdentity(x Exchange, v *reqview.View, ir *identityRule, 
 	}
 	s.limits.LogDecision(v, slog.LevelWarn, reqview.MsgIdentity, ver.ID(), "refuse", slog.String("reason", reason))
 	x.Header()["Www-Authenticate"] = []string{challenge}
-	proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusUnauthorized, "Unauthorized", detail)
+	answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusUnauthorized, "Unauthorized", detail)
 	return false
 }
 

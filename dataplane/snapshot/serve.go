@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -45,7 +46,7 @@ type Exchange interface {
 // or the upstream's response).
 func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := reqview.FromRequest(r)
-	v.RequestID = proxy.EnsureRequestID(w, r)
+	v.RequestID = answer.EnsureRequestID(w, r)
 	v.Trace = reqview.EnsureTrace(r.Header) // forwarded upstream with the request
 	v.ClientIP, v.TrustedPeer = s.clientIP(r)
 	x := exchanges.Get().(*httpExchange)
@@ -84,7 +85,7 @@ func (x *httpExchange) Write(b []byte) (int, error) {
 func (x *httpExchange) Status() int { return x.status }
 
 // RecordStatus records the HTTP status a gRPC answer (sent as 200) stands
-// for: see proxy.StatusRecorder.
+// for: see answer.StatusRecorder.
 func (x *httpExchange) RecordStatus(code int) { x.status = code }
 
 var exchanges = sync.Pool{New: func() any { return new(httpExchange) }}
@@ -140,13 +141,13 @@ func (s *Snapshot) observePreview(v *reqview.View) {
 func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start int64) (aborted bool) {
 	v.Path = m.Path
 	if m.Invalid != "" {
-		proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
+		answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
 		s.metrics.Requests.WithLabelValues("", "400").Inc()
 		s.metrics.Served.Count(http.StatusBadRequest)
 		return false
 	}
 	if m.Route == nil {
-		proxy.WriteNoRouteID(x, v.Header(), v.RequestID)
+		answer.WriteNoRouteID(x, v.Header(), v.RequestID)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
 		s.metrics.Served.Count(http.StatusNotFound)
 		return false
@@ -166,7 +167,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// anything decides on them, so nothing is consumed for it; the values
 	// checked are kept in v for degrade and limits.
 	if err := rt.keys.ReadView(v); err != nil {
-		proxy.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
+		answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
 		s.finish(rt, start, s.now(), http.StatusBadRequest)
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/breaker"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/limit"
@@ -243,7 +244,7 @@ type Pass struct {
 func (s *Service) Enter(w http.ResponseWriter, g *Guarded, v *reqview.View) (p Pass, ok bool) {
 	start := s.now()
 	if err := g.keys.ReadView(v); err != nil {
-		proxy.WriteProblemID(w, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
+		answer.WriteProblemID(w, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
 		return Pass{}, false
 	}
 	if g.route {

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 	"github.com/sluicegw/sluice/dataplane/sdk"
 )
@@ -38,7 +38,7 @@ func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
 		gd := s.Match(&v)
 		if g.Drained() {
 			w.Header().Set(api.HeaderRetryAfter, "1")
-			proxy.WriteProblemID(w, r.Header, r.Header.Get(api.HeaderRequestID), http.StatusServiceUnavailable,
+			answer.WriteProblemID(w, r.Header, r.Header.Get(api.HeaderRequestID), http.StatusServiceUnavailable,
 				"Service Unavailable", "this instance is drained by an operator")
 			g.Record(http.StatusServiceUnavailable, -1)
 			return
