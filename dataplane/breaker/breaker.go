@@ -503,7 +503,7 @@ func (b *Breaker) WriteFallback(w http.ResponseWriter, r *http.Request, now int6
 // and whose header is reqHeader (a request view's), for any serving stack.
 func (b *Breaker) WriteFallbackMethod(w http.ResponseWriter, method string, reqHeader http.Header, now int64) {
 	h := w.Header()
-	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(b.RetryAfter(now)/time.Second), 10))
+	answer.SetRetryAfter(h, int64(b.RetryAfter(now)/time.Second))
 	h.Set("Cache-Control", "no-store")
 	if answer.IsGRPC(reqHeader) { // grpc-status 14 UNAVAILABLE naming the rule
 		answer.WriteGRPCStatus(w, reqHeader, b.cfg.status, answer.GRPCUnavailable, "breaker "+strconv.Quote(b.rule)+" is open")

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
@@ -147,7 +146,7 @@ func (c *Controller) WriteFallback(w http.ResponseWriter, r *http.Request, now i
 // header and method), for any serving stack.
 func (c *Controller) WriteFallbackView(w http.ResponseWriter, v *reqview.View, now int64) {
 	h := w.Header()
-	h.Set(api.HeaderRetryAfter, strconv.FormatInt(int64(c.RetryAfter(now)/time.Second), 10))
+	answer.SetRetryAfter(h, int64(c.RetryAfter(now)/time.Second))
 	h.Set("Cache-Control", "no-store")
 	if answer.IsGRPC(v.Header()) { // grpc-status 14 UNAVAILABLE naming the rule
 		answer.WriteGRPCStatus(w, v.Header(), c.fb.status, answer.GRPCUnavailable, "degrade "+strconv.Quote(c.rule)+" shed the request")

@@ -21,15 +21,6 @@ const ProblemType = "urn:sluice:problem:rate-limited"
 // quota): the IETF RateLimit headers draft's problem type.
 const QuotaProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// Canonical forms of the header names, as http.Header keys them.
-var (
-	hdrPolicy     = http.CanonicalHeaderKey(api.HeaderRateLimitPolicy)
-	hdrRateLimit  = http.CanonicalHeaderKey(api.HeaderRateLimit)
-	hdrXLimit     = http.CanonicalHeaderKey(api.HeaderXRateLimitLimit)
-	hdrXRemaining = http.CanonicalHeaderKey(api.HeaderXRateLimitRemain)
-	hdrXReset     = http.CanonicalHeaderKey(api.HeaderXRateLimitReset)
-)
-
 // ceilSeconds returns d in whole seconds, rounded up, at least lo.
 func ceilSeconds(d time.Duration, lo int64) int64 {
 	s := (int64(d) + sec - 1) / sec
@@ -39,21 +30,7 @@ func ceilSeconds(d time.Duration, lo int64) int64 {
 // setHeaders writes the RateLimit headers of ru's decision d into h (the
 // values of Fields.Append).
 func setHeaders(h http.Header, ru *rule, d Decision) {
-	// One string holds the five values back to back, so that they cost two
-	// allocations (that string and their one backing array), not five.
-	var buf [160]byte
-	b, ends := Fields{ru, d}.Append(buf[:0])
-	all := string(b)
-	var vals [5]string
-	start := 0
-	for i, end := range ends {
-		vals[i] = all[start:end]
-		start = end
-	}
-	vs := vals[:]
-	for i, name := range FieldNames {
-		h[name] = vs[i : i+1 : i+1]
-	}
+	ru.rl.SetFields(h, max(d.Remaining, 0), ceilSeconds(d.Reset, 0))
 }
 
 // Fields is the RateLimit fields of one admitted request's decision, by
@@ -70,47 +47,11 @@ type Fields struct {
 // none).
 func (f Fields) Taken() bool { return f.ru != nil }
 
-// FieldNames is the canonical names of the RateLimit fields, in the order
-// of Fields.Append's values.
-var FieldNames = [5]string{hdrPolicy, hdrRateLimit, hdrXLimit, hdrXRemaining, hdrXReset}
-
-// Append appends the values of f's fields, back to back, to dst:
-//
-//	RateLimit-Policy: "<id>";q=<quota>;w=<window seconds>
-//	RateLimit: "<id>";r=<remaining>;t=<seconds until reset>
-//	X-RateLimit-Limit: <quota>  X-RateLimit-Remaining: <remaining>
-//	X-RateLimit-Reset: <seconds until reset>
-//
-// following draft-ietf-httpapi-ratelimit-headers-10 (the syntax of -08 and
-// later: a Structured Fields list of items with the policy id as a String).
-// Concurrency limits have no window: no w, and no t in RateLimit. The
-// value of FieldNames[i] ends at ends[i] and starts where the one before
-// it ends (the first at len(dst)).
+// Append appends the values of f's fields, back to back, to dst, in the
+// order of answer.RateLimitNames (answer.RateLimitPolicy.AppendFields: the
+// rule's policy, what remains and the seconds until reset).
 func (f Fields) Append(dst []byte) (b []byte, ends [5]int) {
-	ru, d := f.ru, f.d
-	remaining, reset := max(d.Remaining, 0), ceilSeconds(d.Reset, 0)
-	b = append(dst, ru.policy...)
-	ends[0] = len(b)
-	// Remaining and reset are formatted once each, for both of the
-	// fields that hold them.
-	var num [40]byte
-	rem := strconv.AppendInt(num[:0], remaining, 10)
-	rst := strconv.AppendInt(num[len(rem):len(rem)], reset, 10)
-	b = append(b, ru.quotedID...)
-	b = append(b, ";r="...)
-	b = append(b, rem...)
-	if ru.window != 0 {
-		b = append(b, ";t="...)
-		b = append(b, rst...)
-	}
-	ends[1] = len(b)
-	b = append(b, ru.quotaStr...)
-	ends[2] = len(b)
-	b = append(b, rem...)
-	ends[3] = len(b)
-	b = append(b, rst...)
-	ends[4] = len(b)
-	return b, ends
+	return f.ru.rl.AppendFields(dst, max(f.d.Remaining, 0), ceilSeconds(f.d.Reset, 0))
 }
 
 // rateLimitTaker is a response writer that takes the RateLimit fields as a
@@ -146,7 +87,7 @@ func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decis
 	h := w.Header()
 	setHeaders(h, ru, d)
 	retry := ceilSeconds(d.RetryAfter, 1)
-	h.Set(api.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+	answer.SetRetryAfter(h, retry)
 	if answer.IsGRPC(reqHeader) {
 		answer.WriteGRPCStatus(w, reqHeader, api.DefaultLimitRejectStatus, answer.GRPCResourceExhausted,
 			fmt.Sprintf("limit %q rejected the request; retry after %d s", ru.l.ID, retry))

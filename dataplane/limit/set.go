@@ -12,12 +12,12 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -115,11 +115,9 @@ type rule struct {
 	exempt exemptList
 	class  class // evaluation order
 
-	policy   string // RateLimit-Policy item
-	quota    int64  // q of the policy: the rate over w whole seconds
-	quotaStr string
-	quotedID string // the id as a Structured Fields String (RateLimit's item)
-	window   int64  // w of the policy in seconds; 0 for concurrency
+	rl     answer.RateLimitPolicy // the RateLimit fields' policy
+	quota  int64                  // q of the policy: the rate over w whole seconds
+	window int64                  // w of the policy in seconds; 0 for concurrency
 
 	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
 
@@ -338,12 +336,7 @@ func (ru *rule) setPolicy(p params) {
 			ru.quota = int64(q)
 		}
 	}
-	ru.quotaStr = strconv.FormatInt(ru.quota, 10)
-	ru.quotedID = strconv.Quote(ru.l.ID)
-	ru.policy = ru.quotedID + ";q=" + ru.quotaStr
-	if ru.window > 0 {
-		ru.policy += ";w=" + strconv.FormatInt(ru.window, 10)
-	}
+	ru.rl = answer.NewRateLimitPolicy(ru.l.ID, ru.quota, ru.window)
 }
 
 // buildChains builds every route's chain in one pass over the rules: the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
@@ -723,7 +724,7 @@ func TestFieldsAppend(t *testing.T) {
 		}
 		b, ends := w.f.Append([]byte("prefix"))
 		start := len("prefix")
-		for i, name := range FieldNames {
+		for i, name := range answer.RateLimitNames {
 			if got := string(b[start:ends[i]]); got != tc.want[i] {
 				t.Errorf("%s: %s = %q, want %q", tc.route, name, got, tc.want[i])
 			}
@@ -731,7 +732,7 @@ func TestFieldsAppend(t *testing.T) {
 		}
 		h := http.Header{}
 		setHeaders(h, w.f.ru, w.f.d)
-		for i, name := range FieldNames {
+		for i, name := range answer.RateLimitNames {
 			if got := h.Get(name); got != tc.want[i] {
 				t.Errorf("%s: map %s = %q, want %q", tc.route, name, got, tc.want[i])
 			}

@@ -275,7 +275,7 @@ func (x *fastExchange) flush() {
 		b, ends := x.rl.Append(x.rlBuf[:0])
 		x.rlBuf = b
 		start := 0
-		for i, name := range limit.FieldNames {
+		for i, name := range answer.RateLimitNames {
 			if set {
 				out.SetCanonical(s2bytes(name), b[start:ends[i]])
 			} else {
@@ -312,7 +312,7 @@ var hdrRequestID = []byte(api.HeaderRequestID)
 func s2bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // holdsRateLimit reports whether the answer already holds a field of one
-// of the RateLimit names (limit.FieldNames).
+// of the RateLimit names (answer.RateLimitNames).
 func holdsRateLimit(out *fasthttp.ResponseHeader) bool {
 	for k := range out.All() {
 		// Most of the answer's names start with neither R nor X: one test
@@ -320,7 +320,7 @@ func holdsRateLimit(out *fasthttp.ResponseHeader) bool {
 		if len(k) == 0 || k[0] != 'R' && k[0] != 'X' {
 			continue
 		}
-		for _, name := range limit.FieldNames {
+		for _, name := range answer.RateLimitNames {
 			if string(k) == name {
 				return true
 			}
