@@ -97,8 +97,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // Tuning constants, documented in the package comment.
@@ -128,7 +128,7 @@ type Controller struct {
 	seed      uint64
 	base      int64 // the rule's recoverAfter
 	l1, l2    *api.Trigger
-	key       limit.Key
+	key       classify.Key
 	fb        fallback
 	ov        *atomic.Uint64 // override cell shared across hot swaps: until<<2 | level, 0 = none
 	logs      *logLimiter

@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // TestLimitAndDegradeReadKeysAlike: a limit and a degrade plan over the same
 // key read every request the same way (one reading, package reqview through
-// limit.Key): two requests are one client to the limit exactly when they are
+// classify.Key): two requests are one client to the limit exactly when they are
 // one client to the degrade plan, and the key check refuses the same
 // ambiguous shapes for both. Each case is run the way the gateway serves: the
 // route's KeyCheck reads the view first, then the rules key on it.
@@ -58,12 +58,12 @@ func TestLimitAndDegradeReadKeysAlike(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			lk, err := limit.ParseKey(tc.key, 0)
+			lk, err := classify.ParseKey(tc.key, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			dc := MustCompile(t, []api.Degrade{{ID: "d", Mode: api.DegradeManual, Key: tc.key}}, nil, Options{}).ForRoute("r")
-			kc := limit.NewKeyCheck(tc.key)
+			kc := classify.NewKeyCheck(tc.key)
 			view := func(q req) (*reqview.View, error) {
 				r := httptest.NewRequest("GET", q.target, nil)
 				for i := 0; i+1 < len(q.hdr); i += 2 {

@@ -21,7 +21,7 @@ import (
 // rest of it is taken from the other classes' clients alike. Until the first
 // window has been measured, every class is shed at level1ShedRatio as
 // without a shedOrder. Level 2 sheds everything, whatever the class. A
-// request's class is the view's (limit.Classes.Classify), where a class that
+// request's class is the view's (classify.Classes.Classify), where a class that
 // matches headers counts only from a trusted proxy: a client cannot move
 // itself later in the order by sending a header.
 

@@ -13,14 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
-func testClasses() *Classes {
+func testClasses() *classify.Classes {
 	rs := (&api.RuleSet{Classes: []api.Class{
 		{ID: "critical", Match: api.ClassMatch{Headers: map[string]string{"x-priority": "critical"}}},
 		{ID: "batch", Match: api.ClassMatch{Routes: []string{"orders"}, Methods: []string{"POST"}}},
 	}}).Normalize()
-	return NewClasses(rs.Classes)
+	return classify.NewClasses(rs.Classes)
 }
 
 func TestClassify(t *testing.T) {
@@ -59,7 +60,7 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	var none *Classes
+	var none *classify.Classes
 	if none.Classify(viewOf(get("/"), RequestInfo{}), "x") != 0 || none.ID(0) != api.DefaultClass {
 		t.Error("a nil Classes does not classify every request as default")
 	}

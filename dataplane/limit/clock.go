@@ -1,10 +1,6 @@
 package limit
 
-import (
-	"unsafe" // unsafeString
-
-	"github.com/sluicegw/sluice/dataplane/internal/clock"
-)
+import "github.com/sluicegw/sluice/dataplane/internal/clock"
 
 // Now returns the production clock of every limiter: nanoseconds on the
 // runtime's monotonic scale (the same clock time.Now's monotonic reading
@@ -12,7 +8,3 @@ import (
 // by wall-clock changes. Integrators pass Now() as the now argument of
 // Limiter.Take and Limiter.Refund, so that every limiter shares one scale.
 func Now() int64 { return clock.Now() }
-
-// unsafeString views b as a string without copying. The caller must not
-// modify b while the string is in use, nor let the string outlive b.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

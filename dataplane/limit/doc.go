@@ -112,9 +112,10 @@
 //
 // # Keys and costs
 //
-// Keys are compiled by ParseKey into a Key, which degrade plans use too (one
-// reading of key parts for every rule; what each part means is documented
-// in package reqview), and read from the request's reqview.View.
+// Keys are compiled by classify.ParseKey into a classify.Key, which degrade
+// plans use too (one reading of key parts for every rule, in package
+// classify beside reqview; what each part means is documented in package
+// reqview), and read from the request's reqview.View.
 // Key dimensions: ip (View.ClientIP, computed by the caller with
 // api.ClientIP; X-Forwarded-For is never read here; IPv4-mapped IPv6 is the
 // IPv4 client; an IPv6 client is keyed by its /ipv6Prefix, default /64, see
@@ -140,11 +141,12 @@
 // A key must read exactly what the upstream acts on, or a client could send
 // a value the gateway keys on beside another that the upstream reads. So a
 // request is refused with 400 application/problem+json naming the part
-// (KeyCheck.ReadView, run by the integrator after routing and before
-// degrade and limits, so that it consumes nothing; the values it checked are
-// recorded in the request's reqview.View and are then what degrade and
-// limits key on, so the request is parsed once) when a query, header or cookie part
-// that one of its route's limits or degrade plans keys on is:
+// (classify.KeyCheck.ReadView, run by the integrator after routing and
+// before degrade and limits, so that it consumes nothing; the values it
+// checked are recorded in the request's reqview.View and are then what
+// degrade and limits key on, so the request is parsed once) when a query,
+// header or cookie part that one of its route's limits or degrade plans
+// keys on is:
 //
 //   - repeated: query:NAME in two pairs (names compared after
 //     percent-decoding and ignoring case, as some stacks compare them), a
@@ -174,8 +176,8 @@
 //     ("%2561", double encoding);
 //   - not forwarded: a keyed header, or Cookie, named in Connection (the
 //     proxy removes such headers);
-//   - beyond what the upstream reads: more than MaxQueryParams parameters,
-//     more than MaxCookies cookies.
+//   - beyond what the upstream reads: more than classify.MaxQueryParams parameters,
+//     more than classify.MaxCookies cookies.
 //
 // A comma inside one header line is part of the value, as every common
 // stack reads a single line; only repeated lines are refused. Parameters,
@@ -323,10 +325,10 @@
 //
 // # Priority classes and reserved capacity
 //
-// The rule set's classes (api.Class, compiled by NewClasses) give each
-// request a class index (Classes.Classify: the first class that matches,
-// else 0, "default"), which the integrator passes as RequestInfo.Class. A
-// class that matches headers matches only a request whose peer is a trusted
+// The rule set's classes (api.Class, compiled by classify.NewClasses) give
+// each request a class index (classify.Classes.Classify: the first class
+// that matches, else 0, "default"), which the integrator passes as
+// RequestInfo.Class. A class that matches headers matches only a request whose peer is a trusted
 // proxy (reqview.View.TrustedPeer, RequestInfo.TrustedPeer, set where the
 // client address is computed): any client can send X-Priority: critical,
 // so from any other peer the header is ignored for the match (and still

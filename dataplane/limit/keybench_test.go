@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // a composite key of every kind of part (ip, route, header, query, cookie),
 // on a request of typical size (several query parameters and cookies).
 func BenchmarkKeyHash(b *testing.B) {
-	ks, err := ParseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
+	ks, err := classify.ParseKey([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,11 +30,11 @@ func BenchmarkKeyHash(b *testing.B) {
 // BenchmarkKeyHash (extraction and hash, no check).
 func BenchmarkKeyCheckAndHash(b *testing.B) {
 	key := []string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"}
-	ks, err := ParseKey(key, 0)
+	ks, err := classify.ParseKey(key, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	kc := NewKeyCheck(key)
+	kc := classify.NewKeyCheck(key)
 	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
 	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
 	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")
@@ -51,7 +52,7 @@ func BenchmarkKeyCheckAndHash(b *testing.B) {
 // BenchmarkKeyCheck is the ambiguity check alone on BenchmarkKeyHash's
 // request.
 func BenchmarkKeyCheck(b *testing.B) {
-	kc := NewKeyCheck([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"})
+	kc := classify.NewKeyCheck([]string{"ip", "route", "header:X-Api-Key", "query:user", "cookie:sid"})
 	r := httptest.NewRequest("GET", "/api/orders?page=2&sort=desc&user=alice%40example.com&lang=en", nil)
 	r.Header.Set("X-Api-Key", "k-0123456789abcdef")
 	r.Header.Set("Cookie", "theme=dark; lang=en; sid=s-0123456789abcdef; _ga=GA1.2.3")

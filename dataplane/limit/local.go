@@ -2,7 +2,7 @@ package limit
 
 import (
 	"context"
-	"hash/maphash"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,7 +70,7 @@ func isGlobal(key []string) bool {
 
 // HashKey returns the hash under which Local stores key: what Take(key) and
 // TakeHash(HashKey(key)) share.
-func HashKey(key string) uint64 { return maphash.String(hashSeed, key) }
+func HashKey(key string) uint64 { return classify.HashString(key) }
 
 // Take implements Limiter. It never returns an error. For a global limit the
 // key is ignored.

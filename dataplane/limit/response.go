@@ -12,6 +12,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // ProblemType is the type URI of the problem+json body of a rejection.
@@ -135,7 +136,7 @@ func writeReject(w http.ResponseWriter, reqHeader http.Header, ru *rule, d Decis
 // else counts a dropped line. An attack cannot flood the log: at most
 // LogBurst lines at once and LogsPerSecond after that, across every limit
 // and every breaker refusal (LogDecision).
-func (s *Set) logReject(v *reqview.View, ru *rule, ks *Key, d Decision, now int64) {
+func (s *Set) logReject(v *reqview.View, ru *rule, ks *classify.Key, d Decision, now int64) {
 	if s.logger == nil {
 		return
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/internal/carry"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // Defaults of Options.
@@ -58,9 +59,9 @@ type Options struct {
 	// LogsPerSecond and LogBurst size the token bucket of rejection log lines
 	// (0 means the defaults); lines over it are dropped and counted.
 	LogsPerSecond, LogBurst int64
-	// Classes are the rule set's priority classes (NewClasses), which
+	// Classes are the rule set's priority classes (classify.NewClasses), which
 	// limits with a reserve and decision logs refer to; nil means none.
-	Classes *Classes
+	Classes *classify.Classes
 }
 
 // RequestInfo is what the integrator knows about a request before limits:
@@ -70,7 +71,7 @@ type RequestInfo struct {
 	RouteID   string
 	ClientIP  netip.Addr
 	RequestID string
-	// Class is the request's priority class index (Classes.Classify of the
+	// Class is the request's priority class index (classify.Classes.Classify of the
 	// Options' Classes); 0 is the default class.
 	Class int
 	// TrustedPeer says the connection's peer is a trusted proxy
@@ -110,7 +111,7 @@ type rule struct {
 	l      api.Limit // normalized
 	lim    Limiter
 	local  *Local // lim, when node scope
-	key    Key
+	key    classify.Key
 	cost   costSpec
 	exempt exemptList
 	class  class // evaluation order
@@ -122,15 +123,15 @@ type rule struct {
 	mAllow, mReject, mShadow, mExempt, mStoreErr prometheus.Counter
 
 	// Adaptive protection (adaptive.go, classes.go, variants.go).
-	ad        *adaptive     // adaptive: the controller; nil otherwise
-	variant   string        // a variant's rule: the variant id; "" for the limit itself
-	variants  []*rule       // the limit's variants, in document order
-	ends      []int         // cumulative weights of variants
-	tier      string        // a tier's rule: the tier id; "" for the limit itself
-	tiers     []*rule       // the limit's tiers, in document order (tiers.go)
-	tierMatch [][]claimEq   // each tier's claims; empty: every caller
-	byClass   []decCounters // per class index, for limits with a reserve; nil otherwise
-	dc        decCounters   // the m* counters above, for counters
+	ad        *adaptive             // adaptive: the controller; nil otherwise
+	variant   string                // a variant's rule: the variant id; "" for the limit itself
+	variants  []*rule               // the limit's variants, in document order
+	ends      []int                 // cumulative weights of variants
+	tier      string                // a tier's rule: the tier id; "" for the limit itself
+	tiers     []*rule               // the limit's tiers, in document order (tiers.go)
+	tierMatch []classify.ClaimMatch // each tier's claims; empty: every caller
+	byClass   []decCounters         // per class index, for limits with a reserve; nil otherwise
+	dc        decCounters           // the m* counters above, for counters
 }
 
 // decCounters are one rule's decision counters for one class.
@@ -153,7 +154,7 @@ type Set struct {
 	logger *slog.Logger
 	logs   *Local // token bucket of log lines, carried across Sets
 	drops  prometheus.Counter
-	cls    *Classes
+	cls    *classify.Classes
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -167,8 +168,8 @@ type Set struct {
 type Chain struct {
 	set    *Set
 	rules  []*rule
-	keyIdx []int // per rule: index into specs
-	specs  []Key // distinct key specs, hashed once per request
+	keyIdx []int          // per rule: index into specs
+	specs  []classify.Key // distinct key specs, hashed once per request
 }
 
 // Compile builds the Set for limits, which must be the limits of a validated,
@@ -274,7 +275,7 @@ func compileRule(l api.Limit, prev *rule, opts Options, now int64) (*rule, error
 // or one tier's limit (tier is its id; "" for the limit itself).
 func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier string) (ru *rule, err error) {
 	ru = &rule{l: l, variant: variant, tier: tier}
-	if ru.key, err = ParseLimitKey(&l); err != nil {
+	if ru.key, err = classify.ParseLimitKey(&l); err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
 	if ru.exempt, err = parseExempt(l.Exempt); err != nil {
@@ -301,7 +302,7 @@ func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier 
 			return nil, fmt.Errorf("cluster limiter: %w", err)
 		}
 	} else {
-		global := len(ru.key.dims) == 0
+		global := ru.key.Global()
 		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) && prev.l.IPv6Prefix == l.IPv6Prefix {
 			ru.local = carried(prev.local, p, global, opts.MaxKeys, now)
 		} else {

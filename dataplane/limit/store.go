@@ -1,15 +1,9 @@
 package limit
 
 import (
-	"hash/maphash"
 	"math/bits"
 	"sync"
 )
-
-// hashSeed is the process-wide seed of key hashes. One seed for every store
-// lets a recompiled limit carry its keys' states over without the keys: the
-// store keeps hashes only.
-var hashSeed = maphash.MakeSeed()
 
 const (
 	refBit       = uint64(1) << 63 // CLOCK reference bit, kept in slot.h

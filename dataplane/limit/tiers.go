@@ -2,8 +2,7 @@ package limit
 
 import (
 	"fmt"
-	"maps"
-	"slices"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -17,29 +16,6 @@ import (
 // its own (its own counters, RateLimit-Policy quota and tier label on
 // sluice_limit_decisions_total), carried over a swap by tier id like a
 // variant.
-
-// claimEq is one claim a tier requires: the value at path.
-type claimEq struct{ path, value string }
-
-// matchClaims reports whether claims carry every claim of want (an empty
-// want matches every caller, claims or not).
-func matchClaims(c *reqview.Claims, want []claimEq) bool {
-	for _, eq := range want {
-		if v, ok := c.Get(eq.path); !ok || v != eq.value {
-			return false
-		}
-	}
-	return true
-}
-
-// compileClaims returns a claims match in a fixed order.
-func compileClaims(m map[string]string) []claimEq {
-	var eqs []claimEq
-	for _, p := range slices.Sorted(maps.Keys(m)) {
-		eqs = append(eqs, claimEq{path: p, value: m[p]})
-	}
-	return eqs
-}
 
 // compileTiers compiles ru.l's tiers, each from the same tier of prev
 // (matched by id) when there is one, so that its state carries over.
@@ -57,9 +33,9 @@ func (ru *rule) compileTiers(prev *rule, opts Options, now int64) error {
 		if err != nil {
 			return fmt.Errorf("tiers[%d]: %w", i, err)
 		}
-		var eqs []claimEq
+		var eqs classify.ClaimMatch
 		if t.Match != nil {
-			eqs = compileClaims(t.Match.Claims)
+			eqs = classify.CompileClaims(t.Match.Claims)
 		}
 		ru.tiers = append(ru.tiers, tr)
 		ru.tierMatch = append(ru.tierMatch, eqs)
@@ -71,7 +47,7 @@ func (ru *rule) compileTiers(prev *rule, opts Options, now int64) error {
 // whose claims match, else ru itself. It allocates nothing.
 func (ru *rule) pickTier(v *reqview.View) *rule {
 	for i, eqs := range ru.tierMatch {
-		if matchClaims(v.Claims, eqs) {
+		if eqs.Match(v.Claims) {
 			return ru.tiers[i]
 		}
 	}
@@ -82,11 +58,11 @@ func (ru *rule) pickTier(v *reqview.View) *rule {
 // id, or "" for the limit itself.
 func TierOf(l *api.Limit, c *reqview.Claims) string {
 	for _, t := range l.Tiers {
-		var eqs []claimEq
+		var eqs classify.ClaimMatch
 		if t.Match != nil {
-			eqs = compileClaims(t.Match.Claims)
+			eqs = classify.CompileClaims(t.Match.Claims)
 		}
-		if matchClaims(c, eqs) {
+		if eqs.Match(c) {
 			return t.ID
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 func claims(kv ...string) *reqview.Claims {
@@ -93,7 +94,7 @@ func TestTiers(t *testing.T) {
 // claims.
 func TestClassByClaims(t *testing.T) {
 	t.Parallel()
-	c := NewClasses([]api.Class{{ID: "gold", Match: api.ClassMatch{Claims: map[string]string{"tier": "gold"}}}})
+	c := classify.NewClasses([]api.Class{{ID: "gold", Match: api.ClassMatch{Claims: map[string]string{"tier": "gold"}}}})
 	for _, tc := range []struct {
 		desc string
 		v    reqview.View

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // A limit's variants (api.LimitVariant) split its clients by a stable hash
@@ -106,7 +107,7 @@ func VariantOf(l *api.Limit, key string) string {
 // info: what VariantOf takes and decision logs show. It returns the key's
 // parse error.
 func KeyText(l *api.Limit, r *http.Request, info RequestInfo) (string, error) {
-	ks, err := ParseLimitKey(l)
+	ks, err := classify.ParseLimitKey(l)
 	if err != nil {
 		return "", err
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // TopKeys is the number of keys a report carries per limit.
@@ -80,7 +81,7 @@ type Preview struct {
 
 	router  *proxy.Router
 	routes  []route // by the router's route index
-	classes *limit.Classes
+	classes *classify.Classes
 	limits  *limit.Set
 	metrics *metrics.Metrics
 
@@ -90,7 +91,7 @@ type Preview struct {
 
 type route struct {
 	id    string
-	keys  *limit.KeyCheck
+	keys  *classify.KeyCheck
 	chain *limit.Chain
 }
 
@@ -109,7 +110,7 @@ func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 	if pv.router, err = proxy.NewMatcher(norm.Routes, proxy.RouterSettings{EncodedSlashes: s.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("preview routes: %w", err)
 	}
-	pv.classes = limit.NewClasses(norm.Classes)
+	pv.classes = classify.NewClasses(norm.Classes)
 	nodes := func() int64 {
 		if s.Nodes == nil {
 			return 1
@@ -154,19 +155,19 @@ func perNode(l api.Limit, n int64) api.Limit {
 
 // keyCheck is the check of every key that applies to the route, as the
 // gateway's snapshot builds it.
-func keyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
-	var keys []limit.RuleKey
+func keyCheck(rs *api.RuleSet, routeID string) *classify.KeyCheck {
+	var keys []classify.RuleKey
 	for _, l := range rs.Limits {
 		if api.Applies(l.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
+			keys = append(keys, classify.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
 		}
 	}
 	for _, d := range rs.Degrades {
 		if api.Applies(d.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: d.Key})
+			keys = append(keys, classify.RuleKey{Parts: d.Key})
 		}
 	}
-	return limit.NewKeyCheckOf(keys...)
+	return classify.NewKeyCheckOf(keys...)
 }
 
 // Change is the previewed change's id.

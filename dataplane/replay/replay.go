@@ -55,6 +55,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // Defaults of Options.
@@ -88,7 +89,7 @@ type Sim struct {
 	router   *proxy.Router
 	routes   []route // by proxy.Route.Index: the rule set's order
 	limits   *limit.Set
-	classes  *limit.Classes
+	classes  *classify.Classes
 	metrics  *metrics.Metrics
 	now      int64 // the simulated clock, read by the limits
 	swept    int64 // when idle keys were last forgotten
@@ -101,7 +102,7 @@ type Sim struct {
 
 type route struct {
 	id    string
-	keys  *limit.KeyCheck
+	keys  *classify.KeyCheck
 	chain *limit.Chain
 }
 
@@ -124,7 +125,7 @@ func New(v *api.Valid, opts Options) (_ *Sim, err error) {
 	if s.router, err = proxy.NewMatcher(norm.Routes, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	s.classes = limit.NewClasses(norm.Classes)
+	s.classes = classify.NewClasses(norm.Classes)
 	maxKeys := opts.MaxKeysPerLimit
 	if s.limits, err = limit.Compile(norm.Limits, nil, limit.Options{
 		Metrics: s.metrics,
@@ -151,19 +152,19 @@ func New(v *api.Valid, opts Options) (_ *Sim, err error) {
 // keyCheck is the check of every key that applies to the route, as the
 // gateway's snapshot builds it: its limits' (with their cookieDecoding) and
 // its degrade plans'.
-func keyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
-	var keys []limit.RuleKey
+func keyCheck(rs *api.RuleSet, routeID string) *classify.KeyCheck {
+	var keys []classify.RuleKey
 	for _, l := range rs.Limits {
 		if api.Applies(l.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
+			keys = append(keys, classify.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
 		}
 	}
 	for _, d := range rs.Degrades {
 		if api.Applies(d.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: d.Key})
+			keys = append(keys, classify.RuleKey{Parts: d.Key})
 		}
 	}
-	return limit.NewKeyCheckOf(keys...)
+	return classify.NewKeyCheckOf(keys...)
 }
 
 // Close releases what the Sim holds.

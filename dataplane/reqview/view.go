@@ -25,7 +25,7 @@
 // An empty value is a missing one (stacks disagree on whether "?user="
 // carries a parameter). Requests where any of this is ambiguous (a repeated
 // parameter, a respelled name, a header named in Connection, ...) are refused
-// before any rule decides, by limit.KeyCheck, which records the values it
+// before any rule decides, by classify.KeyCheck, which records the values it
 // checked in the View (SetChecked) so that rules read what was checked.
 package reqview
 
@@ -79,7 +79,7 @@ type View struct {
 	Trace Trace
 	// Ctx is the request's context: done when the client goes away.
 	Ctx context.Context
-	// Class is the request's priority class index (limit.Classes.Classify
+	// Class is the request's priority class index (classify.Classes.Classify
 	// of the route's rule set, set once the route is known); 0 is the
 	// default class. Limits' reserves and degrade's shedOrder read it.
 	Class int

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // Service is one compiled kind: service rule set (api.KindService), for the
@@ -41,7 +42,7 @@ type Service struct {
 	limits    *limit.Set
 	breakers  *breaker.Set
 	degrades  *degrade.Set
-	classes   *limit.Classes
+	classes   *classify.Classes
 	trusted   []netip.Prefix
 	now       func() int64
 }
@@ -53,7 +54,7 @@ type Guarded struct {
 	id      string // route id, or resource name
 	route   bool   // a route (the middleware's), not a resource
 	limits  *limit.Chain
-	keys    *limit.KeyCheck
+	keys    *classify.KeyCheck
 	breaker *breaker.Breaker
 	degrade *degrade.Controller
 }
@@ -91,7 +92,7 @@ func CompileService(ctx context.Context, v *api.Valid, meta Meta, prev *Service,
 	if s.router, err = proxy.NewMatcher(norm.Routes, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	s.classes = limit.NewClasses(norm.Classes)
+	s.classes = classify.NewClasses(norm.Classes)
 	// The compilers' view: resources as routes.
 	rs := norm.Clone()
 	var ids []string

@@ -18,7 +18,7 @@
 //
 // The request path is: clean the path and match a route → the route's
 // identity (verify the caller's JWT: 401 for a bad token, claims into the
-// view; identity.go) → refuse ambiguous key parts (limit.KeyCheck, 400) →
+// view; identity.go) → refuse ambiguous key parts (classify.KeyCheck, 400) →
 // degrade → limits → breaker → proxy → record the outcome (see package
 // degrade for why).
 //
@@ -63,6 +63,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
+	"github.com/sluicegw/sluice/dataplane/reqview/classify"
 )
 
 // Options are the node's settings for compiling snapshots. Metrics and Logger
@@ -127,7 +128,7 @@ type Snapshot struct {
 	trusted  []netip.Prefix
 	now      func() int64
 	metrics  *metrics.Metrics
-	classes  *limit.Classes // priority classes (issue 15); never nil
+	classes  *classify.Classes // priority classes (issue 15); never nil
 	// identities are the compiled identities by id (issue 28); nil when
 	// the rule set has none.
 	identities map[string]*identityRule
@@ -142,7 +143,7 @@ type route struct {
 	id       string
 	upstream *proxy.Upstream
 	limits   *limit.Chain
-	keys     *limit.KeyCheck // refuses requests whose key parts are ambiguous
+	keys     *classify.KeyCheck // refuses requests whose key parts are ambiguous
 	breaker  *breaker.Breaker
 	degrade  *degrade.Controller
 	identity *identityRule // verifies the caller's token; nil: none
@@ -183,7 +184,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	if s.router, err = proxy.NewRouterWith(norm.Routes, opts.Transport, proxy.RouterSettings{EncodedSlashes: opts.EncodedSlashes, Metrics: opts.Metrics}); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	s.classes = limit.NewClasses(norm.Classes)
+	s.classes = classify.NewClasses(norm.Classes)
 	s.compileIdentities(norm, prev, opts)
 	var prevLimits *limit.Set
 	var prevBreakers *breaker.Set
@@ -238,19 +239,19 @@ var errServiceDocument = errors.New("kind: service: this rule set is for service
 
 // routeKeyCheck returns the check of every key that applies to the route:
 // its limits' (with their cookieDecoding) and its degrade plans'.
-func routeKeyCheck(rs *api.RuleSet, routeID string) *limit.KeyCheck {
-	var keys []limit.RuleKey
+func routeKeyCheck(rs *api.RuleSet, routeID string) *classify.KeyCheck {
+	var keys []classify.RuleKey
 	for _, l := range rs.Limits {
 		if api.Applies(l.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
+			keys = append(keys, classify.RuleKey{Parts: l.Key, RawCookies: l.CookieDecoding == api.CookieRaw})
 		}
 	}
 	for _, d := range rs.Degrades {
 		if api.Applies(d.Routes, routeID) {
-			keys = append(keys, limit.RuleKey{Parts: d.Key})
+			keys = append(keys, classify.RuleKey{Parts: d.Key})
 		}
 	}
-	return limit.NewKeyCheckOf(keys...)
+	return classify.NewKeyCheckOf(keys...)
 }
 
 // discard releases what s, which failed to compile, took that prev (the

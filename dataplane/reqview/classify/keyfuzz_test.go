@@ -1,4 +1,4 @@
-package limit
+package classify
 
 import (
 	"bufio"
@@ -95,7 +95,7 @@ func newKeyRig(tb testing.TB) *keyRig {
 	}
 	kc := NewKeyCheck(fuzzKey)
 	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := RequestInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
+		info := testInfo{RouteID: "all", ClientIP: netip.MustParseAddr("192.0.2.1")}
 		checked, plainView := info.View(r), info.View(r)
 		if err := kc.ReadView(&checked); err != nil {
 			answer.WriteProblem(w, r, http.StatusBadRequest, "Ambiguous request", err.Error())

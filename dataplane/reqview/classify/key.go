@@ -1,4 +1,4 @@
-package limit
+package classify
 
 import (
 	"crypto/sha256"
@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/reqview"
@@ -155,16 +155,6 @@ func (d *dim) part(v *reqview.View, ipBuf *[16]byte) (string, bool) {
 	return "", true
 }
 
-// HeaderPart is reqview.HeaderPart: the value a header:NAME part reads.
-func HeaderPart(h http.Header, name string) (string, bool) { return reqview.HeaderPart(h, name) }
-
-// QueryPart is reqview.QueryPart: the value a query:NAME part reads.
-func QueryPart(rawQuery, name string) (string, bool) { return reqview.QueryPart(rawQuery, name) }
-
-// CookiePart is reqview.CookiePart: the value a cookie:NAME part reads
-// (percent-decoded).
-func CookiePart(lines []string, name string) (string, bool) { return reqview.CookiePart(lines, name) }
-
 // ipText is the ip part of a key as text: an IPv4 client's address, an
 // IPv6 client's prefix ("2001:db8:1:2::/64"; the address itself for /128),
 // or "<missing>".
@@ -262,6 +252,19 @@ func (ks *Key) StableHash(v *reqview.View) uint64 {
 // builds itself (seeds, tests).
 func StableHashString(s string) uint64 { return fnvString(fnvOffset, s) }
 
+// hashSeed is the process-wide seed of Hash and HashString. One seed for
+// every limiter's store lets a recompiled limit carry its keys' states over
+// without the keys: a store keeps hashes only.
+var hashSeed = maphash.MakeSeed()
+
+// HashString is Hash's maphash (the process-wide seed) over a string, for
+// keys a caller builds itself (a limiter's Take(key)).
+func HashString(s string) uint64 { return maphash.String(hashSeed, s) }
+
+// Global reports whether ks is the global key (no part but "global"): one
+// key for every request.
+func (ks Key) Global() bool { return len(ks.dims) == 0 }
+
 // Text returns the request's key as text, for logs and for cluster limiters
 // (whose stores need the same key on every node):
 // "ip=10.1.2.3|header:X-User=#5d41402abc4b2a76b9719d91". The client IP and
@@ -303,83 +306,6 @@ func (ks *Key) Text(v *reqview.View) string {
 	return b.String()
 }
 
-// costSpec says how many units a request costs for one limit.
-type costSpec struct {
-	header   string // canonical header name, or ""
-	perUnit  int64  // body bytes per unit, or 0
-	capacity int64  // what an unknown-length body is charged
-}
-
-func newCostSpec(c *api.Cost, capacity int64) costSpec {
-	if c == nil {
-		return costSpec{}
-	}
-	return costSpec{header: http.CanonicalHeaderKey(c.Header), perUnit: c.BodyBytesPerUnit, capacity: capacity}
-}
-
-// cost returns the request's cost:
-//
-//   - no cost rule: 1.
-//   - header: the header's value as a decimal integer. Missing, malformed or
-//     less than 1 costs 1, the least a request can cost, so that omitting or
-//     garbling the header gains nothing; a value too large for int64 costs
-//     MaxInt64 (above every capacity, so it is rejected).
-//   - bodyBytesPerUnit: Content-Length divided by it, rounded up, at least 1.
-//     A body of unknown length (chunked, or HTTP/2 without content-length)
-//     cannot be measured before it is read, so it is charged the limit's
-//     whole capacity (burst, or rate for windows): streaming a body does not
-//     dodge its cost, and clients that want a fair charge send Content-Length.
-func (c *costSpec) cost(v *reqview.View) int64 {
-	switch {
-	case c.header != "":
-		vs := v.Header()[c.header]
-		if len(vs) == 0 {
-			return 1
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(vs[0]), 10, 64)
-		if err != nil {
-			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && n > 0 {
-				return math.MaxInt64
-			}
-			return 1
-		}
-		return max(1, n)
-	case c.perUnit > 0:
-		if v.ContentLength < 0 {
-			return max(1, c.capacity)
-		}
-		if v.ContentLength == 0 {
-			return 1
-		}
-		return (v.ContentLength-1)/c.perUnit + 1
-	}
-	return 1
-}
-
-// exemptList is a limit's exempt client prefixes.
-type exemptList []netip.Prefix
-
-func parseExempt(cidrs []string) (exemptList, error) {
-	var ex exemptList
-	for i, s := range cidrs {
-		p, err := api.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("exempt[%d]: %w", i, err)
-		}
-		ex = append(ex, p)
-	}
-	return ex, nil
-}
-
-func (ex exemptList) contains(a netip.Addr) bool {
-	if len(ex) == 0 || !a.IsValid() {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range ex {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+// unsafeString views b as a string without copying. The caller must not
+// modify b while the string is in use, nor let the string outlive b.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -1,4 +1,4 @@
-package limit
+package classify
 
 import (
 	"net/http/httptest"
@@ -20,7 +20,7 @@ func TestKeyTextHidesValues(t *testing.T) {
 		r := httptest.NewRequest("GET", "/x?api_key=k-"+token, nil)
 		r.Header.Set("Authorization", "Bearer "+token)
 		r.Header.Set("Cookie", "session=s-"+token)
-		info := &RequestInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("192.0.2.7")}
+		info := &testInfo{RouteID: "orders", ClientIP: netip.MustParseAddr("192.0.2.7")}
 		v := info.View(r)
 		return ks.Text(&v)
 	}
@@ -56,7 +56,7 @@ func TestKeyTextIPv6Prefix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := RequestInfo{ClientIP: netip.MustParseAddr(tt.addr)}.View(r)
+		v := testInfo{ClientIP: netip.MustParseAddr(tt.addr)}.View(r)
 		if got := ks.Text(&v); got != tt.want {
 			t.Errorf("/%d %s: key text %q, want %q", tt.bits, tt.addr, got, tt.want)
 		}

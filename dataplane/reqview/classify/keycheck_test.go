@@ -1,4 +1,4 @@
-package limit
+package classify
 
 import (
 	"net/http/httptest"
@@ -90,7 +90,7 @@ func TestKeyCheck(t *testing.T) {
 		r := httptest.NewRequest("GET", "/?q=Q", nil)
 		r.Header.Set("X-A", "A")
 		r.Header.Set("Cookie", "t=%54; u=%55; "+c.cookie)
-		v := RequestInfo{}.View(r)
+		v := testInfo{}.View(r)
 		err := c.kc.ReadView(&v)
 		if (err != nil) != c.refused {
 			t.Errorf("%s: error %v, want refused %v", c.cookie, err, c.refused)
@@ -140,7 +140,7 @@ func TestCookieKeyAllocs(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Cookie", c.cookie)
 		n := testing.AllocsPerRun(200, func() {
-			v := RequestInfo{RouteID: "r"}.View(r)
+			v := testInfo{RouteID: "r"}.View(r)
 			if err := kc.ReadView(&v); err != nil {
 				t.Fatal(err)
 			}
