@@ -106,6 +106,9 @@ type Store struct {
 	lastErrAt time.Time
 	errCount  uint64
 	closeOnce sync.Once
+
+	umu   sync.Mutex
+	usage map[string]*quotaUsage // usageKey → what the quota learnt from Redis
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
