@@ -109,8 +109,8 @@ type Store struct {
 
 	umu   sync.Mutex
 	usage map[string]*quotaUsage // usageKey → what the quota learnt from Redis
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // New connects to the Redis given by s.URL or s.ClusterAddrs. It fails only
