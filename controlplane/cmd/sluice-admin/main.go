@@ -409,6 +409,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		return sluice.DecodeDocument(v.Document)
 	}})
+	db.SetQuotaUsage(fleet.QuotaUsage)
 	srv, err := sluicehttp.New(sluicehttp.Settings{
 		Stats:      fleet,
 		Events:     events,
