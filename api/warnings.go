@@ -239,7 +239,11 @@ func quotaLowered(o, l *Limit, c WarnContext, add func(code, path, format string
 		}
 		msg := fmt.Sprintf("%s lowered to %d; %s heaviest caller has already used %d: callers above %d are refused until %s", name, after.Rate, quotaCurrent(after), u.MaxUsed, after.Rate, end)
 		if u.OverHalf > 0 {
-			msg += fmt.Sprintf(" (%d callers had used over half of the old quota of %d)", u.OverHalf, before.Rate)
+			who := "callers"
+			if u.OverHalf == 1 {
+				who = "caller"
+			}
+			msg += fmt.Sprintf(" (%d %s had used over half of the old quota of %d)", u.OverHalf, who, before.Rate)
 		}
 		add(WarnQuotaLowered, path, "%s", msg)
 	}
