@@ -84,8 +84,8 @@ type Preview struct {
 	approximate      bool
 	rules            *api.RuleSet
 
-	router  *proxy.Router
-	routes  []route // by the router's route index
+	router   *proxy.Router
+	routes   []route // by the router's route index
 	classes  *limit.Classes
 	limits   *limit.Set
 	degrades *degrade.Set // nil: the change has no degrade plan
