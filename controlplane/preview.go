@@ -44,8 +44,9 @@ type Preview struct {
 	Rules       []PreviewRule `json:"rules"`
 }
 
-// PreviewRule is one limit of the previewed change. Live is the live rule
-// of that id (zero when the live rules have none), Preview the preview's.
+// PreviewRule is one limit or degrade plan of the previewed change (Kind
+// "limit" or "degrade"). Live is the live rule of that id (zero when the
+// live rules have none), Preview the preview's.
 type PreviewRule struct {
 	Rule    string           `json:"rule"`
 	Kind    string           `json:"kind"`
@@ -54,12 +55,16 @@ type PreviewRule struct {
 	TopKeys []api.PreviewKey `json:"topKeys"`
 }
 
-// PreviewCounts are a limit's decisions, summed over nodes (since each
-// node started the preview for Preview; since each node's boot for Live).
+// PreviewCounts are a limit's decisions, or a degrade plan's sheds, summed
+// over nodes (since each node started the preview for Preview; since each
+// node's boot for Live), and a degrade plan's level: the highest any of
+// those nodes' plans is at now (0 for a limit).
 type PreviewCounts struct {
 	Allowed        int64 `json:"allowed"`
 	Rejected       int64 `json:"rejected"`
 	ShadowRejected int64 `json:"shadowRejected"`
+	Shed           int64 `json:"shed"`
+	Level          int   `json:"level"`
 }
 
 // PreviewService runs changes on live traffic in shadow before anyone

@@ -197,7 +197,8 @@ func (p *PreviewService) StopPreview(ctx context.Context, ns string, change int6
 	return p.audit(ctx, sluice.ActionPreviewStop, ns, change, mustJSON(summary(cur)), nil)
 }
 
-// aggregate sums the reports of the live nodes that carry pv.
+// aggregate sums the reports of the live nodes that carry pv: per limit
+// its decisions, per degrade plan its sheds and highest level.
 func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now time.Time) *sluice.Preview {
 	out := &sluice.Preview{Change: change, Checksum: pv.Checksum, State: sluice.PreviewRunning, Since: pv.Since, Until: pv.Until,
 		By: pv.By, Selector: pv.Selector, Nodes: []string{}, Rules: []sluice.PreviewRule{}}
@@ -210,6 +211,9 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 	if rs, err := api.Decode(pv.Rules); err == nil {
 		for _, l := range rs.Limits {
 			out.Rules = append(out.Rules, sluice.PreviewRule{Rule: l.ID, Kind: "limit", TopKeys: []api.PreviewKey{}})
+		}
+		for _, d := range rs.Degrades {
+			out.Rules = append(out.Rules, sluice.PreviewRule{Rule: d.ID, Kind: "degrade", TopKeys: []api.PreviewKey{}})
 		}
 	}
 	keys := map[string]map[string]int64{}
@@ -225,6 +229,21 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 		out.Approximate = out.Approximate || r.Preview.Approximate
 		for i := range out.Rules {
 			rule := &out.Rules[i]
+			if rule.Kind == "degrade" {
+				for _, d := range r.Degrades {
+					if d.Rule == rule.Rule {
+						rule.Live.Shed += d.Shed
+						rule.Live.Level = max(rule.Live.Level, d.Level)
+					}
+				}
+				for _, d := range r.Preview.Degrades {
+					if d.Rule == rule.Rule {
+						rule.Preview.Shed += d.Shed
+						rule.Preview.Level = max(rule.Preview.Level, d.Level)
+					}
+				}
+				continue
+			}
 			for _, l := range r.Limits {
 				if l.Rule == rule.Rule {
 					rule.Live.Allowed += l.Allowed
