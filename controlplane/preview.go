@@ -16,6 +16,14 @@ const (
 	PreviewDone    PreviewState = "done" // its end has passed; nodes dropped it
 )
 
+// Reasons a preview ends with its change (PreviewService.EndPreview; the
+// audit event's "reason").
+const (
+	PreviewEndPublished = "published" // the change became a version
+	PreviewEndRejected  = "rejected"
+	PreviewEndEdited    = "edited" // reopened (rebased: a new base, a fresh approval), or its rules are not the preview's
+)
+
 // PreviewSpec is a request to preview a change on live traffic: for
 // Duration (at most api.MaxPreviewDuration), on the nodes whose labels
 // match Selector (empty: every node of the namespace).
@@ -78,6 +86,11 @@ type PreviewService interface {
 	StartPreview(ctx context.Context, ns string, change int64, spec PreviewSpec) (*Preview, error)
 	FindPreview(ctx context.Context, ns string, change int64) (*Preview, error)
 	StopPreview(ctx context.Context, ns string, change int64) error
+	// EndPreview removes the preview when its change ends or is edited
+	// (why: PreviewEndPublished, PreviewEndRejected, PreviewEndEdited),
+	// audited with the reason, whoever the actor; it reports whether the
+	// namespace's preview was of change and was removed.
+	EndPreview(ctx context.Context, ns string, change int64, why string) (bool, error)
 }
 
 // ChangeDocuments reads a change's proposed rule set.
