@@ -29,8 +29,10 @@ type QuotaUsage struct {
 	OverHalf int64 `json:"overHalf"`
 }
 
-// MaxReportQuotas bounds a report's quotas: one per quota and tier.
-const MaxReportQuotas = 1024
+// MaxReportQuotas bounds a report's quotas (one per quota and tier), so
+// that they take at most about 32 KiB of a report's MaxReportBytes; a node
+// with more reports the first ones by rule id.
+const MaxReportQuotas = 256
 
 // MaxQuotaUsed is the highest used count a report may claim for one key of
 // quota l (a tier's limit: Limit.WithTier): its rate plus its burst, which
