@@ -163,3 +163,16 @@ func TestQuotaLoweredWithUsage(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkQuotaWindow is a calendar quota's window lookup, done on every
+// quota decision.
+func BenchmarkQuotaWindow(b *testing.B) {
+	l := Limit{ID: "q", Algorithm: Quota, Rate: 10, Calendar: CalendarMonth, Timezone: "Europe/Paris"}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := l.QuotaWindow(now); !ok {
+			b.Fatal("no window")
+		}
+	}
+}
