@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -465,7 +466,7 @@ func (l *Limit) QuotaWindow(t time.Time) (start, end time.Time, ok bool) {
 		}
 		return time.Unix(0, s), time.Unix(0, s+int64(p)), true
 	}
-	loc, err := time.LoadLocation(cmpOr(l.Timezone, "UTC"))
+	loc, err := location(cmpOr(l.Timezone, "UTC"))
 	if err != nil {
 		return time.Time{}, time.Time{}, false
 	}
@@ -481,6 +482,23 @@ func (l *Limit) QuotaWindow(t time.Time) (start, end time.Time, ok bool) {
 		return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc), true
 	}
 	return time.Time{}, time.Time{}, false
+}
+
+// locations caches the time zones QuotaWindow loaded (name →
+// *time.Location), so that a quota decision does not read the zone
+// database (time.LoadLocation does, each call). Only zones that exist are
+// kept: at most the database's few hundred.
+var locations sync.Map
+
+func location(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err == nil {
+		locations.Store(name, loc)
+	}
+	return loc, err
 }
 
 // NominalPeriod is a quota's period for what needs one length (the

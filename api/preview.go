@@ -81,6 +81,19 @@ type PreviewReport struct {
 	Since       time.Time       `json:"since"`
 	Approximate bool            `json:"approximate,omitempty"`
 	Limits      []PreviewCounts `json:"limits"`
+	// Degrades are the preview's degrade plans, run in shadow on the same
+	// traffic (absent when the change has none).
+	Degrades []PreviewDegrade `json:"degrades,omitempty"`
+}
+
+// PreviewDegrade is one of the preview's degrade plans on one node: the
+// level it is at now (0, 1 or 2; what its triggers make of the live
+// traffic, or its manual level) and the requests it would have shed since
+// the preview started.
+type PreviewDegrade struct {
+	Rule  string `json:"rule"`
+	Level int    `json:"level"`
+	Shed  int64  `json:"shed"`
 }
 
 // PreviewCounts are one preview limit's decisions and the keys it rejected
@@ -102,7 +115,7 @@ const MaxPreviewReportKeys = 64
 // check returns the problems of a preview report read from a node: a
 // change id and checksum of printable text at most 128 bytes, valid unique
 // rule ids, no negative count, key text of at most MaxPreviewKeyText bytes,
-// and at most MaxPreviewReportKeys keys.
+// at most MaxPreviewReportKeys keys, and degrade levels 0 to 2.
 func (p *PreviewReport) check(path string) Errors {
 	var errs Errors
 	bad := func(at, msg string) { errs = append(errs, FieldError{Path: path + at, Message: msg}) }
@@ -131,6 +144,20 @@ func (p *PreviewReport) check(path string) Errors {
 	}
 	if keys > MaxPreviewReportKeys {
 		bad(".limits", fmt.Sprintf("carries %d top keys, more than %d", keys, MaxPreviewReportKeys))
+	}
+	seen = map[string]bool{}
+	for i, d := range p.Degrades {
+		at := fmt.Sprintf(".degrades[%d]", i)
+		if !ValidID(d.Rule) || seen[d.Rule] {
+			bad(at+".rule", fmt.Sprintf("rule id %q is not valid or is repeated", d.Rule))
+		}
+		seen[d.Rule] = true
+		if d.Level < 0 || d.Level > 2 {
+			bad(at+".level", "must be 0, 1 or 2")
+		}
+		if d.Shed < 0 {
+			bad(at+".shed", "must be >= 0")
+		}
 	}
 	return errs
 }

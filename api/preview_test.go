@@ -18,6 +18,11 @@ func TestPreviewReportChecked(t *testing.T) {
 	if errs := base().Check(now, 0); len(errs) != 0 {
 		t.Fatalf("valid report refused: %v", errs)
 	}
+	withDegrade := base()
+	withDegrade.Preview.Degrades = []PreviewDegrade{{Rule: "shed", Level: 2, Shed: 7}}
+	if errs := withDegrade.Check(now, 0); len(errs) != 0 {
+		t.Fatalf("valid report with a degrade refused: %v", errs)
+	}
 	for _, tc := range []struct {
 		desc string
 		mod  func(*PreviewReport)
@@ -31,6 +36,9 @@ func TestPreviewReportChecked(t *testing.T) {
 				p.Limits[0].TopKeys = append(p.Limits[0].TopKeys, PreviewKey{Key: "k", Rejected: 1})
 			}
 		}, "more than"},
+		{"degrade level 3", func(p *PreviewReport) { p.Degrades = []PreviewDegrade{{Rule: "shed", Level: 3}} }, "degrades[0].level"},
+		{"degrade shed negative", func(p *PreviewReport) { p.Degrades = []PreviewDegrade{{Rule: "shed", Shed: -1}} }, "degrades[0].shed"},
+		{"degrade twice", func(p *PreviewReport) { p.Degrades = []PreviewDegrade{{Rule: "shed"}, {Rule: "shed"}} }, "degrades[1].rule"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			r := base()

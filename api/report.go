@@ -52,6 +52,9 @@ type Report struct {
 	// Preview is what the preview the node runs counted since it started
 	// (DESIGN.md "Impact preview and replay"); absent when none runs.
 	Preview *PreviewReport `json:"preview,omitempty"`
+	// Quotas is what the node learnt of its quotas' usage in their current
+	// windows (QuotaUsage), one per quota and tier it decided on.
+	Quotas []QuotaUsage `json:"quotas,omitempty"`
 }
 
 // RequestCounts count the requests a node answered since boot: all of them,
@@ -287,7 +290,46 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 	if r.Preview != nil {
 		errs = append(errs, r.Preview.check("preview")...)
 	}
+	if len(r.Quotas) > MaxReportQuotas {
+		bad("quotas", fmt.Sprintf("must hold at most %d quotas", MaxReportQuotas))
+		return errs
+	}
+	quotas := map[string]bool{}
+	for i, u := range r.Quotas {
+		p := fmt.Sprintf("quotas[%d]", i)
+		switch {
+		case !ValidID(u.Rule):
+			bad(p+".rule", fmt.Sprintf("rule id %q is not valid", u.Rule))
+		case u.Tier != "" && !ValidID(u.Tier):
+			bad(p+".tier", fmt.Sprintf("tier id %q is not valid", u.Tier))
+		case quotas[quotaKey(u.Rule, u.Tier)]:
+			bad(p, fmt.Sprintf("quota %q tier %q given twice", u.Rule, u.Tier))
+		}
+		quotas[quotaKey(u.Rule, u.Tier)] = true
+		if u.WindowStart.IsZero() || !r.At.IsZero() && u.WindowStart.After(r.At) {
+			bad(p+".windowStart", "is required and must not be after at")
+		}
+		neg(p+".maxUsed", u.MaxUsed)
+		neg(p+".overHalf", u.OverHalf)
+	}
 	return errs
+}
+
+// CheckQuotas returns an error naming every quota usage of r that cannot
+// be one of rs (the version r says it runs) at r's time
+// (RuleSet.CheckQuotaUsage): an unknown quota or tier, a window that is not
+// the calendar's, a used count over the quota's rate plus burst.
+func (r *Report) CheckQuotas(rs *RuleSet) error {
+	var bad []string
+	for _, u := range r.Quotas {
+		if err := rs.CheckQuotaUsage(u, r.At); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("report of node %q: implausible quota usage: %s", r.NodeID, strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 // CheckRules returns an error naming every rule of r that rs (the version

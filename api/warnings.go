@@ -63,7 +63,28 @@ const MinBreakerRequests = 5
 // shadow, a quota's rate or a quota tier's rate lowered by any amount, a degrade plan switched to manual level 2). Both should have been normalized or at least
 // validated; Warnings reads defaults where fields are zero. The result is
 // never nil.
-func Warnings(old, new *RuleSet) []Warning {
+func Warnings(old, new *RuleSet) []Warning { return WarningsIn(old, new, WarnContext{}) }
+
+// WarnContext is what WarningsIn knows beyond the two rule sets. The zero
+// value knows nothing more (Warnings).
+type WarnContext struct {
+	// Now is when the change is judged: the quota windows usage counts in
+	// are those holding it. Zero means time.Now().
+	Now time.Time
+	// Usage is what the nodes reported of the quotas' usage (one per quota,
+	// tier and window, folded over nodes: the highest MaxUsed, the summed
+	// OverHalf); nil when the caller has none.
+	Usage []QuotaUsage
+}
+
+// WarningsIn is Warnings knowing c: a quota lowered below the usage the
+// nodes reported in its current window is flagged with that usage, one
+// lowered above it is not; a quota whose usage is unknown is flagged for
+// any decrease.
+func WarningsIn(old, new *RuleSet, c WarnContext) []Warning {
+	if c.Now.IsZero() {
+		c.Now = time.Now()
+	}
 	w := []Warning{}
 	if new == nil {
 		return w
@@ -126,7 +147,7 @@ func Warnings(old, new *RuleSet) []Warning {
 			add(WarnClusterLimitAdded, p+".scope", "limit %s is scope: cluster: a node without Redis (--redis or --redis-cluster) refuses this whole version and keeps its old rules", l.ID)
 		}
 		if o != nil && o.Algorithm == Quota && l.Algorithm == Quota {
-			quotaLowered(o, l, add)
+			quotaLowered(o, l, c, add)
 		}
 		if o == nil || o.Rate <= 0 || l.Rate <= 0 || (o.Algorithm == Concurrency) != (l.Algorithm == Concurrency) {
 			continue
@@ -192,16 +213,41 @@ func Warnings(old, new *RuleSet) []Warning {
 }
 
 // quotaLowered flags a quota whose rate, or one of whose tiers' rate,
-// goes down by any amount. The used count lives in Redis under a key
-// without the rate, so what was counted this period stays counted: a
-// caller may already be over the new quota and is refused until the
-// period ends. (The control plane cannot read Redis, so this is said of
-// every decrease, not only of one below a caller's usage.)
-func quotaLowered(o, l *Limit, add func(code, path, format string, args ...any)) {
+// goes down. The used count lives in Redis under a key without the rate, so
+// what was counted this window stays counted. When c has the usage of the
+// window that holds c.Now for both rules (the same Redis keys), the warning
+// says how far the heaviest caller already is, and a decrease that stays
+// above it is not flagged; without usage, every decrease is flagged, more
+// softly.
+func quotaLowered(o, l *Limit, c WarnContext, add func(code, path, format string, args ...any)) {
 	p := "limits[" + l.ID + "]"
-	if l.Rate > 0 && l.Rate < o.Rate {
-		add(WarnQuotaLowered, p+".rate", "quota %s is lowered from %d to %d per %s: usage already counted this period stays counted, so callers may already be over the new quota and are refused until the period ends", l.ID, o.Rate, l.Rate, quotaPeriod(l))
+	one := func(path, tier string, before, after *Limit) {
+		if after.Rate <= 0 || after.Rate >= before.Rate {
+			return
+		}
+		name := "quota " + l.ID
+		if tier != "" {
+			name += ", tier " + tier + ","
+		}
+		u, end, known := quotaUsageAt(before, after, tier, c)
+		if !known {
+			add(WarnQuotaLowered, path, "%s is lowered from %d to %d per %s: usage already counted this period stays counted, so callers may already be over the new quota and are refused until the period ends", name, before.Rate, after.Rate, quotaPeriod(after))
+			return
+		}
+		if u.MaxUsed <= after.Rate {
+			return
+		}
+		msg := fmt.Sprintf("%s lowered to %d; %s heaviest caller has already used %d: callers above %d are refused until %s", name, after.Rate, quotaCurrent(after), u.MaxUsed, after.Rate, end)
+		if u.OverHalf > 0 {
+			who := "callers"
+			if u.OverHalf == 1 {
+				who = "caller"
+			}
+			msg += fmt.Sprintf(" (%d %s had used over half of the old quota of %d)", u.OverHalf, who, before.Rate)
+		}
+		add(WarnQuotaLowered, path, "%s", msg)
 	}
+	one(p+".rate", "", o, l)
 	oldTiers := map[string]Tier{}
 	for _, t := range o.Tiers {
 		oldTiers[t.ID] = t
@@ -211,12 +257,46 @@ func quotaLowered(o, l *Limit, add func(code, path, format string, args ...any))
 		if !ok {
 			continue
 		}
-		before, lt := o.WithTier(ot).Rate, l.WithTier(t)
-		after := lt.Rate
-		if after > 0 && after < before {
-			add(WarnQuotaLowered, p+".tiers["+t.ID+"].rate", "quota %s, tier %s, is lowered from %d to %d per %s: usage already counted this period stays counted, so callers may already be over the new quota and are refused until the period ends", l.ID, t.ID, before, after, quotaPeriod(&lt))
+		before, after := o.WithTier(ot), l.WithTier(t)
+		one(p+".tiers["+t.ID+"].rate", t.ID, &before, &after)
+	}
+}
+
+// quotaUsageAt returns c's usage of quota before (tier tier) in the window
+// holding c.Now, and that window's end in the quota's time zone, when the
+// usage is known and after counts in the same window (so in the same Redis
+// keys).
+func quotaUsageAt(before, after *Limit, tier string, c WarnContext) (QuotaUsage, string, bool) {
+	start, end, ok := before.QuotaWindow(c.Now)
+	if !ok {
+		return QuotaUsage{}, "", false
+	}
+	if s2, _, ok := after.QuotaWindow(c.Now); !ok || !s2.Equal(start) {
+		return QuotaUsage{}, "", false
+	}
+	if before.Calendar == "" {
+		end = end.UTC() // a fixed period is aligned on the Unix epoch
+	}
+	for _, u := range c.Usage {
+		if u.Rule == before.ID && u.Tier == tier && u.WindowStart.Equal(start) {
+			return u, end.Format("2006-01-02 15:04 MST"), true
 		}
 	}
+	return QuotaUsage{}, "", false
+}
+
+// quotaCurrent names a quota's current window as a possessive: today's,
+// this week's, this month's, this period's.
+func quotaCurrent(l *Limit) string {
+	switch l.Calendar {
+	case CalendarDay:
+		return "today's"
+	case CalendarWeek:
+		return "this week's"
+	case CalendarMonth:
+		return "this month's"
+	}
+	return "this period's"
 }
 
 // quotaPeriod names a quota's period: its calendar or its fixed period.

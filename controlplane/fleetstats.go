@@ -77,7 +77,7 @@ const (
 	RefusedNoVersion    = "no_version"     // its version could not be read
 	RefusedUnregistered = "unregistered"   // no live, valid registration of its node
 	RefusedLease        = "lease_mismatch" // its key's lease is not its node's registration's
-	RefusedImplausible  = "implausible"    // a counter grew faster than MaxNodeRPS
+	RefusedImplausible  = "implausible"    // a counter grew faster than MaxNodeRPS, or an impossible quota usage
 )
 
 // Registration is what a Fleet knows of a node's live registration (the
@@ -220,11 +220,12 @@ const (
 var nodeWidth = nLatency + len(api.LatencyBounds) + 1
 
 type fleetSpace struct {
-	nodes map[string]*fleetNode
-	fleet map[string]*ring // rule key → fleet-wide sums
-	kinds map[string]string
-	total *ring // fleet-wide node vector
-	regs  map[string]Registration
+	quotas map[quotaWindow]*quotaFold // quota usage of the windows not yet over
+	nodes  map[string]*fleetNode
+	fleet  map[string]*ring // rule key → fleet-wide sums
+	kinds  map[string]string
+	total  *ring // fleet-wide node vector
+	regs   map[string]Registration
 }
 
 type fleetNode struct {
@@ -293,7 +294,10 @@ func ruleKey(kind, id string) string { return kind + "/" + id }
 //   - RefusedUnregistered: the node has no live, valid registration;
 //     RefusedLease: the report key's lease is not the registration's (a
 //     key written by someone else than the node's registrar session);
-//   - RefusedImplausible: a counter grew by more than MaxNodeRPS times the
+//   - RefusedImplausible: a quota usage that cannot be one of its version's
+//     (api.Report.CheckQuotas: unknown quota, a window not the calendar's,
+//     a used count over the quota's rate plus burst); or a counter grew by
+//     more than MaxNodeRPS times the
 //     seconds the report covers: since the previous report of its boot (at
 //     most the time since that one was stored, plus Skew), or, for a boot's
 //     first counts, since the boot started (at most the Retention). A new
@@ -323,6 +327,10 @@ func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, k ReportKe
 	if err := r.CheckRules(rs); err != nil {
 		f.Refuse(RefusedUnknownRules)
 		return nil, &RefusedError{Reason: RefusedUnknownRules, Err: err}
+	}
+	if err := r.CheckQuotas(rs); err != nil {
+		f.Refuse(RefusedImplausible)
+		return nil, &RefusedError{Reason: RefusedImplausible, Err: err}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -385,6 +393,7 @@ func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, k ReportKe
 	n.gone = false
 	n.labels = reg.Labels
 	f.stored++
+	f.foldQuotas(sp, rs, prev, r, now)
 	n.last, n.stored = r, now
 	n.summary = summarise(r, base)
 	if base == nil {
@@ -994,16 +1003,113 @@ func (f *Fleet) LiveNodes(ns string) []string {
 	return out
 }
 
+// quotaWindow names one quota's (or tier's) window.
+type quotaWindow struct {
+	rule, tier string
+	start      int64 // Unix nanoseconds
+}
+
+// quotaFold is the fleet's usage of one quota window: the highest MaxUsed
+// any report carried, and the OverHalf of every boot summed (each node's
+// crossings are its own: one Redis reply each).
+type quotaFold struct {
+	start    time.Time
+	end      time.Time
+	maxUsed  int64
+	overHalf int64
+}
+
+// MaxQuotaWindows bounds the quota windows a Fleet keeps per namespace; a
+// report's usage of a window past it is not kept (its counts still are).
+const MaxQuotaWindows = 4096
+
+// foldQuotas adds report r's quota usage (checked against rs, its
+// version) to ns's folds: MaxUsed by maximum, OverHalf by what it grew
+// since prev, the node's previous report of the same boot and window (all
+// of it for a new boot or window; a count lower than prev's, which a rule
+// swap that changed the window back can make, counts whole). f.mu is held.
+func (f *Fleet) foldQuotas(sp *fleetSpace, rs *api.RuleSet, prev, r *api.Report, now time.Time) {
+	if len(r.Quotas) == 0 {
+		return
+	}
+	was := map[quotaWindow]int64{}
+	if prev != nil && prev.BootID == r.BootID {
+		for _, u := range prev.Quotas {
+			was[quotaWindow{u.Rule, u.Tier, u.WindowStart.UnixNano()}] = u.OverHalf
+		}
+	}
+	if sp.quotas == nil {
+		sp.quotas = map[quotaWindow]*quotaFold{}
+	}
+	for _, u := range r.Quotas {
+		k := quotaWindow{u.Rule, u.Tier, u.WindowStart.UnixNano()}
+		q := sp.quotas[k]
+		if q == nil {
+			l, err := rs.QuotaLimit(u.Rule, u.Tier)
+			if err != nil {
+				continue // CheckQuotas refused it already
+			}
+			_, end, _ := l.QuotaWindow(u.WindowStart)
+			if !end.After(now) || len(sp.quotas) >= MaxQuotaWindows {
+				continue
+			}
+			q = &quotaFold{start: u.WindowStart, end: end}
+			sp.quotas[k] = q
+		}
+		q.maxUsed = max(q.maxUsed, u.MaxUsed)
+		grew := u.OverHalf
+		if p, ok := was[k]; ok && p <= u.OverHalf {
+			grew -= p
+		}
+		q.overHalf += grew
+	}
+}
+
+// QuotaUsage returns what the nodes of ns reported of their quotas' usage,
+// folded over nodes and boots (api.QuotaUsage: the highest MaxUsed, the
+// summed OverHalf), for the windows not over at now; the input of
+// api.WarningsIn. Sorted by rule, tier and window.
+func (f *Fleet) QuotaUsage(ns string, now time.Time) []api.QuotaUsage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []api.QuotaUsage
+	if sp := f.spaces[ns]; sp != nil {
+		for k, q := range sp.quotas {
+			if q.end.After(now) {
+				out = append(out, api.QuotaUsage{Rule: k.rule, Tier: k.tier, WindowStart: q.start, MaxUsed: q.maxUsed, OverHalf: q.overHalf})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		if a.Tier != b.Tier {
+			return a.Tier < b.Tier
+		}
+		return a.WindowStart.Before(b.WindowStart)
+	})
+	return out
+}
+
 // Forget drops the nodes whose report key is gone and whose last report is
 // older than the retention (their steps have all expired), so that a fleet
 // whose nodes come and go (new ids per deployment) does not grow without
-// bound. It returns how many it dropped.
+// bound, and the quota windows that are over. It returns how many nodes it
+// dropped.
 func (f *Fleet) Forget() int {
 	cutoff := f.s.Now().Add(-f.s.Retention)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
+	now := f.s.Now()
 	for _, sp := range f.spaces {
+		for k, q := range sp.quotas {
+			if !q.end.After(now) {
+				delete(sp.quotas, k)
+			}
+		}
 		for id, node := range sp.nodes {
 			if node.gone && (node.last == nil || node.last.At.Before(cutoff)) {
 				delete(sp.nodes, id)

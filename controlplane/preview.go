@@ -16,6 +16,14 @@ const (
 	PreviewDone    PreviewState = "done" // its end has passed; nodes dropped it
 )
 
+// Reasons a preview ends with its change (PreviewService.EndPreview; the
+// audit event's "reason").
+const (
+	PreviewEndPublished = "published" // the change became a version
+	PreviewEndRejected  = "rejected"
+	PreviewEndEdited    = "edited" // reopened (rebased: a new base, a fresh approval), or its rules are not the preview's
+)
+
 // PreviewSpec is a request to preview a change on live traffic: for
 // Duration (at most api.MaxPreviewDuration), on the nodes whose labels
 // match Selector (empty: every node of the namespace).
@@ -44,8 +52,9 @@ type Preview struct {
 	Rules       []PreviewRule `json:"rules"`
 }
 
-// PreviewRule is one limit of the previewed change. Live is the live rule
-// of that id (zero when the live rules have none), Preview the preview's.
+// PreviewRule is one limit or degrade plan of the previewed change (Kind
+// "limit" or "degrade"). Live is the live rule of that id (zero when the
+// live rules have none), Preview the preview's.
 type PreviewRule struct {
 	Rule    string           `json:"rule"`
 	Kind    string           `json:"kind"`
@@ -54,12 +63,16 @@ type PreviewRule struct {
 	TopKeys []api.PreviewKey `json:"topKeys"`
 }
 
-// PreviewCounts are a limit's decisions, summed over nodes (since each
-// node started the preview for Preview; since each node's boot for Live).
+// PreviewCounts are a limit's decisions, or a degrade plan's sheds, summed
+// over nodes (since each node started the preview for Preview; since each
+// node's boot for Live), and a degrade plan's level: the highest any of
+// those nodes' plans is at now (0 for a limit).
 type PreviewCounts struct {
 	Allowed        int64 `json:"allowed"`
 	Rejected       int64 `json:"rejected"`
 	ShadowRejected int64 `json:"shadowRejected"`
+	Shed           int64 `json:"shed"`
+	Level          int   `json:"level"`
 }
 
 // PreviewService runs changes on live traffic in shadow before anyone
@@ -73,6 +86,11 @@ type PreviewService interface {
 	StartPreview(ctx context.Context, ns string, change int64, spec PreviewSpec) (*Preview, error)
 	FindPreview(ctx context.Context, ns string, change int64) (*Preview, error)
 	StopPreview(ctx context.Context, ns string, change int64) error
+	// EndPreview removes the preview when its change ends or is edited
+	// (why: PreviewEndPublished, PreviewEndRejected, PreviewEndEdited),
+	// audited with the reason, whoever the actor; it reports whether the
+	// namespace's preview was of change and was removed.
+	EndPreview(ctx context.Context, ns string, change int64, why string) (bool, error)
 }
 
 // ChangeDocuments reads a change's proposed rule set.

@@ -197,7 +197,114 @@ func (p *PreviewService) StopPreview(ctx context.Context, ns string, change int6
 	return p.audit(ctx, sluice.ActionPreviewStop, ns, change, mustJSON(summary(cur)), nil)
 }
 
-// aggregate sums the reports of the live nodes that carry pv.
+// EndPreview stops the namespace's preview if it is of change, because of
+// why (sluice.PreviewEnd*): it deletes the value it read (a transaction on its mod
+// revision, so a preview started meanwhile stays) and audits
+// ActionPreviewStop with the reason, as the actor in ctx. The nodes drop it
+// within a report interval. It reports whether it stopped one; a preview of
+// another change, or none, is left alone.
+func (p *PreviewService) EndPreview(ctx context.Context, ns string, change int64, why string) (bool, error) {
+	cur, rev, err := p.current(ctx, ns)
+	if err != nil || cur == nil || cur.Change != strconv.FormatInt(change, 10) {
+		return false, err
+	}
+	key := p.Keys.Preview(ns)
+	cctx, cancel := p.ctx(ctx)
+	defer cancel()
+	res, err := p.Client.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return false, sluice.Errorf(sluice.EUNAVAILABLE, "deleting the preview from etcd: %v", err)
+	}
+	if !res.Succeeded {
+		return false, nil // replaced or stopped meanwhile
+	}
+	after := map[string]any{"reason": why}
+	return true, p.audit(ctx, sluice.ActionPreviewStop, ns, change, mustJSON(summary(cur)), mustJSON(after))
+}
+
+// PreviewSweeperActor is the actor of the previews EndStalePreview stops.
+const PreviewSweeperActor = "sluice"
+
+// EndStalePreview stops the namespace's preview when its change can no
+// longer be previewed as it was: published (whichever replica or the
+// scheduler published it), rejected, neither open nor approved, gone, or
+// holding other rules than the preview's (EndPreview, audited as
+// PreviewSweeperActor). The control plane calls it for every namespace
+// every few seconds (SweepPreviews), so a preview never outlives its
+// change by more than that even when the request that ended the change
+// did not stop it. It returns the reason, "" when the preview stays.
+func (p *PreviewService) EndStalePreview(ctx context.Context, ns string) (string, error) {
+	cur, _, err := p.current(ctx, ns)
+	if err != nil || cur == nil {
+		return "", err
+	}
+	change, err := strconv.ParseInt(cur.Change, 10, 64)
+	if err != nil {
+		return "", nil
+	}
+	_, checksum, state, err := p.Changes.ChangeDocument(ctx, ns, change)
+	var why string
+	switch {
+	case sluice.ErrorCode(err) == sluice.ENOTFOUND:
+		why = "change gone"
+	case err != nil:
+		return "", err
+	case state == sluice.ChangePublished:
+		why = sluice.PreviewEndPublished
+	case state == sluice.ChangeRejected:
+		why = sluice.PreviewEndRejected
+	case state != sluice.ChangeOpen && state != sluice.ChangeApproved:
+		why = string(state)
+	case checksum != cur.Checksum:
+		why = sluice.PreviewEndEdited
+	default:
+		return "", nil
+	}
+	ctx = sluice.NewContextWithActor(ctx, sluice.Actor{User: &sluice.User{Username: PreviewSweeperActor, Role: sluice.RoleAdmin}, Role: sluice.RoleAdmin})
+	stopped, err := p.EndPreview(ctx, ns, change, why)
+	if !stopped || err != nil {
+		return "", err
+	}
+	return why, nil
+}
+
+// SweepPreviews calls EndStalePreview for every namespace of namespaces
+// every interval (zero means 2s) until ctx ends; failures are logged.
+func (p *PreviewService) SweepPreviews(ctx context.Context, namespaces func(context.Context) ([]string, error), interval time.Duration) {
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	defer func() {
+		if r := recover(); r != nil && p.Logger != nil {
+			p.Logger.Error("preview sweeper panicked", "panic", r)
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		nss, err := namespaces(ctx)
+		for _, ns := range nss {
+			why, err := p.EndStalePreview(ctx, ns)
+			switch {
+			case err != nil && ctx.Err() == nil && p.Logger != nil:
+				p.Logger.Warn("checking the namespace's preview", "namespace", ns, "err", err)
+			case why != "" && p.Logger != nil:
+				p.Logger.Info("preview stopped with its change", "namespace", ns, "reason", why)
+			}
+		}
+		if err != nil && ctx.Err() == nil && p.Logger != nil {
+			p.Logger.Warn("listing namespaces for previews", "err", err)
+		}
+	}
+}
+
+// aggregate sums the reports of the live nodes that carry pv: per limit
+// its decisions, per degrade plan its sheds and highest level.
 func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now time.Time) *sluice.Preview {
 	out := &sluice.Preview{Change: change, Checksum: pv.Checksum, State: sluice.PreviewRunning, Since: pv.Since, Until: pv.Until,
 		By: pv.By, Selector: pv.Selector, Nodes: []string{}, Rules: []sluice.PreviewRule{}}
@@ -210,6 +317,9 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 	if rs, err := api.Decode(pv.Rules); err == nil {
 		for _, l := range rs.Limits {
 			out.Rules = append(out.Rules, sluice.PreviewRule{Rule: l.ID, Kind: "limit", TopKeys: []api.PreviewKey{}})
+		}
+		for _, d := range rs.Degrades {
+			out.Rules = append(out.Rules, sluice.PreviewRule{Rule: d.ID, Kind: "degrade", TopKeys: []api.PreviewKey{}})
 		}
 	}
 	keys := map[string]map[string]int64{}
@@ -225,6 +335,21 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 		out.Approximate = out.Approximate || r.Preview.Approximate
 		for i := range out.Rules {
 			rule := &out.Rules[i]
+			if rule.Kind == "degrade" {
+				for _, d := range r.Degrades {
+					if d.Rule == rule.Rule {
+						rule.Live.Shed += d.Shed
+						rule.Live.Level = max(rule.Live.Level, d.Level)
+					}
+				}
+				for _, d := range r.Preview.Degrades {
+					if d.Rule == rule.Rule {
+						rule.Preview.Shed += d.Shed
+						rule.Preview.Level = max(rule.Preview.Level, d.Level)
+					}
+				}
+				continue
+			}
 			for _, l := range r.Limits {
 				if l.Rule == rule.Rule {
 					rule.Live.Allowed += l.Allowed

@@ -230,6 +230,12 @@ func TestForgedReports(t *testing.T) {
 	rt.registerOn(t, ns, "gw-x", other.ID, api.NodeStatus{Address: "javascript:alert(1)", Labels: map[string]string{"x": "<b>y</b>"}})
 	rt.put(t, ns, report("gw-x", 1, at, 1, 5000, 0, 5000), other.ID)
 	rt.wait(t, map[string]int64{sluice.RefusedUnregistered: 3, sluice.RefusedLease: 1})
+	// gw-1's own key claims a quota usage of a limit that is no quota:
+	// refused as implausible, never kept.
+	usage := report("gw-1", 2, at.Add(5*time.Second), 1, 200, 0, 0)
+	usage.Quotas = []api.QuotaUsage{{Rule: "per-ip", WindowStart: at.Add(-time.Hour), MaxUsed: 1 << 40}}
+	rt.put(t, ns, usage, l1)
+	rt.wait(t, map[string]int64{sluice.RefusedImplausible: 1})
 
 	// gw-1 carries on: its own next report counts.
 	rt.put(t, ns, report("gw-1", 2, at.Add(10*time.Second), 1, 250, 0, 0), l1)
@@ -243,7 +249,7 @@ func TestForgedReports(t *testing.T) {
 		}
 	}
 	stored, refused := rt.fleet.Counts()
-	if stored != 1+2 || refused[sluice.RefusedUnregistered] != 3 || refused[sluice.RefusedLease] != 1 {
+	if stored != 1+2 || refused[sluice.RefusedUnregistered] != 3 || refused[sluice.RefusedLease] != 1 || refused[sluice.RefusedImplausible] != 1 {
 		t.Errorf("stored %d, refused %v", stored, refused)
 	}
 	if n, _ := rt.events.count(ns, sluice.EventNodeJoined); n != 2 {

@@ -17,6 +17,20 @@ func (s *Server) previewService() (sluice.PreviewService, error) {
 	return s.s.Previews, nil
 }
 
+// endPreview stops change's preview, if the namespace runs one, after a
+// request ended or edited the change (why: published, rejected, edited).
+// The request has succeeded either way: a failure is logged, and the
+// control plane's sweep (etcd.PreviewService.SweepPreviews) stops a
+// published or rejected change's preview within seconds.
+func (s *Server) endPreview(c *gin.Context, ns string, change int64, why string) {
+	if s.s.Previews == nil {
+		return
+	}
+	if _, err := s.s.Previews.EndPreview(c.Request.Context(), ns, change, why); err != nil {
+		s.s.Logger.Warn("stopping the preview of an ended change", "namespace", ns, "change", change, "reason", why, "err", err)
+	}
+}
+
 // previewRequest is POST …/changes/{id}/preview's body.
 type previewRequest struct {
 	Duration string            `json:"duration"`

@@ -68,6 +68,7 @@ func TestPreviewEndpoints(t *testing.T) {
 	rs, etag := ed.draft("shop")
 	rs.Routes = []api.Route{route("api")}
 	rs.Limits = []api.Limit{{ID: "per-ip", Routes: []string{"api"}, Key: []string{"ip"}, Algorithm: api.TokenBucket, Rate: 10, Period: api.Duration(time.Second)}}
+	rs.Degrades = []api.Degrade{{ID: "shed", Routes: []string{"api"}, Mode: api.DegradeManual, Level: 1}}
 	ed.must(http.StatusOK, "PUT", "/api/v1/namespaces/shop/draft", rs, "If-Match: "+etag)
 	var ch sluice.Change
 	ed.must(http.StatusCreated, "POST", "/api/v1/namespaces/shop/changes", map[string]string{"title": "tighter"}).decode(t, &ch)
@@ -101,6 +102,7 @@ func TestPreviewEndpoints(t *testing.T) {
 
 	// One preview per namespace.
 	rs.Limits[0].Rate = 5
+	rs.Degrades = nil
 	_, etag = ed.draft("shop")
 	ed.must(http.StatusOK, "PUT", "/api/v1/namespaces/shop/draft", rs, "If-Match: "+etag)
 	var other sluice.Change
@@ -110,8 +112,10 @@ func TestPreviewEndpoints(t *testing.T) {
 	// GET sums the reports carrying this preview.
 	mk := func(node string, change string, allowed, rejected int64, key string) *api.Report {
 		return &api.Report{NodeID: node, Limits: []api.LimitCounts{{Rule: "per-ip", Allowed: 1000, Rejected: 1}},
+			Degrades: []api.DegradeState{{Rule: "shed", Level: 0, Shed: 3}},
 			Preview: &api.PreviewReport{Change: change, Checksum: ch.Checksum, Limits: []api.PreviewCounts{{Rule: "per-ip", Allowed: allowed, Rejected: rejected,
-				TopKeys: []api.PreviewKey{{Key: key, Rejected: rejected}}}}}}
+				TopKeys: []api.PreviewKey{{Key: key, Rejected: rejected}}}},
+				Degrades: []api.PreviewDegrade{{Rule: "shed", Level: int(allowed / 50), Shed: rejected}}}}
 	}
 	fleet.mu.Lock()
 	fleet.reports["n1"] = mk("n1", fmt.Sprint(ch.ID), 100, 40, "ip=192.0.2.1")
@@ -120,8 +124,12 @@ func TestPreviewEndpoints(t *testing.T) {
 	fleet.reports["n4"] = &api.Report{NodeID: "n4"}                // runs none
 	fleet.mu.Unlock()
 	viewer.must(http.StatusOK, "GET", path, nil).decode(t, &p)
-	if len(p.Nodes) != 2 || p.Nodes[0] != "n1" || p.Nodes[1] != "n2" || len(p.Rules) != 1 {
+	if len(p.Nodes) != 2 || p.Nodes[0] != "n1" || p.Nodes[1] != "n2" || len(p.Rules) != 2 {
 		t.Fatalf("aggregated preview %+v", p)
+	}
+	// The degrade plan: sheds summed, the highest level of the nodes.
+	if d := p.Rules[1]; d.Rule != "shed" || d.Kind != "degrade" || d.Preview.Shed != 50 || d.Preview.Level != 2 || d.Live.Shed != 6 || d.Live.Level != 0 {
+		t.Fatalf("aggregated degrade %+v", d)
 	}
 	r := p.Rules[0]
 	if r.Rule != "per-ip" || r.Preview.Allowed != 150 || r.Preview.Rejected != 50 || r.Live.Allowed != 2000 || r.Live.Rejected != 2 ||

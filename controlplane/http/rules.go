@@ -383,6 +383,9 @@ func (s *Server) reviewChange(d sluice.Decision) handler {
 		if err != nil {
 			return err
 		}
+		if d == sluice.Reject {
+			s.endPreview(c, ns, id, sluice.PreviewEndRejected)
+		}
 		s.nodeWarnings(c, ns, ch)
 		c.JSON(http.StatusOK, ch)
 		return nil
@@ -402,6 +405,7 @@ func (s *Server) reopenChange(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	s.endPreview(c, ns, id, sluice.PreviewEndEdited) // rebased: a new base, a fresh approval
 	s.nodeWarnings(c, ns, ch)
 	c.JSON(http.StatusOK, ch)
 	return nil
@@ -446,6 +450,7 @@ func (s *Server) publishChange(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	s.endPreview(c, ns, id, sluice.PreviewEndPublished)
 	c.Header("Location", "/api/v1/namespaces/"+ns+"/versions/"+strconv.FormatInt(v.Number, 10))
 	c.JSON(http.StatusCreated, v)
 	return nil

@@ -64,8 +64,8 @@ func (r *changeRow) change() *sluice.Change {
 	return c
 }
 
-// changeWarnings returns api.Warnings of doc against version base of ns, as
-// stored JSON.
+// changeWarnings returns api.WarningsIn of doc against version base of ns
+// (knowing the nodes' quota usage now), as stored JSON.
 func (db *DB) changeWarnings(ctx context.Context, ns string, base int64, doc []byte) (*string, error) {
 	var old *api.RuleSet
 	if base > 0 {
@@ -81,7 +81,7 @@ func (db *DB) changeWarnings(ctx context.Context, ns string, base int64, doc []b
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(api.Warnings(old, rs))
+	b, err := json.Marshal(api.WarningsIn(old, rs, db.warnContext(ns)))
 	if err != nil {
 		return nil, fmt.Errorf("encoding warnings: %w", err)
 	}

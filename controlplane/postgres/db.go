@@ -34,6 +34,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
 	"github.com/sluicegw/sluice/migrations"
 )
@@ -79,6 +80,26 @@ type Settings struct {
 	// (SetAuditCheckpoint sets one after Open, anchored at the database's
 	// head.)
 	AuditCheckpoint sluice.AuditCheckpoint
+	// QuotaUsage, if set, returns what the nodes of ns reported of their
+	// quotas' usage in the windows holding now (sluice.Fleet.QuotaUsage):
+	// the warnings of a draft check and of a change opened (quota-lowered)
+	// name it. (SetQuotaUsage sets it after Open.)
+	QuotaUsage func(ns string, now time.Time) []api.QuotaUsage
+}
+
+// SetQuotaUsage sets Settings.QuotaUsage. Call it before the DB is used
+// concurrently.
+func (db *DB) SetQuotaUsage(f func(ns string, now time.Time) []api.QuotaUsage) {
+	db.settings.QuotaUsage = f
+}
+
+// warnContext is what api.WarningsIn knows of ns beyond its rules now.
+func (db *DB) warnContext(ns string) api.WarnContext {
+	c := api.WarnContext{Now: db.now()}
+	if f := db.settings.QuotaUsage; f != nil {
+		c.Usage = f(ns, c.Now)
+	}
+	return c
 }
 
 // DB is a connection pool to the control plane's database and the settings

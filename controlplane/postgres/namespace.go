@@ -298,7 +298,7 @@ func (s *DraftService) CheckDraft(ctx context.Context, ns string, rs *api.RuleSe
 			return nil, err
 		}
 	}
-	if w := api.Warnings(old, rs); w != nil {
+	if w := api.WarningsIn(old, rs, s.db.warnContext(ns)); w != nil {
 		out.Warnings = w
 	}
 	out.Diff = api.DiffRuleSets(old, rs)

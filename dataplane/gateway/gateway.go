@@ -68,6 +68,10 @@ type Config struct {
 	// Stores report the health of shared stores and rule sources in /status (under "components"), by name
 	// ("redis").
 	Stores map[string]func() any
+	// QuotaUsage, when set, returns what the quotas of namespace ns learnt
+	// from the cluster store (redislimit.Store.QuotaUsage) for the rules rs
+	// the node runs, for its reports.
+	QuotaUsage func(ns string, rs *api.RuleSet) []api.QuotaUsage
 	// HTTP1Engine serves HTTP/1.1 connections (cleartext, and TLS with ALPN
 	// http/1.1 or none): EngineNetHTTP or EngineFastHTTP; empty means the
 	// SLUICE_HTTP1_ENGINE environment variable, else EngineFastHTTP. HTTP/2

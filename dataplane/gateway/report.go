@@ -11,6 +11,9 @@ func (n *Node) ReportState() report.State {
 	var st report.State
 	if s := n.current.Load(); s != nil {
 		st.Version, st.Rules = s.Version, s.Rules
+		if n.cfg.QuotaUsage != nil && s.Rules != nil {
+			st.Quotas = n.cfg.QuotaUsage(s.Rules.Namespace, s.Rules)
+		}
 	}
 	st.Preview = n.PreviewReport()
 	n.statusMu.Lock()

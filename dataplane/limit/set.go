@@ -46,7 +46,8 @@ type Options struct {
 	MaxKeys int
 	// Cluster builds the limiter of a scope: cluster limit (the Redis
 	// package's constructor). Nil makes compiling a cluster limit fail. A
-	// limiter it returns that implements io.Closer is closed when retired.
+	// limiter it returns that implements io.Closer is closed when retired;
+	// one that implements TierSetter is told the tier it decides for.
 	Cluster func(api.Limit) (Limiter, error)
 	// Now is the clock in nanoseconds; nil means limit.Now.
 	Now func() int64
@@ -301,6 +302,9 @@ func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier 
 		if ru.lim, err = opts.Cluster(l); err != nil {
 			return nil, fmt.Errorf("cluster limiter: %w", err)
 		}
+		if ts, ok := ru.lim.(TierSetter); ok && tier != "" {
+			ts.SetTier(tier)
+		}
 	} else {
 		global := ru.key.Global()
 		if prev != nil && prev.local != nil && slices.Equal(prev.l.Key, l.Key) && prev.l.IPv6Prefix == l.IPv6Prefix {
@@ -323,6 +327,13 @@ func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier 
 	}
 	return ru, nil
 }
+
+// TierSetter is implemented by a cluster Limiter that keeps figures per
+// tier (a quota's usage, for the node's report): Compile calls SetTier with
+// the tier id before the limiter decides, for a tier's limiter only (the
+// limit passed to Options.Cluster is then Limit.WithTier, which keeps the
+// limit's id).
+type TierSetter interface{ SetTier(tier string) }
 
 // setPolicy precomputes the RateLimit-Policy item. The draft's w is whole
 // seconds, so a period that is not is rounded up to w and the quota scaled

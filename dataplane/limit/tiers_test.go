@@ -157,3 +157,40 @@ func TestQuotaRejection(t *testing.T) {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
 }
+
+// tierFake is a cluster limiter that records the tier Compile gives it.
+type tierFake struct {
+	fakeLimiter
+	tier *string
+}
+
+func (f tierFake) SetTier(t string) { *f.tier = t }
+
+// TestClusterTierSetter checks that Compile tells a cluster limiter of a
+// tier which tier it decides for (TierSetter), and tells the limit's own
+// limiter nothing.
+func TestClusterTierSetter(t *testing.T) {
+	t.Parallel()
+	l := api.Limit{ID: "monthly", Key: []string{"jwt:sub"}, Algorithm: api.Quota, Rate: 100, Calendar: api.CalendarMonth, Timezone: "UTC",
+		Scope: api.ScopeCluster, Mode: api.ModeExact, OnStoreError: api.OnStoreErrorLocal,
+		Tiers: []api.Tier{{ID: "pro", Match: &api.TierMatch{Claims: map[string]string{"plan": "pro"}}, Rate: 1000}}}
+	var tiers []*string
+	set, err := Compile([]api.Limit{l}, nil, Options{Metrics: metrics.New(), Now: func() int64 { return 1e18 },
+		Cluster: func(api.Limit) (Limiter, error) {
+			s := new(string)
+			*s = "(none)"
+			tiers = append(tiers, s)
+			return tierFake{tier: s}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	var got []string
+	for _, s := range tiers {
+		got = append(got, *s)
+	}
+	if len(got) != 2 || got[0] != "(none)" || got[1] != "pro" {
+		t.Fatalf("tiers told %q, want the limit's untold and pro", got)
+	}
+}

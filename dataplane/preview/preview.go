@@ -16,9 +16,14 @@
 //   - A leaky bucket's delay is not waited out, and a concurrency (or
 //     adaptive) limit's slot is given back at once: the preview does not
 //     hold the live request.
-//   - Degrade plans and breakers are not previewed (they react to upstream
-//     outcomes of the live rules); their keys take part in the preview
-//     routes' key checks, as on a gateway.
+//   - Degrade plans run in shadow too, before the preview's limits as on a
+//     gateway (a request the preview's plan sheds takes no preview token):
+//     their own controllers (levels, windows; no operator override), fed
+//     with every request Observe sees (arrivals) and with the live upstream
+//     outcomes of the route's forwarded requests (Record), except while the
+//     preview's plan is at level 2, where it would forward nothing. Their
+//     level now and the requests they would have shed are in the report.
+//     Breakers are not previewed.
 //
 // The preview matches routes with its own router (its rule set's routes
 // may differ from the live ones) and reads the request through a fresh
@@ -41,6 +46,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/degrade"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -79,27 +85,33 @@ type Preview struct {
 	approximate      bool
 	rules            *api.RuleSet
 
-	router  *proxy.Router
-	routes  []route // by the router's route index
-	classes *classify.Classes
-	limits  *limit.Set
-	metrics *metrics.Metrics
+	router   *proxy.Router
+	routes   []route // by the router's route index
+	classes  *classify.Classes
+	limits   *limit.Set
+	degrades *degrade.Set // nil: the change has no degrade plan
+	metrics  *metrics.Metrics
+	now      func() int64
 
 	mu  sync.Mutex
 	top map[string]map[string]int64 // rule → key text → sampled rejections
 }
 
 type route struct {
-	id    string
-	keys  *classify.KeyCheck
-	chain *limit.Chain
+	id      string
+	keys    *classify.KeyCheck
+	chain   *limit.Chain
+	degrade *degrade.Controller
 }
 
 // New compiles the preview p of rules v (api.DecodePreview's results).
 func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 	norm := v.Rules()
 	pv := &Preview{change: p.Change, checksum: p.Checksum, until: p.Until, since: time.Now(), rules: norm,
-		metrics: metrics.New(), top: map[string]map[string]int64{}}
+		metrics: metrics.New(), top: map[string]map[string]int64{}, now: s.Now}
+	if pv.now == nil {
+		pv.now = limit.Now
+	}
 	defer func() {
 		if err != nil {
 			pv.Close()
@@ -135,8 +147,19 @@ func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("preview limits: %w", err)
 	}
+	if len(norm.Degrades) > 0 {
+		routeIDs := make([]string, len(norm.Routes))
+		for i, r := range norm.Routes {
+			routeIDs[i] = r.ID
+		}
+		if pv.degrades, err = degrade.Compile(norm.Degrades, routeIDs, nil, degrade.Options{Metrics: pv.metrics,
+			Logger: slog.New(slog.DiscardHandler), Now: pv.now, Classes: pv.classes.IDs()}); err != nil {
+			return nil, fmt.Errorf("preview degrades: %w", err)
+		}
+	}
 	for _, r := range norm.Routes {
-		pv.routes = append(pv.routes, route{id: r.ID, keys: keyCheck(norm, r.ID), chain: pv.limits.Chain(r.ID)})
+		pv.routes = append(pv.routes, route{id: r.ID, keys: keyCheck(norm, r.ID), chain: pv.limits.Chain(r.ID),
+			degrade: pv.degrades.ForRoute(r.ID)})
 	}
 	return pv, nil
 }
@@ -208,7 +231,7 @@ func (p *Preview) Observe(v *reqview.View) {
 	}
 	pv.Path = m.Path
 	rt := &p.routes[m.Route.Index]
-	if rt.chain == nil {
+	if rt.chain == nil && rt.degrade == nil {
 		return
 	}
 	pv.RouteID = rt.id
@@ -216,12 +239,35 @@ func (p *Preview) Observe(v *reqview.View) {
 		return
 	}
 	pv.Class = p.classes.Classify(&pv, rt.id)
+	if rt.degrade != nil {
+		if shed, _ := rt.degrade.AdmitView(&pv, p.now()); shed {
+			return // as on a gateway: a shed request takes no limit token
+		}
+	}
+	if rt.chain == nil {
+		return
+	}
 	w := discards.Get().(*discard)
 	if done, ok := rt.chain.AdmitView(w, &pv); ok {
 		done()
 	}
 	clear(w.h)
 	discards.Put(w)
+}
+
+// Record feeds the live upstream outcome of a request the node forwarded on
+// route routeID (success: not a 5xx or transport error, as a gateway's
+// degrade judges it) to the preview's degrade plan of that route, if any,
+// at now (the request path's clock): its success-rate triggers read the
+// live upstream's health. A plan at level 2 would have forwarded nothing
+// and records nothing. It allocates nothing.
+func (p *Preview) Record(routeID string, now int64, success bool) {
+	if p == nil || p.degrades == nil {
+		return
+	}
+	if d := p.degrades.ForRoute(routeID); d != nil && d.Level(now) < 2 {
+		d.Record(now, success)
+	}
 }
 
 // discard is the preview's response writer: what a limit writes is dropped.
@@ -235,7 +281,8 @@ func (d *discard) WriteHeader(int)             {}
 // formatting them.
 func (d *discard) TakeRateLimit(limit.Fields) {}
 
-// Report is what the preview counted since it started.
+// Report is what the preview counted since it started: per limit its
+// decisions and top keys, per degrade plan its level now and its sheds.
 func (p *Preview) Report() api.PreviewReport {
 	rep := api.PreviewReport{Change: p.change, Checksum: p.checksum, Since: p.since, Approximate: p.approximate,
 		Limits: []api.PreviewCounts{}}
@@ -271,6 +318,20 @@ func (p *Preview) Report() api.PreviewReport {
 		rep.Limits = append(rep.Limits, c)
 	}
 	trimKeys(rep.Limits, api.MaxPreviewReportKeys)
+	if len(p.rules.Degrades) > 0 {
+		shed := map[string]float64{}
+		collect(p.metrics.DegradeShed, func(labels []*dto.LabelPair, v float64) {
+			for _, l := range labels {
+				if l.GetName() == "rule" {
+					shed[l.GetValue()] += v
+				}
+			}
+		})
+		now := p.now()
+		for _, d := range p.rules.Degrades {
+			rep.Degrades = append(rep.Degrades, api.PreviewDegrade{Rule: d.ID, Level: p.degrades.ForRule(d.ID).Level(now), Shed: int64(shed[d.ID])})
+		}
+	}
 	return rep
 }
 

@@ -53,6 +53,10 @@ type State struct {
 	LastApplyError string
 	// Preview is what the running preview counted; nil when none runs.
 	Preview *api.PreviewReport
+	// Quotas is what the node's quotas learnt from Redis (the cluster
+	// store's QuotaUsage); the report keeps those of Rules in the window
+	// holding its time, a used count over api.MaxQuotaUsed reported as that.
+	Quotas []api.QuotaUsage
 }
 
 // Putter is what the Reporter needs of an etcd client.
@@ -238,6 +242,7 @@ func (r *Reporter) Collect() *api.Report {
 	rep.ApplyErrors = r.sums.add("applyErrors", counterValue(m.RulesetApplyErrors))
 
 	rep.Preview = st.Preview
+	rep.Quotas = quotas(st.Rules, st.Quotas, rep.At)
 	if rs := st.Rules; rs != nil {
 		decisions := map[string]float64{}
 		collect(m.LimitDecisions, func(l labels, v float64) { decisions[l.get("rule")+"/"+l.get("decision")] += v })
@@ -273,6 +278,25 @@ func (r *Reporter) Collect() *api.Report {
 		}
 	}
 	return rep
+}
+
+// quotas keeps, of us, the usages of quotas of rs in the window holding at
+// (what the control plane accepts: api.RuleSet.CheckQuotaUsage), with a
+// used count over api.MaxQuotaUsed reported as that, at most
+// api.MaxReportQuotas.
+func quotas(rs *api.RuleSet, us []api.QuotaUsage, at time.Time) []api.QuotaUsage {
+	var out []api.QuotaUsage
+	for _, u := range us {
+		l, err := rs.QuotaLimit(u.Rule, u.Tier)
+		if err != nil || len(out) == api.MaxReportQuotas {
+			continue
+		}
+		u.MaxUsed = min(u.MaxUsed, api.MaxQuotaUsed(&l))
+		if rs.CheckQuotaUsage(u, at) == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func breakerState(v float64) string {

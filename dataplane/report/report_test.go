@@ -288,3 +288,34 @@ func TestReportRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n%s\n%s", a, c)
 	}
 }
+
+// TestReportQuotas checks the quota usages a report carries: those of the
+// rules the node runs, in the window holding the report's time, a used
+// count over the quota's rate plus burst reported as that bound; and that
+// the control plane's checks accept what the node keeps.
+func TestReportQuotas(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	now := time.Date(2026, 12, 14, 12, 0, 0, 0, time.UTC)
+	day := time.Date(2026, 12, 14, 0, 0, 0, 0, time.UTC)
+	rs := &api.RuleSet{Namespace: "shop", Limits: []api.Limit{{ID: "daily", Algorithm: api.Quota, Rate: 10, Calendar: api.CalendarDay,
+		Timezone: "UTC", Scope: api.ScopeCluster, Tiers: []api.Tier{{ID: "pro", Rate: 100}}}}}
+	usage := []api.QuotaUsage{
+		{Rule: "daily", WindowStart: day, MaxUsed: 25, OverHalf: 2},                      // capped at 20
+		{Rule: "daily", Tier: "pro", WindowStart: day.Add(-24 * time.Hour), MaxUsed: 60}, // yesterday's: dropped
+		{Rule: "gone", WindowStart: day, MaxUsed: 1},                                     // not in the rules: dropped
+	}
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m, Now: func() time.Time { return now },
+		State: func() State { return State{Rules: rs, Quotas: usage} }})
+	rep := r.Collect()
+	want := []api.QuotaUsage{{Rule: "daily", WindowStart: day, MaxUsed: 20, OverHalf: 2}}
+	if len(rep.Quotas) != 1 || rep.Quotas[0] != want[0] {
+		t.Fatalf("quotas %+v, want %+v", rep.Quotas, want)
+	}
+	if errs := rep.Check(now, 0); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := rep.CheckQuotas(rs); err != nil {
+		t.Fatal(err)
+	}
+}

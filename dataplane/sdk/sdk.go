@@ -171,6 +171,9 @@ type Guard struct {
 	log  *slog.Logger
 	opts snapshot.Options
 	cur  atomic.Pointer[snapshot.Service]
+	// quotaUsage is the Redis store's (redislimit.Store.QuotaUsage), nil
+	// without Config.Redis.
+	quotaUsage func(ns string, rs *api.RuleSet) []api.QuotaUsage
 
 	applyMu sync.Mutex // serialises apply
 	statMu  sync.Mutex
@@ -246,6 +249,7 @@ func New(ctx context.Context, cfg Config) (_ *Guard, err error) {
 		}
 		g.closers = append(g.closers, st.Close)
 		g.opts.Cluster = st.Cluster
+		g.quotaUsage = st.QuotaUsage
 	}
 	if cfg.RulesFile != "" {
 		f := &source.File{Path: cfg.RulesFile, Logger: cfg.Logger}
@@ -349,6 +353,9 @@ func (g *Guard) ReportState() report.State {
 	var st report.State
 	if s := g.cur.Load(); s != nil {
 		st.Version, st.Rules = s.Version, s.Rules
+		if g.quotaUsage != nil && s.Rules != nil {
+			st.Quotas = g.quotaUsage(s.Rules.Namespace, s.Rules)
+		}
 	}
 	g.statMu.Lock()
 	st.LastApplyError = g.lastErr

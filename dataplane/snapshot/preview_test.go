@@ -228,3 +228,80 @@ func BenchmarkPreview(b *testing.B) {
 		})
 	}
 }
+
+// failingExchange forwards every request to an upstream that answers 503.
+type failingExchange struct{ countingExchange }
+
+func (x *failingExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
+	x.forwarded++
+	return proxy.Outcome{Status: http.StatusServiceUnavailable}
+}
+
+// degradePreviewRules are previewRules(1000) with a degrade plan on api:
+// manual at level, or (level < 0) auto, stepping to 2 when the success
+// rate of a 1s window is below 0.5.
+func degradePreviewRules(level int) string {
+	plan := fmt.Sprintf("{id: shed, routes: [api], mode: manual, level: %d}", level)
+	if level < 0 {
+		plan = "{id: shed, routes: [api], mode: auto, window: 1s, recoverAfter: 3, triggers: {level2: {successRateBelow: 0.5}}}"
+	}
+	return previewRules(1000) + "degrades:\n  - " + plan + "\n"
+}
+
+// TestPreviewDegrade: a change's degrade plan runs in the preview too,
+// before its limits and in shadow: a manual level 2 plan would shed every
+// request (the live rules, without a plan, forward them all), its sheds
+// take no preview limit token, and the report names the plan's level and
+// sheds; an auto plan reads the live upstream outcomes (Record) and steps
+// up when they fail; a preview without a plan reports none.
+func TestPreviewDegrade(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() int64 { return clock.Load() }
+	until := time.Unix(0, clock.Load()).Add(time.Hour)
+	traffic := func(s *Snapshot, x Exchange, n int) {
+		for range n {
+			clock.Add(int64(10 * time.Millisecond))
+			v := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", Path: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.1"), ContentLength: -1}
+			v.SetHeader(http.Header{})
+			s.Serve(x, &v)
+		}
+	}
+
+	var slot atomic.Pointer[preview.Preview]
+	slot.Store(MustPreview(t, degradePreviewRules(2), until, preview.Settings{Now: now}))
+	live := MustCompileOptions(t, previewRules(1000), Options{Now: now, Wall: now, Preview: &slot})
+	x := &countingExchange{nopExchange: nopExchange{h: http.Header{}}}
+	traffic(live, x, 50)
+	rep := slot.Load().Report()
+	if x.forwarded != 50 || x.written != 0 {
+		t.Fatalf("live: %d forwarded, %d answered by the gateway; want 50 and 0", x.forwarded, x.written)
+	}
+	if len(rep.Degrades) != 1 || rep.Degrades[0] != (api.PreviewDegrade{Rule: "shed", Level: 2, Shed: 50}) {
+		t.Fatalf("preview degrades %+v, want shed at level 2 shedding 50", rep.Degrades)
+	}
+	if l := rep.Limits[0]; l.Allowed+l.Rejected != 0 {
+		t.Fatalf("the preview's limit decided %+v requests its plan shed", l)
+	}
+
+	// Auto: the live upstream fails, the preview's plan steps up to 2.
+	slot.Store(MustPreview(t, degradePreviewRules(-1), until, preview.Settings{Now: now}))
+	fx := &failingExchange{countingExchange{nopExchange: nopExchange{h: http.Header{}}}}
+	traffic(live, fx, 250) // 2.5 s of 100 rps, every answer 503
+	rep = slot.Load().Report()
+	if fx.forwarded != 250 || len(rep.Degrades) != 1 || rep.Degrades[0].Level != 2 || rep.Degrades[0].Shed == 0 {
+		t.Fatalf("auto plan on a failing upstream: forwarded %d, preview degrades %+v; want level 2 and sheds", fx.forwarded, rep.Degrades)
+	}
+	// The same plan with a healthy upstream stays at 0.
+	slot.Store(MustPreview(t, degradePreviewRules(-1), until, preview.Settings{Now: now}))
+	traffic(live, &countingExchange{nopExchange: nopExchange{h: http.Header{}}}, 250)
+	if d := slot.Load().Report().Degrades; len(d) != 1 || d[0] != (api.PreviewDegrade{Rule: "shed"}) {
+		t.Fatalf("auto plan on a healthy upstream: %+v", d)
+	}
+
+	slot.Store(MustPreview(t, previewRules(10), until, preview.Settings{Now: now}))
+	if d := slot.Load().Report().Degrades; d != nil {
+		t.Fatalf("a preview without a plan reports %+v", d)
+	}
+}

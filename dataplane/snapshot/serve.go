@@ -237,7 +237,22 @@ func (s *Snapshot) report(rt *route, ticket breaker.Ticket, start int64, out pro
 	if d := rt.degrade; d != nil && !out.ClientGone {
 		d.Record(end, !failed)
 	}
+	if !out.ClientGone {
+		s.recordPreview(rt.id, end, !failed)
+	}
 	s.finish(rt, start, end, out.Status)
+}
+
+// recordPreview feeds a forwarded request's upstream outcome to the running
+// preview's degrade plans (preview.Preview.Record), under the same
+// conditions as observePreview. Without a preview it costs one atomic load.
+func (s *Snapshot) recordPreview(routeID string, end int64, success bool) {
+	if s.preview == nil {
+		return
+	}
+	if p := s.preview.Load(); p != nil && p.Active(s.wall()) && p.Checksum() != s.Checksum {
+		p.Record(routeID, end, success)
+	}
 }
 
 // reportHolder is an Exchange whose forwarded body may still be written

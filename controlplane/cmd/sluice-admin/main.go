@@ -409,6 +409,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		return sluice.DecodeDocument(v.Document)
 	}})
+	db.SetQuotaUsage(fleet.QuotaUsage)
+	previews := &etcd.PreviewService{Client: client, Keys: keys, Changes: changes, Audit: audit, Fleet: fleet,
+		Signer: signer, Logger: logger}
 	srv, err := sluicehttp.New(sluicehttp.Settings{
 		Stats:      fleet,
 		Events:     events,
@@ -425,8 +428,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Nodes: &etcd.NodeService{Client: client, Keys: keys, History: history, Audit: audit,
 			Retention: cfg.NodeRetention, Logger: logger, Signer: signer, Reports: fleet},
 		Canaries: canaries,
-		Previews: &etcd.PreviewService{Client: client, Keys: keys, Changes: changes, Audit: audit, Fleet: fleet,
-			Signer: signer, Logger: logger},
+		Previews: previews,
 		Ready: map[string]func(context.Context) error{
 			"database": db.Ping,
 			"etcd":     func(ctx context.Context) error { return etcd.PingKeys(ctx, client, keys) },
@@ -488,7 +490,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.analyser.Start(bg)
 	m.scheduler = postgres.NewScheduler(changes, time.Second, logger)
 	m.scheduler.Start(bg)
-	m.wg.Add(2)
+	m.wg.Add(3)
+	go func() {
+		defer m.wg.Done()
+		previews.SweepPreviews(bg, namespaceNames, 0) // a published or rejected change's preview ends
+	}()
 	go func() {
 		defer m.wg.Done()
 		db.Listen(bg, func(string) { publisher.Wake() })

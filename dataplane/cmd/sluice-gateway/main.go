@@ -289,6 +289,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer etcd.close()
 	}
+	var quotaUsage func(string, *api.RuleSet) []api.QuotaUsage
 	if o.redisURL != "" || o.redisCluster != "" {
 		redislimit.RouteClientLogs(log)
 		rs := redislimit.Settings{
@@ -305,12 +306,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer st.Close()
 		snapOpts.Cluster = st.Cluster
 		stores["redis"] = func() any { return st.Status() }
+		quotaUsage = st.QuotaUsage
 	}
 
 	node := gateway.New(gateway.Config{
 		Metrics:         m,
 		Snapshot:        snapOpts,
 		Stores:          stores,
+		QuotaUsage:      quotaUsage,
 		Listen:          o.listen,
 		Admin:           o.admin,
 		AdminToken:      o.adminToken,

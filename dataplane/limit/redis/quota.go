@@ -58,8 +58,10 @@ return {granted, quota - used, reset, retry, repaired}
 // per decision.
 type quota struct {
 	*rule
-	l    api.Limit
-	wall func() time.Time
+	l     api.Limit
+	wall  func() time.Time
+	ns    string
+	usage *quotaUsage
 }
 
 func (s *Store) newQuota(ns string, l api.Limit) (limit.Limiter, error) {
@@ -85,25 +87,30 @@ func (s *Store) newQuota(ns string, l api.Limit) (limit.Limiter, error) {
 	if wall == nil {
 		wall = time.Now
 	}
-	return &quota{rule: r, l: l, wall: wall}, nil
+	return &quota{rule: r, l: l, wall: wall, ns: ns, usage: s.usageFor(ns, l.ID, "")}, nil
 }
 
+// SetTier implements limit.TierSetter: the quota decides for tier of its
+// limit, and its usage is that tier's.
+func (q *quota) SetTier(tier string) { q.usage = q.s.usageFor(q.ns, q.l.ID, tier) }
+
 // window returns the Redis key of k for the period holding now, the key's
-// expiry (Unix ms) and the time left until the period ends.
-func (q *quota) window(k string) (key string, expat int64, reset time.Duration) {
+// expiry (Unix ms), the time left until the period ends and its start.
+func (q *quota) window(k string) (key string, expat int64, reset time.Duration, start time.Time) {
 	now := q.wall()
 	start, end, _ := q.l.QuotaWindow(now)
-	return q.key(k) + strconv.FormatInt(start.Unix(), 10), end.Add(24 * time.Hour).UnixMilli(), end.Sub(now)
+	return q.key(k) + strconv.FormatInt(start.Unix(), 10), end.Add(24 * time.Hour).UnixMilli(), end.Sub(now), start
 }
 
 // Take implements limit.Limiter with one script call: it takes cost units
 // of the current period's quota, or none.
 func (q *quota) Take(ctx context.Context, key string, cost int64, now int64) (limit.Decision, error) {
-	rk, expat, reset := q.window(key)
+	rk, expat, reset, start := q.window(key)
 	rp, err := q.s.run(ctx, q.script, rk, q.rate, cost, 0, expat, reset.Microseconds())
 	if err != nil {
 		return q.fallback(key, cost, now), q.errorf(err)
 	}
+	q.usage.observe(start, q.rate-rp.remaining, rp.granted, q.rate)
 	d := limit.Decision{Allowed: rp.granted > 0, Limit: q.rate, Remaining: rp.remaining, Reset: reset}
 	if !d.Allowed {
 		d.RetryAfter = reset
@@ -118,6 +125,6 @@ func (q *quota) Refund(ctx context.Context, key string, cost int64, now int64) {
 		q.local.refund(key, cost, now)
 		return
 	}
-	rk, expat, reset := q.window(key)
+	rk, expat, reset, _ := q.window(key)
 	_, _ = q.s.run(ctx, q.script, rk, q.rate, 0, cost, expat, reset.Microseconds())
 }

@@ -106,8 +106,11 @@ type Store struct {
 	lastErrAt time.Time
 	errCount  uint64
 	closeOnce sync.Once
-	stop      chan struct{}
-	wg        sync.WaitGroup
+
+	umu   sync.Mutex
+	usage map[string]*quotaUsage // usageKey → what the quota learnt from Redis
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // New connects to the Redis given by s.URL or s.ClusterAddrs. It fails only
