@@ -188,14 +188,18 @@ func mapsEqual(a, b map[string]int) bool {
 	return true
 }
 
-// The chart refuses values that cannot work, naming them.
+// The chart refuses values that cannot work or that it does not know (a
+// misspelt key, by values.schema.json), naming them.
 func TestHelmChartRefuses(t *testing.T) {
 	c := loadChart(t)
 	for _, tc := range []struct {
 		set  []string
 		want string
 	}{
-		{[]string{"gateway.kind=StatefulSet"}, "gateway.kind must be Deployment or DaemonSet"},
+		{[]string{"gateway.kind=StatefulSet"}, "/gateway/kind"},
+		{[]string{"gateway.replica=5"}, "replica"},
+		{[]string{"admin.pdb.maxUnavailable=true"}, "maxUnavailable"},
+		{[]string{"gateway.port=0"}, "port"},
 		{[]string{"gateway.kind=DaemonSet", "gateway.hpa.enabled=true"}, "gateway.hpa.enabled needs gateway.kind Deployment"},
 		{[]string{"admin.database.existingSecret="}, "admin.database.existingSecret is required"},
 		{[]string{"gateway.adminToken.existingSecret="}, "gateway.adminToken.existingSecret is required"},
@@ -210,13 +214,29 @@ func TestHelmChartRefuses(t *testing.T) {
 		}
 	}
 	// Lint (which, like helm lint, passes over required and fail) fails on
-	// a template that renders to YAML that does not parse.
+	// values values.schema.json refuses.
 	vals, err := Values(nil, "commonLabels=oops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Lint(vals); err == nil || !strings.Contains(err.Error(), "YAML") {
-		t.Errorf("lint with commonLabels a string: got %v, want a YAML error", err)
+	if err := c.Lint(vals); err == nil || !strings.Contains(err.Error(), "commonLabels") {
+		t.Errorf("lint with commonLabels a string: got %v, want an error naming it", err)
+	}
+}
+
+// A numeric image tag from --set (a float to Helm) renders as written.
+func TestHelmChartImageTag(t *testing.T) {
+	c := loadChart(t)
+	vals, err := Values(nil, "image.tag=1.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Render(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `image: "registry.example.com/sluice:1.2"`) {
+		t.Error("image tag 1.2 not rendered as registry.example.com/sluice:1.2")
 	}
 }
 

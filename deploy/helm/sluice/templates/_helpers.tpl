@@ -26,7 +26,7 @@
 {{- end -}}
 
 {{- define "sluice.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag | toString) -}}
 {{- end -}}
 
 {{/* sluice.labels: the common labels; pass (dict "ctx" $ "component" "admin"). */}}
