@@ -97,6 +97,36 @@ func TestKubernetesManifests(t *testing.T) {
 	if n != 2 {
 		t.Errorf("checked the flags of %d containers, want 2 (sluice-admin, sluice-gateway)", n)
 	}
+	checkScraped(t, applied)
+}
+
+// checkScraped checks that deploy/prometheus/prometheus.yml's jobs scrape
+// the gateways' admin port and sluice-admin's http port of objs's pods in
+// the namespace sluice, and nothing else.
+func checkScraped(t *testing.T, objs []Object) {
+	t.Helper()
+	jobs, err := ScrapeJobs(filepath.Join(root, "deploy/prometheus/prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string][]string{ // job → container → ports
+		"sluice-gateway": {"sluice-gateway": {"admin"}},
+		"sluice-admin":   {"sluice-admin": {"http"}},
+	}
+	if len(jobs) != len(want) {
+		t.Errorf("prometheus.yml has %d pod jobs, want %d", len(jobs), len(want))
+	}
+	for _, j := range jobs {
+		for _, w := range workloads(objs) {
+			got, err := j.Targets(w.pod, "sluice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exp := want[j.Name][w.pod.Spec.Containers[0].Name]; !slices.Equal(got, exp) {
+				t.Errorf("prometheus.yml job %s scrapes ports %v of %s, want %v", j.Name, got, w.obj, exp)
+			}
+		}
+	}
 }
 
 // chartCases are the values the chart is rendered with: the defaults, every
@@ -172,6 +202,7 @@ func TestHelmChart(t *testing.T) {
 			if _, err := c.Notes(vals); err != nil {
 				t.Errorf("NOTES.txt: %v", err)
 			}
+			checkScraped(t, objs)
 		})
 	}
 }
@@ -395,9 +426,9 @@ func TestCompose(t *testing.T) {
 func TestComposeRefuses(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ doc, want string }{
-		{"services:\n  a:\n    image: x\n    restarts: always\n", "restarts"},
-		{"services:\n  a:\n    image: x\n    depends_on: [b]\n", "b"},
-		{"services:\n  a:\n    image: x\n    ports: 80\n", "ports"},
+		{"services:\n  a:\n    image: x\n    restarts: always\n", "services.a.restarts"},
+		{"services:\n  a:\n    image: x\n    depends_on: [b]\n", `depends on undefined service "b"`},
+		{"services:\n  a:\n    image: x\n    ports: 80\n", "services.a.ports must be a array"},
 	} {
 		file := filepath.Join(dir, "compose.yaml")
 		if err := os.WriteFile(file, []byte(c.doc), 0o600); err != nil {

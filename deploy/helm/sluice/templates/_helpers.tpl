@@ -41,9 +41,11 @@ app.kubernetes.io/part-of: sluice
 {{- end }}
 {{- end -}}
 
-{{/* sluice.selectorLabels: the labels a component's selectors match. */}}
+{{/* sluice.selectorLabels: the labels a component's selectors match. The
+name is sluice-admin or sluice-gateway, as in deploy/kubernetes: the jobs of
+deploy/prometheus/prometheus.yml keep pods by it. */}}
 {{- define "sluice.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "sluice.name" .ctx }}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "sluice.name" .ctx) .component }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
