@@ -334,6 +334,7 @@ spec:
 		{"volumeMounts: [{name: state, mountPath: /var/lib/sluice}]", "volumeMounts: []", "--state-dir /var/lib/sluice is not a writable volume mount"},
 		{"volumes: [{name: state, emptyDir: {}}]", "volumes: [{name: state, emptyDir: {}}, {name: key, secret: {secretName: k, defaultMode: 0400}}]", "volume key: files of mode 0400"},
 		{pod, pod + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: gw}, ports: [{name: t, port: 80, targetPort: traffic}]}\n", "targets traffic"},
+		{pod, pod + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: gw}, ports: [{name: t, port: 9000}]}\n", "targets 9000"},
 		{pod, pod + "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec: {maxUnavailable: 1, selector: {matchLabels: {app: nope}}}\n", "matches no workload"},
 		{pod, pod + "---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h}\nspec: {scaleTargetRef: {kind: Deployment, name: nope}, maxReplicas: 2}\n", "scaleTargetRef Deployment/nope"},
 	} {

@@ -86,8 +86,12 @@ func Consistent(objs []Object) error {
 			}
 			for _, w := range selected(o, labels.SelectorFromSet(v.Spec.Selector)) {
 				for _, p := range v.Spec.Ports {
-					if !declaresPort(w.pod, p.TargetPort) {
-						fail(o, "port %q targets %s, which %s's pods do not declare", p.Name, p.TargetPort.String(), w.obj)
+					target := p.TargetPort
+					if target == (intstr.IntOrString{}) {
+						target = intstr.FromInt32(p.Port) // targetPort defaults to port
+					}
+					if !declaresPort(w.pod, target) {
+						fail(o, "port %q targets %s, which %s's pods do not declare", p.Name, target.String(), w.obj)
 					}
 				}
 			}
