@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 // The repository root, from deploy/check.
@@ -203,7 +205,37 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("NOTES.txt: %v", err)
 			}
 			checkScraped(t, objs)
+			if tc.want["NetworkPolicy"] > 0 {
+				checkAdminPortPrivate(t, objs)
+			}
 		})
+	}
+}
+
+// checkAdminPortPrivate checks that a NetworkPolicy selects the gateways and
+// that none of its ingress rules lets everyone reach their admin port: each
+// rule that covers the port (by naming it, or by naming no port) lists peers.
+func checkAdminPortPrivate(t *testing.T, objs []Object) {
+	t.Helper()
+	found := false
+	for _, o := range objs {
+		np, ok := o.Value.(*networkingv1.NetworkPolicy)
+		if !ok || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "sluice-gateway" {
+			continue
+		}
+		found = true
+		for _, r := range np.Spec.Ingress {
+			covers := len(r.Ports) == 0
+			for _, p := range r.Ports {
+				covers = covers || p.Port == nil || p.Port.String() == "admin" || p.Port.String() == "9901"
+			}
+			if covers && len(r.From) == 0 {
+				t.Errorf("%s: an ingress rule opens the node admin port to everyone", o)
+			}
+		}
+	}
+	if !found {
+		t.Error("no NetworkPolicy selects the gateways")
 	}
 }
 
