@@ -8,4 +8,5 @@ ensure_redis
 ensure_postgres
 ensure_pkg redis-cli redis-tools
 go test -count=1 -race -timeout 10m ./api/... ./etcdwatch/... ./dataplane/... ./migrations/... ./controlplane/...
+scripts/check-deploy.sh
 scripts/test-web.sh

@@ -15,6 +15,11 @@ import (
 	sluice "github.com/sluicegw/sluice/controlplane"
 )
 
+// publishResults are the results the publisher observes (its Observe
+// setting, see controlplane/etcd.Publisher): the label values of
+// sluice_admin_publish_attempts_total.
+var publishResults = []string{"published", "retry", "failed"}
+
 // metrics are the control plane's Prometheus metrics, in their own registry.
 type metrics struct {
 	reg       *prometheus.Registry
@@ -40,6 +45,12 @@ func newMetrics(outbox sluice.Outbox) *metrics {
 		Help: "Time from a version's creation to its write to etcd.", Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_admin_publish_attempts_total",
 		Help: "Attempts to write a version to etcd, by result (published, retry, failed)."}, []string{"result"})
+	// Every result is exposed from start, at 0, so that an alert on
+	// increase(...{result="failed"}) sees the first failure: a series that
+	// appears already at 1 has no increase.
+	for _, result := range publishResults {
+		m.attempts.WithLabelValues(result)
+	}
 	m.reg.MustRegister(m.requests, m.duration, m.lag, m.attempts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if outbox != nil {
