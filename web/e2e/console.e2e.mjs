@@ -697,6 +697,7 @@ async function main() {
       // The keyboard alone starts it: Enter in the duration field.
       await duration.press('Enter');
       await form.getByRole('alert').filter({ hasText: 'The preview did not start: conflict' }).getByText(`change ${other} of namespace "shop" is being previewed until`).waitFor();
+      assert.equal(await form.getByRole('link', { name: `Open change #${other} to see or stop its preview` }).getAttribute('href'), `/namespaces/shop/changes/${other}`);
       await ed.ok('DELETE', `/api/v1/namespaces/shop/changes/${other}/preview`);
       await go.click();
       const figures = section.getByRole('table', { name: 'Preview figures per rule' });
@@ -721,19 +722,19 @@ async function main() {
       await row('catalog-per-user').getByText('hashed').first().waitFor();
       await row('catalog-per-user').getByText(/^header:X-User=#[0-9a-f]{24}$/).first().waitFor();
       await row('catalog-per-user').getByText('no requests').waitFor();
-      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
-        await p.setViewportSize(viewport);
-        await row('catalog-per-user').getByText('hashed').first().waitFor();
-        await p.screenshot({ path: join(shots, `preview-${name}.png`), fullPage: true });
-      }
-      await p.setViewportSize({ width: 1280, height: 800 });
-
       // The approver's review box says what approving would do.
       const a = approver.page;
       await a.goto(`/namespaces/shop/changes/${id}`);
       const summary = a.getByRole('region', { name: 'Review' }).getByRole('region', { name: 'Preview summary' });
       await summary.getByText(/^Preview on live traffic \(running on 2 nodes\)$/).waitFor();
       await summary.getByText(/^If approved: limit catalog-per-user would reject \d+\.\d\u00a0% of requests from at least [12] keys?; today no live requests reached a rule of that id\. \(approximate/).waitFor();
+      // The approver's page, with the table and the review box.
+      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
+        await a.setViewportSize(viewport);
+        await a.getByRole('table', { name: 'Preview figures per rule' }).getByText('hashed').first().waitFor();
+        await a.screenshot({ path: join(shots, `preview-${name}.png`), fullPage: true });
+      }
+      await a.setViewportSize({ width: 1280, height: 800 });
 
       await section.getByRole('button', { name: 'Stop preview' }).click();
       await section.getByText('stopped', { exact: true }).waitFor();

@@ -2,8 +2,9 @@
 // (editor and up), the per-rule figures the nodes report while it runs,
 // refreshed every few seconds, with a Stop button, and the review box's
 // summary for the approver. The figures' shaping is preview.ts's.
-import { Alert, Badge, Button, Group, List, Paper, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, List, Paper, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useEffect, useState, type FormEvent } from 'react';
+import { Link } from 'react-router';
 import type { Limit } from '../../api/client';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { plural } from '../../components/format';
@@ -11,6 +12,7 @@ import { when } from '../../components/Page';
 import { formatLabels } from '../nodes/labels';
 import { usePreview, useStartPreview, useStopPreview } from './hooks';
 import {
+  conflictChange,
   count,
   defaultPreviewDuration,
   durationError,
@@ -26,7 +28,8 @@ import {
   type Rate,
 } from './preview';
 
-const stateColor: Record<string, string> = { running: 'blue', done: 'gray', stopped: 'gray' };
+// Shades dark enough for white text (WCAG AA, checked with axe).
+const stateColor: Record<string, string> = { running: 'blue.8', done: 'gray.7', stopped: 'gray.7' };
 
 /** useNow is the time, updated every second while on. */
 function useNow(on: boolean): number {
@@ -39,6 +42,9 @@ function useNow(on: boolean): number {
   return now;
 }
 
+// Input descriptions a shade darker than Mantine's dimmed (WCAG AA contrast).
+const readable = { description: { color: 'var(--mantine-color-gray-7)' } };
+
 function PreviewForm({ ns, id, restart }: { ns: string; id: number; restart: boolean }) {
   const start = useStartPreview(ns, id);
   const [duration, setDuration] = useState(defaultPreviewDuration);
@@ -47,6 +53,7 @@ function PreviewForm({ ns, id, restart }: { ns: string; id: number; restart: boo
   const sel = previewSelector(selText);
   const server = fieldErrors(start.error);
   const ok = !dErr && !sel.error;
+  const blocking = conflictChange(start.error);
   const submit = (e: FormEvent) => {
     e.preventDefault();
     if (!ok) return;
@@ -65,6 +72,7 @@ function PreviewForm({ ns, id, restart }: { ns: string; id: number; restart: boo
               start.reset();
             }}
             error={dErr ?? server.duration}
+            styles={readable}
             w={220}
             required
           />
@@ -78,12 +86,18 @@ function PreviewForm({ ns, id, restart }: { ns: string; id: number; restart: boo
               start.reset();
             }}
             error={sel.error ?? server.selector}
+            styles={readable}
             w={{ base: '100%', xs: 360 }}
           />
         </Group>
         <ErrorAlert error={start.error} title={startErrorTitle(start.error)} />
+        {blocking !== undefined && (
+          <Anchor component={Link} to={`/namespaces/${ns}/changes/${blocking}`} size="sm">
+            Open change #{blocking} to see or stop its preview
+          </Anchor>
+        )}
         <Group>
-          <Button type="submit" disabled={!ok} loading={start.isPending}>
+          <Button type="submit" color="blue.8" disabled={!ok} loading={start.isPending}>
             {restart ? 'Preview on live traffic again' : 'Preview on live traffic'}
           </Button>
         </Group>
@@ -96,10 +110,10 @@ function RateCell({ r, label, strong }: { r: Rate; label: string; strong?: boole
   return (
     <Table.Td role="cell" data-label={label}>
       <div>
-        <Text size="sm" fw={strong ? 700 : undefined} c={strong ? 'red.8' : undefined} span>
+        <Text size="sm" fw={strong ? 700 : undefined} c={strong ? 'red.9' : undefined} span>
           {pct(r.rate)}
         </Text>
-        <Text size="xs" c="dimmed">
+        <Text size="xs" c="gray.7">
           {r.requests > 0 ? `${count(r.rejected)} of ${count(r.requests)}` : 'no requests'}
           {r.shadow > 0 ? `; ${count(r.shadow)} shadow` : ''}
         </Text>
@@ -121,8 +135,8 @@ function PreviewTable({ rows }: { rows: PreviewRow[] }) {
       <Table.Thead role="rowgroup">
         <Table.Tr role="row">
           <Table.Th role="columnheader">Rule</Table.Th>
-          <Table.Th role="columnheader">Today rejects</Table.Th>
-          <Table.Th role="columnheader">If approved</Table.Th>
+          <Table.Th role="columnheader">Rejected today</Table.Th>
+          <Table.Th role="columnheader">Rejected if approved</Table.Th>
           <Table.Th role="columnheader">Clients affected</Table.Th>
           <Table.Th role="columnheader">Top rejected keys</Table.Th>
         </Table.Tr>
@@ -136,28 +150,32 @@ function PreviewTable({ rows }: { rows: PreviewRow[] }) {
                   <Text size="sm" ff="monospace" style={{ wordBreak: 'break-all' }}>
                     {r.rule}
                   </Text>
-                  {r.kind !== 'limit' && <Badge variant="light">{r.kind}</Badge>}
+                  {r.kind !== 'limit' && (
+                    <Badge variant="outline" color="blue.9">
+                      {r.kind}
+                    </Badge>
+                  )}
                   {r.approximate && (
-                    <Badge variant="light" color="yellow" title="A cluster limit: each node judged it alone, its rate divided by the live nodes">
+                    <Badge variant="light" color="yellow" c="dark.7" title="A cluster limit: each node judged it alone, its rate divided by the live nodes">
                       ≈ approximate
                     </Badge>
                   )}
                 </Group>
                 {r.extras.map((x) => (
-                  <Text key={x} size="xs" c="dimmed">
+                  <Text key={x} size="xs" c="gray.7">
                     {x}
                   </Text>
                 ))}
               </div>
             </Table.Td>
-            <RateCell r={r.live} label="Today rejects" />
+            <RateCell r={r.live} label="Rejected today" />
             <RateCell r={r.preview} label="If approved" strong={r.worse} />
             <Table.Td role="cell" data-label="Clients affected">
               <Text size="sm">{affected(r)}</Text>
             </Table.Td>
             <Table.Td role="cell" data-label="Top rejected keys">
               {r.topKeys.length === 0 ? (
-                <Text size="sm" c="dimmed">
+                <Text size="sm" c="gray.7">
                   none
                 </Text>
               ) : (
@@ -168,16 +186,16 @@ function PreviewTable({ rows }: { rows: PreviewRow[] }) {
                         {k.key}
                       </Text>{' '}
                       {k.info.hashed && (
-                        <Badge size="xs" variant="outline" color="gray" title="Header, query, cookie and claim values are shown as a hash of the value, as in the decision log">
+                        <Badge size="xs" variant="outline" color="gray.7" title="Header, query, cookie and claim values are shown as a hash of the value, as in the decision log">
                           hashed
                         </Badge>
                       )}{' '}
                       {k.info.truncated && (
-                        <Badge size="xs" variant="outline" color="gray" title="Cut to 64 bytes; the end is a hash of the whole key">
+                        <Badge size="xs" variant="outline" color="gray.7" title="Cut to 64 bytes; the end is a hash of the whole key">
                           truncated
                         </Badge>
                       )}{' '}
-                      <Text span size="xs" c="dimmed">
+                      <Text span size="xs" c="gray.7">
                         × {count(k.rejected)}
                       </Text>
                     </List.Item>
@@ -205,7 +223,7 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
   return (
     <Stack gap="xs">
       <Group gap="sm" wrap="wrap" align="center">
-        <Badge color={stateColor[p.state] ?? 'gray'}>{p.state}</Badge>
+        <Badge color={stateColor[p.state] ?? 'gray.7'}>{p.state}</Badge>
         <Text size="sm">
           On {where(p)}, started by {p.by} {when(p.since)};{' '}
           {p.nodes.length > 0 ? `reported by ${plural(p.nodes.length, 'node')} (${p.nodes.join(', ')})` : 'no node has reported it yet'}.
@@ -216,7 +234,7 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
           </Text>
         )}
         {canEdit && running && (
-          <Button size="xs" color="red" variant="light" onClick={() => stop.mutate()} loading={stop.isPending}>
+          <Button size="xs" color="red.9" variant="outline" onClick={() => stop.mutate()} loading={stop.isPending}>
             Stop preview
           </Button>
         )}
@@ -237,8 +255,8 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
       <div aria-live="polite" aria-relevant="text" style={{ overflowX: 'auto' }}>
         <PreviewTable rows={rows} />
       </div>
-      <Text size="xs" c="dimmed">
-        Today: the live rule of that id since each node started. If approved: the change&apos;s rule since the preview started, decided in shadow (nothing was rejected).
+      <Text size="xs" c="gray.7">
+        Rejected today: the live rule of that id, since each node started. If approved: the change&apos;s rule since the preview started, decided in shadow (nothing was rejected).
         {' '}Clients affected counts the distinct keys among the most rejected ones the nodes report (sampled, at most 5 a node), so it is a lower bound.
         {p.approximate ? ' ≈ approximate: a cluster limit is judged by each node alone, its rate divided by the live nodes.' : ''}
       </Text>
@@ -258,14 +276,14 @@ export function PreviewSection({ ns, id, limits, previewable, canEdit }: { ns: s
         <Title order={2} size="h4">
           Preview on live traffic
         </Title>
-        <Text size="sm" c="dimmed">
+        <Text size="sm" c="gray.7">
           The nodes decide every request again under this change&apos;s limits, in shadow after the live decision: nothing is rejected and nothing changes for clients.
         </Text>
         <ErrorAlert error={q.error} title="The preview could not be read" />
         {p && <PreviewFigures ns={ns} id={id} p={p} limits={limits} canEdit={canEdit} />}
         {canEdit && previewable && !running && !q.isPending && <PreviewForm ns={ns} id={id} restart={!!p} />}
         {!canEdit && !p && q.data === null && (
-          <Text size="sm" c="dimmed">
+          <Text size="sm" c="gray.7">
             Not previewed. An editor can run it on live traffic before it is approved.
           </Text>
         )}
@@ -281,7 +299,7 @@ export function PreviewSummary({ ns, id, limits }: { ns: string; id: number; lim
   if (q.isPending || q.error) return null;
   if (!p)
     return (
-      <Text size="sm" c="dimmed">
+      <Text size="sm" c="gray.7">
         This change was not previewed on live traffic.
       </Text>
     );
@@ -295,7 +313,7 @@ export function PreviewSummary({ ns, id, limits }: { ns: string; id: number; lim
       : `ended ${when(p.until)}`;
   return (
     <section aria-label="Preview summary">
-      <Alert color={worse.length > 0 ? 'orange' : 'blue'} title={`Preview on live traffic (${status})`} role="note">
+      <Alert color={worse.length > 0 ? 'orange' : 'blue'} title={`Preview on live traffic (${status})`} role="note" styles={{ title: { color: 'var(--mantine-color-black)' } }}>
         {p.nodes.length === 0 && !p.kept ? (
           <Text size="sm">{p.state === 'running' ? 'No node has reported it yet.' : 'The nodes no longer report its figures.'}</Text>
         ) : worse.length === 0 ? (

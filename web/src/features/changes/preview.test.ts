@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, type Limit, type Preview } from '../../api/client';
-import { durationError, fieldErrors, keepLast, keyInfo, nounOf, pct, previewRows, previewSelector, startErrorTitle, summaryLine, timeLeft } from './preview';
+import { conflictChange, durationError, fieldErrors, keepLast, keyInfo, nounOf, pct, previewRows, previewSelector, startErrorTitle, summaryLine, timeLeft } from './preview';
 
 const base: Preview = {
   change: 7,
@@ -51,6 +51,10 @@ describe('server refusals', () => {
   it('titles a conflict', () => expect(startErrorTitle(new ApiError(409, { type: 'about:blank', title: 'conflict', status: 409, code: 'ECONFLICT' }))).toBe('The preview did not start: conflict'));
   it('titles a refusal', () => expect(startErrorTitle(new ApiError(403, { type: 'about:blank', title: 'forbidden', status: 403, code: 'EFORBIDDEN' }))).toBe('The preview did not start: not allowed'));
   it('ignores other errors', () => expect(fieldErrors(new Error('x'))).toEqual({}));
+  it('names the change whose preview blocks a start', () =>
+    expect(conflictChange(new ApiError(409, { type: 'about:blank', title: 'conflict', status: 409, code: 'ECONFLICT', detail: 'change 6 of namespace "shop" is being previewed until 2026-12-04T22:39:23Z; stop it first' }))).toBe(6));
+  it('no change for other conflicts', () =>
+    expect(conflictChange(new ApiError(409, { type: 'about:blank', title: 'conflict', status: 409, code: 'ECONFLICT', detail: 'change 6 is published: only an open or approved change is previewed' }))).toBeUndefined());
 });
 
 describe('pct', () => {

@@ -66,6 +66,13 @@ export function startErrorTitle(e: unknown): string {
   }
 }
 
+/** conflictChange is the change whose preview blocks a start (a 409 names it), or undefined. */
+export function conflictChange(e: unknown): number | undefined {
+  if (!(e instanceof ApiError) || e.status !== 409) return undefined;
+  const m = /^change (\d+) of namespace .* is being previewed/.exec(e.message);
+  return m ? Number(m[1]) : undefined;
+}
+
 type Counts = { allowed?: number; rejected?: number; shadowRejected?: number };
 
 /** Rate is a side's decisions: requests, rejections, shadow rejections and the reject share (null without requests). */
