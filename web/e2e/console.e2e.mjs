@@ -43,6 +43,23 @@ async function until(what, f, ms = 20_000) {
   }
 }
 
+// settled waits until page's layout has stopped moving after a viewport
+// change (the navigation slides away below 768 px) and fits its width.
+async function settled(page) {
+  let last = '';
+  await until(
+    'the layout to settle at the new width',
+    async () => {
+      /* global window -- runs in the page */
+      const now = await page.evaluate(() => JSON.stringify([document.querySelector('main')?.getBoundingClientRect().left, document.querySelector('nav')?.getBoundingClientRect().right, document.documentElement.scrollWidth <= window.innerWidth]));
+      const ok = now === last && now.endsWith('true]');
+      last = now;
+      return ok;
+    },
+    5_000,
+  );
+}
+
 // approve approves the open change on page a: a flagged change needs every
 // flag confirmed first (one checkbox per flag), and Approve waits for that.
 async function approve(a) {
@@ -732,6 +749,7 @@ async function main() {
       for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
         await a.setViewportSize(viewport);
         await a.getByRole('table', { name: 'Preview figures per rule' }).getByText('hashed').first().waitFor();
+        await settled(a);
         await a.screenshot({ path: join(shots, `preview-${name}.png`), fullPage: true });
       }
       await a.setViewportSize({ width: 1280, height: 800 });
