@@ -43,6 +43,23 @@ async function until(what, f, ms = 20_000) {
   }
 }
 
+// settled waits until page's layout has stopped moving after a viewport
+// change (the navigation slides away below 768 px) and fits its width.
+async function settled(page) {
+  let last = '';
+  await until(
+    'the layout to settle at the new width',
+    async () => {
+      /* global window -- runs in the page */
+      const now = await page.evaluate(() => JSON.stringify([document.querySelector('main')?.getBoundingClientRect().left, document.querySelector('nav')?.getBoundingClientRect().right, document.documentElement.scrollWidth <= window.innerWidth]));
+      const ok = now === last && now.endsWith('true]');
+      last = now;
+      return ok;
+    },
+    5_000,
+  );
+}
+
 // approve approves the open change on page a: a flagged change needs every
 // flag confirmed first (one checkbox per flag), and Approve waits for that.
 async function approve(a) {
@@ -80,6 +97,8 @@ async function main() {
   const browser = await chromium.launch({ executablePath, args: chromiumArgs, headless: true });
   const { admin: base, password: pw } = stack;
   let changeId;
+  // The second gateway (pool=main), started by the canary step.
+  let mainNode;
   try {
     const editor = await signIn(browser, base, 'editor', pw.editor);
     const approver = await signIn(browser, base, 'approver', pw.approver);
@@ -605,6 +624,7 @@ async function main() {
     await step('a canary that rejects everything on its node is judged live on the canary page and aborted by sluice within a window', async () => {
       const a = approver.page;
       const base = await stack.startGateway('gw-base', 'pool=main');
+      mainNode = base;
       const ed = await new Api(stack.admin).login('editor', pw.editor);
       const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
       const rs = d.data;
@@ -658,6 +678,87 @@ async function main() {
       }
       const audit = (await stack.api.ok('GET', '/api/v1/audit?actor=sluice')).data.items ?? [];
       assert.ok(audit.some((e) => e.action === 'canary.abort'), `the abort is audited with actor sluice: ${JSON.stringify(audit.map((e) => e.action))}`);
+    });
+
+    await step('editor previews a change on live traffic from two nodes; the approver sees the summary; Stop ends it (screenshots at 1440 px and 390 px)', async () => {
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      // The change: the live rules (orders-limit; nothing limits the catalog route), orders-limit tightened,
+      // and a new cluster-scope limit per X-User on the catalog.
+      const rs = structuredClone(d.data);
+      rs.limits = (await ed.ok('GET', `/api/v1/namespaces/shop/versions/${await gatewayVersion(stack.gwAdmin)}`)).data.limits;
+      rs.limits[0].rate = 10;
+      rs.limits.push({ id: 'catalog-per-user', routes: ['catalog'], key: ['header:X-User'], algorithm: 'fixed_window', rate: 5, period: '1m', scope: 'cluster' });
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'limit the catalog' })).data.id;
+      const back = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', d.data, { 'If-Match': back.headers.get('etag') });
+      // Another change's preview runs: a namespace has one at a time (409).
+      const other = (await ed.ok('GET', '/api/v1/namespaces/shop/changes?state=approved')).data.items.find((c) => c.title === 'rate 7 at the peak').id;
+      await ed.ok('POST', `/api/v1/namespaces/shop/changes/${other}/preview`, { duration: '5m' });
+
+      await p.setViewportSize({ width: 1440, height: 900 });
+      await p.goto(`/namespaces/shop/changes/${id}`);
+      const section = p.getByRole('region', { name: 'Preview on live traffic', exact: true });
+      const form = section.getByRole('form', { name: 'Start a preview' });
+      const duration = form.getByLabel('Duration');
+      const go = form.getByRole('button', { name: 'Preview on live traffic' });
+      assert.equal(await duration.inputValue(), '10m', 'ten minutes by default');
+      await duration.fill('45m');
+      await form.getByText('At most 30m (45m is longer).').waitFor();
+      assert.ok(await go.isDisabled(), 'a preview over 30 minutes is not sent');
+      await duration.fill('10m');
+      await form.getByLabel('Node selector').fill('pool=');
+      await form.getByText(/^Label value "" of pool must be/).waitFor();
+      await form.getByLabel('Node selector').fill('');
+      // The keyboard alone starts it: Enter in the duration field.
+      await duration.press('Enter');
+      await form.getByRole('alert').filter({ hasText: 'The preview did not start: conflict' }).getByText(`change ${other} of namespace "shop" is being previewed until`).waitFor();
+      assert.equal(await form.getByRole('link', { name: `Open change #${other} to see or stop its preview` }).getAttribute('href'), `/namespaces/shop/changes/${other}`);
+      await ed.ok('DELETE', `/api/v1/namespaces/shop/changes/${other}/preview`);
+      await go.click();
+      const figures = section.getByRole('table', { name: 'Preview figures per rule' });
+      const row = (rule) => figures.getByRole('row', { name: `limit ${rule}` });
+      await row('catalog-per-user').getByText('≈ approximate').waitFor();
+      assert.equal(await section.locator('[aria-live="polite"]').getByRole('table').count(), 1, 'the refreshing table is a polite live region');
+      await section.getByText(/^(9 min \d+ s|10 min 0 s) left$/).waitFor();
+      await section.getByText('reported by 2 nodes (gw-base, gw-e2e)').waitFor();
+
+      // Catalog traffic on both nodes: no live limit rejects it; the preview's would (5 a minute per user
+      // over the cluster: 3 a node, each node judging alone; 13 alice and 7 bob a node).
+      const statuses = await Promise.all(
+        [stack.gateway, mainNode.gateway].flatMap((g) =>
+          Array.from({ length: 20 }, (_, j) => fetch(`${g}/catalog/${j}`, { headers: { 'X-User': j % 3 ? 'alice' : 'bob' } }).then(async (r) => (await r.arrayBuffer(), r.status))),
+        ),
+      );
+      assert.deepEqual(new Set(statuses), new Set([200]), 'the preview rejects nothing live');
+      const share = async (rule) => Number(((await row(rule).getByRole('cell').nth(2).textContent()) ?? '').match(/^([\d.]+)\u00a0%/)?.[1] ?? -1);
+      await until('the preview figures of both nodes', async () => (await share('catalog-per-user')) >= 50, 20_000).catch(async (e) => {
+        throw new Error(`${e.message}; the API answers ${JSON.stringify((await ed.call('GET', `/api/v1/namespaces/shop/changes/${id}/preview`)).data)}`);
+      });
+      await row('catalog-per-user').getByText('hashed').first().waitFor();
+      await row('catalog-per-user').getByText(/^header:X-User=#[0-9a-f]{24}$/).first().waitFor();
+      await row('catalog-per-user').getByText('no requests').waitFor();
+      // The approver's review box says what approving would do.
+      const a = approver.page;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      const summary = a.getByRole('region', { name: 'Review' }).getByRole('region', { name: 'Preview summary' });
+      await summary.getByText(/^Preview on live traffic \(running on 2 nodes\)$/).waitFor();
+      await summary.getByText(/^If approved: limit catalog-per-user would reject \d+\.\d\u00a0% of requests from at least [12] keys?; today no live requests reached a rule of that id\. \(approximate/).waitFor();
+      // The approver's page, with the table and the review box.
+      for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
+        await a.setViewportSize(viewport);
+        await a.getByRole('table', { name: 'Preview figures per rule' }).getByText('hashed').first().waitFor();
+        await settled(a);
+        await a.screenshot({ path: join(shots, `preview-${name}.png`), fullPage: true });
+      }
+      await a.setViewportSize({ width: 1280, height: 800 });
+
+      await section.getByRole('button', { name: 'Stop preview' }).click();
+      await section.getByText('stopped', { exact: true }).waitFor();
+      await section.getByText(/^The preview was stopped\. These are the figures this page last saw/).waitFor();
+      await form.getByRole('button', { name: 'Preview on live traffic again' }).waitFor();
+      assert.equal((await ed.call('GET', `/api/v1/namespaces/shop/changes/${id}/preview`)).status, 404);
     });
 
     await step('editor adds an identity and a tiered limit through the form and saves them (screenshots at 1440 px and 390 px)', async () => {

@@ -17,6 +17,7 @@ export type Namespace = Schemas['Namespace'];
 export type AuditEvent = Schemas['AuditEvent'];
 export type Token = Schemas['Token'];
 export type Node = Schemas['Node'];
+export type Preview = Schemas['Preview'];
 export type Problem = Schemas['Problem'];
 export type FieldError = NonNullable<Problem['errors']>[number];
 

@@ -8,6 +8,7 @@ export const keys = {
   draftCheck: (ns: string, doc: number) => ['namespaces', ns, 'draftCheck', doc] as const,
   changes: (ns: string, state?: string) => ['namespaces', ns, 'changes', 'list', state ?? 'all'] as const,
   change: (ns: string, id: number) => ['namespaces', ns, 'changes', id] as const,
+  preview: (ns: string, id: number) => ['namespaces', ns, 'changes', id, 'preview'] as const,
   versions: (ns: string) => ['namespaces', ns, 'versions', 'list'] as const,
   version: (ns: string, n: number) => ['namespaces', ns, 'versions', n] as const,
   versionDiff: (ns: string, a: number, b: number) => ['namespaces', ns, 'versions', a, 'diff', b] as const,

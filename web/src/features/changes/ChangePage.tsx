@@ -1,7 +1,7 @@
 import { Alert, Anchor, Badge, Button, Checkbox, Group, List, Paper, Stack, Text, Textarea, TextInput, Title, Tooltip } from '@mantine/core';
 import { useEffect, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
-import type { Change } from '../../api/client';
+import type { Change, Limit } from '../../api/client';
 import { preloadEditor, MergeDiff } from '../../components/code';
 import { plural } from '../../components/format';
 import { ErrorAlert } from '../../components/ErrorAlert';
@@ -14,6 +14,7 @@ import { useRollout, useVersionDoc, useVersions } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
 import { useChange, useChangeAction, usePublish, useUnschedule } from './hooks';
+import { PreviewSection, PreviewSummary } from './PreviewPanel';
 import { summarize, warningsOf } from './summary';
 import { WarningList } from './WarningList';
 
@@ -101,6 +102,9 @@ export function ChangePage() {
   // A datetime-local value is local time; the API takes RFC 3339.
   const scheduleAt = publishAt ? new Date(publishAt) : undefined;
   const scheduleValid = scheduleAt !== undefined && !Number.isNaN(scheduleAt.getTime());
+  // The change's limits (scope, key) for the preview's figures.
+  const limits = (view.after as { limits?: Limit[] } | undefined)?.limits;
+  const previewable = c.state === 'open' || c.state === 'approved';
 
   return (
     <Page
@@ -160,6 +164,8 @@ export function ChangePage() {
         )}
       </Paper>
 
+      <PreviewSection ns={ns} id={id} limits={limits} previewable={previewable} canEdit={allows(me.data?.role, 'editor')} />
+
       <Stack gap="xs">
         <Title order={2} size="h4">
           YAML diff
@@ -199,6 +205,7 @@ export function ChangePage() {
             <Title order={2} size="h4">
               Review
             </Title>
+            <PreviewSummary ns={ns} id={id} limits={limits} />
             {warnings.length > 0 && c.state === 'open' && (
               <Alert color="orange" title={`This change has ${plural(warnings.length, 'risk flag')}: confirm each to approve`}>
                 <Stack gap={6}>

@@ -1,6 +1,8 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { client, unwrap } from '../../api/client';
+import { ApiError, asProblem, client, unwrap } from '../../api/client';
 import { keys } from '../../api/keys';
+import type { Selector } from '../nodes/labels';
+import { keepLast, previewRefreshMs, type PreviewView } from './preview';
 
 type State = 'open' | 'approved' | 'rejected' | 'published';
 
@@ -43,7 +45,10 @@ export function useChangeAction(ns: string, id: number) {
     },
     onSuccess: (c) => {
       qc.setQueryData(keys.change(ns, id), c);
-      return qc.invalidateQueries({ queryKey: keys.namespace(ns) });
+      // Not awaited: the page shows the answer (and clears the sent
+      // comment) at once, not after every view of the namespace (the
+      // preview among them) has been fetched again.
+      void qc.invalidateQueries({ queryKey: keys.namespace(ns) });
     },
   });
 }
@@ -69,5 +74,44 @@ export function useUnschedule(ns: string, id: number) {
       qc.setQueryData(keys.change(ns, id), c);
       return qc.invalidateQueries({ queryKey: keys.namespace(ns) });
     },
+  });
+}
+
+/**
+ * usePreview is the change's preview on live traffic with the nodes'
+ * figures, or null when it has none (the API's 404); fetched again every
+ * few seconds while it runs. The last figures seen are kept once the nodes
+ * stop reporting it (keepLast).
+ */
+export function usePreview(ns: string, id: number) {
+  const qc = useQueryClient();
+  const key = keys.preview(ns, id);
+  return useQuery({
+    queryKey: key,
+    queryFn: async (): Promise<PreviewView | null> => {
+      const { data, error, response } = await client.GET('/api/v1/namespaces/{ns}/changes/{id}/preview', { params: { path: { ns, id } } });
+      if (!response.ok && response.status !== 404) throw new ApiError(response.status, asProblem(response.status, error));
+      return keepLast(qc.getQueryData<PreviewView | null>(key), response.status === 404 ? null : (data ?? null), new Date().toISOString());
+    },
+    refetchInterval: (q) => (q.state.data?.state === 'running' ? previewRefreshMs : false),
+  });
+}
+
+/** useStartPreview starts (or, for the same change, restarts) the change's preview for duration on the nodes selector matches (empty: every node). */
+export function useStartPreview(ns: string, id: number) {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: ({ duration, selector }: { duration: string; selector: Selector }) =>
+      unwrap(client.POST('/api/v1/namespaces/{ns}/changes/{id}/preview', { params: { path: { ns, id } }, body: { duration, ...(Object.keys(selector).length > 0 ? { selector } : {}) } })),
+    onSuccess: (p) => qc.setQueryData<PreviewView | null>(keys.preview(ns, id), p),
+  });
+}
+
+/** useStopPreview stops the change's preview; the figures last seen stay on the page. */
+export function useStopPreview(ns: string, id: number) {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: () => unwrap(client.DELETE('/api/v1/namespaces/{ns}/changes/{id}/preview', { params: { path: { ns, id } } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: keys.preview(ns, id) }),
   });
 }
