@@ -13,7 +13,10 @@ type PreviewState string
 // Preview states.
 const (
 	PreviewRunning PreviewState = "running"
-	PreviewDone    PreviewState = "done" // its end has passed; nodes dropped it
+	PreviewDone    PreviewState = "done" // its end has passed; nodes dropped it, the sweep has not yet kept its figures
+	// PreviewFinished: it was stopped (DELETE, expiry, its change ended or
+	// edited); the figures are those kept when it stopped.
+	PreviewFinished PreviewState = "finished"
 )
 
 // Reasons a preview ends with its change (PreviewService.EndPreview; the
@@ -21,7 +24,9 @@ const (
 const (
 	PreviewEndPublished = "published" // the change became a version
 	PreviewEndRejected  = "rejected"
-	PreviewEndEdited    = "edited" // reopened (rebased: a new base, a fresh approval), or its rules are not the preview's
+	PreviewEndEdited    = "edited"  // reopened (rebased: a new base, a fresh approval), or its rules are not the preview's
+	PreviewEndStopped   = "stopped" // DELETE …/preview
+	PreviewEndExpired   = "expired" // its until passed (noticed by the sweep)
 )
 
 // PreviewSpec is a request to preview a change on live traffic: for
@@ -50,6 +55,11 @@ type Preview struct {
 	// node alone (its rate divided by the live nodes).
 	Approximate bool          `json:"approximate"`
 	Rules       []PreviewRule `json:"rules"`
+	// EndedAt and Reason (a PreviewEnd* constant, or the change's state
+	// when the sweep found it neither open nor approved) are set once the
+	// preview finished.
+	EndedAt *time.Time `json:"endedAt,omitempty"`
+	Reason  string     `json:"reason,omitempty"`
 }
 
 // PreviewRule is one limit or degrade plan of the previewed change (Kind
@@ -61,6 +71,19 @@ type PreviewRule struct {
 	Live    PreviewCounts    `json:"live"`
 	Preview PreviewCounts    `json:"preview"`
 	TopKeys []api.PreviewKey `json:"topKeys"`
+	// ClientsAffected is the distinct keys the preview rejected, summed
+	// over nodes (a limit; nil for a degrade plan or when no node reported
+	// it).
+	ClientsAffected *PreviewClients `json:"clientsAffected,omitempty"`
+}
+
+// PreviewClients is a limit's distinct rejected keys summed over nodes.
+// Approximate: more than one node rejected keys (a client may hit several
+// nodes, so the sum may count it more than once) or some node reached its
+// cap (api.MaxPreviewClients) and stopped counting.
+type PreviewClients struct {
+	Count       int64 `json:"count"`
+	Approximate bool  `json:"approximate"`
 }
 
 // PreviewCounts are a limit's decisions, or a degrade plan's sheds, summed
@@ -80,8 +103,10 @@ type PreviewCounts struct {
 // namespace's preview value (at most one per namespace: EPREVIEWCONFLICT,
 // ECONFLICT, while another change's runs), for an open or approved change
 // (ECONFLICT otherwise); FindPreview aggregates what the nodes reported
-// (ENOTFOUND when the change has no preview); StopPreview (editor and up;
-// audited) removes it, and the nodes drop it within a report interval.
+// of a running preview, else returns the change's finished one as kept
+// when it stopped (ENOTFOUND when the change never had one); StopPreview
+// (editor and up; audited) keeps its figures and removes it, and the nodes
+// drop it within a report interval.
 type PreviewService interface {
 	StartPreview(ctx context.Context, ns string, change int64, spec PreviewSpec) (*Preview, error)
 	FindPreview(ctx context.Context, ns string, change int64) (*Preview, error)
@@ -91,6 +116,18 @@ type PreviewService interface {
 	// audited with the reason, whoever the actor; it reports whether the
 	// namespace's preview was of change and was removed.
 	EndPreview(ctx context.Context, ns string, change int64, why string) (bool, error)
+}
+
+// PreviewResults keeps the figures of finished previews, one per change
+// (the latest).
+type PreviewResults interface {
+	// SavePreviewResult stores p (State PreviewFinished, EndedAt and
+	// Reason set) as the finished preview of change p.Change of ns,
+	// replacing an earlier one.
+	SavePreviewResult(ctx context.Context, ns string, p *Preview) error
+	// FindPreviewResult returns the finished preview of change; ENOTFOUND
+	// when it has none.
+	FindPreviewResult(ctx context.Context, ns string, change int64) (*Preview, error)
 }
 
 // ChangeDocuments reads a change's proposed rule set.

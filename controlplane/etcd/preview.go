@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,6 +33,10 @@ type PreviewService struct {
 		LiveNodes(ns string) []string
 		LastReport(ns, node string) (*api.Report, bool)
 	}
+	// Results keeps a preview's figures when it stops (DELETE, expiry,
+	// its change ended or edited), for FindPreview afterwards; nil keeps
+	// none (FindPreview then answers ENOTFOUND once the value is gone).
+	Results sluice.PreviewResults
 	// Signer signs the values written (the rule sets' key); nil writes
 	// unsigned values, which nodes with --trust-keys refuse.
 	Signer *api.Signer
@@ -40,6 +45,12 @@ type PreviewService struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	mu sync.Mutex
+	// seen is, by namespace, the last figures aggregated from at least one
+	// node's report: a preview that expired has left the nodes' reports by
+	// the time the sweep notices, so its kept figures are these.
+	seen map[string]*sluice.Preview
 }
 
 var _ sluice.PreviewService = (*PreviewService)(nil)
@@ -123,6 +134,13 @@ func (p *PreviewService) StartPreview(ctx context.Context, ns string, change int
 	if cur != nil && cur.Change != pv.Change && cur.Until.After(now) {
 		return nil, sluice.Errorf(sluice.ECONFLICT, "change %s of namespace %q is being previewed until %s; stop it first", cur.Change, ns, cur.Until.Format(time.RFC3339))
 	}
+	if cur != nil && cur.Change != pv.Change {
+		// Another change's preview expired and the sweep has not kept its
+		// figures yet: keep them before the value is replaced.
+		if err := p.keep(ctx, ns, cur, sluice.PreviewEndExpired); err != nil {
+			return nil, err
+		}
+	}
 	b := mustJSON(pv)
 	key := p.Keys.Preview(ns)
 	value := b
@@ -165,9 +183,55 @@ func (p *PreviewService) FindPreview(ctx context.Context, ns string, change int6
 		return nil, err
 	}
 	if cur == nil || cur.Change != strconv.FormatInt(change, 10) {
-		return nil, sluice.Errorf(sluice.ENOTFOUND, "change %d of namespace %q has no preview", change, ns)
+		if p.Results == nil {
+			return nil, sluice.Errorf(sluice.ENOTFOUND, "change %d of namespace %q has no preview", change, ns)
+		}
+		return p.Results.FindPreviewResult(ctx, ns, change)
 	}
-	return p.aggregate(ns, change, cur, p.now()), nil
+	return p.figures(ns, cur), nil
+}
+
+// figures aggregates cur's reports; once no live node carries cur any more
+// (it expired and the nodes dropped it), the last figures that had nodes.
+func (p *PreviewService) figures(ns string, cur *api.Preview) *sluice.Preview {
+	change, _ := strconv.ParseInt(cur.Change, 10, 64)
+	out := p.aggregate(ns, change, cur, p.now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(out.Nodes) > 0 {
+		if p.seen == nil {
+			p.seen = map[string]*sluice.Preview{}
+		}
+		p.seen[ns] = out
+		return out
+	}
+	if last := p.seen[ns]; last != nil && last.Change == change && last.Checksum == cur.Checksum && last.Since.Equal(cur.Since) {
+		c := *last
+		c.State = out.State
+		return &c
+	}
+	return out
+}
+
+// keep stores cur's figures as its change's finished preview, ended now
+// for why (nothing without Results). It is called before the value is
+// deleted, while the nodes still report it.
+func (p *PreviewService) keep(ctx context.Context, ns string, cur *api.Preview, why string) error {
+	if p.Results == nil {
+		return nil
+	}
+	f := p.figures(ns, cur)
+	now := p.now()
+	f.State, f.EndedAt, f.Reason = sluice.PreviewFinished, &now, why
+	if err := p.Results.SavePreviewResult(ctx, ns, f); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if last := p.seen[ns]; last != nil && last.Change == f.Change {
+		delete(p.seen, ns)
+	}
+	p.mu.Unlock()
+	return nil
 }
 
 // StopPreview removes change's preview; ENOTFOUND when the namespace's
@@ -183,6 +247,13 @@ func (p *PreviewService) StopPreview(ctx context.Context, ns string, change int6
 	}
 	if cur == nil || cur.Change != strconv.FormatInt(change, 10) {
 		return sluice.Errorf(sluice.ENOTFOUND, "change %d of namespace %q has no preview", change, ns)
+	}
+	why := sluice.PreviewEndStopped
+	if !cur.Until.After(p.now()) {
+		why = sluice.PreviewEndExpired
+	}
+	if err := p.keep(ctx, ns, cur, why); err != nil {
+		return err
 	}
 	key := p.Keys.Preview(ns)
 	cctx, cancel := p.ctx(ctx)
@@ -208,6 +279,9 @@ func (p *PreviewService) EndPreview(ctx context.Context, ns string, change int64
 	if err != nil || cur == nil || cur.Change != strconv.FormatInt(change, 10) {
 		return false, err
 	}
+	if err := p.keep(ctx, ns, cur, why); err != nil {
+		return false, err
+	}
 	key := p.Keys.Preview(ns)
 	cctx, cancel := p.ctx(ctx)
 	defer cancel()
@@ -228,7 +302,8 @@ const PreviewSweeperActor = "sluice"
 // EndStalePreview stops the namespace's preview when its change can no
 // longer be previewed as it was: published (whichever replica or the
 // scheduler published it), rejected, neither open nor approved, gone, or
-// holding other rules than the preview's (EndPreview, audited as
+// holding other rules than the preview's, or when its until has passed
+// (EndPreview, which keeps its figures; audited as
 // PreviewSweeperActor). The control plane calls it for every namespace
 // every few seconds (SweepPreviews), so a preview never outlives its
 // change by more than that even when the request that ended the change
@@ -257,7 +332,10 @@ func (p *PreviewService) EndStalePreview(ctx context.Context, ns string) (string
 		why = string(state)
 	case checksum != cur.Checksum:
 		why = sluice.PreviewEndEdited
+	case !cur.Until.After(p.now()):
+		why = sluice.PreviewEndExpired
 	default:
+		p.figures(ns, cur) // remembers the last figures, for when it expires
 		return "", nil
 	}
 	ctx = sluice.NewContextWithActor(ctx, sluice.Actor{User: &sluice.User{Username: PreviewSweeperActor, Role: sluice.RoleAdmin}, Role: sluice.RoleAdmin})

@@ -60,7 +60,8 @@ func TestPreviewEndpoints(t *testing.T) {
 	e := newEnv(t, envOptions{settings: func(s *sluicehttp.Settings) {
 		n := s.Nodes.(*etcd.NodeService)
 		keys = n.Keys
-		s.Previews = &etcd.PreviewService{Client: n.Client, Keys: n.Keys, Changes: s.Changes.(*postgres.ChangeService), Audit: s.Audit,
+		changes := s.Changes.(*postgres.ChangeService)
+		s.Previews = &etcd.PreviewService{Client: n.Client, Keys: n.Keys, Changes: changes, Results: changes, Audit: s.Audit,
 			Fleet: fleet, Signer: signer}
 	}})
 	admin, ed, _ := e.mustShop()
@@ -142,7 +143,19 @@ func TestPreviewEndpoints(t *testing.T) {
 	if res, err := e.etcd.Get(context.Background(), keys.Preview("shop")); err != nil || len(res.Kvs) != 0 {
 		t.Fatalf("preview key after DELETE: %v %v", res.Kvs, err)
 	}
-	ed.must(http.StatusNotFound, "GET", path, nil)
+	// GET answers the figures kept when it stopped, though the nodes
+	// dropped it.
+	fleet.mu.Lock()
+	clear(fleet.reports)
+	fleet.mu.Unlock()
+	var done sluice.Preview
+	viewer.must(http.StatusOK, "GET", path, nil).decode(t, &done)
+	if done.State != sluice.PreviewFinished || done.Reason != sluice.PreviewEndStopped || done.EndedAt == nil || done.EndedAt.Before(start) ||
+		fmt.Sprint(done.Nodes) != "[n1 n2]" || done.Selector["zone"] != "a" || !done.Since.Equal(p.Since) || len(done.Rules) != 2 ||
+		done.Rules[0].Preview != r.Preview || done.Rules[0].Live != r.Live || len(done.Rules[0].TopKeys) != 1 || done.Rules[1].Preview.Shed != 50 {
+		t.Fatalf("finished preview %+v", done)
+	}
+	ed.must(http.StatusNotFound, "DELETE", path, nil)
 	// The other change may be previewed now.
 	ed.must(http.StatusOK, "POST", fmt.Sprintf("/api/v1/namespaces/shop/changes/%d/preview", other.ID), map[string]string{"duration": "1m"})
 

@@ -39,7 +39,7 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 		n := s.Nodes.(*etcd.NodeService)
 		keys = n.Keys
 		changes = s.Changes.(*postgres.ChangeService)
-		previews = &etcd.PreviewService{Client: n.Client, Keys: n.Keys, Changes: changes, Audit: s.Audit,
+		previews = &etcd.PreviewService{Client: n.Client, Keys: n.Keys, Changes: changes, Results: changes, Audit: s.Audit,
 			Fleet: &fakeFleet{reports: map[string]*api.Report{}}, Signer: signer}
 		s.Previews = previews
 	}})
@@ -96,6 +96,16 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 		return out
 	}
 
+	// finished: GET answers the change's kept preview, ended for why.
+	finished := func(id int64, why string) {
+		t.Helper()
+		var p sluice.Preview
+		ed.must(http.StatusOK, "GET", fmt.Sprintf("%s/changes/%d/preview", base, id), nil).decode(t, &p)
+		if p.Change != id || p.State != sluice.PreviewFinished || p.Reason != why || p.EndedAt == nil || len(p.Rules) != 1 || p.Rules[0].Rule != "per-ip" {
+			t.Fatalf("finished preview of change %d: %+v, want reason %q", id, p, why)
+		}
+	}
+
 	// Rejected.
 	a := open(10)
 	preview(a)
@@ -103,6 +113,7 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 	if c := running(); c != "" {
 		t.Fatalf("after the rejection the preview of change %s runs", c)
 	}
+	finished(a, sluice.PreviewEndRejected)
 
 	// Edited: b goes stale (c is published), is previewed, then reopened
 	// (rebased). Publishing c stops nothing of b's.
@@ -118,6 +129,7 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 	if got := running(); got != "" {
 		t.Fatalf("after the reopen the preview of change %s runs", got)
 	}
+	finished(b, sluice.PreviewEndEdited)
 
 	// Published.
 	preview(b)
@@ -126,6 +138,7 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 	if got := running(); got != "" {
 		t.Fatalf("after the publication the preview of change %s runs", got)
 	}
+	finished(b, sluice.PreviewEndPublished) // the latest preview of b
 
 	// The sweep: an open change's preview stays; once the change is
 	// rejected by a path that does not stop it, the sweep does.
@@ -144,6 +157,8 @@ func TestPreviewEndsWithItsChange(t *testing.T) {
 	if why, err := previews.EndStalePreview(context.Background(), "shop"); err != nil || why != sluice.PreviewEndRejected || running() != "" {
 		t.Fatalf("sweep of a rejected change's preview: %q %v, running %q", why, err, running())
 	}
+	finished(d, sluice.PreviewEndRejected)
+	ed.must(http.StatusNotFound, "GET", fmt.Sprintf("%s/changes/%d/preview", base, c), nil) // never previewed
 
 	want := []string{"sluice:rejected", "ap:published", "ed:edited", "ap:rejected"} // newest first
 	if got := stops(); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -410,7 +410,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return sluice.DecodeDocument(v.Document)
 	}})
 	db.SetQuotaUsage(fleet.QuotaUsage)
-	previews := &etcd.PreviewService{Client: client, Keys: keys, Changes: changes, Audit: audit, Fleet: fleet,
+	previews := &etcd.PreviewService{Client: client, Keys: keys, Changes: changes, Results: changes, Audit: audit, Fleet: fleet,
 		Signer: signer, Logger: logger}
 	srv, err := sluicehttp.New(sluicehttp.Settings{
 		Stats:      fleet,
