@@ -105,7 +105,16 @@ type PreviewCounts struct {
 	Rejected       int64        `json:"rejected"`
 	ShadowRejected int64        `json:"shadowRejected,omitempty"`
 	TopKeys        []PreviewKey `json:"topKeys,omitempty"`
+	// Clients is the distinct keys the limit rejected (or shadow-rejected),
+	// counted exactly up to MaxPreviewClients; Saturated says the node
+	// reached the cap and stopped counting new keys.
+	Clients   int64 `json:"clients,omitempty"`
+	Saturated bool  `json:"saturated,omitempty"`
 }
+
+// MaxPreviewClients bounds the distinct rejected keys a node counts per
+// preview limit.
+const MaxPreviewClients = 10000
 
 // MaxPreviewReportKeys bounds the top keys of one PreviewReport, across its
 // limits (the keys rejected most are kept), so that a report with a preview
@@ -114,7 +123,8 @@ const MaxPreviewReportKeys = 64
 
 // check returns the problems of a preview report read from a node: a
 // change id and checksum of printable text at most 128 bytes, valid unique
-// rule ids, no negative count, key text of at most MaxPreviewKeyText bytes,
+// rule ids, no negative count, distinct clients at most the limit's
+// rejections and MaxPreviewClients (saturated only at the cap), key text of at most MaxPreviewKeyText bytes,
 // at most MaxPreviewReportKeys keys, and degrade levels 0 to 2.
 func (p *PreviewReport) check(path string) Errors {
 	var errs Errors
@@ -134,6 +144,12 @@ func (p *PreviewReport) check(path string) Errors {
 		seen[l.Rule] = true
 		if l.Allowed < 0 || l.Rejected < 0 || l.ShadowRejected < 0 {
 			bad(at, "counts must be >= 0")
+		}
+		if l.Clients < 0 || l.Clients > MaxPreviewClients || l.Clients > l.Rejected+l.ShadowRejected {
+			bad(at+".clients", fmt.Sprintf("must be 0 to %d and at most the limit's rejections", MaxPreviewClients))
+		}
+		if l.Saturated && l.Clients != MaxPreviewClients {
+			bad(at+".saturated", fmt.Sprintf("only at %d clients", MaxPreviewClients))
 		}
 		for j, k := range l.TopKeys {
 			keys++

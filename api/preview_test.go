@@ -13,7 +13,7 @@ func TestPreviewReportChecked(t *testing.T) {
 	now := time.Now()
 	base := func() *Report {
 		return &Report{NodeID: "n1", BootID: "b", Seq: 1, At: now, Preview: &PreviewReport{Change: "42", Checksum: "sha256:x",
-			Limits: []PreviewCounts{{Rule: "per-ip", Allowed: 1, Rejected: 2, TopKeys: []PreviewKey{{Key: "ip=192.0.2.1", Rejected: 2}}}}}}
+			Limits: []PreviewCounts{{Rule: "per-ip", Allowed: 1, Rejected: 2, Clients: 1, TopKeys: []PreviewKey{{Key: "ip=192.0.2.1", Rejected: 2}}}}}}
 	}
 	if errs := base().Check(now, 0); len(errs) != 0 {
 		t.Fatalf("valid report refused: %v", errs)
@@ -23,6 +23,12 @@ func TestPreviewReportChecked(t *testing.T) {
 	if errs := withDegrade.Check(now, 0); len(errs) != 0 {
 		t.Fatalf("valid report with a degrade refused: %v", errs)
 	}
+	saturated := base()
+	saturated.Preview.Limits[0].Rejected, saturated.Preview.Limits[0].ShadowRejected = MaxPreviewClients, 5
+	saturated.Preview.Limits[0].Clients, saturated.Preview.Limits[0].Saturated = MaxPreviewClients, true
+	if errs := saturated.Check(now, 0); len(errs) != 0 {
+		t.Fatalf("valid saturated report refused: %v", errs)
+	}
 	for _, tc := range []struct {
 		desc string
 		mod  func(*PreviewReport)
@@ -30,6 +36,12 @@ func TestPreviewReportChecked(t *testing.T) {
 	}{
 		{"long key", func(p *PreviewReport) { p.Limits[0].TopKeys[0].Key = strings.Repeat("k", MaxPreviewKeyText+1) }, "topKeys[0]"},
 		{"negative", func(p *PreviewReport) { p.Limits[0].Rejected = -1 }, "counts must be >= 0"},
+		{"more clients than rejections", func(p *PreviewReport) { p.Limits[0].Clients = 3 }, "limits[0].clients"},
+		{"clients over the cap", func(p *PreviewReport) {
+			p.Limits[0].Rejected, p.Limits[0].Clients = 2*MaxPreviewClients, MaxPreviewClients+1
+		}, "limits[0].clients"},
+		{"negative clients", func(p *PreviewReport) { p.Limits[0].Clients = -1 }, "limits[0].clients"},
+		{"saturated under the cap", func(p *PreviewReport) { p.Limits[0].Saturated = true }, "limits[0].saturated"},
 		{"no change", func(p *PreviewReport) { p.Change = "" }, "preview.change"},
 		{"too many keys", func(p *PreviewReport) {
 			for range MaxPreviewReportKeys {

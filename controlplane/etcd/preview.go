@@ -382,7 +382,9 @@ func (p *PreviewService) SweepPreviews(ctx context.Context, namespaces func(cont
 }
 
 // aggregate sums the reports of the live nodes that carry pv: per limit
-// its decisions, per degrade plan its sheds and highest level.
+// its decisions and distinct rejected keys (approximate once more than one
+// node rejected some, or a node saturated), per degrade plan its sheds and
+// highest level.
 func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now time.Time) *sluice.Preview {
 	out := &sluice.Preview{Change: change, Checksum: pv.Checksum, State: sluice.PreviewRunning, Since: pv.Since, Until: pv.Until,
 		By: pv.By, Selector: pv.Selector, Nodes: []string{}, Rules: []sluice.PreviewRule{}}
@@ -401,6 +403,7 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 		}
 	}
 	keys := map[string]map[string]int64{}
+	unknown, clientNodes := map[string]bool{}, map[string]int{}
 	if p.Fleet == nil {
 		return out
 	}
@@ -442,6 +445,17 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 				rule.Preview.Allowed += l.Allowed
 				rule.Preview.Rejected += l.Rejected
 				rule.Preview.ShadowRejected += l.ShadowRejected
+				switch {
+				case l.Clients == 0 && l.Rejected+l.ShadowRejected > 0:
+					unknown[rule.Rule] = true // a node that does not count clients
+				case l.Clients > 0:
+					if clientNodes[rule.Rule]++; rule.ClientsAffected == nil {
+						rule.ClientsAffected = &sluice.PreviewClients{}
+					}
+					rule.ClientsAffected.Count += l.Clients
+					// A client may hit several nodes; a saturated node stopped counting.
+					rule.ClientsAffected.Approximate = clientNodes[rule.Rule] > 1 || l.Saturated || rule.ClientsAffected.Approximate
+				}
 				for _, k := range l.TopKeys {
 					if keys[rule.Rule] == nil {
 						keys[rule.Rule] = map[string]int64{}
@@ -453,6 +467,12 @@ func (p *PreviewService) aggregate(ns string, change int64, pv *api.Preview, now
 	}
 	slices.Sort(out.Nodes)
 	for i := range out.Rules {
+		switch r := &out.Rules[i]; {
+		case r.Kind != "limit" || len(out.Nodes) == 0 || unknown[r.Rule]:
+			r.ClientsAffected = nil
+		case r.ClientsAffected == nil:
+			r.ClientsAffected = &sluice.PreviewClients{} // no node rejected anyone
+		}
 		for k, n := range keys[out.Rules[i].Rule] {
 			out.Rules[i].TopKeys = append(out.Rules[i].TopKeys, api.PreviewKey{Key: k, Rejected: n})
 		}

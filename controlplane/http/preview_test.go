@@ -114,7 +114,7 @@ func TestPreviewEndpoints(t *testing.T) {
 	mk := func(node string, change string, allowed, rejected int64, key string) *api.Report {
 		return &api.Report{NodeID: node, Limits: []api.LimitCounts{{Rule: "per-ip", Allowed: 1000, Rejected: 1}},
 			Degrades: []api.DegradeState{{Rule: "shed", Level: 0, Shed: 3}},
-			Preview: &api.PreviewReport{Change: change, Checksum: ch.Checksum, Limits: []api.PreviewCounts{{Rule: "per-ip", Allowed: allowed, Rejected: rejected,
+			Preview: &api.PreviewReport{Change: change, Checksum: ch.Checksum, Limits: []api.PreviewCounts{{Rule: "per-ip", Allowed: allowed, Rejected: rejected, Clients: rejected / 10,
 				TopKeys: []api.PreviewKey{{Key: key, Rejected: rejected}}}},
 				Degrades: []api.PreviewDegrade{{Rule: "shed", Level: int(allowed / 50), Shed: rejected}}}}
 	}
@@ -137,6 +137,11 @@ func TestPreviewEndpoints(t *testing.T) {
 		len(r.TopKeys) != 1 || r.TopKeys[0].Key != "ip=192.0.2.1" || r.TopKeys[0].Rejected != 50 {
 		t.Fatalf("aggregated rule %+v", r)
 	}
+	// Distinct clients: summed (4 + 1), approximate since two nodes rejected
+	// some (a client may hit both); a degrade plan has none.
+	if c := r.ClientsAffected; c == nil || c.Count != 5 || !c.Approximate || p.Rules[1].ClientsAffected != nil {
+		t.Fatalf("clients affected %+v, degrade's %+v", c, p.Rules[1].ClientsAffected)
+	}
 
 	viewer.must(http.StatusForbidden, "DELETE", path, nil)
 	ed.must(http.StatusNoContent, "DELETE", path, nil)
@@ -152,7 +157,7 @@ func TestPreviewEndpoints(t *testing.T) {
 	viewer.must(http.StatusOK, "GET", path, nil).decode(t, &done)
 	if done.State != sluice.PreviewFinished || done.Reason != sluice.PreviewEndStopped || done.EndedAt == nil || done.EndedAt.Before(start) ||
 		fmt.Sprint(done.Nodes) != "[n1 n2]" || done.Selector["zone"] != "a" || !done.Since.Equal(p.Since) || len(done.Rules) != 2 ||
-		done.Rules[0].Preview != r.Preview || done.Rules[0].Live != r.Live || len(done.Rules[0].TopKeys) != 1 || done.Rules[1].Preview.Shed != 50 {
+		done.Rules[0].Preview != r.Preview || done.Rules[0].Live != r.Live || *done.Rules[0].ClientsAffected != *r.ClientsAffected || len(done.Rules[0].TopKeys) != 1 || done.Rules[1].Preview.Shed != 50 {
 		t.Fatalf("finished preview %+v", done)
 	}
 	ed.must(http.StatusNotFound, "DELETE", path, nil)

@@ -19,7 +19,7 @@ import (
 // the nodes' reports (each node's timer drops it) before the sweep notices;
 // the sweep stops it (reason expired) and keeps the last figures it saw
 // from the nodes, which GET answers as finished. A change never previewed
-// is still 404.
+// is still 404. One node's distinct clients are exact.
 func TestPreviewKeepsExpiredFigures(t *testing.T) {
 	t.Parallel()
 	fleet := &fakeFleet{reports: map[string]*api.Report{}}
@@ -46,7 +46,7 @@ func TestPreviewKeepsExpiredFigures(t *testing.T) {
 
 	fleet.mu.Lock()
 	fleet.reports["n1"] = &api.Report{NodeID: "n1", Preview: &api.PreviewReport{Change: fmt.Sprint(ch.ID), Checksum: ch.Checksum,
-		Limits: []api.PreviewCounts{{Rule: "per-ip", Allowed: 90, Rejected: 30}}}}
+		Limits: []api.PreviewCounts{{Rule: "per-ip", Allowed: 90, Rejected: 30, Clients: 7}}}}
 	fleet.mu.Unlock()
 	if why, err := previews.EndStalePreview(context.Background(), "shop"); err != nil || why != "" {
 		t.Fatalf("sweep of a running preview: %q %v", why, err)
@@ -64,7 +64,8 @@ func TestPreviewKeepsExpiredFigures(t *testing.T) {
 	var p sluice.Preview
 	ed.must(http.StatusOK, "GET", path, nil).decode(t, &p)
 	if p.State != sluice.PreviewFinished || p.Reason != sluice.PreviewEndExpired || p.EndedAt == nil || !p.EndedAt.Equal(now()) ||
-		fmt.Sprint(p.Nodes) != "[n1]" || len(p.Rules) != 1 || p.Rules[0].Preview.Allowed != 90 || p.Rules[0].Preview.Rejected != 30 {
+		fmt.Sprint(p.Nodes) != "[n1]" || len(p.Rules) != 1 || p.Rules[0].Preview.Allowed != 90 || p.Rules[0].Preview.Rejected != 30 ||
+		p.Rules[0].ClientsAffected == nil || *p.Rules[0].ClientsAffected != (sluice.PreviewClients{Count: 7}) {
 		t.Fatalf("expired preview %+v", p)
 	}
 }

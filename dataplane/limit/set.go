@@ -63,6 +63,11 @@ type Options struct {
 	// Classes are the rule set's priority classes (classify.NewClasses), which
 	// limits with a reserve and decision logs refer to; nil means none.
 	Classes *classify.Classes
+	// Rejected, if set, is called on every rejection and shadow rejection
+	// (not rate-bounded like Logger) with the limit's id and the hash of
+	// the request's key (classify.Key.Hash): a preview counts the distinct
+	// keys it rejects. It runs on the request path: it must be fast.
+	Rejected func(rule string, key uint64)
 }
 
 // RequestInfo is what the integrator knows about a request before limits:
@@ -154,6 +159,7 @@ type Set struct {
 	wait   func(context.Context, time.Duration) error
 	logger *slog.Logger
 	logs   *Local // token bucket of log lines, carried across Sets
+	onRej  func(rule string, key uint64)
 	drops  prometheus.Counter
 	cls    *classify.Classes
 
@@ -186,7 +192,7 @@ type Chain struct {
 // node". On error nothing is started, the cluster limiters Compile made are
 // closed, and prev is untouched.
 func Compile(limits []api.Limit, prev *Set, opts Options) (*Set, error) {
-	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger, cls: opts.Classes}
+	s := &Set{now: opts.Now, wait: opts.Wait, logger: opts.Logger, cls: opts.Classes, onRej: opts.Rejected}
 	if s.now == nil {
 		s.now = Now
 	}
@@ -584,6 +590,13 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			}
 		}
 		if !d.Allowed {
+			if s.onRej != nil {
+				h := t.h
+				if ru.local == nil {
+					h = c.specs[c.keyIdx[i]].Hash(v)
+				}
+				s.onRej(ru.l.ID, h)
+			}
 			if ru.l.Shadow {
 				inc(m.shadow)
 				s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)

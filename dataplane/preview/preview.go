@@ -40,6 +40,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,6 +96,36 @@ type Preview struct {
 
 	mu  sync.Mutex
 	top map[string]map[string]int64 // rule → key text → sampled rejections
+
+	clients map[string]*keySet // rule → distinct rejected keys (built in New, read-only after)
+}
+
+// keySet counts distinct key hashes up to api.MaxPreviewClients; once full
+// it takes no lock.
+type keySet struct {
+	full atomic.Bool
+	mu   sync.Mutex
+	seen map[uint64]struct{}
+}
+
+func (k *keySet) add(h uint64) {
+	if k.full.Load() {
+		return
+	}
+	k.mu.Lock()
+	if len(k.seen) < api.MaxPreviewClients {
+		k.seen[h] = struct{}{}
+		if len(k.seen) == api.MaxPreviewClients {
+			k.full.Store(true)
+		}
+	}
+	k.mu.Unlock()
+}
+
+func (k *keySet) count() (int64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return int64(len(k.seen)), len(k.seen) >= api.MaxPreviewClients
 }
 
 type route struct {
@@ -108,7 +139,7 @@ type route struct {
 func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 	norm := v.Rules()
 	pv := &Preview{change: p.Change, checksum: p.Checksum, until: p.Until, since: time.Now(), rules: norm,
-		metrics: metrics.New(), top: map[string]map[string]int64{}, now: s.Now}
+		metrics: metrics.New(), top: map[string]map[string]int64{}, clients: map[string]*keySet{}, now: s.Now}
 	if pv.now == nil {
 		pv.now = limit.Now
 	}
@@ -133,6 +164,7 @@ func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 		if l.Scope == api.ScopeCluster {
 			pv.approximate = true
 		}
+		pv.clients[l.ID] = &keySet{seen: map[uint64]struct{}{}}
 	}
 	if pv.limits, err = limit.Compile(norm.Limits, nil, limit.Options{
 		Metrics: pv.metrics,
@@ -144,6 +176,11 @@ func New(p *api.Preview, v *api.Valid, s Settings) (_ *Preview, err error) {
 		Now:     s.Now,
 		Wait:    func(ctx context.Context, _ time.Duration) error { return nil }, // never hold the live request
 		Classes: pv.classes,
+		Rejected: func(rule string, key uint64) {
+			if k := pv.clients[rule]; k != nil {
+				k.add(key)
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("preview limits: %w", err)
 	}
@@ -306,6 +343,14 @@ func (p *Preview) Report() api.PreviewReport {
 			Allowed:        int64(decisions[l.ID+"/"+metrics.DecisionAllow]),
 			Rejected:       int64(decisions[l.ID+"/"+metrics.DecisionReject]),
 			ShadowRejected: int64(decisions[l.ID+"/"+metrics.DecisionShadowDeny])}
+		if k := p.clients[l.ID]; k != nil {
+			c.Clients, c.Saturated = k.count()
+			// The decision counters and the key set are read apart: a
+			// rejection between the two reads is in the set, not yet in
+			// the counts.
+			c.Clients = min(c.Clients, c.Rejected+c.ShadowRejected)
+			c.Saturated = c.Saturated && c.Clients == api.MaxPreviewClients
+		}
 		for k, n := range p.top[l.ID] {
 			c.TopKeys = append(c.TopKeys, api.PreviewKey{Key: k, Rejected: n})
 		}

@@ -124,11 +124,49 @@ func TestPreviewShadow(t *testing.T) {
 	if len(c.TopKeys) != 3 || !strings.HasPrefix(c.TopKeys[0].Key, "ip=") {
 		t.Fatalf("top keys %+v, want the 3 clients", c.TopKeys)
 	}
+	if c.Clients != 3 || c.Saturated {
+		t.Fatalf("preview counted %d distinct clients rejected (saturated %v), want 3", c.Clients, c.Saturated)
+	}
 	// Past its end, the preview observes nothing.
 	clock.Store(until.UnixNano())
 	traffic(live, lx)
 	if after := slot.Load().Report().Limits[0]; after.Allowed+after.Rejected != c.Allowed+c.Rejected {
 		t.Fatalf("preview past its end still counts: %+v, was %+v", after, c)
+	}
+}
+
+// TestPreviewClientsCapped: a preview counts every distinct key it
+// rejects, not only those its rate-bounded decision log samples, up to
+// api.MaxPreviewClients per limit; past it the count stays at the cap and
+// says it is saturated.
+func TestPreviewClientsCapped(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() int64 { return clock.Load() }
+	p := MustPreview(t, previewRules(1), time.Unix(0, clock.Load()).Add(time.Minute), preview.Settings{Now: now})
+	observe := func(clients int) {
+		for i := range clients {
+			ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+			for range 2 { // the second request of each client is rejected
+				v := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", Path: "/api/x", ClientIP: ip, ContentLength: -1}
+				v.SetHeader(http.Header{})
+				p.Observe(&v)
+			}
+		}
+	}
+	observe(500)
+	if c := p.Report().Limits[0]; c.Clients != 500 || c.Saturated || c.Rejected != 500 {
+		t.Fatalf("500 clients rejected once each: %+v", c)
+	}
+	observe(api.MaxPreviewClients + 100)
+	c := p.Report().Limits[0]
+	if c.Clients != api.MaxPreviewClients || !c.Saturated || c.Rejected <= api.MaxPreviewClients {
+		t.Fatalf("%d clients rejected: counted %d (saturated %v), %d rejections", api.MaxPreviewClients+100, c.Clients, c.Saturated, c.Rejected)
+	}
+	rep := p.Report()
+	if errs := (&api.Report{NodeID: "n1", BootID: "b", Seq: 1, At: time.Now(), Preview: &rep}).Check(time.Now(), 0); len(errs) != 0 {
+		t.Fatalf("the node's report is refused: %v", errs)
 	}
 }
 
