@@ -16,6 +16,7 @@ import {
   count,
   defaultPreviewDuration,
   durationError,
+  endedLine,
   fieldErrors,
   pct,
   previewRows,
@@ -29,7 +30,7 @@ import {
 } from './preview';
 
 // Shades dark enough for white text (WCAG AA, checked with axe).
-const stateColor: Record<string, string> = { running: 'blue.8', done: 'gray.7', stopped: 'gray.7' };
+const stateColor: Record<string, string> = { running: 'blue.8', done: 'gray.7', stopped: 'gray.7', finished: 'gray.7' };
 
 /** useNow is the time, updated every second while on. */
 function useNow(on: boolean): number {
@@ -123,8 +124,9 @@ function RateCell({ r, label, strong }: { r: Rate; label: string; strong?: boole
 }
 
 function affected(r: PreviewRow): string {
-  if (r.preview.rejected === 0) return '0';
+  if (r.preview.rejected + r.preview.shadow === 0) return '0';
   if (r.noun === undefined) return 'all (one global key)';
+  if (r.clients) return `${r.clients.approximate ? '≈ ' : ''}${plural(r.clients.count, r.noun)}`;
   if (r.keys === 0) return 'not sampled yet';
   return `≥ ${plural(r.keys, r.noun)}`;
 }
@@ -240,6 +242,13 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
         )}
       </Group>
       <ErrorAlert error={stop.error} title="The preview was not stopped" />
+      {p.state === 'finished' && (
+        <Alert color="gray" role="status" p="xs">
+          <Text size="sm">
+            The preview {endedLine(p.reason)} {p.endedAt ? when(p.endedAt) : ''}. These are the figures the control plane kept when it stopped.
+          </Text>
+        </Alert>
+      )}
       {p.kept && (
         <Alert color="gray" role="status" p="xs">
           <Text size="sm">
@@ -247,7 +256,7 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
           </Text>
         </Alert>
       )}
-      {!p.kept && p.state !== 'running' && p.nodes.length === 0 && (
+      {!p.kept && p.state !== 'running' && p.state !== 'finished' && p.nodes.length === 0 && (
         <Alert color="gray" role="status" p="xs">
           <Text size="sm">The preview ended {when(p.until)}. The nodes no longer report its figures and the control plane keeps none: start it again to see them.</Text>
         </Alert>
@@ -257,7 +266,9 @@ function PreviewFigures({ ns, id, p, limits, canEdit }: { ns: string; id: number
       </div>
       <Text size="xs" c="gray.7">
         Rejected today: the live rule of that id, since each node started. If approved: the change&apos;s rule since the preview started, decided in shadow (nothing was rejected).
-        {' '}Clients affected counts the distinct keys among the most rejected ones the nodes report (sampled, at most 5 a node), so it is a lower bound.
+        {rows.some((r) => r.kind === 'limit' && !r.clients && r.preview.rejected > 0)
+          ? ' Clients affected (≥) counts the distinct keys among the most rejected ones the nodes report (sampled, at most 5 a node), so it is a lower bound.'
+          : ' Clients affected: the distinct keys the preview rejected, counted by each node (up to 10,000 a rule) and summed; ≈ when several nodes counted (a client reaching two nodes counts twice) or a node reached its cap.'}
         {p.approximate ? ' ≈ approximate: a cluster limit is judged by each node alone, its rate divided by the live nodes.' : ''}
       </Text>
     </Stack>
@@ -306,7 +317,9 @@ export function PreviewSummary({ ns, id, limits }: { ns: string; id: number; lim
   const rows = previewRows(p, limits);
   const worse = rows.filter((r) => r.worse);
   const seen = rows.reduce((n, r) => n + r.preview.requests, 0);
-  const status = p.kept
+  const status = p.state === 'finished'
+    ? `${endedLine(p.reason)}${p.endedAt ? ` ${when(p.endedAt)}` : ''}; figures kept then`
+    : p.kept
     ? `${p.state === 'stopped' ? 'stopped' : 'ended'}; figures as last seen ${when(p.kept)}`
     : p.state === 'running'
       ? `running on ${plural(p.nodes.length, 'node')}`
@@ -315,7 +328,9 @@ export function PreviewSummary({ ns, id, limits }: { ns: string; id: number; lim
     <section aria-label="Preview summary">
       <Alert color={worse.length > 0 ? 'orange' : 'blue'} title={`Preview on live traffic (${status})`} role="note" styles={{ title: { color: 'var(--mantine-color-black)' } }}>
         {p.nodes.length === 0 && !p.kept ? (
-          <Text size="sm">{p.state === 'running' ? 'No node has reported it yet.' : 'The nodes no longer report its figures.'}</Text>
+          <Text size="sm">
+            {p.state === 'running' ? 'No node has reported it yet.' : p.state === 'finished' ? 'No node reported it before it stopped.' : 'The nodes no longer report its figures.'}
+          </Text>
         ) : worse.length === 0 ? (
           <Text size="sm">No previewed rule would reject a larger share than today ({plural(seen, 'request')} seen).</Text>
         ) : (

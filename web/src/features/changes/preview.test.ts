@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, type Limit, type Preview } from '../../api/client';
-import { conflictChange, durationError, fieldErrors, keepLast, keyInfo, nounOf, pct, previewRows, previewSelector, startErrorTitle, summaryLine, timeLeft } from './preview';
+import { conflictChange, durationError, endedLine, fieldErrors, keepLast, keyInfo, nounOf, pct, previewRows, previewSelector, startErrorTitle, summaryLine, timeLeft } from './preview';
 
 const base: Preview = {
   change: 7,
@@ -13,10 +13,10 @@ const base: Preview = {
   nodes: ['gw-a', 'gw-b'],
   approximate: true,
   rules: [
-    { rule: 'orders-per-ip', kind: 'limit', live: { allowed: 996, rejected: 4, shadowRejected: 0 }, preview: { allowed: 688, rejected: 312, shadowRejected: 0 }, topKeys: [{ key: 'ip=10.0.0.1', rejected: 40 }, { key: 'ip=10.0.0.2', rejected: 12 }] },
-    { rule: 'per-user', kind: 'limit', live: { allowed: 0, rejected: 0, shadowRejected: 0 }, preview: { allowed: 90, rejected: 10, shadowRejected: 0 }, topKeys: [{ key: 'header:X-User=#0123456789abcdef01234567', rejected: 10 }] },
-    { rule: 'catalog', kind: 'limit', live: { allowed: 50, rejected: 50, shadowRejected: 0 }, preview: { allowed: 90, rejected: 10, shadowRejected: 0 }, topKeys: [] },
-    { rule: 'everything', kind: 'limit', live: { allowed: 10, rejected: 0, shadowRejected: 0 }, preview: { allowed: 5, rejected: 5, shadowRejected: 0 }, topKeys: [{ key: 'global', rejected: 5 }] },
+    { rule: 'orders-per-ip', kind: 'limit', live: { allowed: 996, rejected: 4, shadowRejected: 0, shed: 0, level: 0 }, preview: { allowed: 688, rejected: 312, shadowRejected: 0, shed: 0, level: 0 }, topKeys: [{ key: 'ip=10.0.0.1', rejected: 40 }, { key: 'ip=10.0.0.2', rejected: 12 }] },
+    { rule: 'per-user', kind: 'limit', live: { allowed: 0, rejected: 0, shadowRejected: 0, shed: 0, level: 0 }, preview: { allowed: 90, rejected: 10, shadowRejected: 0, shed: 0, level: 0 }, topKeys: [{ key: 'header:X-User=#0123456789abcdef01234567', rejected: 10 }] },
+    { rule: 'catalog', kind: 'limit', live: { allowed: 50, rejected: 50, shadowRejected: 0, shed: 0, level: 0 }, preview: { allowed: 90, rejected: 10, shadowRejected: 0, shed: 0, level: 0 }, topKeys: [] },
+    { rule: 'everything', kind: 'limit', live: { allowed: 10, rejected: 0, shadowRejected: 0, shed: 0, level: 0 }, preview: { allowed: 5, rejected: 5, shadowRejected: 0, shed: 0, level: 0 }, topKeys: [{ key: 'global', rejected: 5 }] },
   ],
 };
 
@@ -120,6 +120,35 @@ describe('summaryLine', () => {
   it('a global limit has no one to count', () => expect(summaryLine(rows[3])).toBe('If approved: limit everything would reject 50.0\u00a0% of requests; today 0.0\u00a0%.'));
 });
 
+describe('clientsAffected', () => {
+  const counted: Preview = {
+    ...base,
+    rules: base.rules.map((r, i) => (i === 0 ? { ...r, clientsAffected: { count: 57, approximate: true } } : i === 1 ? { ...r, clientsAffected: { count: 1, approximate: false } } : r)),
+  };
+  const rows = previewRows(counted, limits);
+  it('reads the counted clients, and leaves them out when absent', () => {
+    expect(rows[0].clients).toEqual({ count: 57, approximate: true });
+    expect(rows[2].clients).toBeUndefined();
+    expect(rows[0].extras).toEqual([]);
+  });
+  it('says about how many clients when several nodes counted', () =>
+    expect(summaryLine(rows[0])).toBe('If approved: limit orders-per-ip would reject 31.2\u00a0% of requests from about 57 clients; today 0.4\u00a0%.'));
+  it('an exact count replaces the top-keys lower bound', () =>
+    expect(summaryLine(rows[1])).toBe(
+      'If approved: limit per-user would reject 10.0\u00a0% of requests from 1 key; today no live requests reached a rule of that id. (approximate: a cluster limit, each node judged alone)',
+    ));
+});
+
+describe('endedLine', () => {
+  it.each([
+    { reason: 'stopped', want: 'was stopped' },
+    { reason: 'expired', want: 'ran its full duration' },
+    { reason: 'published', want: 'ended when the change was published' },
+    { reason: 'change gone', want: 'ended (change gone)' },
+    { reason: undefined, want: 'ended' },
+  ])('$reason', (c) => expect(endedLine(c.reason)).toBe(c.want));
+});
+
 describe('timeLeft', () => {
   const until = '2026-12-04T22:10:00Z';
   const at = (s: string) => new Date(s).getTime();
@@ -132,7 +161,7 @@ describe('timeLeft', () => {
 
 describe('keepLast', () => {
   const now = '2026-12-04T22:11:00Z';
-  const ended: Preview = { ...base, state: 'done', nodes: [], rules: base.rules.map((r) => ({ ...r, preview: { allowed: 0, rejected: 0, shadowRejected: 0 }, topKeys: [] })) };
+  const ended: Preview = { ...base, state: 'done', nodes: [], rules: base.rules.map((r) => ({ ...r, preview: { allowed: 0, rejected: 0, shadowRejected: 0, shed: 0, level: 0 }, topKeys: [] })) };
   it('takes the first answer', () => expect(keepLast(undefined, base, now)).toBe(base));
   it('no preview is null', () => expect(keepLast(undefined, null, now)).toBeNull());
   it('keeps the last figures when the nodes stop reporting an ended preview', () => {
@@ -146,6 +175,11 @@ describe('keepLast', () => {
   it('a new preview replaces the kept one', () => {
     const next = { ...base, since: '2026-12-04T22:20:00Z', nodes: [] };
     expect(keepLast({ ...base, kept: now, state: 'stopped' }, next, now)).toBe(next);
+  });
+  it("a finished preview is the control plane's figures, whatever the page saw", () => {
+    const finished: Preview = { ...base, state: 'finished', endedAt: now, reason: 'stopped', nodes: ['gw-a'] };
+    expect(keepLast({ ...base, kept: now, state: 'stopped' }, finished, now)).toBe(finished);
+    expect(keepLast(undefined, finished, now)).toBe(finished);
   });
   it('a running preview with no report yet is shown as it is', () => {
     const next = { ...base, nodes: [] };

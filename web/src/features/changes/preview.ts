@@ -15,11 +15,12 @@ export const defaultPreviewDuration = '10m';
 export const previewRefreshMs = 3_000;
 
 /**
- * PreviewView is a preview as the page holds it. The nodes stop reporting a
- * preview once it ends or is stopped, and the control plane keeps no
- * figures of it (GET answers zeros, then 404): kept is set when the figures
- * shown are the last ones this page saw, and state is then "done" or
- * "stopped".
+ * PreviewView is a preview as the page holds it. A control plane that keeps
+ * a stopped preview's figures answers it with state "finished", endedAt and
+ * reason. Between the preview's end and the control plane's sweep (seconds),
+ * or from one that keeps none (GET answers zeros, then 404), kept is set
+ * when the figures shown are the last ones this page saw, and state is then
+ * "done" or "stopped".
  */
 export type PreviewView = Preview & { kept?: string };
 
@@ -131,6 +132,8 @@ export type PreviewRow = {
   preview: Rate;
   /** Distinct keys among the reported top keys: a lower bound of the keys the preview rejected. */
   keys: number;
+  /** The distinct keys the preview rejected, as the nodes counted them (clientsAffected; absent from an older control plane or node). */
+  clients?: { count: number; approximate: boolean };
   noun: Noun;
   topKeys: { key: string; rejected: number; info: KeyInfo }[];
   /** A cluster-scope limit: each node evaluated it alone (rate divided by the live nodes). */
@@ -141,7 +144,7 @@ export type PreviewRow = {
   extras: string[];
 };
 
-const known = new Set(['rule', 'kind', 'live', 'preview', 'topKeys']);
+const known = new Set(['rule', 'kind', 'live', 'preview', 'topKeys', 'clientsAffected']);
 
 function extrasOf(r: Record<string, unknown>): string[] {
   const out: string[] = [];
@@ -168,12 +171,15 @@ export function previewRows(p: Preview, limits: Limit[] | undefined): PreviewRow
     const preview = rateOf(r.preview);
     const topKeys = (Array.isArray(r.topKeys) ? r.topKeys : []).map((k) => ({ key: String(k.key), rejected: Number(k.rejected) || 0, info: keyInfo(String(k.key)) }));
     const worse = preview.rate !== null && preview.rejected > 0 && (live.rate === null || preview.rate > live.rate);
+    const ca = r.clientsAffected;
+    const clients = ca && typeof ca.count === 'number' ? { count: ca.count, approximate: !!ca.approximate } : undefined;
     return {
       rule: String(r.rule ?? '?'),
       kind,
       live,
       preview,
       keys: new Set(topKeys.map((k) => k.key)).size,
+      ...(clients ? { clients } : {}),
       noun: kind === 'limit' ? nounOf(limit) : 'key',
       topKeys,
       approximate: p.approximate && limit?.scope === 'cluster',
@@ -185,10 +191,32 @@ export function previewRows(p: Preview, limits: Limit[] | undefined): PreviewRow
 
 /** summaryLine is the review box's sentence for a rule that would reject more than today. */
 export function summaryLine(r: PreviewRow): string {
-  const from = r.noun && r.keys > 0 ? ` from at least ${plural(r.keys, r.noun)}` : '';
+  const from = !r.noun
+    ? ''
+    : r.clients
+      ? r.clients.count > 0
+        ? ` from ${r.clients.approximate ? 'about ' : ''}${plural(r.clients.count, r.noun)}`
+        : ''
+      : r.keys > 0
+        ? ` from at least ${plural(r.keys, r.noun)}`
+        : '';
   const today = r.live.rate === null ? 'today no live requests reached a rule of that id' : `today ${pct(r.live.rate)}`;
   const approx = r.approximate ? ' (approximate: a cluster limit, each node judged alone)' : '';
   return `If approved: ${r.kind} ${r.rule} would reject ${pct(r.preview.rate)} of requests${from}; ${today}.${approx}`;
+}
+
+const reasons: Record<string, string> = {
+  stopped: 'was stopped',
+  expired: 'ran its full duration',
+  published: 'ended when the change was published',
+  rejected: 'ended when the change was rejected',
+  edited: 'ended when the change was reopened',
+};
+
+/** endedLine says how a finished preview ended, for people: "was stopped", "ended when the change was published". */
+export function endedLine(reason: string | undefined): string {
+  if (!reason) return 'ended';
+  return reasons[reason] ?? `ended (${reason})`;
 }
 
 /** timeLeft is how long until until, for people: "9 min 12 s left", "ended". */
@@ -202,11 +230,13 @@ export function timeLeft(until: string, now: number): string {
 
 /**
  * keepLast is what the page shows after fetching next (null: the API's 404)
- * with prev shown before: once a preview ends or is stopped the nodes stop
- * reporting it, so the last figures seen are kept (marked with when they
- * were last reported) rather than replaced by zeros or by nothing.
+ * with prev shown before: a finished preview (the figures the control plane
+ * kept) is shown as it is; otherwise, once a preview ends or is stopped the
+ * nodes stop reporting it, so the last figures seen are kept (marked with
+ * when they were last reported) rather than replaced by zeros or by nothing.
  */
 export function keepLast(prev: PreviewView | null | undefined, next: Preview | null, now: string): PreviewView | null {
+  if (next?.state === 'finished') return next; // the figures the control plane kept when it stopped
   const hadFigures = !!prev && prev.nodes.length > 0;
   if (next === null) {
     if (!prev || !hadFigures) return null;
