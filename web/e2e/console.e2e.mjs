@@ -744,7 +744,7 @@ async function main() {
       await a.goto(`/namespaces/shop/changes/${id}`);
       const summary = a.getByRole('region', { name: 'Review' }).getByRole('region', { name: 'Preview summary' });
       await summary.getByText(/^Preview on live traffic \(running on 2 nodes\)$/).waitFor();
-      await summary.getByText(/^If approved: limit catalog-per-user would reject \d+\.\d\u00a0% of requests from at least [12] keys?; today no live requests reached a rule of that id\. \(approximate/).waitFor();
+      await summary.getByText(/^If approved: limit catalog-per-user would reject \d+\.\d\u00a0% of requests from (about )?[12] keys?; today no live requests reached a rule of that id\. \(approximate/).waitFor();
       // The approver's page, with the table and the review box.
       for (const [name, viewport] of [['desktop', { width: 1440, height: 900 }], ['phone', { width: 390, height: 844 }]]) {
         await a.setViewportSize(viewport);
@@ -755,10 +755,19 @@ async function main() {
       await a.setViewportSize({ width: 1280, height: 800 });
 
       await section.getByRole('button', { name: 'Stop preview' }).click();
-      await section.getByText('stopped', { exact: true }).waitFor();
-      await section.getByText(/^The preview was stopped\. These are the figures this page last saw/).waitFor();
+      // The control plane keeps the figures it aggregated when the preview stopped.
+      await section.getByText('finished', { exact: true }).waitFor();
+      await section.getByText(/^The preview was stopped.*These are the figures the control plane kept when it stopped\.$/).waitFor();
       await form.getByRole('button', { name: 'Preview on live traffic again' }).waitFor();
-      assert.equal((await ed.call('GET', `/api/v1/namespaces/shop/changes/${id}/preview`)).status, 404);
+      const kept = await ed.call('GET', `/api/v1/namespaces/shop/changes/${id}/preview`);
+      assert.equal(kept.status, 200);
+      assert.equal(kept.data.state, 'finished');
+      assert.equal(kept.data.reason, 'stopped');
+      assert.equal(kept.data.nodes.length, 2, 'both nodes were counted');
+      const keptRule = kept.data.rules.find((r) => r.rule === 'catalog-per-user');
+      assert.ok(keptRule.preview.rejected > 0 && keptRule.clientsAffected.count >= 1, `kept figures ${JSON.stringify(keptRule)}`);
+      await a.reload();
+      await summary.getByText(/^Preview on live traffic \(was stopped.*; figures kept then\)$/).waitFor();
     });
 
     await step('editor adds an identity and a tiered limit through the form and saves them (screenshots at 1440 px and 390 px)', async () => {
