@@ -42,7 +42,8 @@ func (g *gateway) previewStatus() (previewStatus, error) {
 // nodes' reports into the preview's figures, which equal what the same
 // change rejects once approved and published, on the same traffic (one
 // user's requests, 150 per node). DELETE stops the preview on every node
-// within a report interval.
+// within a report interval, and GET then answers the figures kept when it
+// stopped.
 func TestPreviewOnLiveTraffic(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -190,7 +191,30 @@ func TestPreviewOnLiveTraffic(t *testing.T) {
 		}
 		return nil
 	})
-	h.author.must(http.StatusNotFound, "GET", previewPath, nil)
+	// The control plane kept the figures it summed when the preview
+	// stopped, and the distinct clients the nodes counted (one user, seen
+	// by each node: approximate, since two nodes counted).
+	var kept struct {
+		State, Reason string
+		Nodes         []string
+		Rules         []struct {
+			Preview struct{ Rejected int64 } `json:"preview"`
+			Clients *struct {
+				Count       int64
+				Approximate bool
+			} `json:"clientsAffected"`
+		}
+	}
+	if err := h.author.must(http.StatusOK, "GET", previewPath, nil).decode(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept.Rules) != 1 {
+		t.Fatalf("kept preview %+v, want one rule", kept)
+	}
+	if kept.State != "finished" || kept.Reason != "stopped" || len(kept.Nodes) != 2 ||
+		kept.Rules[0].Preview.Rejected != previewRejected || kept.Rules[0].Clients == nil || kept.Rules[0].Clients.Count < 1 || kept.Rules[0].Clients.Count > 2 {
+		t.Fatalf("kept preview %+v (clients %+v), want finished, stopped, 2 nodes, %d rejected, 1 or 2 clients", kept, kept.Rules[0].Clients, previewRejected)
+	}
 
 	// The same change, approved and published, on the same traffic (a
 	// fresh user).
