@@ -2,7 +2,8 @@
 // Debian's Chromium against a real sluice-admin (Postgres, embedded etcd)
 // and a real sluice-gateway following it. Run by scripts/test-web.sh.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { Api, gatewayVersion, out, root, sleep, startStack } from './harness.mjs';
@@ -191,7 +192,8 @@ async function main() {
       await a.getByRole('checkbox', { name: /^I have read: limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/ }).check();
       await approveButton.click();
       await a.getByText('approved', { exact: true }).first().waitFor();
-      assert.equal(await a.getByLabel('Comment').inputValue(), '', 'the sent comment is cleared (B6)');
+      // The comment is cleared once the approval's refetch settles, which may be a moment after "approved" shows.
+      await until('the sent comment to be cleared (B6)', async () => (await a.getByLabel('Comment').inputValue()) === '', 5_000);
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
       await a.getByText('Running on 1 of 1 live node.').waitFor({ timeout: 20_000 });
@@ -726,10 +728,81 @@ async function main() {
       }
       await p.setViewportSize({ width: 1280, height: 800 });
     });
+
+    await accessibilitySteps({ browser, base, pw, changeId });
   } finally {
     await browser.close();
     await stack.stop();
   }
+}
+
+// Accessibility (issue 30, item 11): axe-core on every page, the skip link,
+// autofocus on the login form and focus returning to a dialog's opener.
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+// axeCheck runs axe-core on page (injected with evaluate, which the console's
+// CSP does not block) and fails on any serious or critical violation, naming
+// each rule and the elements it found.
+async function axeCheck(page, what) {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => (await globalThis.axe.run(document, { resultTypes: ['violations'] })).violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => `${n.target.join(' ')} [${(n.any[0] ?? n.all[0] ?? n.none[0])?.message ?? ''}]`) })));
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.equal(bad.length, 0, `axe on ${what}: ${bad.map((v) => `${v.impact} ${v.id} (${v.help}): ${v.nodes.join(', ')}`).join('; ')}`);
+}
+
+// settled waits until page shows its title and nothing is loading.
+async function settled(page) {
+  await page.getByRole('heading', { level: 1 }).first().waitFor();
+  await until('the page to finish loading', async () => (await page.getByLabel('Loading', { exact: true }).count()) === 0, 10_000);
+}
+
+async function accessibilitySteps({ browser, base, pw, changeId }) {
+  await step('the login form focuses its first field, and has no serious accessibility violation', async () => {
+    const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+    const page = await context.newPage();
+    await page.goto('/login');
+    const username = page.getByLabel('Username');
+    await username.waitFor();
+    assert.ok(await username.evaluate((el) => el === document.activeElement), 'the username field has the focus');
+    await axeCheck(page, '/login');
+    await context.close();
+  });
+
+  const admin = await signIn(browser, base, 'admin', pw.admin, { width: 1440, height: 900 });
+  const a = admin.page;
+  await step('a skip link is the first thing the keyboard reaches and moves the focus to the page', async () => {
+    await a.goto('/namespaces/shop');
+    await settled(a);
+    await a.keyboard.press('Tab');
+    const skip = a.getByRole('link', { name: 'Skip to content' });
+    assert.ok(await skip.evaluate((el) => el === document.activeElement), 'Skip to content is focused first');
+    assert.ok(await skip.isVisible(), 'the focused skip link is visible');
+    await a.screenshot({ path: join(shots, 'skip-link.png') });
+    await a.keyboard.press('Enter');
+    await until('the focus to move to the page', () => a.evaluate(() => document.activeElement?.id === 'main'), 3_000);
+  });
+
+  await step('a dialog closed with Escape gives the focus back to the button that opened it', async () => {
+    await a.goto('/namespaces/shop/versions/1');
+    const opener = a.getByRole('button', { name: 'Roll back to v1' });
+    await opener.click();
+    const dialog = a.getByRole('dialog', { name: 'Roll back to v1' });
+    await dialog.waitFor();
+    await axeCheck(a, 'the rollback dialog');
+    await a.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    await until('the focus to return to the opener', () => opener.evaluate((el) => el === document.activeElement), 3_000);
+  });
+
+  await step('axe finds no serious or critical violation on any page', async () => {
+    const pages = ['/namespaces', '/namespaces/shop', '/namespaces/shop/nodes', '/namespaces/shop/nodes/gw-e2e', '/namespaces/shop/versions', '/namespaces/shop/versions/2', '/namespaces/shop/changes', `/namespaces/shop/changes/${changeId}`, '/namespaces/shop/draft', '/namespaces/shop/traffic', '/namespaces/shop/events', '/namespaces/shop/canary', '/audit', '/tokens', '/users'];
+    for (const path of pages) {
+      await a.goto(path);
+      await settled(a);
+      await axeCheck(a, path);
+    }
+  });
+  await admin.context.close();
 }
 
 mkdirSync(shots, { recursive: true });

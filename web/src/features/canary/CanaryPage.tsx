@@ -6,7 +6,8 @@ import { Link, useParams } from 'react-router';
 import type { CanaryAnalysis, CanaryComparison, CohortFigures } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { absolute } from '../../components/format';
+import { Loading, Page, When, when } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { allows, useMe } from '../auth/session';
 import { useChanges } from '../changes/hooks';
@@ -143,7 +144,7 @@ function RecentCanaries({ ns }: { ns: string }) {
           <Table.Tbody>
             {items.map((e) => (
               <Table.Tr key={e.id}>
-                <Table.Td style={{ whiteSpace: 'nowrap' }}>{new Date(e.at).toLocaleString()}</Table.Td>
+                <Table.Td style={{ whiteSpace: 'nowrap' }}><When t={e.at} /></Table.Td>
                 <Table.Td>
                   {e.version !== undefined ? `v${e.version} ` : ''}
                   {verb[e.to ?? ''] ?? e.to} by {e.actor}
@@ -220,7 +221,7 @@ export function CanaryPage() {
             {cmp && (
               <>
                 {(cmp.windows ?? 0) > 0 && <Comparison
-                  title={`Last judged window${cmp.windowStart ? ` (${new Date(cmp.windowStart).toLocaleTimeString()}–${cmp.windowEnd ? new Date(cmp.windowEnd).toLocaleTimeString() : ''})` : ''}`}
+                  title={`Last judged window${cmp.windowStart ? ` (${absolute(cmp.windowStart)} – ${absolute(cmp.windowEnd)})` : ''}`}
                   canary={cmp.canary}
                   baseline={cmp.baseline}
                   c={cmp}

@@ -5,7 +5,7 @@ import { Link, useParams, useSearchParams } from 'react-router';
 import { eventKinds } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { change, detailText, show } from './format';
@@ -88,7 +88,7 @@ export function EventsPage() {
                 <Table.Tr key={String(e.id)}>
                   <Table.Td>
                     <Text size="sm" style={{ whiteSpace: 'nowrap' }}>
-                      {new Date(e.at).toLocaleString()}
+                      <When t={e.at} />
                     </Text>
                   </Table.Td>
                   <Table.Td style={{ whiteSpace: 'nowrap' }}>
