@@ -730,6 +730,7 @@ async function main() {
     });
 
     await accessibilitySteps({ browser, base, pw, changeId });
+    await auditWhySteps({ browser, base, pw });
   } finally {
     await browser.close();
     await stack.stop();
@@ -788,6 +789,11 @@ async function accessibilitySteps({ browser, base, pw, changeId }) {
     await opener.click();
     const dialog = a.getByRole('dialog', { name: 'Roll back to v1' });
     await dialog.waitFor();
+    // Checked once its opening transition is over (mid-fade, colours are blended).
+    await until('the dialog to be fully shown', () => dialog.evaluate((el) => {
+      for (let e = el; e; e = e.parentElement) if (globalThis.getComputedStyle(e).opacity !== '1') return false;
+      return true;
+    }), 3_000);
     await axeCheck(a, 'the rollback dialog');
     await a.keyboard.press('Escape');
     await dialog.waitFor({ state: 'detached' });
@@ -815,3 +821,36 @@ main().then(
     process.exit(1);
   },
 );
+
+// Why is visible (issue 30, item 4): the audit log shows the reason, the
+// before → after, the request id and the client of what the run did earlier
+// (the drain, the approval); the events say an override in words.
+async function auditWhySteps({ browser, base, pw }) {
+  await step('the audit log shows the reason, before → after, request and client; the events say "drain" and "cleared"', async () => {
+    const admin = await signIn(browser, base, 'admin', pw.admin, { width: 1440, height: 900 });
+    const a = admin.page;
+    await a.goto('/audit');
+    const table = a.getByRole('table', { name: 'Audit events' });
+    await table.waitFor();
+    await a.getByLabel('Action').selectOption('node.override');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    const drain = table.getByRole('row').filter({ hasText: 'e2e: drain before maintenance' }).first();
+    await drain.getByText(/^drain until \d{4}-\d\d-\d\d \d\d:\d\d /).waitFor();
+    assert.match(await drain.textContent(), /127\.0\.0\.1/, 'the client address is shown');
+    assert.equal(await table.getByText('node.override_delete').count(), 0, 'the filter is applied');
+    await a.getByLabel('Action').selectOption('change.approve');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    const approval = table.getByRole('row').filter({ hasText: '50× tighter, agreed' });
+    await approval.getByText('state: open → approved').waitFor();
+    await a.getByLabel('Action').selectOption('');
+    await a.getByLabel('Namespace').fill('shop');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    await table.getByText('node.override').first().waitFor();
+    await a.screenshot({ path: join(shots, 'audit-page.png') });
+    await a.goto('/namespaces/shop/events?kind=override');
+    const events = a.getByRole('table', { name: 'Events' });
+    await events.getByRole('row').filter({ hasText: 'e2e: drain before maintenance' }).getByText(/^drain until /).waitFor();
+    await events.getByRole('cell', { name: 'cleared', exact: true }).first().waitFor();
+    await admin.context.close();
+  });
+}
