@@ -502,6 +502,11 @@ async function main() {
       await f2.getByLabel('TTL').fill('10m');
       await f2.getByLabel('Reason').fill('e2e: drain before maintenance');
       await f2.getByRole('button', { name: 'Save override' }).click();
+      // A confirmation names the node and what the override does, and warns that gw-e2e is the last live node.
+      const confirmDrain = a.getByRole('dialog', { name: 'Override node gw-e2e?' });
+      await confirmDrain.getByText('Node gw-e2e of shop: drain, for 10m. Reason: e2e: drain before maintenance').waitFor();
+      await confirmDrain.getByRole('alert').filter({ hasText: 'This is the last live node' }).waitFor();
+      await confirmDrain.getByRole('button', { name: 'Save override' }).click();
       await f2.getByRole('status').filter({ hasText: 'Draining.' }).waitFor();
       const t0 = Date.now();
       await a.getByRole('link', { name: 'Nodes', exact: true }).first().click();
@@ -513,6 +518,7 @@ async function main() {
       await a.screenshot({ path: join(shots, 'nodes-page.png') });
       await a.goto('/namespaces/shop/nodes/gw-e2e');
       await a.getByRole('button', { name: 'Clear override' }).click();
+      await a.getByRole('dialog', { name: 'Clear the override on gw-e2e?' }).getByRole('button', { name: 'Clear override' }).click();
       await a.getByText('No override: the node follows its rules.').waitFor();
       await until('the node to stop draining', async () => {
         const n = (await stack.api.ok('GET', '/api/v1/namespaces/shop/nodes')).data.items.find((x) => x.nodeId === 'gw-e2e');
@@ -600,6 +606,9 @@ async function main() {
       await active.getByText(`gw-e2e v${v}`).waitFor();
       await active.getByLabel('Reason').fill('e2e: seen enough');
       await active.getByRole('button', { name: 'Abort canary' }).click();
+      const confirmAbort = a.getByRole('dialog', { name: `Abort the canary of v${v}?` });
+      await confirmAbort.getByText(/^1 node on pool=canary returns to the fleet's version/).waitFor();
+      await confirmAbort.getByRole('button', { name: 'Abort canary' }).click();
       await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
       await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
     });

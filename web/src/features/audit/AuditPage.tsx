@@ -77,8 +77,8 @@ export function AuditPage() {
               <Table.Tr>
                 <Table.Th w={100}>When</Table.Th>
                 <Table.Th w={90}>Actor</Table.Th>
-                <Table.Th w={190}>Action</Table.Th>
-                <Table.Th w={170}>Object</Table.Th>
+                <Table.Th w={180}>Action</Table.Th>
+                <Table.Th w={200}>Object</Table.Th>
                 <Table.Th w={240}>Reason</Table.Th>
                 <Table.Th>Before → after</Table.Th>
                 <Table.Th w={150}>Request</Table.Th>
@@ -96,10 +96,7 @@ export function AuditPage() {
                     <Table.Td>
                       <Code>{e.action}</Code> {e.emergency && <Badge color="red">emergency</Badge>}
                     </Table.Td>
-                    <Table.Td style={{ wordBreak: 'break-word' }}>
-                      {e.namespace ? `${e.namespace}: ` : ''}
-                      {e.object}
-                    </Table.Td>
+                    <Table.Td style={{ overflowWrap: 'anywhere' }}>{e.object}</Table.Td>
                     <Table.Td style={{ wordBreak: 'break-word' }}>
                       <Text size="sm" lineClamp={4} title={reasonOf(e.after)}>
                         {reasonOf(e.after)}

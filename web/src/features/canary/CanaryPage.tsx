@@ -6,7 +6,8 @@ import { Link, useParams } from 'react-router';
 import type { CanaryAnalysis, CanaryComparison, CohortFigures } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { absolute } from '../../components/format';
+import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { absolute, plural } from '../../components/format';
 import { Loading, Page, When, when } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { allows, useMe } from '../auth/session';
@@ -171,9 +172,11 @@ export function CanaryPage() {
   const q = useCanary(ns, 2_000);
   const end = useEndCanary(ns);
   const [reason, setReason] = useState('');
+  const [confirming, setConfirming] = useState<'promote' | 'abort' | null>(null);
   const canApprove = allows(me.data?.role, 'approver');
   const c = q.data;
   const cmp = c?.comparison;
+  const selectorText = Object.entries(c?.selector ?? {}).map(([k, v]) => `${k}=${v}`).join(', ');
 
   return (
     <Page title="Canary" crumbs={nsCrumbs(ns)} actions={<Group gap="sm"><NamespaceNav ns={ns} /><StreamBadge state={stream} /></Group>}>
@@ -235,13 +238,30 @@ export function CanaryPage() {
               <Stack gap="xs">
                 <Textarea label="Reason" value={reason} onChange={(e) => setReason(e.currentTarget.value)} autosize minRows={1} />
                 <Group>
-                  <Button color="teal" onClick={() => end.mutate({ action: 'promote', reason })} loading={end.isPending && end.variables?.action === 'promote'}>
+                  <Button color="teal" onClick={() => setConfirming('promote')} loading={end.isPending && end.variables?.action === 'promote'}>
                     Promote to all nodes
                   </Button>
-                  <Button color="red" variant="light" onClick={() => end.mutate({ action: 'abort', reason })} loading={end.isPending && end.variables?.action === 'abort'}>
+                  <Button color="red" variant="light" onClick={() => setConfirming('abort')} loading={end.isPending && end.variables?.action === 'abort'}>
                     Abort canary
                   </Button>
                 </Group>
+                <ConfirmDialog
+                  opened={confirming !== null}
+                  title={confirming === 'promote' ? `Promote v${c.version} to all nodes?` : `Abort the canary of v${c.version}?`}
+                  confirm={confirming === 'promote' ? 'Promote' : 'Abort canary'}
+                  color={confirming === 'promote' ? 'teal' : 'red'}
+                  loading={end.isPending}
+                  error={end.error}
+                  onClose={() => setConfirming(null)}
+                  onConfirm={() => confirming && end.mutate({ action: confirming, reason }, { onSuccess: () => setConfirming(null) })}
+                >
+                  <Text size="sm">
+                    {confirming === 'promote'
+                      ? `Every node of ${ns} runs v${c.version}, not only the ${plural((c.nodes ?? []).length, 'node')} on ${selectorText}.`
+                      : `${plural((c.nodes ?? []).length, 'node')} on ${selectorText} ${(c.nodes ?? []).length === 1 ? 'returns' : 'return'} to the fleet's version; v${c.version} runs nowhere.`}
+                    {reason.trim() ? ` Reason: ${reason.trim()}` : ''}
+                  </Text>
+                </ConfirmDialog>
               </Stack>
             )}
             <ErrorAlert error={end.error} />
