@@ -599,6 +599,10 @@ async function main() {
       await form.getByLabel('Node selector').fill('pool=canary');
       await form.getByLabel('Judge it automatically (abort on a breach)').uncheck();
       await form.getByRole('button', { name: 'Publish canary' }).click();
+      // The confirmation names the scope: the selector and the live nodes it matches.
+      const confirmCanary = a.getByRole('dialog', { name: `Publish #${id} as a canary?` });
+      await confirmCanary.getByText(/on pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version/).waitFor();
+      await confirmCanary.getByRole('button', { name: 'Publish canary' }).click();
       const active = a.getByRole('region', { name: 'Active canary' });
       await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
       const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
@@ -632,6 +636,7 @@ async function main() {
       await form.getByLabel('Window').fill('10s');
       await form.getByLabel('Min requests').fill('20');
       await form.getByRole('button', { name: 'Publish canary' }).click();
+      await a.getByRole('dialog', { name: /^Publish #\d+ as a canary\?$/ }).getByRole('button', { name: 'Publish canary' }).click();
       const active = a.getByRole('region', { name: 'Active canary' });
       await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
       const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);

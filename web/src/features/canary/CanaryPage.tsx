@@ -14,7 +14,8 @@ import { allows, useMe } from '../auth/session';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useCanary } from '../nodes/hooks';
-import { parseSelector } from '../nodes/labels';
+import { matches, parseSelector } from '../nodes/labels';
+import { useNodes } from '../namespaces/hooks';
 import { analysisFrom, comparisonRows, defaultAnalysis, type AnalysisForm } from './analysis';
 import { useEndCanary, usePublishCanary } from './hooks';
 import { useEvents } from '../events/hooks';
@@ -69,14 +70,18 @@ function PublishCanary({ ns }: { ns: string }) {
   const an = analyse ? analysisFrom(form) : undefined;
   const chosen = id || (changes[0] ? String(changes[0].id) : '');
   const ok = chosen !== '' && sel.selector && Object.keys(sel.selector).length > 0 && !an?.error;
+  // The confirmation names the scope: the change, the selector and the live nodes it matches now.
+  const nodes = useNodes(ns);
+  const [confirming, setConfirming] = useState(false);
+  const change = changes.find((c) => String(c.id) === chosen);
+  const matching = sel.selector ? (nodes.data?.items ?? []).filter((n) => n.live && matches(n.labels, sel.selector!)) : [];
   const field = (k: keyof AnalysisForm, label: string, description?: string) => (
     <TextInput label={label} description={description} value={form[k]} onChange={(e) => setForm({ ...form, [k]: e.currentTarget.value })} disabled={!analyse} />
   );
   return (
     <Paper withBorder p="md" component="form" aria-label="Publish a canary" onSubmit={(e) => {
       e.preventDefault();
-      if (!ok) return;
-      publish.mutate({ id: Number(chosen), selector: sel.selector!, analysis: an?.analysis });
+      if (ok) setConfirming(true);
     }}>
       <Stack gap="sm">
         <Title order={2} size="h4">
@@ -114,6 +119,28 @@ function PublishCanary({ ns }: { ns: string }) {
                 Publish canary
               </Button>
             </Group>
+            {ok && (
+              <ConfirmDialog
+                opened={confirming}
+                title={`Publish #${chosen} as a canary?`}
+                confirm="Publish canary"
+                loading={publish.isPending}
+                error={publish.error}
+                onClose={() => setConfirming(false)}
+                onConfirm={() => publish.mutate({ id: Number(chosen), selector: sel.selector!, analysis: an?.analysis }, { onSuccess: () => setConfirming(false) })}
+              >
+                <Text size="sm">
+                  {change ? `“${change.title}” ` : ''}on {selText.trim()}: {plural(matching.length, 'live node')} now
+                  {matching.length > 0 ? ` (${matching.map((n) => n.nodeId).join(', ')})` : ''}; the other nodes of {ns} keep their version.{' '}
+                  {an?.analysis ? `Judged every ${an.analysis.window ?? '60s'}, aborted on a breach.` : 'No automatic analysis: promote or abort by hand.'}
+                </Text>
+                {matching.length === 0 && (
+                  <Alert color="orange" role="alert">
+                    No live node matches {selText.trim()}: the canary runs nowhere until one joins.
+                  </Alert>
+                )}
+              </ConfirmDialog>
+            )}
           </>
         )}
       </Stack>
