@@ -152,3 +152,19 @@ const (
 	ActionPreviewStart       = "change.preview_start"
 	ActionPreviewStop        = "change.preview_stop"
 )
+
+// AuditActions is every audit action above, in their order: the list
+// api/openapi.yaml's AuditAction enumerates (a test checks both), which the
+// console's audit filter offers.
+var AuditActions = []string{
+	ActionLogin, ActionLoginFailed, ActionLogout,
+	ActionUserCreate, ActionUserUpdate, ActionTokenCreate, ActionTokenRevoke,
+	ActionNamespaceCreate,
+	ActionDraftUpdate, ActionDraftPutRule, ActionDraftDeleteRule, ActionDraftReset,
+	ActionChangeCreate, ActionChangeApprove, ActionChangeReject, ActionChangeReopen, ActionChangePublish,
+	ActionChangeSchedule, ActionChangeUnschedule, ActionChangeScheduleSkip,
+	ActionRollbackRequest, ActionRollbackEmergent,
+	ActionNodeOverride, ActionNodeOverrideDel,
+	ActionCanaryStart, ActionCanaryPromote, ActionCanaryAbort,
+	ActionPreviewStart, ActionPreviewStop,
+}

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	sluice "github.com/sluicegw/sluice/controlplane"
 	sluicehttp "github.com/sluicegw/sluice/controlplane/http"
 )
 
@@ -70,5 +71,31 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	}
 	if len(inGin) < 30 {
 		t.Errorf("only %d routes registered", len(inGin))
+	}
+}
+
+// TestOpenAPIAuditActions fails when api/openapi.yaml's AuditAction enum
+// differs from sluice.AuditActions (the console's audit filter offers the
+// spec's list).
+func TestOpenAPIAuditActions(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Components struct {
+			Schemas struct {
+				AuditAction struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"AuditAction"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(b, &spec); err != nil {
+		t.Fatalf("parsing openapi.yaml: %v", err)
+	}
+	if got := spec.Components.Schemas.AuditAction.Enum; !slices.Equal(got, sluice.AuditActions) {
+		t.Errorf("openapi.yaml AuditAction enum is\n%q\nwant sluice.AuditActions\n%q", got, sluice.AuditActions)
 	}
 }

@@ -217,6 +217,14 @@ func auditEvent(row *auditRow, a audit) *sluice.Event {
 	}
 	e := &sluice.Event{Namespace: a.Namespace, At: row.At, Kind: kind, Actor: row.Actor, Key: "audit/" + strconv.FormatInt(row.ID, 10)}
 	detail := map[string]any{"action": a.Action, "object": a.Object}
+	// Who asked, from where: the audit event's request id and client
+	// address, so the timeline answers "why" without a trip to the audit log.
+	if row.RequestID != "" {
+		detail["requestId"] = row.RequestID
+	}
+	if row.ClientAddr != "" {
+		detail["clientAddr"] = row.ClientAddr
+	}
 	if row.After != nil {
 		detail["after"] = json.RawMessage(*row.After)
 	}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -73,6 +74,18 @@ func TestEvents(t *testing.T) {
 	if len(list) != 3 || list[0].Kind != sluice.EventRollback || list[0].Version != 3 || list[0].Actor != "bob" ||
 		list[1].Kind != sluice.EventPublish || list[1].Version != 2 || list[2].Version != 1 {
 		t.Fatalf("publish and rollback events (newest first) %+v", list)
+	}
+	// An audit-derived event carries its request id and client address,
+	// and the rollback's reason in its after document.
+	var detail struct {
+		RequestID  string `json:"requestId"`
+		ClientAddr string `json:"clientAddr"`
+		After      struct {
+			Reason string `json:"reason"`
+		} `json:"after"`
+	}
+	if err := json.Unmarshal(list[0].Detail, &detail); err != nil || detail.RequestID != "test" || detail.ClientAddr != "127.0.0.1" || detail.After.Reason != "bad" {
+		t.Errorf("rollback event detail %s (%v), want requestId test, clientAddr 127.0.0.1 and reason bad", list[0].Detail, err)
 	}
 	after, _, err := events.FindEvents(ctx, sluice.EventFilter{Namespace: "shop", After: got[1].ID})
 	if err != nil || len(after) != 3 || after[0].ID <= got[1].ID || after[0].ID > after[1].ID {

@@ -2,7 +2,8 @@
 // Debian's Chromium against a real sluice-admin (Postgres, embedded etcd)
 // and a real sluice-gateway following it. Run by scripts/test-web.sh.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { Api, gatewayVersion, out, root, sleep, startStack } from './harness.mjs';
@@ -210,7 +211,8 @@ async function main() {
       await a.getByRole('checkbox', { name: /^I have read: limit orders-limit: 100 per 1m → 2 per 1m, 50× tighter/ }).check();
       await approveButton.click();
       await a.getByText('approved', { exact: true }).first().waitFor();
-      assert.equal(await a.getByLabel('Comment').inputValue(), '', 'the sent comment is cleared (B6)');
+      // The comment is cleared once the approval's refetch settles, which may be a moment after "approved" shows.
+      await until('the sent comment to be cleared (B6)', async () => (await a.getByLabel('Comment').inputValue()) === '', 5_000);
       await a.getByRole('button', { name: 'Publish' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
       await a.getByText('Running on 1 of 1 live node.').waitFor({ timeout: 20_000 });
@@ -519,6 +521,11 @@ async function main() {
       await f2.getByLabel('TTL').fill('10m');
       await f2.getByLabel('Reason').fill('e2e: drain before maintenance');
       await f2.getByRole('button', { name: 'Save override' }).click();
+      // A confirmation names the node and what the override does, and warns that gw-e2e is the last live node.
+      const confirmDrain = a.getByRole('dialog', { name: 'Override node gw-e2e?' });
+      await confirmDrain.getByText('Node gw-e2e of shop: drain, for 10m. Reason: e2e: drain before maintenance').waitFor();
+      await confirmDrain.getByRole('alert').filter({ hasText: 'This is the last live node' }).waitFor();
+      await confirmDrain.getByRole('button', { name: 'Save override' }).click();
       await f2.getByRole('status').filter({ hasText: 'Draining.' }).waitFor();
       const t0 = Date.now();
       await a.getByRole('link', { name: 'Nodes', exact: true }).first().click();
@@ -530,6 +537,7 @@ async function main() {
       await a.screenshot({ path: join(shots, 'nodes-page.png') });
       await a.goto('/namespaces/shop/nodes/gw-e2e');
       await a.getByRole('button', { name: 'Clear override' }).click();
+      await a.getByRole('dialog', { name: 'Clear the override on gw-e2e?' }).getByRole('button', { name: 'Clear override' }).click();
       await a.getByText('No override: the node follows its rules.').waitFor();
       await until('the node to stop draining', async () => {
         const n = (await stack.api.ok('GET', '/api/v1/namespaces/shop/nodes')).data.items.find((x) => x.nodeId === 'gw-e2e');
@@ -610,6 +618,10 @@ async function main() {
       await form.getByLabel('Node selector').fill('pool=canary');
       await form.getByLabel('Judge it automatically (abort on a breach)').uncheck();
       await form.getByRole('button', { name: 'Publish canary' }).click();
+      // The confirmation names the scope: the selector and the live nodes it matches.
+      const confirmCanary = a.getByRole('dialog', { name: `Publish #${id} as a canary?` });
+      await confirmCanary.getByText(/on pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version/).waitFor();
+      await confirmCanary.getByRole('button', { name: 'Publish canary' }).click();
       const active = a.getByRole('region', { name: 'Active canary' });
       await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
       const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
@@ -617,6 +629,9 @@ async function main() {
       await active.getByText(`gw-e2e v${v}`).waitFor();
       await active.getByLabel('Reason').fill('e2e: seen enough');
       await active.getByRole('button', { name: 'Abort canary' }).click();
+      const confirmAbort = a.getByRole('dialog', { name: `Abort the canary of v${v}?` });
+      await confirmAbort.getByText(/^1 node on pool=canary returns to the fleet's version/).waitFor();
+      await confirmAbort.getByRole('button', { name: 'Abort canary' }).click();
       await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
       await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
     });
@@ -641,6 +656,7 @@ async function main() {
       await form.getByLabel('Window').fill('10s');
       await form.getByLabel('Min requests').fill('20');
       await form.getByRole('button', { name: 'Publish canary' }).click();
+      await a.getByRole('dialog', { name: /^Publish #\d+ as a canary\?$/ }).getByRole('button', { name: 'Publish canary' }).click();
       const active = a.getByRole('region', { name: 'Active canary' });
       await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
       const v = Number((await active.getByRole('link', { name: /^Version \d+$/ }).textContent()).split(' ')[1]);
@@ -836,10 +852,87 @@ async function main() {
       }
       await p.setViewportSize({ width: 1280, height: 800 });
     });
+
+    await accessibilitySteps({ browser, base, pw, changeId });
+    await auditWhySteps({ browser, base, pw });
   } finally {
     await browser.close();
     await stack.stop();
   }
+}
+
+// Accessibility (issue 30, item 11): axe-core on every page, the skip link,
+// autofocus on the login form and focus returning to a dialog's opener.
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+// axeCheck runs axe-core on page (injected with evaluate, which the console's
+// CSP does not block) and fails on any serious or critical violation, naming
+// each rule and the elements it found.
+async function axeCheck(page, what) {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => (await globalThis.axe.run(document, { resultTypes: ['violations'] })).violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 5).map((n) => `${n.target.join(' ')} [${(n.any[0] ?? n.all[0] ?? n.none[0])?.message ?? ''}]`) })));
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.equal(bad.length, 0, `axe on ${what}: ${bad.map((v) => `${v.impact} ${v.id} (${v.help}): ${v.nodes.join(', ')}`).join('; ')}`);
+}
+
+// settled waits until page shows its title and nothing is loading.
+async function settled(page) {
+  await page.getByRole('heading', { level: 1 }).first().waitFor();
+  await until('the page to finish loading', async () => (await page.getByLabel('Loading', { exact: true }).count()) === 0, 10_000);
+}
+
+async function accessibilitySteps({ browser, base, pw, changeId }) {
+  await step('the login form focuses its first field, and has no serious accessibility violation', async () => {
+    const context = await browser.newContext({ baseURL: base, viewport: { width: 1440, height: 900 } });
+    const page = await context.newPage();
+    await page.goto('/login');
+    const username = page.getByLabel('Username');
+    await username.waitFor();
+    assert.ok(await username.evaluate((el) => el === document.activeElement), 'the username field has the focus');
+    await axeCheck(page, '/login');
+    await context.close();
+  });
+
+  const admin = await signIn(browser, base, 'admin', pw.admin, { width: 1440, height: 900 });
+  const a = admin.page;
+  await step('a skip link is the first thing the keyboard reaches and moves the focus to the page', async () => {
+    await a.goto('/namespaces/shop');
+    await settled(a);
+    await a.keyboard.press('Tab');
+    const skip = a.getByRole('link', { name: 'Skip to content' });
+    assert.ok(await skip.evaluate((el) => el === document.activeElement), 'Skip to content is focused first');
+    assert.ok(await skip.isVisible(), 'the focused skip link is visible');
+    await a.screenshot({ path: join(shots, 'skip-link.png') });
+    await a.keyboard.press('Enter');
+    await until('the focus to move to the page', () => a.evaluate(() => document.activeElement?.id === 'main'), 3_000);
+  });
+
+  await step('a dialog closed with Escape gives the focus back to the button that opened it', async () => {
+    await a.goto('/namespaces/shop/versions/1');
+    const opener = a.getByRole('button', { name: 'Roll back to v1' });
+    await opener.click();
+    const dialog = a.getByRole('dialog', { name: 'Roll back to v1' });
+    await dialog.waitFor();
+    // Checked once its opening transition is over (mid-fade, colours are blended).
+    await until('the dialog to be fully shown', () => dialog.evaluate((el) => {
+      for (let e = el; e; e = e.parentElement) if (globalThis.getComputedStyle(e).opacity !== '1') return false;
+      return true;
+    }), 3_000);
+    await axeCheck(a, 'the rollback dialog');
+    await a.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    await until('the focus to return to the opener', () => opener.evaluate((el) => el === document.activeElement), 3_000);
+  });
+
+  await step('axe finds no serious or critical violation on any page', async () => {
+    const pages = ['/namespaces', '/namespaces/shop', '/namespaces/shop/nodes', '/namespaces/shop/nodes/gw-e2e', '/namespaces/shop/versions', '/namespaces/shop/versions/2', '/namespaces/shop/changes', `/namespaces/shop/changes/${changeId}`, '/namespaces/shop/draft', '/namespaces/shop/traffic', '/namespaces/shop/events', '/namespaces/shop/canary', '/audit', '/tokens', '/users'];
+    for (const path of pages) {
+      await a.goto(path);
+      await settled(a);
+      await axeCheck(a, path);
+    }
+  });
+  await admin.context.close();
 }
 
 mkdirSync(shots, { recursive: true });
@@ -852,3 +945,36 @@ main().then(
     process.exit(1);
   },
 );
+
+// Why is visible (issue 30, item 4): the audit log shows the reason, the
+// before → after, the request id and the client of what the run did earlier
+// (the drain, the approval); the events say an override in words.
+async function auditWhySteps({ browser, base, pw }) {
+  await step('the audit log shows the reason, before → after, request and client; the events say "drain" and "cleared"', async () => {
+    const admin = await signIn(browser, base, 'admin', pw.admin, { width: 1440, height: 900 });
+    const a = admin.page;
+    await a.goto('/audit');
+    const table = a.getByRole('table', { name: 'Audit events' });
+    await table.waitFor();
+    await a.getByLabel('Action').selectOption('node.override');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    const drain = table.getByRole('row').filter({ hasText: 'e2e: drain before maintenance' }).first();
+    await drain.getByText(/^drain until \d{4}-\d\d-\d\d \d\d:\d\d /).waitFor();
+    assert.match(await drain.textContent(), /127\.0\.0\.1/, 'the client address is shown');
+    assert.equal(await table.getByText('node.override_delete').count(), 0, 'the filter is applied');
+    await a.getByLabel('Action').selectOption('change.approve');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    const approval = table.getByRole('row').filter({ hasText: '50× tighter, agreed' });
+    await approval.getByText('state: open → approved').waitFor();
+    await a.getByLabel('Action').selectOption('');
+    await a.getByLabel('Namespace').fill('shop');
+    await a.getByRole('button', { name: 'Filter' }).click();
+    await table.getByText('node.override').first().waitFor();
+    await a.screenshot({ path: join(shots, 'audit-page.png') });
+    await a.goto('/namespaces/shop/events?kind=override');
+    const events = a.getByRole('table', { name: 'Events' });
+    await events.getByRole('row').filter({ hasText: 'e2e: drain before maintenance' }).getByText(/^drain until /).waitFor();
+    await events.getByRole('cell', { name: 'cleared', exact: true }).first().waitFor();
+    await admin.context.close();
+  });
+}

@@ -48,41 +48,47 @@ export function Layout() {
   ].filter((l) => l.show);
 
   return (
-    <AppShell header={{ height: 56 }} navbar={{ width: 200, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
-      <AppShell.Header>
-        <Group h="100%" px="md" justify="space-between" wrap="nowrap">
-          <Group wrap="nowrap">
-            <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Navigation" />
-            <Anchor component={Link} to="/namespaces" fw={700} c="inherit" underline="never">
-              Sluice
-            </Anchor>
+    <>
+      {/* The first thing a keyboard reaches: past the header and navigation to the page itself. */}
+      <a href="#main" className="skip-link">
+        Skip to content
+      </a>
+      <AppShell header={{ height: 56 }} navbar={{ width: 200, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+        <AppShell.Header>
+          <Group h="100%" px="md" justify="space-between" wrap="nowrap">
+            <Group wrap="nowrap">
+              <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Navigation" />
+              <Anchor component={Link} to="/namespaces" fw={700} c="inherit" underline="never">
+                Sluice
+              </Anchor>
+            </Group>
+            <Group gap="xs" wrap="nowrap">
+              <Text size="sm" visibleFrom="xs">
+                {me.data.user.username} ({role})
+              </Text>
+              <Button
+                variant="default"
+                size="xs"
+                onClick={() => logout.mutate(undefined, { onSettled: () => navigate('/login', { replace: true }) })}
+              >
+                Sign out
+              </Button>
+            </Group>
           </Group>
-          <Group gap="xs" wrap="nowrap">
-            <Text size="sm" visibleFrom="xs">
-              {me.data.user.username} ({role})
-            </Text>
-            <Button
-              variant="default"
-              size="xs"
-              onClick={() => logout.mutate(undefined, { onSettled: () => navigate('/login', { replace: true }) })}
-            >
-              Sign out
-            </Button>
-          </Group>
-        </Group>
-      </AppShell.Header>
-      <AppShell.Navbar p="sm" aria-label="Main">
-        <Stack gap={4}>
-          {links.map((l) => (
-            <Anchor key={l.to} component={NavLink} to={l.to} py={6} px={8}>
-              {l.label}
-            </Anchor>
-          ))}
-        </Stack>
-      </AppShell.Navbar>
-      <AppShell.Main>
-        <Outlet />
-      </AppShell.Main>
-    </AppShell>
+        </AppShell.Header>
+        <AppShell.Navbar p="sm" aria-label="Main">
+          <Stack gap={4}>
+            {links.map((l) => (
+              <Anchor key={l.to} component={NavLink} to={l.to} py={6} px={8}>
+                {l.label}
+              </Anchor>
+            ))}
+          </Stack>
+        </AppShell.Navbar>
+        <AppShell.Main id="main" tabIndex={-1} style={{ outline: 'none' }}>
+          <Outlet />
+        </AppShell.Main>
+      </AppShell>
+    </>
   );
 }

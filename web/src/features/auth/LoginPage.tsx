@@ -42,7 +42,7 @@ export function LoginPage() {
               {errorMessage(login.error)}
             </Alert>
           )}
-          <TextInput label="Username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} data-autofocus />
+          <TextInput label="Username" autoComplete="username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} autoFocus />
           <PasswordInput label="Password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
           <Button type="submit" loading={login.isPending}>
             Sign in

@@ -6,13 +6,16 @@ import { Link, useParams } from 'react-router';
 import type { CanaryAnalysis, CanaryComparison, CohortFigures } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page, when } from '../../components/Page';
+import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { absolute, plural } from '../../components/format';
+import { Loading, Page, When, when } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { allows, useMe } from '../auth/session';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useCanary } from '../nodes/hooks';
-import { parseSelector } from '../nodes/labels';
+import { matches, parseSelector } from '../nodes/labels';
+import { useNodes } from '../namespaces/hooks';
 import { analysisFrom, comparisonRows, defaultAnalysis, type AnalysisForm } from './analysis';
 import { useEndCanary, usePublishCanary } from './hooks';
 import { useEvents } from '../events/hooks';
@@ -67,14 +70,18 @@ function PublishCanary({ ns }: { ns: string }) {
   const an = analyse ? analysisFrom(form) : undefined;
   const chosen = id || (changes[0] ? String(changes[0].id) : '');
   const ok = chosen !== '' && sel.selector && Object.keys(sel.selector).length > 0 && !an?.error;
+  // The confirmation names the scope: the change, the selector and the live nodes it matches now.
+  const nodes = useNodes(ns);
+  const [confirming, setConfirming] = useState(false);
+  const change = changes.find((c) => String(c.id) === chosen);
+  const matching = sel.selector ? (nodes.data?.items ?? []).filter((n) => n.live && matches(n.labels, sel.selector!)) : [];
   const field = (k: keyof AnalysisForm, label: string, description?: string) => (
     <TextInput label={label} description={description} value={form[k]} onChange={(e) => setForm({ ...form, [k]: e.currentTarget.value })} disabled={!analyse} />
   );
   return (
     <Paper withBorder p="md" component="form" aria-label="Publish a canary" onSubmit={(e) => {
       e.preventDefault();
-      if (!ok) return;
-      publish.mutate({ id: Number(chosen), selector: sel.selector!, analysis: an?.analysis });
+      if (ok) setConfirming(true);
     }}>
       <Stack gap="sm">
         <Title order={2} size="h4">
@@ -112,6 +119,28 @@ function PublishCanary({ ns }: { ns: string }) {
                 Publish canary
               </Button>
             </Group>
+            {ok && (
+              <ConfirmDialog
+                opened={confirming}
+                title={`Publish #${chosen} as a canary?`}
+                confirm="Publish canary"
+                loading={publish.isPending}
+                error={publish.error}
+                onClose={() => setConfirming(false)}
+                onConfirm={() => publish.mutate({ id: Number(chosen), selector: sel.selector!, analysis: an?.analysis }, { onSuccess: () => setConfirming(false) })}
+              >
+                <Text size="sm">
+                  {change ? `“${change.title}” ` : ''}on {selText.trim()}: {plural(matching.length, 'live node')} now
+                  {matching.length > 0 ? ` (${matching.map((n) => n.nodeId).join(', ')})` : ''}; the other nodes of {ns} keep their version.{' '}
+                  {an?.analysis ? `Judged every ${an.analysis.window ?? '60s'}, aborted on a breach.` : 'No automatic analysis: promote or abort by hand.'}
+                </Text>
+                {matching.length === 0 && (
+                  <Alert color="orange" role="alert">
+                    No live node matches {selText.trim()}: the canary runs nowhere until one joins.
+                  </Alert>
+                )}
+              </ConfirmDialog>
+            )}
           </>
         )}
       </Stack>
@@ -143,7 +172,7 @@ function RecentCanaries({ ns }: { ns: string }) {
           <Table.Tbody>
             {items.map((e) => (
               <Table.Tr key={e.id}>
-                <Table.Td style={{ whiteSpace: 'nowrap' }}>{new Date(e.at).toLocaleString()}</Table.Td>
+                <Table.Td style={{ whiteSpace: 'nowrap' }}><When t={e.at} /></Table.Td>
                 <Table.Td>
                   {e.version !== undefined ? `v${e.version} ` : ''}
                   {verb[e.to ?? ''] ?? e.to} by {e.actor}
@@ -170,9 +199,11 @@ export function CanaryPage() {
   const q = useCanary(ns, 2_000);
   const end = useEndCanary(ns);
   const [reason, setReason] = useState('');
+  const [confirming, setConfirming] = useState<'promote' | 'abort' | null>(null);
   const canApprove = allows(me.data?.role, 'approver');
   const c = q.data;
   const cmp = c?.comparison;
+  const selectorText = Object.entries(c?.selector ?? {}).map(([k, v]) => `${k}=${v}`).join(', ');
 
   return (
     <Page title="Canary" crumbs={nsCrumbs(ns)} actions={<Group gap="sm"><NamespaceNav ns={ns} /><StreamBadge state={stream} /></Group>}>
@@ -220,7 +251,7 @@ export function CanaryPage() {
             {cmp && (
               <>
                 {(cmp.windows ?? 0) > 0 && <Comparison
-                  title={`Last judged window${cmp.windowStart ? ` (${new Date(cmp.windowStart).toLocaleTimeString()}–${cmp.windowEnd ? new Date(cmp.windowEnd).toLocaleTimeString() : ''})` : ''}`}
+                  title={`Last judged window${cmp.windowStart ? ` (${absolute(cmp.windowStart)} – ${absolute(cmp.windowEnd)})` : ''}`}
                   canary={cmp.canary}
                   baseline={cmp.baseline}
                   c={cmp}
@@ -234,13 +265,30 @@ export function CanaryPage() {
               <Stack gap="xs">
                 <Textarea label="Reason" value={reason} onChange={(e) => setReason(e.currentTarget.value)} autosize minRows={1} />
                 <Group>
-                  <Button color="teal" onClick={() => end.mutate({ action: 'promote', reason })} loading={end.isPending && end.variables?.action === 'promote'}>
+                  <Button color="teal" onClick={() => setConfirming('promote')} loading={end.isPending && end.variables?.action === 'promote'}>
                     Promote to all nodes
                   </Button>
-                  <Button color="red" variant="light" onClick={() => end.mutate({ action: 'abort', reason })} loading={end.isPending && end.variables?.action === 'abort'}>
+                  <Button color="red" variant="light" onClick={() => setConfirming('abort')} loading={end.isPending && end.variables?.action === 'abort'}>
                     Abort canary
                   </Button>
                 </Group>
+                <ConfirmDialog
+                  opened={confirming !== null}
+                  title={confirming === 'promote' ? `Promote v${c.version} to all nodes?` : `Abort the canary of v${c.version}?`}
+                  confirm={confirming === 'promote' ? 'Promote' : 'Abort canary'}
+                  color={confirming === 'promote' ? 'teal' : 'red'}
+                  loading={end.isPending}
+                  error={end.error}
+                  onClose={() => setConfirming(null)}
+                  onConfirm={() => confirming && end.mutate({ action: confirming, reason }, { onSuccess: () => setConfirming(null) })}
+                >
+                  <Text size="sm">
+                    {confirming === 'promote'
+                      ? `Every node of ${ns} runs v${c.version}, not only the ${plural((c.nodes ?? []).length, 'node')} on ${selectorText}.`
+                      : `${plural((c.nodes ?? []).length, 'node')} on ${selectorText} ${(c.nodes ?? []).length === 1 ? 'returns' : 'return'} to the fleet's version; v${c.version} runs nowhere.`}
+                    {reason.trim() ? ` Reason: ${reason.trim()}` : ''}
+                  </Text>
+                </ConfirmDialog>
               </Stack>
             )}
             <ErrorAlert error={end.error} />

@@ -14,7 +14,7 @@ export function WarningList({ warnings }: { warnings: Warning[] }) {
             </ThemeIcon>
           }
         >
-          <Text span c="orange.9" fw={600} size="sm">
+          <Text span c="red.9" fw={600} size="sm">
             Risk:
           </Text>{' '}
           <Text span size="sm">

@@ -50,7 +50,7 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, o
   const description = warning ? (
     <>
       {help && <span style={{ display: 'block' }}>{help}</span>}
-      <Text span size="xs" c="orange.9" fw={600} style={{ display: 'block' }}>
+      <Text span size="xs" c="red.9" fw={600} style={{ display: 'block' }}>
         Risk: {warning.message}
       </Text>
     </>

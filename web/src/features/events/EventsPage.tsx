@@ -5,10 +5,10 @@ import { Link, useParams, useSearchParams } from 'react-router';
 import { eventKinds } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
-import { Loading, Page } from '../../components/Page';
+import { Loading, Page, When } from '../../components/Page';
 import { StreamBadge } from '../../components/StreamBadge';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
-import { change, detailText, show } from './format';
+import { change, detailText, reason, show } from './format';
 import { useEvents } from './hooks';
 
 const kindColor: Record<string, string> = {
@@ -80,6 +80,7 @@ export function EventsPage() {
                 <Table.Th>Rule</Table.Th>
                 <Table.Th>Change</Table.Th>
                 <Table.Th>Actor</Table.Th>
+                <Table.Th>Reason</Table.Th>
                 <Table.Th>Detail</Table.Th>
               </Table.Tr>
             </Table.Thead>
@@ -88,7 +89,7 @@ export function EventsPage() {
                 <Table.Tr key={String(e.id)}>
                   <Table.Td>
                     <Text size="sm" style={{ whiteSpace: 'nowrap' }}>
-                      {new Date(e.at).toLocaleString()}
+                      <When t={e.at} />
                     </Text>
                   </Table.Td>
                   <Table.Td style={{ whiteSpace: 'nowrap' }}>
@@ -114,6 +115,7 @@ export function EventsPage() {
                     )}
                   </Table.Td>
                   <Table.Td>{e.actor}</Table.Td>
+                  <Table.Td>{reason(e)}</Table.Td>
                   <Table.Td maw={420} title={show(e.detail)}>
                     <Text size="xs" ff="monospace" lineClamp={2} style={{ wordBreak: 'break-word' }}>
                       {detailText(e.detail)}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { change, detailText } from './format';
+import { change, detailText, reason } from './format';
 
 describe('event cells', () => {
   it.each([
@@ -14,5 +14,12 @@ describe('event cells', () => {
     { desc: 'a cancelled schedule', e: { id: 1, at: '', kind: 'publish' as const, to: 'schedule_cancelled', version: 5 }, want: 'schedule cancelled v5' },
     { desc: 'only the old state', e: { id: 1, at: '', kind: 'breaker' as const, from: 'open' }, want: 'was open' },
     { desc: 'neither', e: { id: 1, at: '', kind: 'node_joined' as const }, want: '' },
+    { desc: 'a drain, not "node.override"', e: { id: 1, at: '', kind: 'override' as const, detail: { action: 'node.override', after: { drain: true, reason: 'kernel patch' } } }, want: 'drain' },
+    { desc: 'a forced degrade', e: { id: 1, at: '', kind: 'override' as const, detail: { action: 'node.override', after: { degradeLevels: { 'shed-search': 1 } } } }, want: 'degrade rule shed-search to level 1' },
+    { desc: 'an override cleared', e: { id: 1, at: '', kind: 'override' as const, detail: { action: 'node.override_delete' } }, want: 'cleared' },
   ])('change: $desc', (c) => expect(change(c.e)).toBe(c.want));
+  it('reason: an override says why', () => {
+    expect(reason({ id: 1, at: '', kind: 'override', detail: { action: 'node.override', after: { drain: true, reason: 'kernel patch' } } })).toBe('kernel patch');
+    expect(reason({ id: 1, at: '', kind: 'publish', version: 3 })).toBe('');
+  });
 });

@@ -1,5 +1,6 @@
 // How the events timeline writes an event's cells.
 import type { FleetEvent } from '../../api/fleet';
+import { overrideText, reasonOf } from '../audit/describe';
 
 /** show is a value as text: objects as JSON, nothing as ''. */
 export function show(v: unknown): string {
@@ -34,7 +35,29 @@ export function step(e: FleetEvent): string {
   return '';
 }
 
-/** change is what an event changed, for the table: a level or state step, a version, or both ("start v7"). */
+/** audited is an audit-derived event's action and after document (its detail), when it has them. */
+function audited(e: FleetEvent): { action?: string; after?: unknown } {
+  const d = e.detail;
+  if (typeof d !== 'object' || d === null || Array.isArray(d)) return {};
+  const r = d as Record<string, unknown>;
+  return { action: typeof r.action === 'string' ? r.action : undefined, after: r.after };
+}
+
+/** reason is the reason an audited event records (an override's, a rollback's), or ''. */
+export function reason(e: FleetEvent): string {
+  return reasonOf(audited(e).after);
+}
+
+/**
+ * change is what an event changed, for the table: an override in words
+ * ("drain", "degrade rule X to level N", "cleared"), a level or state step,
+ * a version, or both ("start v7").
+ */
 export function change(e: FleetEvent): string {
+  if (e.kind === 'override') {
+    const a = audited(e);
+    const o = overrideText(a.action, a.after);
+    if (o !== undefined) return o;
+  }
   return [step(e), e.version !== undefined ? `v${e.version}` : ''].filter(Boolean).join(' ');
 }

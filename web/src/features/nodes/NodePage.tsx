@@ -15,10 +15,12 @@ import { stepSeconds } from '../traffic/series';
 import { useVersionDoc, useVersions } from '../versions/hooks';
 import { useClearOverride, useSetOverride } from './hooks';
 import { formatLabels } from './labels';
-import { overrideBody, ttlError } from './override';
+import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { overrideText } from '../audit/describe';
+import { overrideBody, servingOthers, ttlError } from './override';
 import { ms, NodeKindBadge, NodeState, pct, sourceLabel, statusColor } from './NodesPage';
 
-function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades: string[] }) {
+function OverrideForm({ ns, node, degrades, others }: { ns: string; node: Node; degrades: string[]; others: number }) {
   const id = node.nodeId ?? '';
   const set = useSetOverride(ns, id);
   const clear = useClearOverride(ns, id);
@@ -30,10 +32,13 @@ function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades
   const body = overrideBody(drain, levels, ttl, reason);
   const tErr = ttlError(ttl);
   const nothing = body === undefined;
+  // Both reach the node at once: each is confirmed in a dialog naming the node and what it does.
+  const [confirming, setConfirming] = useState<'set' | 'clear' | null>(null);
+  const close = () => setConfirming(null);
   return (
     <Paper withBorder p="md" component="form" aria-label="Override" onSubmit={(e) => {
       e.preventDefault();
-      if (body) set.mutate(body);
+      if (body) setConfirming('set');
     }}>
       <Stack gap="sm">
         <Title order={2} size="h4">
@@ -77,11 +82,30 @@ function OverrideForm({ ns, node, degrades }: { ns: string; node: Node; degrades
             Save override
           </Button>
           {o && (
-            <Button variant="default" onClick={() => clear.mutate()} loading={clear.isPending}>
+            <Button variant="default" onClick={() => setConfirming('clear')} loading={clear.isPending}>
               Clear override
             </Button>
           )}
         </Group>
+        {body && (
+          <ConfirmDialog opened={confirming === 'set'} title={`Override node ${id}?`} confirm="Save override" color={body.drain ? 'red' : undefined} loading={set.isPending} error={set.error} onClose={close} onConfirm={() => set.mutate(body, { onSuccess: close })}>
+            <Text size="sm">
+              Node {id} of {ns}: {overrideText('node.override', body)}, {body.ttl ? `for ${body.ttl}` : 'until cleared'}. Reason: {body.reason}
+            </Text>
+            {body.drain && others === 0 && (
+              <Alert color="red" role="alert" title="This is the last live node">
+                No other live node serves {ns}: draining {id} leaves none ready for traffic.
+              </Alert>
+            )}
+          </ConfirmDialog>
+        )}
+        {o && (
+          <ConfirmDialog opened={confirming === 'clear'} title={`Clear the override on ${id}?`} confirm="Clear override" loading={clear.isPending} error={clear.error} onClose={close} onConfirm={() => clear.mutate(undefined, { onSuccess: close })}>
+            <Text size="sm">
+              Node {id} of {ns} follows its rules again: {overrideText('node.override', o)} ends.
+            </Text>
+          </ConfirmDialog>
+        )}
         {nothing && <Text size="xs" c="dimmed">Drain the node or force a degrade level to save an override.</Text>}
       </Stack>
     </Paper>
@@ -214,7 +238,7 @@ export function NodePage() {
       </Paper>
       <RuleStates ns={ns} id={id} node={n} />
       {allows(me.data?.role, 'approver') ? (
-        <OverrideForm key={`${n.override?.revision ?? 0}`} ns={ns} node={n} degrades={degrades} />
+        <OverrideForm key={`${n.override?.revision ?? 0}`} ns={ns} node={n} degrades={degrades} others={servingOthers(nodes.data?.items ?? [], id)} />
       ) : (
         <Text size="sm" c="dimmed">
           Overrides (drain, forced degrade levels) need the approver role.

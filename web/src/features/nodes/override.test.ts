@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { overrideBody, ttlError } from './override';
+import type { Node } from '../../api/client';
+import { overrideBody, servingOthers, ttlError } from './override';
 
 describe('ttlError', () => {
   it.each([
@@ -18,4 +19,15 @@ describe('overrideBody', () => {
     { desc: 'forced levels, unforced ones left out', drain: false, levels: { a: '2', b: '', c: '0' }, ttl: '15m', reason: 'incident', want: { drain: false, degradeLevels: { a: 2, c: 0 }, ttl: '15m', reason: 'incident' } },
     { desc: 'nothing to override', drain: false, levels: { a: '' }, ttl: '15m', reason: 'x', want: undefined },
   ])('$desc', (c) => expect(overrideBody(c.drain, c.levels, c.ttl, c.reason)).toEqual(c.want));
+});
+
+describe('servingOthers', () => {
+  const n = (nodeId: string, more: Partial<Node> = {}): Node => ({ nodeId, live: true, ...more }) as Node;
+  it.each([
+    { desc: 'the only node', nodes: [n('a')], want: 0 },
+    { desc: 'another live node', nodes: [n('a'), n('b')], want: 1 },
+    { desc: 'the other is gone', nodes: [n('a'), n('b', { live: false })], want: 0 },
+    { desc: 'the other drains', nodes: [n('a'), n('b', { draining: true })], want: 0 },
+    { desc: 'the other was asked to drain', nodes: [n('a'), n('b', { override: { drain: true } })], want: 0 },
+  ])('$desc', (c) => expect(servingOthers(c.nodes, 'a')).toBe(c.want));
 });

@@ -2,6 +2,7 @@
 // (api.Override as PUT …/nodes/{id}/override takes it). The control plane
 // checks the same again and names what it refuses.
 import { parseDuration } from '../traffic/series';
+import type { Node } from '../../api/client';
 import type { OverrideInput } from './hooks';
 
 const maxTTL = 30 * 24 * 3600;
@@ -29,4 +30,13 @@ export function overrideBody(drain: boolean, levels: Record<string, string>, ttl
   );
   if (!drain && Object.keys(degradeLevels).length === 0) return undefined;
   return { drain, degradeLevels, ...(ttl.trim() ? { ttl: ttl.trim() } : {}), reason: reason.trim() };
+}
+
+/**
+ * servingOthers counts the live nodes other than id that neither drain nor
+ * were asked to: the ones left to serve the namespace if id drains (0: id is
+ * the last, and the override dialog warns).
+ */
+export function servingOthers(nodes: Node[], id: string): number {
+  return nodes.filter((n) => n.nodeId !== id && n.live && !n.draining && !n.override?.drain).length;
 }

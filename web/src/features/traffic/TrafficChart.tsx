@@ -3,6 +3,7 @@ import { useElementSize } from '@mantine/hooks';
 import { useEffect, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import type { FleetEvent } from '../../api/fleet';
+import { absolute } from '../../components/format';
 import { alignedData, LiveChart, type Line } from './chart';
 import { eventLabel, latest, placeMarkers, type Marker } from './series';
 
@@ -67,7 +68,7 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
       <Box ref={box} pos="relative">
         <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}` : ''}`} />
         {markers.list.map((m) => {
-          const label = m.events.map((e) => `${eventLabel(e)} at ${new Date(e.at).toLocaleTimeString()}`).join('; ');
+          const label = m.events.map((e) => `${eventLabel(e)} at ${absolute(e.at)}`).join('; ');
           return (
             <Tooltip key={`${m.at}-${m.events[0].id}`} label={label} multiline maw={320} withArrow>
               <button
