@@ -875,8 +875,8 @@ async function axeCheck(page, what) {
   assert.equal(bad.length, 0, `axe on ${what}: ${bad.map((v) => `${v.impact} ${v.id} (${v.help}): ${v.nodes.join(', ')}`).join('; ')}`);
 }
 
-// settled waits until page shows its title and nothing is loading.
-async function settled(page) {
+// loaded waits until page shows its title and nothing is loading.
+async function loaded(page) {
   await page.getByRole('heading', { level: 1 }).first().waitFor();
   await until('the page to finish loading', async () => (await page.getByLabel('Loading', { exact: true }).count()) === 0, 10_000);
 }
@@ -897,7 +897,7 @@ async function accessibilitySteps({ browser, base, pw, changeId }) {
   const a = admin.page;
   await step('a skip link is the first thing the keyboard reaches and moves the focus to the page', async () => {
     await a.goto('/namespaces/shop');
-    await settled(a);
+    await loaded(a);
     await a.keyboard.press('Tab');
     const skip = a.getByRole('link', { name: 'Skip to content' });
     assert.ok(await skip.evaluate((el) => el === document.activeElement), 'Skip to content is focused first');
@@ -928,7 +928,7 @@ async function accessibilitySteps({ browser, base, pw, changeId }) {
     const pages = ['/namespaces', '/namespaces/shop', '/namespaces/shop/nodes', '/namespaces/shop/nodes/gw-e2e', '/namespaces/shop/versions', '/namespaces/shop/versions/2', '/namespaces/shop/changes', `/namespaces/shop/changes/${changeId}`, '/namespaces/shop/draft', '/namespaces/shop/traffic', '/namespaces/shop/events', '/namespaces/shop/canary', '/audit', '/tokens', '/users'];
     for (const path of pages) {
       await a.goto(path);
-      await settled(a);
+      await loaded(a);
       await axeCheck(a, path);
     }
   });
