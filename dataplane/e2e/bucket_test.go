@@ -29,12 +29,12 @@ import (
 // SLUICE_LOAD=1 runs it for 30 s instead of 6 s.
 func TestSharedBucketServicesAndGateway(t *testing.T) {
 	t.Parallel()
-	const rate, burst = 300, 150 // per second
+	const rate, burst = 300, 300 // per second; burst: a 1 s stall of every source loses nothing
 	run := 6 * time.Second
 	if os.Getenv("SLUICE_LOAD") == "1" {
 		run = 30 * time.Second
 	}
-	const bucket = `bucket: e2e-orders, algorithm: token_bucket, rate: 300, period: 1s, burst: 150, scope: cluster, onStoreError: deny`
+	bucket := fmt.Sprintf("bucket: e2e-orders, algorithm: token_bucket, rate: %d, period: 1s, burst: %d, scope: cluster, onStoreError: deny", rate, burst)
 	prefix := fmt.Sprintf("sluicetest:e2e-bucket:%d:", time.Now().UnixNano())
 
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
@@ -66,9 +66,11 @@ limits:
 		guards = append(guards, g)
 	}
 
-	// Each source offers ~2,000 calls/s (two callers pacing at 1 ms):
+	// Each source offers ~2,000 calls/s (four callers pacing at 2 ms):
 	// together 20 times the rate, so the bucket stays empty whatever one
-	// source's stalls on a loaded machine.
+	// caller's stalls on a loaded machine; and the bucket holds a second of
+	// refill, so that only a stall of all three sources longer than that
+	// would lose units.
 	const user = "alice-e2e"
 	var admitted [3]atomic.Int64
 	var failures atomic.Int64
@@ -77,7 +79,7 @@ limits:
 	deadline := start.Add(run)
 	pace := func(src int, call func() (bool, error)) {
 		defer wg.Done()
-		tick := time.NewTicker(time.Millisecond)
+		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
 			if time.Now().After(deadline) {
@@ -94,7 +96,7 @@ limits:
 		}
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	for range 2 {
+	for range 4 {
 		wg.Add(3)
 		for i, g := range guards {
 			go pace(i, func() (bool, error) {
