@@ -10,7 +10,7 @@ CHECK_MODULE := deploy/check
 BIN := bin
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build web test run bench bench-proxy bench-proxy-dedicated bench-scaling bench-insn bench-web pgo-profile lint fmt vet clean
+.PHONY: all build web test run bench bench-sdk bench-proxy bench-proxy-dedicated bench-scaling bench-insn bench-web pgo-profile lint fmt vet clean
 
 all: build
 
@@ -47,6 +47,12 @@ bench: build
 
 bench-proxy: build
 	scripts/bench-proxy.sh
+
+# bench-sdk: CPU per request of a trivial handler alone and behind
+# sluicehttp.Middleware under wrk (issue 31: <= 1.3x); server and wrk on
+# separate cores.
+bench-sdk:
+	scripts/bench-sdk.sh
 
 # bench-proxy-dedicated: nginx and the gateway on dedicated cores (P=1 by
 # default: the proxy on core 0, load and upstreams on the others), CPU per

@@ -272,6 +272,16 @@ type Limit struct {
 	Mode ClusterMode `json:"mode,omitempty"`
 	// OnStoreError applies to cluster scope only; empty means OnStoreErrorLocal.
 	OnStoreError StoreErrorPolicy `json:"onStoreError,omitempty"`
+	// Bucket names a cluster budget shared across namespaces (cluster scope
+	// only; token_bucket, sliding_window, fixed_window): every limit, in any
+	// gateway or kind: service document, that names the same bucket with the
+	// same algorithm, rate, period and burst spends one Redis budget per key,
+	// where keys match by their parts' values in order (header:X-User and
+	// sdk:user carrying one user id are one key). Without it a cluster
+	// limit's budget is its namespace's and limit id's own. Limits naming
+	// one bucket with other parameters keep apart budgets (never a mixed
+	// one).
+	Bucket string `json:"bucket,omitempty"`
 	// Shadow limits decide, count and log, but never reject.
 	Shadow bool `json:"shadow,omitempty"`
 	// Exempt lists client CIDRs (or single addresses) that are never limited.

@@ -592,7 +592,16 @@ func (v validator) limit(p string, l *Limit, routes map[string]int) {
 		if l.OnStoreError != "" {
 			v.add(p+".onStoreError", "applies only to scope: cluster")
 		}
+		if l.Bucket != "" {
+			v.add(p+".bucket", "applies only to scope: cluster (a shared budget lives in Redis)")
+		}
 	case ScopeCluster:
+		if l.Bucket != "" {
+			if l.Algorithm == Quota {
+				v.add(p+".bucket", "applies to token_bucket, sliding_window and fixed_window, not quota")
+			}
+			v.id(p+".bucket", l.Bucket)
+		}
 		switch l.Algorithm {
 		case TokenBucket, SlidingWindow, FixedWindow, Quota:
 		default:

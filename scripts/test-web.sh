@@ -11,7 +11,7 @@ source scripts/lib.sh
 ensure_postgres
 ensure_web_deps
 ensure_chromium
-for b in sluice-admin sluice-gateway demo-upstream; do
+for b in sluice-admin sluice-gateway demo-upstream orders-example; do
 	[ -x "bin/$b" ] || die "bin/$b is missing: run make build first"
 done
 cd web

@@ -582,7 +582,11 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			d = ru.local.TakeHashClass(t.h, t.cost, now, v.Class)
 			t.pool = d.pool
 		} else {
-			t.key = ru.key.Text(v)
+			if ru.l.Bucket != "" {
+				t.key = ru.key.ValueText(v) // a shared bucket: keys match by value
+			} else {
+				t.key = ru.key.Text(v)
+			}
 			var err error
 			if d, err = ru.lim.Take(v.Context(), t.key, t.cost, now); err != nil {
 				inc(m.storeErr)

@@ -117,9 +117,15 @@ type Config struct {
 	// counters through; empty refuses rule sets that have any.
 	Redis string
 	// RedisPrefix starts every Redis key; empty means the store's default,
-	// shared with gateways that use the default, so that one key is one
-	// budget across services and gateways.
+	// that of gateways that use the default. A cluster limit that names a
+	// bucket (`bucket: NAME`) spends one budget per key with every gateway
+	// and service limit naming that bucket with the same parameters, under
+	// one prefix; without a bucket, a limit's budget is its own.
 	RedisPrefix string
+	// RedisTimeout is the deadline of every Redis call (a gateway's
+	// --redis-timeout); past it the limit's onStoreError policy decides.
+	// Zero means the store's default (20 ms).
+	RedisTimeout time.Duration
 	// TrustedProxies are the peers whose X-Forwarded-For the HTTP
 	// middleware believes (as a gateway's --trusted-proxies).
 	TrustedProxies []netip.Prefix
@@ -242,7 +248,7 @@ func New(ctx context.Context, cfg Config) (_ *Guard, err error) {
 		}
 	}()
 	if cfg.Redis != "" {
-		st, err := redislimit.New(ctx, redislimit.Settings{URL: cfg.Redis, Prefix: cfg.RedisPrefix, Metrics: cfg.Metrics,
+		st, err := redislimit.New(ctx, redislimit.Settings{URL: cfg.Redis, Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout, Metrics: cfg.Metrics,
 			Logger: cfg.Logger, Clock: cfg.Now})
 		if err != nil {
 			return nil, fmt.Errorf("sdk: redis: %w", err)

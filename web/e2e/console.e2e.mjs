@@ -855,6 +855,20 @@ async function main() {
 
     await accessibilitySteps({ browser, base, pw, changeId });
     await auditWhySteps({ browser, base, pw });
+    // The in-service SDK is one fleet with the gateways (issue 31): the
+    // example orders service, registered against the stack's etcd in a
+    // namespace of its own, is a row of kind sdk on the Nodes page.
+    await step('the SDK example service appears on the nodes page with kind sdk', async () => {
+      await stack.api.ok('POST', '/api/v1/namespaces', { name: 'orders-svc', description: 'the SDK example service (e2e)' });
+      await stack.startService('orders-e2e', 'orders-svc');
+      await until('the example service to register', async () =>
+        (await stack.api.ok('GET', '/api/v1/namespaces/orders-svc/nodes')).data.items.some((x) => x.nodeId === 'orders-e2e'), 10_000);
+      const a = approver.page;
+      await a.goto('/namespaces/orders-svc/nodes');
+      const row = a.getByRole('table', { name: 'Nodes' }).getByRole('row', { name: /orders-e2e/ });
+      await row.getByText('sdk · orders', { exact: true }).waitFor();
+      await row.getByText('live', { exact: true }).waitFor();
+    });
   } finally {
     await browser.close();
     await stack.stop();

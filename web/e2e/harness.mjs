@@ -1,6 +1,7 @@
 // The end-to-end stack: a fresh Postgres database, sluice-admin with an
 // embedded etcd serving the built console, a demo upstream and one
-// sluice-gateway following the namespace through etcd. Every port is picked
+// sluice-gateway following the namespace through etcd (more gateways, and
+// the SDK's example service, on demand). Every port is picked
 // free; every process is stopped at the end.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -191,8 +192,27 @@ export async function startStack() {
       await waitFor(nodeID, `${gwAdmin}/readyz`);
       return { gateway: `http://127.0.0.1:${listen}`, gwAdmin };
     };
+    // startService starts the in-service SDK's example orders service
+    // (bin/orders-example, a node of kind sdk) following namespace ns
+    // through the stack's etcd, trusting the control plane's key, stopped
+    // with the stack. It resolves once the process is started: it
+    // registers as soon as it reaches etcd (poll the nodes API for it).
+    const startService = async (nodeID, ns) => {
+      const [listen, grpcListen] = await Promise.all([freePort(), freePort()]);
+      start(nodeID, bin('orders-example'), [
+        '--etcd', `127.0.0.1:${etcdPort}`,
+        '--namespace', ns,
+        '--node-id', nodeID,
+        '--trust-keys', trustKey,
+        '--state-dir', join(work, `${nodeID}-state`),
+        '--listen', `127.0.0.1:${listen}`,
+        '--grpc-listen', `127.0.0.1:${grpcListen}`,
+        '--report-interval', '1s',
+      ]);
+      return { http: `http://127.0.0.1:${listen}`, grpc: `127.0.0.1:${grpcListen}` };
+    };
     const { gwAdmin } = await startGateway('gw-e2e', 'pool=canary', [gwPort, gwAdminPort]);
-    return { admin, gateway: `http://127.0.0.1:${gwPort}`, gwAdmin, startGateway, password, api, db, sql: (q) => psql(q, db), stop };
+    return { admin, gateway: `http://127.0.0.1:${gwPort}`, gwAdmin, startGateway, startService, password, api, db, sql: (q) => psql(q, db), stop };
   } catch (e) {
     await stop();
     throw e;

@@ -45,6 +45,15 @@
 //
 //	<prefix><namespace>:{<limit id>:<key>}:<tb|fw|sw>
 //
+// except for a limit that names a shared bucket (bucket: NAME in a gateway
+// or kind: service document), whose keys are
+//
+//	<prefix>~bucket:{<bucket>:<values>}:<tb|fw|sw>:<rate>/<period µs>/<burst>
+//
+// where <values> is the limited key without its parts' names: limits in
+// any namespace naming one bucket with the same parameters share a budget,
+// and ones with other parameters keep apart ones.
+//
 // whose {hash tag} covers the whole key, so Redis Cluster never answers
 // CROSSSLOT and different keys spread over slots. Every write sets a TTL: a
 // token bucket expires when it would be full again, a fixed window at its

@@ -21,6 +21,11 @@ import (
 //
 //	<prefix><ns>:{<limit id>:<key>}:<tb|fw|sw>
 //
+// or, for a limit that names a shared bucket (api.Limit.Bucket; its key is
+// the values-only text, classify.Key.ValueText),
+//
+//	<prefix>~bucket:{<bucket>:<key>}:<tb|fw|sw>:<rate>/<period µs>/<burst>
+//
 // with the limited key's '{', '}' and '%' percent-escaped, so that the hash
 // tag holds the whole key and every key one decision touches sits in one
 // Redis Cluster slot. The factory fails for an algorithm Redis scope does not
@@ -76,9 +81,17 @@ func (s *Store) newLimiter(ns string, l api.Limit) (limit.Limiter, error) {
 	if r.policy == "" {
 		r.policy = api.OnStoreErrorLocal
 	}
-	if ns != "" {
+	switch {
+	case l.Bucket != "":
+		// A shared bucket: no namespace, no limit id, and the parameters in
+		// the key, so that limits naming one bucket with other parameters
+		// keep apart budgets instead of rescaling one back and forth. '~'
+		// is no namespace's, so no namespaced key can collide.
+		r.prefix = s.set.Prefix + "~bucket:{" + l.Bucket + ":"
+		r.suffix += fmt.Sprintf(":%d/%d/%d", r.rate, r.periodUS, r.burst)
+	case ns != "":
 		r.prefix = s.set.Prefix + ns + ":{" + l.ID + ":"
-	} else {
+	default:
 		r.prefix = s.set.Prefix + "{" + l.ID + ":"
 	}
 	r.local = newLocalFallback(l.Rate, r.burst, period, s.nodes, s.set.MaxKeys)

@@ -274,7 +274,15 @@ func (ks Key) Global() bool { return len(ks.dims) == 0 }
 // must reach neither the logs nor Redis — the same value always gives the
 // same digest, so a client can still be followed across lines and nodes. A
 // missing part reads "<missing>".
-func (ks *Key) Text(v *reqview.View) string {
+func (ks *Key) Text(v *reqview.View) string { return ks.text(v, true) }
+
+// ValueText is Text without the parts' names ("10.1.2.3|#5d41402abc4b2a76b9719d91"):
+// the key of a cluster limit that names a shared bucket (api.Limit.Bucket),
+// where keys match by their parts' values in order, so that a gateway's
+// header:X-User and a service's sdk:user carrying one value are one key.
+func (ks *Key) ValueText(v *reqview.View) string { return ks.text(v, false) }
+
+func (ks *Key) text(v *reqview.View, names bool) string {
 	if len(ks.dims) == 0 {
 		return "global"
 	}
@@ -285,8 +293,10 @@ func (ks *Key) Text(v *reqview.View) string {
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		b.WriteString(d.spec)
-		b.WriteByte('=')
+		if names {
+			b.WriteString(d.spec)
+			b.WriteByte('=')
+		}
 		if d.kind == dimIP {
 			b.WriteString(ipText(v.ClientIP, d.bits))
 			continue

@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -34,5 +35,35 @@ func TestSDKKeyPart(t *testing.T) {
 	}
 	if got := k.Text(none); got != "sdk:user=<missing>|route=orders.Create" {
 		t.Fatalf("Text = %q", got)
+	}
+}
+
+// TestValueTextMatchesAcrossParts: a shared bucket's key (ValueText) has no
+// part names, so a gateway's header:X-User and a service's sdk:user carrying
+// one value are one key, still as a digest; other values stay apart.
+func TestValueTextMatchesAcrossParts(t *testing.T) {
+	t.Parallel()
+	svc, err := ParseKey([]string{"sdk:user"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := ParseKey([]string{"header:X-User"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := &reqview.View{RouteID: "orders.Create", Keys: map[string]string{"user": "alice"}}
+	info := &testInfo{RouteID: "orders"}
+	r := httptest.NewRequest("GET", "/orders", nil)
+	r.Header.Set("X-User", "alice")
+	gv := info.View(r)
+	got := svc.ValueText(sv)
+	if got != gw.ValueText(&gv) || !strings.HasPrefix(got, "#") || strings.Contains(got, "alice") {
+		t.Fatalf("ValueText: service %q, gateway %q", got, gw.ValueText(&gv))
+	}
+	if svc.Text(sv) == gw.Text(&gv) {
+		t.Fatal("Text names the parts: the two keys should differ there")
+	}
+	if svc.ValueText(&reqview.View{Keys: map[string]string{"user": "bob"}}) == got {
+		t.Fatal("two users share a bucket key")
 	}
 }
