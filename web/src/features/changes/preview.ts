@@ -94,9 +94,11 @@ export function pct(r: number | null): string {
   return `${(r * 100).toFixed(1)}\u00a0%`;
 }
 
+const thousands = new Intl.NumberFormat('en-US');
+
 /** count is an integer with thousands separators, one way everywhere. */
 export function count(n: number): string {
-  return n.toLocaleString('en-US');
+  return thousands.format(n);
 }
 
 /**
