@@ -105,10 +105,12 @@ type Config struct {
 	BatchTimeout time.Duration
 }
 
-// Flags registers --otlp-endpoint and --otlp-sample-ratio on fs, into c.
+// Flags registers --otlp-endpoint, --otlp-sample-ratio and
+// --otlp-queue-size on fs, into c.
 func Flags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Endpoint, "otlp-endpoint", "", "export OpenTelemetry traces over OTLP/HTTP to this base URL (http://collector:4318; spans go to /v1/traces); empty reads "+EnvEndpoint+", and tracing is off when both are empty")
-	fs.Float64Var(&c.SampleRatio, "otlp-sample-ratio", DefaultSampleRatio, "share of the traces that start here (no sampled traceparent from the caller) that are recorded, 0 to 1; a caller's traceparent decides for its own requests")
+	fs.Float64Var(&c.SampleRatio, "otlp-sample-ratio", DefaultSampleRatio, "share of the traces that start here (no traceparent from the caller) that are recorded, 0 to 1; a caller's traceparent decides for its own requests by its sampled flag")
+	fs.IntVar(&c.QueueSize, "otlp-queue-size", DefaultQueueSize, "most ended spans waiting for export; more are dropped and counted (a slow or dead collector never slows requests)")
 }
 
 // NewDroppedCounter is the counter of dropped spans named name, its two
@@ -167,7 +169,10 @@ func New(c Config) (*Provider, error) {
 	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
 		return nil, fmt.Errorf("--otlp-sample-ratio %v: want a number from 0 to 1", c.SampleRatio)
 	}
-	if c.QueueSize <= 0 {
+	if c.QueueSize < 0 {
+		return nil, fmt.Errorf("--otlp-queue-size %d: want 0 (the default, %d) or more", c.QueueSize, DefaultQueueSize)
+	}
+	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
 	}
 	if c.ExportTimeout <= 0 {
