@@ -38,11 +38,14 @@ type reqSpan struct {
 
 // beginSpan starts the span of the request v, matched to route (nil for
 // none), at start (the request path's clock), when the request is sampled;
-// it returns nil, having allocated nothing, otherwise. The view then
-// collects the rules' decisions (v.Decisions) for the span.
+// it returns nil, having allocated nothing, otherwise, and a trace the
+// gateway started goes upstream unsampled (reqview.Trace.Unsample). The
+// view of a sampled request collects the rules' decisions (v.Decisions)
+// for the span.
 func (s *Snapshot) beginSpan(v *reqview.View, route *proxy.Route, start int64) *reqSpan {
 	tp := s.tracer
 	if !tp.Sampled(v.Trace.Parent, v.Trace.Started) {
+		v.Trace.Unsample() // a trace started here and not recorded: -00 upstream
 		return nil
 	}
 	wall := s.wall()

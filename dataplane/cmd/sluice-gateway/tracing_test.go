@@ -125,8 +125,8 @@ func TestTracesRequests(t *testing.T) {
 				t.Fatalf("request 2: status %d", c)
 			}
 			tp := sentParent("req-2")
-			if len(tp) != 55 {
-				t.Fatalf("upstream got traceparent %q", tp)
+			if len(tp) != 55 || tp[53:] != "01" {
+				t.Fatalf("upstream got traceparent %q, want one the gateway started, sampled", tp)
 			}
 			s = recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tp[3:35] })
 			if s.SpanID() != tp[36:52] || s.ParentID() != "" {
@@ -259,5 +259,51 @@ func TestVersion(t *testing.T) {
 	}
 	if want := "sluice-gateway v9.8.7-test (commit 0123abc, built 2026-12-04T21:00:00Z)\n"; string(out) != want {
 		t.Errorf("--version printed %q, want %q", out, want)
+	}
+}
+
+// TestUnsampledTraceGoesUpstreamUnsampled: with tracing on and a trace the
+// gateway starts left out by the ratio, the upstream is told so (-00), so
+// that a service following its caller's decision records none of it; a
+// caller's traceparent is passed on as it came; with tracing off, the
+// gateway's traces go upstream sampled (-01), as its decision lines record
+// them.
+func TestUnsampledTraceGoesUpstreamUnsampled(t *testing.T) {
+	t.Parallel()
+	recv := tracingtest.Start(t)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"ratio 0", []string{"--otlp-endpoint", recv.URL, "--otlp-sample-ratio", "0"}, "00"},
+		{"tracing off", nil, "01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up, sentParent := tracedUpstream(t)
+			g := startGateway(t, fmt.Sprintf(tracedRules, up.URL), tc.flags...)
+			for i, parent := range []string{"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} {
+				id := fmt.Sprintf("req-%d", i)
+				req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/orders", nil)
+				req.Header.Set("X-Request-Id", id)
+				req.Header.Set("X-Api-Key", id)
+				if parent != "" {
+					req.Header.Set("Traceparent", parent)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				got := sentParent(id)
+				switch {
+				case parent != "" && got != parent:
+					t.Errorf("the caller's traceparent %q went upstream as %q", parent, got)
+				case parent == "" && (len(got) != 55 || got[53:] != tc.want):
+					t.Errorf("the gateway's traceparent %q, want flags %s", got, tc.want)
+				}
+			}
+		})
 	}
 }
