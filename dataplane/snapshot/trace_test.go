@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -43,7 +44,11 @@ func tracedSnapshot(tb testing.TB, ratio float64) *Snapshot {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		tb.Cleanup(func() { _ = tp.Shutdown(tb.Context()) })
+		tb.Cleanup(func() { // before the receiver closes: what is queued goes out
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(ctx)
+		})
 		opts.Tracer = tp
 	}
 	return MustCompileOptions(tb, decideRules, opts)

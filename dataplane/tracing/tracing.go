@@ -153,6 +153,7 @@ func (c *Config) endpoint() (string, error) {
 // does nothing.
 type Provider struct {
 	tp    *sdktrace.TracerProvider
+	reqs  trace.Tracer // StartRequest's
 	q     *queue
 	bound uint64 // the ratio's trace-id bound (TraceIDRatioBased's)
 	all   bool   // ratio ≥ 1: every root trace
@@ -203,6 +204,7 @@ func New(c Config) (*Provider, error) {
 		sdktrace.WithIDGenerator(idGenerator{}),
 		sdktrace.WithSpanProcessor(q),
 	)
+	p.reqs = p.tp.Tracer(c.Service)
 	return p, nil
 }
 
@@ -292,7 +294,7 @@ func (p *Provider) StartRequest(tp string, root bool, name string, start time.Ti
 		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags), Remote: true}))
 	}
-	_, span := p.tp.Tracer("sluice-gateway").Start(ctx, name, trace.WithTimestamp(start),
+	_, span := p.reqs.Start(ctx, name, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return span
 }
