@@ -105,6 +105,11 @@ func tourLines(tb testing.TB) []string {
 // tests; the example service TestSDKService).
 func TestReadmeTour(t *testing.T) {
 	lines := tourLines(t)
+	for _, tool := range []string{"bash", "curl", "awk"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README tour needs %s (apt-get install %s), as make run does", tool, tool)
+		}
+	}
 	sluicectl := mustTool(t, "sluicectl", "./controlplane/cmd/sluicectl")
 	demoUpstream := mustTool(t, "demo-upstream", "./dataplane/cmd/demo-upstream")
 	root, err := repoRoot()
