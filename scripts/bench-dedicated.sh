@@ -43,7 +43,11 @@
 # Environment: P (default 1), CASES, ROUNDS (default 5), DURATION (default
 # 8s), CONNS (default 32), H2STREAMS (h2load streams per connection,
 # default 10), THREADS (wrk/h2load threads; default the load cores, at most
-# 4). Tools: see scripts/bench-tools.sh (TOOLS=dir for carried nginx, wrk,
+# 4), GATEWAY_FLAGS (more gateway flags, split on spaces, e.g.
+# "--otlp-endpoint http://127.0.0.1:18191 --otlp-sample-ratio 0.01" to
+# measure tracing at 1 %: spans go to the upstream nginx, which refuses them,
+# so their encoding and sending is counted and nothing is collected). Tools:
+# see scripts/bench-tools.sh (TOOLS=dir for carried nginx, wrk,
 # h2load and redis-server with their libraries and loader). Needs P+1
 # cores; prints what it cannot pin and stops on a smaller machine.
 set -euo pipefail
@@ -229,7 +233,7 @@ wait_port "$REDISPORT"
 "${on_proxy[@]}" env GOMAXPROCS="$P" "$GATEWAY_BIN" --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$GWADMIN" \
 	--listen-tls "127.0.0.1:$GWTLS" --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
 	--event-loops "$P" --redis "redis://127.0.0.1:$REDISPORT" --redis-prefix "bench-$$:" \
-	--log-level warn 2>"$work/gw.log" &
+	--log-level warn ${GATEWAY_FLAGS:-} 2>"$work/gw.log" &
 gw_pid=$!
 pids+=($gw_pid)
 for port in $UP $GRPCUP $NGX $NGXTLS $NGXH2C $NGXGRPC $GW $GWTLS; do wait_port "$port"; done

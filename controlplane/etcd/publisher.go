@@ -47,6 +47,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
@@ -85,6 +87,9 @@ type Settings struct {
 	// the ruleset key, with its document; nil when none).
 	Namespaces func(ctx context.Context) ([]string, error)
 	Current    func(ctx context.Context, ns string) (*sluice.Version, error)
+	// Tracer, if set, records a span per outbox operation, with its
+	// signing and etcd writes (publishtrace.go).
+	Tracer trace.Tracer
 }
 
 // Publisher is the outbox → etcd loop. Start it once; Close stops it. Wake is
@@ -287,7 +292,9 @@ func (p *Publisher) drain(ctx context.Context, ns string) (time.Duration, bool) 
 		if claim == nil {
 			return 0, false
 		}
-		out := p.publish(ctx, claim.Version(), claim.Publication())
+		sctx, span := p.startPublish(ctx, claim.Version(), claim.Publication())
+		out := p.publish(sctx, claim.Version(), claim.Publication())
+		endPublish(span, out)
 		if err := claim.Finish(ctx, out); err != nil {
 			p.s.Logger.Warn("publisher: recording outcome", "namespace", ns, "err", err)
 			return time.Second, true
@@ -339,7 +346,11 @@ func (p *Publisher) publish(ctx context.Context, v *sluice.Version, pub *sluice.
 		return p.publishCanary(opCtx, v, pub, retry)
 	case sluice.PublishAbort:
 		key := p.s.Keys.Canary(v.Namespace)
-		resp, err := p.s.Client.Delete(opCtx, key)
+		var resp *clientv3.DeleteResponse
+		err := p.spanned(opCtx, spanWrite, func(ctx context.Context) (err error) {
+			resp, err = p.s.Client.Delete(ctx, key)
+			return err
+		}, attribute.String("etcd.key", key))
 		if err != nil {
 			return retry(fmt.Errorf("deleting %s: %w", key, err))
 		}
@@ -387,13 +398,29 @@ func (p *Publisher) rulesetHead(ctx context.Context, ns string) (head, error) {
 	return h, nil
 }
 
-// encode is the value written under key: v signed when the publisher signs.
-func (p *Publisher) encode(key string, v any) ([]byte, error) {
+// encode is the value written under key: v signed when the publisher signs
+// (in a span of ctx's trace).
+func (p *Publisher) encode(ctx context.Context, key string, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil || p.s.Signer == nil {
 		return b, err
 	}
-	return p.s.Signer.Sign(key, b)
+	var signed []byte
+	err = p.spanned(ctx, spanSign, func(context.Context) (err error) {
+		signed, err = p.s.Signer.Sign(key, b)
+		return err
+	}, attribute.String("etcd.key", key), attribute.String("sluice.signing_key", p.s.Signer.KeyID()))
+	return signed, err
+}
+
+// commit runs txn, the write of key, in a span of ctx's trace.
+func (p *Publisher) commit(ctx context.Context, key string, txn clientv3.Txn) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := p.spanned(ctx, spanWrite, func(context.Context) (err error) {
+		resp, err = txn.Commit()
+		return err
+	}, attribute.String("etcd.key", key))
+	return resp, err
 }
 
 func (p *Publisher) value(v *sluice.Version, at time.Time) api.PublishedValue {
@@ -426,7 +453,7 @@ func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promo
 				return sluice.PublishOutcome{Revision: kv.ModRevision}
 			}
 			// Written, but perhaps not the canary key's deletion.
-			resp, err := p.s.Client.Txn(ctx).Then(ops...).Commit()
+			resp, err := p.commit(ctx, key, p.s.Client.Txn(ctx).Then(ops...))
 			if err != nil {
 				return retry(fmt.Errorf("ending canary of %s: %w", v.Namespace, err))
 			}
@@ -437,12 +464,12 @@ func (p *Publisher) publishRuleSet(ctx context.Context, v *sluice.Version, promo
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	}
 	at := p.s.Now().UTC().Truncate(time.Microsecond) // as Postgres records it
-	value, err := p.encode(key, p.value(v, at))
+	value, err := p.encode(ctx, key, p.value(v, at))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding version %d: %w", v.Number, err), Final: true}
 	}
 	ops = append(ops, clientv3.OpPut(key, string(value)))
-	resp, err := p.s.Client.Txn(ctx).If(cmp).Then(ops...).Commit()
+	resp, err := p.commit(ctx, key, p.s.Client.Txn(ctx).If(cmp).Then(ops...))
 	if err != nil {
 		return retry(fmt.Errorf("writing %s: %w", key, err))
 	}
@@ -475,11 +502,11 @@ func (p *Publisher) publishCanary(ctx context.Context, v *sluice.Version, pub *s
 	if err != nil {
 		return sluice.PublishOutcome{Err: err, Final: true}
 	}
-	value, err := p.encode(ckey, json.RawMessage(canary))
+	value, err := p.encode(ctx, ckey, json.RawMessage(canary))
 	if err != nil {
 		return sluice.PublishOutcome{Err: fmt.Errorf("encoding canary version %d: %w", v.Number, err), Final: true}
 	}
-	resp, err := p.s.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(ckey, string(value))).Commit()
+	resp, err := p.commit(ctx, ckey, p.s.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(ckey, string(value))))
 	if err != nil {
 		return retry(fmt.Errorf("writing %s: %w", ckey, err))
 	}

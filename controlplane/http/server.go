@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
@@ -85,6 +86,8 @@ type Settings struct {
 	// Streams bounds the event streams; see StreamSettings for its zero
 	// value.
 	Streams StreamSettings
+	// Tracer, if set, records a span per request (tracing.go).
+	Tracer trace.Tracer
 }
 
 // Server is the admin API. It is safe for concurrent use.
@@ -137,7 +140,11 @@ func New(s Settings) (*Server, error) {
 	if err := e.SetTrustedProxies(s.TrustedProxies); err != nil {
 		return nil, err
 	}
-	e.Use(srv.requestID, srv.recover, srv.metrics.middleware, srv.limitBody)
+	mw := []gin.HandlerFunc{srv.requestID}
+	if s.Tracer != nil {
+		mw = append(mw, srv.trace)
+	}
+	e.Use(append(mw, srv.recover, srv.metrics.middleware, srv.limitBody)...)
 	e.NoRoute(srv.noRoute)
 	e.NoMethod(func(c *gin.Context) {
 		srv.failStatus(c, http.StatusMethodNotAllowed, &sluice.Error{Code: sluice.EINVALID, Message: "method " + c.Request.Method + " is not allowed here"})

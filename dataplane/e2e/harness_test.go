@@ -544,8 +544,11 @@ func (h *harness) createNamespace() {
 // publish puts doc as the draft (author), opens a change (author), approves
 // it (approver) and publishes it (approver), and returns the version. Safe
 // from any goroutine.
-func (h *harness) publish(doc, title string) (int64, error) {
-	base := "/api/v1/namespaces/" + ns
+func (h *harness) publish(doc, title string) (int64, error) { return h.publishIn(ns, doc, title) }
+
+// publishIn is publish in namespace space.
+func (h *harness) publishIn(space, doc, title string) (int64, error) {
+	base := "/api/v1/namespaces/" + space
 	r, err := h.author.expect(http.StatusOK, "GET", base+"/draft", nil)
 	if err != nil {
 		return 0, err
@@ -562,11 +565,17 @@ func (h *harness) publish(doc, title string) (int64, error) {
 	if err := r.decode(&ch); err != nil {
 		return 0, err
 	}
-	return h.approveAndPublish(ch.ID)
+	return h.approveAndPublishIn(space, ch.ID)
 }
 
 func (h *harness) approveAndPublish(change int64) (int64, error) {
-	base := fmt.Sprintf("/api/v1/namespaces/%s/changes/%d", ns, change)
+	return h.approveAndPublishIn(ns, change)
+}
+
+// approveAndPublishIn has the approver approve and publish change of
+// namespace space, and returns the version.
+func (h *harness) approveAndPublishIn(space string, change int64) (int64, error) {
+	base := fmt.Sprintf("/api/v1/namespaces/%s/changes/%d", space, change)
 	if _, err := h.approver.expect(http.StatusOK, "POST", base+"/approve", map[string]string{"comment": "e2e"}); err != nil {
 		return 0, err
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/api/buildinfo"
 	"github.com/sluicegw/sluice/dataplane/limit"
 	"github.com/sluicegw/sluice/dataplane/metrics"
 	"github.com/sluicegw/sluice/dataplane/preview"
@@ -29,9 +30,6 @@ import (
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
 )
-
-// Build is the node's build string, set by the linker (-X) in release builds.
-var Build = "dev"
 
 // Config holds a node's settings. Zero fields take the documented defaults.
 type Config struct {
@@ -255,7 +253,7 @@ type Status struct {
 
 // Status reports the applied version and the last apply error.
 func (n *Node) Status() Status {
-	st := Status{NodeID: n.cfg.NodeID, Build: Build, StartedAt: n.started}
+	st := Status{NodeID: n.cfg.NodeID, Build: buildinfo.Version, StartedAt: n.started}
 	if s := n.current.Load(); s != nil {
 		st.Version, st.Checksum, st.Source, st.AppliedAt = s.Version, s.Checksum, s.Source, s.AppliedAt
 		st.Routes, st.Limits, st.Breakers, st.Degrades = len(s.Rules.Routes), len(s.Rules.Limits), len(s.Rules.Breakers), len(s.Rules.Degrades)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/api/buildinfo"
 	"github.com/sluicegw/sluice/dataplane/degrade"
 )
 
@@ -47,7 +48,7 @@ func (n *Node) Override() api.Override {
 // template, applied version, last apply error, and last-minute traffic.
 func (n *Node) NodeStatus(tmpl api.NodeStatus) api.NodeStatus {
 	st := n.Status()
-	tmpl.Build = Build
+	tmpl.Build = buildinfo.Version
 	tmpl.StartedAt = n.started
 	tmpl.Version, tmpl.Checksum, tmpl.AppliedAt, tmpl.Source = st.Version, st.Checksum, st.AppliedAt, st.Source
 	tmpl.LastApplyError = st.LastApplyError

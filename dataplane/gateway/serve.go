@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/api/buildinfo"
 	"github.com/sluicegw/sluice/dataplane/admin"
 	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/breaker"
@@ -242,7 +243,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.tls != nil {
 		wg.Go(func() { _ = ls.tls.certs.Run(reloadCtx) })
 	}
-	attrs := []any{"listen", ls.Traffic.Addr().String(), "admin", ls.Admin.Addr().String(), "build", Build}
+	attrs := []any{"listen", ls.Traffic.Addr().String(), "admin", ls.Admin.Addr().String(), "build", buildinfo.Version}
 	if ls.TLS != nil {
 		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
 	}

@@ -557,6 +557,7 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 	for i, ru := range c.rules {
 		if ru.exempt.contains(v.ClientIP) {
 			inc(ru.mExempt)
+			v.Decisions.Add(ru.l.ID, reqview.DecisionExempt)
 			continue
 		}
 		if ru.variants != nil {
@@ -603,10 +604,12 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			}
 			if ru.l.Shadow {
 				inc(m.shadow)
+				v.Decisions.Add(ru.l.ID, reqview.DecisionShadow)
 				s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
 				continue
 			}
 			inc(m.reject)
+			v.Decisions.Add(ru.l.ID, reqview.DecisionReject)
 			for j := range tk {
 				tk[j].refund(v.Context(), now)
 			}
@@ -615,6 +618,7 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			return nil, false
 		}
 		inc(m.allow)
+		v.Decisions.Add(ru.l.ID, reqview.DecisionAdmit)
 		tk = append(tk, t)
 		if ru.class == classConcurrency {
 			conc++

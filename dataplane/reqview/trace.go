@@ -27,6 +27,21 @@ type Trace struct {
 	// came, or it was invalid (its tracestate is then dropped too, as the
 	// specification requires).
 	Started bool
+	// buf holds Parent when Started (startTrace): Unsample writes there.
+	buf *TraceBuf
+}
+
+// Unsample clears the sampled flag of a trace the gateway started, in
+// place, before the request is forwarded: the traceparent the upstream gets
+// then ends in -00, so that services that follow their caller's decision
+// (parent-based sampling) do not record a trace whose root the gateway did
+// not record (package tracing samples a share of the traces it starts). A
+// caller's traceparent is passed on as it came: Unsample does nothing to it.
+// It does not allocate.
+func (t Trace) Unsample() {
+	if t.buf != nil {
+		t.buf.b[53], t.buf.b[54] = '0', '0'
+	}
 }
 
 // TraceID returns the trace id: 32 lower-case hex digits, "" for no trace.
@@ -105,7 +120,8 @@ func allZero(s string) bool {
 // makes h carry it upstream: a single valid traceparent is kept as it is,
 // with its tracestate; otherwise (none, several, or an invalid one) a new
 // trace is started — a random trace id and parent id, flags 01 (sampled:
-// the gateway's decision lines record it) — h's traceparent is set to it and
+// the gateway's decision lines record it; see Unsample for when it is not)
+// — h's traceparent is set to it and
 // its tracestate removed. It allocates only to start a trace.
 func EnsureTrace(h http.Header) Trace {
 	if vs := h[HeaderTraceparent]; len(vs) == 1 && ValidTraceparent(vs[0]) {
@@ -141,7 +157,7 @@ func CarryTrace(h http.Header, buf *TraceBuf) {
 func startTrace(st *TraceBuf) Trace {
 	putTraceparent(&st.b)
 	st.v[0] = unsafe.String(&st.b[0], len(st.b)) // st.b is not written again for this request
-	return Trace{Parent: st.v[0], Started: true}
+	return Trace{Parent: st.v[0], Started: true, buf: st}
 }
 
 // TraceBuf is the storage of a traceparent a request's trace starts with

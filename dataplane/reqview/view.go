@@ -92,6 +92,9 @@ type View struct {
 	// package dataplane/sdk), which sdk:NAME key parts read; nil outside
 	// the in-service SDK. An empty value is a missing one, as for every part.
 	Keys map[string]string
+	// Decisions collects the rules' decisions for the request's span; nil
+	// (nothing collected) unless the gateway records one for this request.
+	Decisions *Decisions
 
 	checked checked
 }

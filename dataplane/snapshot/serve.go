@@ -140,16 +140,22 @@ func (s *Snapshot) observePreview(v *reqview.View) {
 // serveMatch is Serve once the request is matched (m), from start.
 func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start int64) (aborted bool) {
 	v.Path = m.Path
+	var sp *reqSpan // nil unless this request is traced
+	if s.tracer != nil {
+		sp = s.beginSpan(v, m.Route, start)
+	}
 	if m.Invalid != "" {
 		answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Bad request", m.Invalid)
 		s.metrics.Requests.WithLabelValues("", "400").Inc()
 		s.metrics.Served.Count(http.StatusBadRequest)
+		sp.end(nil, s.now(), http.StatusBadRequest)
 		return false
 	}
 	if m.Route == nil {
 		answer.WriteNoRouteID(x, v.Header(), v.RequestID)
 		s.metrics.Requests.WithLabelValues("", "404").Inc()
 		s.metrics.Served.Count(http.StatusNotFound)
+		sp.end(nil, s.now(), http.StatusNotFound)
 		return false
 	}
 	rt := s.routes[m.Route.ID]
@@ -160,7 +166,8 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// anonymous caller; a valid one's claims are what jwt: key parts,
 	// tiers and classes read.
 	if ir := rt.identity; ir != nil && !s.checkIdentity(x, v, ir, s.wall()) {
-		s.finish(rt, start, s.now(), http.StatusUnauthorized)
+		v.Decisions.Add(ir.verifier.ID(), reqview.DecisionRefuse)
+		s.finish(rt, sp, start, s.now(), http.StatusUnauthorized)
 		return false
 	}
 	// A request whose key parts could be read two ways is refused before
@@ -168,7 +175,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// checked are kept in v for degrade and limits.
 	if err := rt.keys.ReadView(v); err != nil {
 		answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
-		s.finish(rt, start, s.now(), http.StatusBadRequest)
+		s.finish(rt, sp, start, s.now(), http.StatusBadRequest)
 		return false
 	}
 	v.Class = s.classes.Classify(v, rt.id) // priority class: degrade's shedOrder, limits' reserve
@@ -177,8 +184,9 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// failing upstream.
 	if d := rt.degrade; d != nil {
 		if shed, _ := d.AdmitView(v, start); shed {
+			v.Decisions.Add(d.Rule(), reqview.DecisionShed)
 			d.WriteFallbackView(x, v, start)
-			s.finish(rt, start, s.now(), x.Status())
+			s.finish(rt, sp, start, s.now(), x.Status())
 			return false
 		}
 	}
@@ -189,7 +197,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			if status == 0 {
 				status = statusClientClosed // gone while waiting in a leaky bucket
 			}
-			s.finish(rt, start, s.now(), status)
+			s.finish(rt, sp, start, s.now(), status)
 			return false
 		}
 		if h, ok := x.(doneHolder); !ok || !h.HoldDone(done) {
@@ -201,8 +209,9 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 		t, err := b.Allow(start)
 		if err != nil {
 			s.limits.LogDecision(v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
+			v.Decisions.Add(b.Rule(), reqview.DecisionRefuse)
 			b.WriteFallbackMethod(x, v.Method, v.Header(), start)
-			s.finish(rt, start, s.now(), x.Status())
+			s.finish(rt, sp, start, s.now(), x.Status())
 			return false
 		}
 		ticket = t
@@ -212,17 +221,17 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 		// The body is written after Serve returns: the outcome is
 		// recorded once it is, with how it ended.
 		p := pendingReports.Get().(*pendingReport)
-		*p = pendingReport{s: s, rt: rt, ticket: ticket, start: start, out: out}
+		*p = pendingReport{s: s, rt: rt, sp: sp, ticket: ticket, start: start, out: out}
 		h.holdReport(p)
 		return false
 	}
-	s.report(rt, ticket, start, out)
+	s.report(rt, sp, ticket, start, out)
 	return out.Aborted
 }
 
 // report records a forwarded request's outcome: breaker, degrade, and its
 // route's series (finish).
-func (s *Snapshot) report(rt *route, ticket breaker.Ticket, start int64, out proxy.Outcome) {
+func (s *Snapshot) report(rt *route, sp *reqSpan, ticket breaker.Ticket, start int64, out proxy.Outcome) {
 	end := s.now()
 	failed := rt.breaker.IsFailure(out.Status, out.Err != nil) // a nil breaker counts 5xx
 	if b := rt.breaker; b != nil && out.ClientGone {
@@ -240,7 +249,7 @@ func (s *Snapshot) report(rt *route, ticket breaker.Ticket, start int64, out pro
 	if !out.ClientGone {
 		s.recordPreview(rt.id, end, !failed)
 	}
-	s.finish(rt, start, end, out.Status)
+	s.finish(rt, sp, start, end, out.Status)
 }
 
 // recordPreview feeds a forwarded request's upstream outcome to the running
@@ -269,6 +278,7 @@ type reportHolder interface {
 type pendingReport struct {
 	s      *Snapshot
 	rt     *route
+	sp     *reqSpan
 	ticket breaker.Ticket
 	start  int64
 	out    proxy.Outcome
@@ -278,19 +288,20 @@ var pendingReports = sync.Pool{New: func() any { return new(pendingReport) }}
 
 // end records the outcome, as the body ended (see proxy.Upstream.EndFast).
 func (p *pendingReport) end(err error) {
-	s, rt, ticket, start, out := p.s, p.rt, p.ticket, p.start, p.out
+	s, rt, sp, ticket, start, out := p.s, p.rt, p.sp, p.ticket, p.start, p.out
 	*p = pendingReport{}
 	pendingReports.Put(p)
-	s.report(rt, ticket, start, rt.upstream.EndFast(out, err))
+	s.report(rt, sp, ticket, start, rt.upstream.EndFast(out, err))
 }
 
-// finish records one answered request: its route's series, and the node's
-// totals (metrics.Served).
-func (s *Snapshot) finish(rt *route, start, end int64, status int) {
+// finish records one answered request: its route's series, the node's
+// totals (metrics.Served), and its span, if it is traced (sp not nil).
+func (s *Snapshot) finish(rt *route, sp *reqSpan, start, end int64, status int) {
 	secs := float64(end-start) / 1e9
 	rt.codes.inc(status)
 	rt.duration.Observe(secs)
 	s.metrics.Served.Record(status, secs)
+	sp.end(rt, end, status)
 }
 
 // clientIP is the address limits and degrade key on: the peer, or the

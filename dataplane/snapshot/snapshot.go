@@ -64,6 +64,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/preview"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview/classify"
+	"github.com/sluicegw/sluice/dataplane/tracing"
 )
 
 // Options are the node's settings for compiling snapshots. Metrics and Logger
@@ -102,6 +103,9 @@ type Options struct {
 	// previews nothing. Each request is observed by it after the live
 	// decision, until the preview's end.
 	Preview *atomic.Pointer[preview.Preview]
+	// Tracer records a span per sampled request (the gateway's
+	// --otlp-endpoint; see package tracing and trace.go); nil records none.
+	Tracer *tracing.Provider
 }
 
 // Meta describes where a snapshot's rules came from.
@@ -135,6 +139,7 @@ type Snapshot struct {
 	wall       func() int64
 	access     *accesslog.Recorder // nil: no access log
 	preview    *atomic.Pointer[preview.Preview]
+	tracer     *tracing.Provider // nil: no spans
 }
 
 // route is everything the request path needs for one route, resolved at
@@ -175,7 +180,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 	}
 	s := &Snapshot{Meta: meta, Rules: norm, routes: make(map[string]*route, len(norm.Routes)),
 		trusted: opts.TrustedProxies, now: opts.Now, metrics: opts.Metrics, wall: opts.Wall,
-		access: opts.AccessLog.For(norm), preview: opts.Preview}
+		access: opts.AccessLog.For(norm), preview: opts.Preview, tracer: opts.Tracer}
 	defer func() {
 		if err != nil {
 			s.discard(prev)

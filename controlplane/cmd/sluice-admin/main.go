@@ -41,12 +41,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/api/buildinfo"
 	sluice "github.com/sluicegw/sluice/controlplane"
 	"github.com/sluicegw/sluice/controlplane/etcd"
 	sluicehttp "github.com/sluicegw/sluice/controlplane/http"
 	"github.com/sluicegw/sluice/controlplane/postgres"
+	"github.com/sluicegw/sluice/dataplane/tracing"
 )
 
 // Config is every setting of sluice-admin.
@@ -88,6 +91,9 @@ type Config struct {
 	MaxConnections int
 	// Streams bounds the event streams.
 	Streams sluicehttp.StreamSettings
+	// Tracing is --otlp-endpoint and --otlp-sample-ratio: spans per API
+	// request and per publication.
+	Tracing tracing.Config
 }
 
 // listFlag is a flag that may be repeated, each value a comma list.
@@ -171,6 +177,7 @@ func parseFlags(name string, args []string) (*Config, error) {
 	fs.DurationVar(&c.Streams.Idle, "stream-idle", 10*time.Minute, "end an event stream that sent nothing but heartbeats for this long; the client reconnects ($SLUICE_STREAM_IDLE)")
 	fs.DurationVar(&c.Streams.Lifetime, "stream-lifetime", time.Hour, "end every event stream after this long; the client reconnects with Last-Event-ID ($SLUICE_STREAM_LIFETIME)")
 	fs.IntVar(&c.Streams.ReplayMax, "stream-replay-max", 10000, "most missed events a reconnecting stream replays; past it the client is told to reload ($SLUICE_STREAM_REPLAY_MAX)")
+	tracing.Flags(fs, &c.Tracing) // $SLUICE_OTLP_ENDPOINT, $SLUICE_OTLP_SAMPLE_RATIO, $SLUICE_OTLP_QUEUE_SIZE too
 	c.EtcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if err := setFromEnv(fs); err != nil {
 		return nil, err
@@ -213,6 +220,10 @@ func parseFlags(name string, args []string) (*Config, error) {
 
 func main() {
 	args := os.Args[1:]
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Println("sluice-admin", buildinfo.String())
+		return
+	}
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -326,6 +337,7 @@ type Main struct {
 	ln        net.Listener
 	limit     *limitListener
 	api       *sluicehttp.Server
+	tracing   *tracing.Provider  // nil: tracing off
 	cancel    context.CancelFunc // ends the background goroutines' context
 	wg        sync.WaitGroup     // the listener and the HTTP server
 	errc      chan error
@@ -360,6 +372,16 @@ func (m *Main) Run(ctx context.Context) error {
 	signer, err := loadSigner(cfg, logger)
 	if err != nil {
 		return err
+	}
+	tc := cfg.Tracing
+	tc.Service, tc.Logger = "sluice-admin", logger
+	tc.Dropped = tracing.NewDroppedCounter("sluice_admin_trace_spans_dropped_total")
+	if m.tracing, err = tracing.New(tc); err != nil {
+		return err
+	}
+	var tracer trace.Tracer // nil: no spans
+	if m.tracing != nil {
+		tracer = m.tracing.Tracer("sluice-admin")
 	}
 	if cfg.EmbeddedEtcd != "" {
 		host := strings.TrimPrefix(strings.TrimPrefix(endpoints[0], "http://"), "https://")
@@ -441,6 +463,7 @@ func (m *Main) Run(ctx context.Context) error {
 		WebDir:              cfg.WebDir,
 		Streams:             cfg.Streams,
 		SessionTTL:          cfg.SessionMaxAge,
+		Tracer:              tracer,
 	})
 	if err != nil {
 		return err
@@ -456,13 +479,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	publisher = etcd.NewPublisher(etcd.Settings{Client: client, Outbox: outbox, Keys: keys, Logger: logger,
 		PollInterval: cfg.PollInterval, Observe: srv.ObservePublish,
-		Signer: signer, Namespaces: namespaceNames, Current: etcd.CurrentVersion(versions)})
+		Signer: signer, Namespaces: namespaceNames, Current: etcd.CurrentVersion(versions), Tracer: tracer})
 	m.publisher = publisher
 	m.watcher = etcd.NewNodeWatcher(etcd.WatcherSettings{Client: client, History: history, Keys: keys, Logger: logger,
 		Namespaces: namespaceNames})
 	m.reports = etcd.NewReportWatcher(etcd.ReportSettings{Client: client, Fleet: fleet, Events: events, Hub: hub,
 		Namespaces: namespaceNames, Keys: keys, Logger: logger})
-	if err := srv.Register(m.reports.Collectors()...); err != nil {
+	if err := srv.Register(append(m.reports.Collectors(), tc.Dropped)...); err != nil {
 		return err
 	}
 	m.feed = &sluice.EventFeed{Source: events, Hub: hub, Logger: logger}
@@ -556,6 +579,9 @@ func (m *Main) Close() error {
 		if m.embedded != nil {
 			m.embedded.Close()
 		}
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = m.tracing.Shutdown(tctx) // exports what is queued
+		tcancel()
 	})
 	return m.closeErr
 }

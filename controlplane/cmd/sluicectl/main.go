@@ -16,6 +16,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sluicegw/sluice/api/buildinfo"
 )
 
 // errDifferences is returned by diff when the two sides differ: exit code 2.
@@ -274,7 +277,17 @@ func commands() []*command {
 		{name: "login", args: "--username U [--token-ttl D]", summary: "Log in with a password (from the terminal, or the first line of stdin), save an API token (mode 0600) that expires in 30 days (--token-ttl), and revoke the token it replaces.",
 			example: "sluicectl login --username alice --server https://sluice.example.com", remote: true, flags: loginFlags, run: cmdLogin},
 		{name: "completion", args: "bash|zsh", summary: "Print a shell completion script.", example: "source <(sluicectl completion bash)", nargs: [2]int{1, 1}, run: cmdCompletion},
+		{name: "version", summary: "Print sluicectl's build: version, commit and date (-o json: {version, commit, date}).", example: "sluicectl version", run: cmdVersion},
 	}
+}
+
+// cmdVersion prints the build (package buildinfo, set by make dist).
+func cmdVersion(c *cli, _ *flag.FlagSet, _ []string) error {
+	if c.output == "json" {
+		return json.NewEncoder(c.stdout).Encode(map[string]string{"version": buildinfo.Version, "commit": buildinfo.Commit, "date": buildinfo.Date})
+	}
+	_, err := fmt.Fprintln(c.stdout, "sluicectl", buildinfo.String())
+	return err
 }
 
 func commentFlag(fs *flag.FlagSet) { fs.String("comment", "", "review comment") }

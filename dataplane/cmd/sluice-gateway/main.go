@@ -30,6 +30,12 @@
 // request, the format `sluicectl simulate` replays; only User-Agent and the
 // headers and cookies the rules key on are logged (see package accesslog).
 //
+// --otlp-endpoint URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports an
+// OpenTelemetry span per sampled request over OTLP/HTTP (--otlp-sample-ratio
+// of the traces the gateway starts, default 0.01; a caller's sampled
+// traceparent is always followed); see package tracing. --version prints
+// the build and exits.
+//
 // An invalid rules file at start exits with status 1 and the field-path
 // errors; later, an invalid file is refused and the node keeps serving the
 // last good rules. SIGTERM and SIGINT drain in-flight requests, then exit 0.
@@ -54,6 +60,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/api/buildinfo"
 	"github.com/sluicegw/sluice/dataplane/accesslog"
 	"github.com/sluicegw/sluice/dataplane/gateway"
 	"github.com/sluicegw/sluice/dataplane/internal/logq"
@@ -62,6 +69,7 @@ import (
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/source"
+	"github.com/sluicegw/sluice/dataplane/tracing"
 )
 
 func main() {
@@ -107,6 +115,8 @@ type options struct {
 	tlsStaple                  bool
 	reportInterval             time.Duration
 	accessLog                  string
+	tracing                    tracing.Config
+	version                    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -151,6 +161,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
 	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: fasthttp (valyala/fasthttp server, request writer and response parser), evloop (cleartext HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only; the rest on fasthttp) or nethttp (net/http and httputil.ReverseProxy); HTTP/2 is served by net/http in every case")
+	tracing.Flags(fs, &o.tracing)
+	fs.BoolVar(&o.version, "version", false, "print the build (version, commit, date) and exit")
 	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS, which follows the cgroup CPU quota); a number lowers it")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
@@ -174,6 +186,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if o.version {
+		return &o, nil
 	}
 	switch {
 	case o.rules == "" && o.etcd == "":
@@ -254,6 +269,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.version {
+		_, err := fmt.Fprintln(os.Stdout, "sluice-gateway", buildinfo.String())
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -273,6 +292,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	warnBroadProxies(log, trusted)
 
 	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
+	tc := o.tracing
+	tc.Service, tc.Instance, tc.Logger = "sluice-gateway", o.nodeID, log
+	tc.Dropped = tracing.NewDroppedCounter("sluice_trace_spans_dropped_total")
+	m.Registry.MustRegister(tc.Dropped)
+	if snapOpts.Tracer, err = tracing.New(tc); err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = snapOpts.Tracer.Shutdown(ctx) // exports what is queued
+	}()
 	if o.accessLog != "" {
 		al, err := accesslog.Open(o.accessLog, m.AccessLogDropped.Inc)
 		if err != nil {
