@@ -89,7 +89,7 @@ type Upstream struct {
 	health        *healthChecker // active health checks (health.go); nil without
 }
 
-// target is one upstream server with its own ReverseProxy.
+// target is one upstream server with its own client and ReverseProxy.
 type target struct {
 	url    string // as configured, for logs
 	scheme string // http or https (h2c targets are http over an HTTP/2-only transport)
@@ -97,8 +97,9 @@ type target struct {
 	base   string // escaped path prefix, without a trailing slash
 	weight int
 	origin *origin
-	proxy  *httputil.ReverseProxy
-	tr     *Transport // for the Via entry
+	proxy  *httputil.ReverseProxy // HTTP/1 requests on net/http's paths
+	rt     http.RoundTripper      // the client (roundTripper), for both
+	tr     *Transport             // for the Via entry
 }
 
 func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, err error) {
@@ -146,9 +147,10 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		if t.origin, err = tr.acquireWire(&r.Upstream, tg.URL, t.originKey(tg.URL)); err != nil {
 			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
 		}
+		t.rt = t.roundTripper() // fastrt.go
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
-			Transport:      t.roundTripper(), // fastrt.go
+			Transport:      t.rt,
 			BufferPool:     tr.buffers,
 			ErrorLog:       errLog,
 			ErrorHandler:   u.errorHandler,
@@ -312,7 +314,12 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	}
 	rec.timer = time.AfterFunc(timeout, rec.expire) // after rec.body: onTimeout reads it
 
-	aborted := serve(t.proxy, rec, out)
+	var aborted bool
+	if r.ProtoMajor == 2 {
+		aborted = t.relay(u, rec, r, out) // relay.go: no ReverseProxy for a stream
+	} else {
+		aborted = serve(t.proxy, rec, out)
+	}
 
 	rec.disarm()
 	cancel(nil)
