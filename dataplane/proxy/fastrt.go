@@ -20,12 +20,16 @@ import (
 // X-Forwarded-*, Via, hop-by-hop, error answers, Outcome) are ReverseProxy's
 // and Forward's as before.
 
-// roundTripper is the client t's ReverseProxy sends through, chosen here
-// once for all: the origin's fastPool (fastTransport) for cleartext
-// HTTP/1.1 targets (scheme http, protocol http1), and the origin's
-// http.Transport for the others (h2c, h2, https), which fastPool does not
-// speak.
+// roundTripper is the client t's exchanges go through (relay.go, and
+// ReverseProxy for HTTP/1 requests), chosen here once for all: the
+// origin's fastPool (fastTransport) for cleartext HTTP/1.1 targets (scheme
+// http, protocol http1), its x/net/http2 Transport for h2 and h2c targets
+// (newH2Transport: streams multiplexed), and its http.Transport for the
+// others (https with ALPN's choice), which fastPool does not speak.
 func (t *target) roundTripper() http.RoundTripper {
+	if t.origin.h2 != nil {
+		return t.origin.h2
+	}
 	p := t.origin.rt.Protocols
 	if t.scheme != "http" || p == nil || !p.HTTP1() || p.UnencryptedHTTP2() || p.HTTP2() {
 		return t.origin.rt

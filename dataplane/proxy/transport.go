@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // Settings configure the upstream connections. Every zero field takes the
@@ -113,6 +115,7 @@ type origin struct {
 	owner *Transport
 	key   string
 	rt    *http.Transport
+	h2    *http2.Transport // h2 and h2c wires' client (newH2Transport); nil for the others
 	refs  int
 	loop  loopPools // the event-loop engine's pools (loopforward_linux.go)
 }
@@ -150,6 +153,9 @@ func (t *Transport) release(o *origin) {
 	t.mu.Unlock()
 	if last {
 		o.rt.CloseIdleConnections()
+		if o.h2 != nil {
+			o.h2.CloseIdleConnections()
+		}
 		closeFast(o)
 		closeLoops(o)
 	}
@@ -169,6 +175,9 @@ func (t *Transport) CloseIdle() {
 	defer t.mu.Unlock()
 	for _, o := range t.origins {
 		o.rt.CloseIdleConnections()
+		if o.h2 != nil {
+			o.h2.CloseIdleConnections()
+		}
 		if c, ok := fastClients.Load(o); ok {
 			c.(*fastPool).CloseIdleConnections()
 		}
