@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -153,13 +152,16 @@ func (t *target) outHeader(in *http.Request) http.Header {
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = valEmpty // no Go default in the client's place
 	}
+	vals := make([]string, 2) // X-Forwarded-Host's and -For's, in one allocation
+	vals[0] = in.Host
+	h["X-Forwarded-Host"] = vals[0:1:1]
 	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		if prior := src["X-Forwarded-For"]; len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip
 		}
-		h["X-Forwarded-For"] = []string{ip}
+		vals[1] = ip
+		h["X-Forwarded-For"] = vals[1:2:2]
 	}
-	h["X-Forwarded-Host"] = []string{in.Host}
 	if in.TLS != nil {
 		h["X-Forwarded-Proto"] = valHTTPS
 	} else {
@@ -217,8 +219,13 @@ func isEventStream(h http.Header) bool {
 	if len(v) == 0 {
 		return false
 	}
-	ct, _, _ := mime.ParseMediaType(v[0])
-	return ct == "text/event-stream"
+	const es = "text/event-stream"
+	ct := strings.TrimLeft(v[0], " \t")
+	if len(ct) < len(es) || !strings.EqualFold(ct[:len(es)], es) {
+		return false
+	}
+	return len(ct) == len(es) || ct[len(es)] == ';' || ct[len(es)] == ' ' || ct[len(es)] == '\t'
+
 }
 
 // findFlusher is w's Flusher, through Unwrap, or nil.
