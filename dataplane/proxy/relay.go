@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -11,27 +13,34 @@ import (
 	"github.com/sluicegw/sluice/api"
 )
 
-// This file is Forward's exchange for an HTTP/2 request (TLS h2, h2c,
-// gRPC): the stream is sent straight through the target's client
-// (target.rt: the origin's fastPool for cleartext HTTP/1.1 targets, its
-// x/net/http2 Transport for h2 and h2c ones, which multiplexes streams
-// over a few connections, else its http.Transport) and the answer written
-// to the stream, without httputil.ReverseProxy: no request clone, no
-// ClientTrace, one header map built in one pass. The rules are
-// ReverseProxy's, which HTTP/1 requests on the net/http paths still go
-// through: hop-by-hop fields removed both ways (and those the Connection
-// field lists), Te kept as "trailers" when it asks for them, Forwarded and
-// the client's X-Forwarded-Host/Proto dropped, X-Forwarded-For appended to,
-// no default User-Agent added, unparsable query parameters dropped, the
-// upstream's X-Request-Id dropped, trailers relayed (declared and not).
+// This file is Forward's exchange for every request but a protocol switch
+// (WebSocket, which httputil.ReverseProxy still serves on the net/http
+// HTTP/1.1 engine): HTTP/2 streams (TLS h2, h2c, gRPC), and the HTTP/1.1
+// requests that reach Forward (the net/http engine's, and the fasthttp
+// engine's bridged to h2c and https:// targets). The request goes
+// straight through the target's client (target.rt: the origin's fastPool
+// for cleartext HTTP/1.1 targets, its x/net/http2 Transport for h2 and h2c
+// ones, which multiplexes streams over a few connections, else its
+// http.Transport) and the answer is written to the client, without
+// ReverseProxy: no request clone, one header map built in one pass. The
+// rules are ReverseProxy's: hop-by-hop fields removed both ways (and those
+// the Connection field lists), Te kept as "trailers" when it asks for
+// them, Forwarded and the client's X-Forwarded-Host/Proto dropped,
+// X-Forwarded-For appended to, no default User-Agent added, unparsable
+// query parameters dropped, the upstream's X-Request-Id dropped, a switch
+// of protocols nobody asked for refused (502), trailers relayed (declared
+// and not), and interim answers (1xx) from h2, h2c and https:// targets
+// relayed to HTTP/1.1 clients (fastPool skips them; to an HTTP/2 client
+// they are not relayed, which spares every stream a client trace).
 //
 // Flushes are batched: an answer of known length is written through the
-// stream's buffer and goes out as it fills and at the end (where the
-// server sends the last data, END_STREAM and any trailers together); an
-// answer of unknown length (gRPC, SSE, a chunked stream) is flushed after
-// each part read from the upstream, but not after the part that ends it,
-// so that a streamed message reaches the client as it arrives and a
-// one-message gRPC answer costs no flush of its own.
+// client's buffer and goes out as it fills and at the end (where the
+// HTTP/2 server sends the last data, END_STREAM and any trailers
+// together); an answer of unknown length (gRPC, a chunked stream) or an
+// event stream (SSE) is flushed after each part read from the upstream,
+// but not after the part that ends it, so that a streamed message reaches
+// the client as it arrives and a one-message gRPC answer costs no flush of
+// its own.
 
 // relay sends out, the request Forward prepared from the client's in
 // (context, path, body), to t, and writes the answer to rec. It reports
@@ -49,9 +58,19 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 	if out.Body != nil {
 		defer out.Body.Close()
 	}
+	if in.ProtoMajor == 1 && !t.fast {
+		out = out.WithContext(httptrace.WithClientTrace(out.Context(), rec.interimTrace()))
+	}
 	res, err := t.rt.RoundTrip(out)
 	if err != nil {
 		u.errorHandler(rec, in, err)
+		return false
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// Only a requested WebSocket may switch (ReverseProxy's, in
+		// Forward); the transports do not pool such a connection.
+		_ = res.Body.Close()
+		u.errorHandler(rec, in, errFastSwitch)
 		return false
 	}
 	delete(res.Header, api.HeaderRequestID) // the client gets the gateway's, once
@@ -101,6 +120,14 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 		}
 	}
 	_ = res.Body.Close() // fills res.Trailer
+	if len(res.Trailer) > 0 && in.ProtoMajor == 1 {
+		// net/http's HTTP/1.1 server sends the answer chunked, with
+		// trailers, only once it is flushed; HTTP/2 needs no such push.
+		if f := findFlusher(rec.w); f != nil {
+			f.Flush()
+		}
+	}
+	dst = rec.Header() // the writer's map after its header went out (a bridge's is a new one)
 	if len(res.Trailer) == announced {
 		for k, vv := range res.Trailer {
 			dst[k] = append(dst[k], vv...)
@@ -112,6 +139,22 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 		dst[k] = append(dst[k], vv...)
 	}
 	return false
+}
+
+// interimTrace is the client trace that relays an upstream's interim
+// answers (1xx but 101) to the client, as ReverseProxy does: each goes out
+// with its own header fields, and the header map is cleared after it (the
+// final answer's X-Request-Id is set again by WriteHeader).
+func (rec *recorder) interimTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
+		h := rec.Header()
+		for k, vv := range header {
+			h[k] = append(h[k], vv...)
+		}
+		rec.WriteHeader(code)
+		clear(h)
+		return nil
+	}}
 }
 
 // Shared read-only header values (an append copies them: capacity 1).

@@ -97,8 +97,9 @@ type target struct {
 	base   string // escaped path prefix, without a trailing slash
 	weight int
 	origin *origin
-	proxy  *httputil.ReverseProxy // HTTP/1 requests on net/http's paths
+	proxy  *httputil.ReverseProxy // protocol switches (WebSocket) on the net/http engine
 	rt     http.RoundTripper      // the client (roundTripper), for both
+	fast   bool                   // rt is the origin's fastPool (fastTransport)
 	tr     *Transport             // for the Via entry
 }
 
@@ -148,6 +149,7 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
 		}
 		t.rt = t.roundTripper() // fastrt.go
+		_, t.fast = t.rt.(*fastTransport)
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
 			Transport:      t.rt,
@@ -315,10 +317,10 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	rec.timer = time.AfterFunc(timeout, rec.expire) // after rec.body: onTimeout reads it
 
 	var aborted bool
-	if r.ProtoMajor == 2 {
-		aborted = t.relay(u, rec, r, out) // relay.go: no ReverseProxy for a stream
+	if len(r.Header["Upgrade"]) == 0 {
+		aborted = t.relay(u, rec, r, out) // relay.go
 	} else {
-		aborted = serve(t.proxy, rec, out)
+		aborted = serve(t.proxy, rec, out) // a WebSocket on the net/http engine
 	}
 
 	rec.disarm()
