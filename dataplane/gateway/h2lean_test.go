@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // countingListener counts the connections it accepted.
@@ -252,6 +255,91 @@ routes:
 }
 
 var errFirstPart = fmt.Errorf("first part read")
+
+// TestH2FlushesBatched: an answer of known length that the upstream sends
+// in three parts (30 ms apart) reaches an HTTP/2 client in one DATA frame,
+// with END_STREAM, at its end (no flush per part); the same answer
+// without a length (a stream) comes in a frame per part, as it arrives.
+func TestH2FlushesBatched(t *testing.T) {
+	url, _ := leanUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/known" {
+			w.Header().Set("Content-Length", "30")
+		}
+		for range 3 {
+			_, _ = io.WriteString(w, "0123456789")
+			http.NewResponseController(w).Flush()
+			time.Sleep(30 * time.Millisecond)
+		}
+	}))
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: lean
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, url))
+	for _, tc := range []struct {
+		path      string
+		minFrames int
+		maxFrames int
+	}{{"/known", 1, 1}, {"/stream", 3, 4}} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, body := h2DataFrames(t, c, tc.path)
+		c.Close()
+		if body != strings.Repeat("0123456789", 3) || frames < tc.minFrames || frames > tc.maxFrames {
+			t.Errorf("%s: %q in %d DATA frames, want the 30 bytes in %d to %d", tc.path, body, frames, tc.minFrames, tc.maxFrames)
+		}
+	}
+}
+
+// h2DataFrames sends a GET of path on a new h2c connection c and returns
+// how many DATA frames carrying data the answer came in, and its body.
+func h2DataFrames(t *testing.T, c net.Conn, path string) (int, string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range h2Pseudo(c, "lean.test", path) {
+		_ = enc.WriteField(f)
+	}
+	bw := bufio.NewWriter(c)
+	fr := http2.NewFramer(bw, bufio.NewReader(c))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	_, _ = io.WriteString(bw, http2.ClientPreface)
+	_ = fr.WriteSettings()
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	frames, body := 0, ""
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+				_ = bw.Flush()
+			}
+		case *http2.DataFrame:
+			if len(f.Data()) > 0 {
+				frames++
+				body += string(f.Data())
+			}
+			if f.StreamEnded() {
+				return frames, body
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				return frames, body
+			}
+		case *http2.GoAwayFrame, *http2.RSTStreamFrame:
+			t.Fatalf("%s: %v", path, f)
+		}
+	}
+}
 
 // BenchmarkH2Stream measures one HTTP/2 stream through a whole node (x/net's
 // HTTP/2 server over h2c, the request path, the forward) to an HTTP/1.1
