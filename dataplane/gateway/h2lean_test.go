@@ -292,6 +292,63 @@ routes:
 	}
 }
 
+// TestH2ChunkBurstOneFlush: a chunked answer whose 50 chunks reach the
+// gateway together (the upstream writes them in one write) goes to an
+// HTTP/2 client in one DATA frame: the forward flushes only when its next
+// read from the upstream would wait, not after every chunk.
+func TestH2ChunkBurstOneFlush(t *testing.T) {
+	var answer strings.Builder
+	answer.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n")
+	for i := range 50 {
+		fmt.Fprintf(&answer, "a\r\npart %04d\n\r\n", i)
+	}
+	answer.WriteString("0\r\n\r\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					for { // a request without a body: its head
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if line == "\r\n" {
+							break
+						}
+					}
+					if _, err := io.WriteString(c, answer.String()); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: lean
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: "http://%s"}]}}
+`, ln.Addr()))
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames, body := h2DataFrames(t, c, "/burst")
+	if len(body) != 50*10 || !strings.HasPrefix(body, "part 0000\n") || frames != 1 {
+		t.Errorf("%d bytes in %d DATA frames, want 500 in 1", len(body), frames)
+	}
+}
+
 // h2DataFrames sends a GET of path on a new h2c connection c and returns
 // how many DATA frames carrying data the answer came in, and its body.
 func h2DataFrames(t *testing.T, c net.Conn, path string) (int, string) {

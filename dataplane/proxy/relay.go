@@ -37,9 +37,12 @@ import (
 // client's buffer and goes out as it fills and at the end (where the
 // HTTP/2 server sends the last data, END_STREAM and any trailers
 // together); an answer of unknown length (gRPC, a chunked stream) or an
-// event stream (SSE) is flushed after each part read from the upstream,
-// but not after the part that ends it, so that a streamed message reaches
-// the client as it arrives and a one-message gRPC answer costs no flush of
+// event stream (SSE) is flushed when the next read from the upstream may
+// wait (from a pooled HTTP/1.1 connection, when its reader holds no
+// whole next part: fastBody.ready; from an h2 or h2c target, which cannot
+// tell, after each part), but not after the part that ends it, so that a
+// streamed message reaches the client as it arrives, a burst of chunks
+// goes out in one flush, and a one-message gRPC answer costs no flush of
 // its own.
 
 // relay sends out, the request Forward prepared from the client's in
@@ -94,8 +97,10 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 	rec.WriteHeader(res.StatusCode)
 
 	var flusher http.Flusher
+	var pooled *fastBody // the answer's body from the fastPool: it tells when a Read would wait
 	if res.ContentLength < 0 || isEventStream(res.Header) {
 		flusher = findFlusher(rec.w)
+		pooled, _ = res.Body.(*fastBody)
 	}
 	buf := t.tr.buffers.Get()
 	defer t.tr.buffers.Put(buf)
@@ -106,8 +111,8 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 				_ = res.Body.Close()
 				return true
 			}
-			if flusher != nil && rerr == nil {
-				flusher.Flush()
+			if flusher != nil && rerr == nil && (pooled == nil || !pooled.ready()) {
+				flusher.Flush() // the next Read may wait: what came goes out now
 			}
 		}
 		if rerr == io.EOF {
