@@ -40,7 +40,8 @@ import (
 // event stream (SSE) is flushed when the next read from the upstream may
 // wait (from a pooled HTTP/1.1 connection, when its reader holds no
 // whole next part: fastBody.ready; from an h2 or h2c target, which cannot
-// tell, after each part), but not after the part that ends it, so that a
+// tell, and to an HTTP/1.1 client, after each part), but not after the
+// part that ends it, so that a
 // streamed message reaches the client as it arrives, a burst of chunks
 // goes out in one flush, and a one-message gRPC answer costs no flush of
 // its own.
@@ -100,7 +101,13 @@ func (t *target) relay(u *Upstream, rec *recorder, in, out *http.Request) (abort
 	var pooled *fastBody // the answer's body from the fastPool: it tells when a Read would wait
 	if res.ContentLength < 0 || isEventStream(res.Header) {
 		flusher = findFlusher(rec.w)
-		pooled, _ = res.Body.(*fastBody)
+		if in.ProtoMajor == 2 {
+			// (An HTTP/1.1 client's answer is flushed after every
+			// part, as ReverseProxy flushed it: net/http's server would
+			// give an answer it never flushed a Content-Length, and the
+			// upstream chose chunked.)
+			pooled, _ = res.Body.(*fastBody)
+		}
 	}
 	buf := t.tr.buffers.Get()
 	defer t.tr.buffers.Put(buf)
