@@ -557,7 +557,9 @@ func (rec *recorder) WriteHeader(code int) {
 		rec.wrote, rec.status = true, code
 		// Set here, not earlier: a 1xx from the upstream clears the
 		// header map, and copying the upstream's header may have added one.
-		rec.w.Header()[api.HeaderRequestID] = []string{rec.id}
+		if h := rec.w.Header(); len(h[api.HeaderRequestID]) != 1 || h[api.HeaderRequestID][0] != rec.id {
+			h[api.HeaderRequestID] = []string{rec.id}
+		}
 		rec.extendWrite()
 	}
 	rec.w.WriteHeader(code)
