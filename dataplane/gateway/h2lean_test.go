@@ -257,9 +257,10 @@ routes:
 var errFirstPart = fmt.Errorf("first part read")
 
 // TestH2FlushesBatched: an answer of known length that the upstream sends
-// in three parts (30 ms apart) reaches an HTTP/2 client in one DATA frame,
+// in three parts (50 ms apart) reaches an HTTP/2 client in one DATA frame,
 // with END_STREAM, at its end (no flush per part); the same answer
-// without a length (a stream) comes in a frame per part, as it arrives.
+// without a length (a stream) comes in a frame per part, as it arrives
+// (at least two: a gateway descheduled past 50 ms reads two parts at once).
 func TestH2FlushesBatched(t *testing.T) {
 	url, _ := leanUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/known" {
@@ -268,7 +269,7 @@ func TestH2FlushesBatched(t *testing.T) {
 		for range 3 {
 			_, _ = io.WriteString(w, "0123456789")
 			http.NewResponseController(w).Flush()
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 	}))
 	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: lean
@@ -279,7 +280,7 @@ routes:
 		path      string
 		minFrames int
 		maxFrames int
-	}{{"/known", 1, 1}, {"/stream", 3, 4}} {
+	}{{"/known", 1, 1}, {"/stream", 2, 3}} {
 		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 		if err != nil {
 			t.Fatal(err)
