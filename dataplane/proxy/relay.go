@@ -41,10 +41,9 @@ import (
 // wait (from a pooled HTTP/1.1 connection, when its reader holds no
 // whole next part: fastBody.ready; from an h2 or h2c target, which cannot
 // tell, and to an HTTP/1.1 client, after each part), but not after the
-// part that ends it, so that a
-// streamed message reaches the client as it arrives, a burst of chunks
-// goes out in one flush, and a one-message gRPC answer costs no flush of
-// its own.
+// part that ends it, so that a streamed message reaches the client as it
+// arrives, a burst of chunks goes out in one flush, and a one-message gRPC
+// answer costs no flush of its own.
 
 // relay sends out, the request Forward prepared from the client's in
 // (context, path, body), to t, and writes the answer to rec. It reports
