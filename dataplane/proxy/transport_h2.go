@@ -120,9 +120,9 @@ func (t *Transport) newWireTransport(w wire) *http.Transport {
 func (t *Transport) newH2Transport(w wire) *http2.Transport {
 	s := t.settings
 	tr := &http2.Transport{
-		DisableCompression:        true,
-		IdleConnTimeout:           s.IdleConnTimeout,
-		MaxHeaderListSize:         uint32(min(s.MaxResponseHeaderBytes, 1<<32-1)),
+		DisableCompression: true,
+		IdleConnTimeout:    s.IdleConnTimeout,
+		MaxHeaderListSize:  uint32(min(s.MaxResponseHeaderBytes, 1<<32-1)),
 		// No HPACK dynamic table for the requests: each carries fields
 		// new every time (X-Request-Id, traceparent, X-Forwarded-For),
 		// whose indexing evicts the rest at every stream; literals cost
