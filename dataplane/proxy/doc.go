@@ -99,16 +99,21 @@
 //
 // # Forwarding
 //
-// Forward uses httputil.ReverseProxy (Rewrite) with pooled 32 KiB buffers.
-// Its client for cleartext HTTP/1.1 targets is the origin's fastPool
-// (fastTransport: fasthttp's request writer and response parser, no
-// goroutine per connection or request), and net/http's Transport for h2c,
-// h2 and https targets and for every protocol switch (WebSocket); the
-// choice is made once, in target.roundTripper.
+// Forward sends the request through the target's client itself (relay.go,
+// with pooled 32 KiB buffers), for HTTP/2 streams (h2, h2c, gRPC) and
+// HTTP/1.1 requests alike; httputil.ReverseProxy (Rewrite) is left only
+// for protocol switches (WebSocket) on the net/http engine. The client for
+// cleartext HTTP/1.1 targets is the origin's fastPool (fastTransport:
+// fasthttp's request writer and response parser, no goroutine per
+// connection or request, the pool the HTTP/1.1 engines use), x/net/http2's
+// Transport for h2 and h2c targets (streams multiplexed over a few
+// connections per origin), and net/http's Transport for https targets with
+// ALPN's choice or HTTP/1.1 and for every protocol switch; the choice is
+// made once, in target.roundTripper.
 // It sets X-Forwarded-For (the peer appended to the client's list),
 // X-Forwarded-Host and X-Forwarded-Proto, sends the target's host as Host,
 // passes a sane X-Request-Id through or generates one and returns it on the
-// response. Hop-by-hop headers are removed by ReverseProxy. Only WebSocket
+// response. Hop-by-hop headers are removed both ways. Only WebSocket
 // upgrades pass (the timeout then bounds the handshake only): FilterUpgrade,
 // called by the integrator before Forward, removes every other Upgrade token,
 // so that an upstream answering 101 to anything cannot open a tunnel that

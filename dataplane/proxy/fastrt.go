@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -20,12 +21,16 @@ import (
 // X-Forwarded-*, Via, hop-by-hop, error answers, Outcome) are ReverseProxy's
 // and Forward's as before.
 
-// roundTripper is the client t's ReverseProxy sends through, chosen here
-// once for all: the origin's fastPool (fastTransport) for cleartext
-// HTTP/1.1 targets (scheme http, protocol http1), and the origin's
-// http.Transport for the others (h2c, h2, https), which fastPool does not
-// speak.
+// roundTripper is the client t's exchanges go through (relay.go, and
+// ReverseProxy for HTTP/1 requests), chosen here once for all: the
+// origin's fastPool (fastTransport) for cleartext HTTP/1.1 targets (scheme
+// http, protocol http1), its x/net/http2 Transport for h2 and h2c targets
+// (newH2Transport: streams multiplexed), and its http.Transport for the
+// others (https with ALPN's choice), which fastPool does not speak.
 func (t *target) roundTripper() http.RoundTripper {
+	if t.origin.h2 != nil {
+		return t.origin.h2
+	}
 	p := t.origin.rt.Protocols
 	if t.scheme != "http" || p == nil || !p.HTTP1() || p.UnencryptedHTTP2() || p.HTTP2() {
 		return t.origin.rt
@@ -316,6 +321,38 @@ func (b *fastBody) endTrailer() {
 		k := fastHeaderKey(name)
 		out.Trailer[k] = append(out.Trailer[k], string(value))
 	}
+}
+
+// ready reports whether the body's next Read is sure not to wait for the
+// upstream, from what its connection's reader holds already: some of a
+// body read to the connection's end; for a chunked one, a whole chunk-size
+// line and data after it (chunkReady). A body of known length, or one not
+// read from a pooled stream, is never ready (the caller flushes what it
+// wrote before such a Read).
+func (b *fastBody) ready() bool {
+	s, ok := b.r.(*fastStream)
+	if !ok || s.br == nil || s.eof {
+		return false
+	}
+	n := s.br.Buffered()
+	switch {
+	case n == 0:
+		return false
+	case s.cl == -1:
+		buf, _ := s.br.Peek(n)
+		return chunkReady(buf)
+	}
+	return s.cl < -1
+}
+
+// chunkReady reports whether buf, the buffered rest of a chunked body,
+// holds a line's end with something after it: the next chunk's size line
+// whole and some of its data (or, inside a chunk, data to read at once).
+// It may say no where a Read would not wait (data without a line's end),
+// which costs a flush, never yes where a Read waits for a size line.
+func chunkReady(buf []byte) bool {
+	i := bytes.IndexByte(buf, '\n')
+	return i >= 0 && i < len(buf)-1
 }
 
 func (b *fastBody) Close() error {

@@ -472,3 +472,24 @@ func TestFastTransportFraming(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkReady: a chunked body's buffered rest is ready to read at once
+// only with a whole line and something after it.
+func TestChunkReady(t *testing.T) {
+	for _, tc := range []struct {
+		buf  string
+		want bool
+	}{
+		{"", false},
+		{"1a", false},
+		{"1a\r", false},
+		{"1a\r\n", false},
+		{"1a\r\nx", true},
+		{"0\r\n\r\n", true},
+		{"data without a line end", false},
+	} {
+		if got := chunkReady([]byte(tc.buf)); got != tc.want {
+			t.Errorf("chunkReady(%q) = %v, want %v", tc.buf, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // MaxHeaderBytes is the recommended http.Server.MaxHeaderBytes for the
@@ -120,6 +122,7 @@ type origin struct {
 	owner *Transport
 	key   string
 	rt    *http.Transport
+	h2    *http2.Transport // h2 and h2c wires' client (newH2Transport); nil for the others
 	refs  int
 	loop  loopPools // the event-loop engine's pools (loopforward_linux.go)
 }
@@ -157,6 +160,9 @@ func (t *Transport) release(o *origin) {
 	t.mu.Unlock()
 	if last {
 		o.rt.CloseIdleConnections()
+		if o.h2 != nil {
+			o.h2.CloseIdleConnections()
+		}
 		closeFast(o)
 		closeLoops(o)
 	}
@@ -176,6 +182,9 @@ func (t *Transport) CloseIdle() {
 	defer t.mu.Unlock()
 	for _, o := range t.origins {
 		o.rt.CloseIdleConnections()
+		if o.h2 != nil {
+			o.h2.CloseIdleConnections()
+		}
 		if c, ok := fastClients.Load(o); ok {
 			c.(*fastPool).CloseIdleConnections()
 		}

@@ -90,7 +90,7 @@ type Upstream struct {
 	health        *healthChecker // active health checks (health.go); nil without
 }
 
-// target is one upstream server with its own ReverseProxy.
+// target is one upstream server with its own client and ReverseProxy.
 type target struct {
 	url    string // as configured, for logs
 	scheme string // http or https (h2c targets are http over an HTTP/2-only transport)
@@ -98,8 +98,10 @@ type target struct {
 	base   string // escaped path prefix, without a trailing slash
 	weight int
 	origin *origin
-	proxy  *httputil.ReverseProxy
-	tr     *Transport // for the Via entry
+	proxy  *httputil.ReverseProxy // protocol switches (WebSocket) on the net/http engine
+	rt     http.RoundTripper      // the client (roundTripper), for both
+	fast   bool                   // rt is the origin's fastPool (fastTransport)
+	tr     *Transport             // for the Via entry
 }
 
 func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, err error) {
@@ -147,9 +149,11 @@ func newUpstream(r *api.Route, tr *Transport, decodeSlashes bool) (_ *Upstream, 
 		if t.origin, err = tr.acquireWire(&r.Upstream, tg.URL, t.originKey(tg.URL)); err != nil {
 			return nil, fmt.Errorf("target %d (%s): %w", i, t.url, err)
 		}
+		t.rt = t.roundTripper() // fastrt.go
+		_, t.fast = t.rt.(*fastTransport)
 		t.proxy = &httputil.ReverseProxy{
 			Rewrite:        t.rewrite,
-			Transport:      t.roundTripper(), // fastrt.go
+			Transport:      t.rt,
 			BufferPool:     tr.buffers,
 			ErrorLog:       errLog,
 			ErrorHandler:   u.errorHandler,
@@ -313,7 +317,12 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	}
 	rec.timer = time.AfterFunc(timeout, rec.expire) // after rec.body: onTimeout reads it
 
-	aborted := serve(t.proxy, rec, out)
+	var aborted bool
+	if len(r.Header["Upgrade"]) == 0 {
+		aborted = t.relay(u, rec, r, out) // relay.go
+	} else {
+		aborted = serve(t.proxy, rec, out) // a WebSocket on the net/http engine
+	}
 
 	rec.disarm()
 	cancel(nil)
@@ -549,7 +558,9 @@ func (rec *recorder) WriteHeader(code int) {
 		rec.wrote, rec.status = true, code
 		// Set here, not earlier: a 1xx from the upstream clears the
 		// header map, and copying the upstream's header may have added one.
-		rec.w.Header()[api.HeaderRequestID] = []string{rec.id}
+		if h := rec.w.Header(); len(h[api.HeaderRequestID]) != 1 || h[api.HeaderRequestID][0] != rec.id {
+			h[api.HeaderRequestID] = []string{rec.id}
+		}
 		rec.extendWrite()
 	}
 	rec.w.WriteHeader(code)
