@@ -111,7 +111,7 @@ func (n *Node) Listen() (*Listeners, error) {
 	}
 	ls := &Listeners{Traffic: tl, Admin: al, tls: tlsl}
 	if tlsl != nil {
-		ls.TLS = tls.NewListener(tlsl.l, tlsl.certs.ServerConfig())
+		ls.TLS = newTLSListener(tlsl.l, tlsl.certs.ServerConfig())
 	}
 	return ls, nil
 }
@@ -135,7 +135,7 @@ func (n *Node) ListenTLS(addr string, cfg *tls.Config) (net.Listener, error) {
 	if len(cfg.NextProtos) == 0 {
 		cfg.NextProtos = []string{http2.NextProtoTLS, "http/1.1"}
 	}
-	return tls.NewListener(ln, cfg), nil
+	return newTLSListener(ln, cfg), nil
 }
 
 // AdminHandler returns the node admin endpoint's handler.
@@ -212,6 +212,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		if loops, err = n.startLoops(d, ls.Traffic, nloops); err != nil {
 			return fmt.Errorf("starting the event loops: %w", err)
 		}
+		d.tlsLoop = loops.serveTLS // TLS HTTP/1.1 too, after its handshake
 	}
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
