@@ -26,7 +26,8 @@ import (
 )
 
 // The event-loop engine (EngineLoop) serves the cleartext traffic
-// listener's HTTP/1.1 on a few event loops (package evloop), one per
+// listener's HTTP/1.1, and the TLS listener's once its handshake is done
+// (looptls_linux.go), on a few event loops (package evloop), one per
 // processor, instead of a goroutine per connection: a loop reads a
 // connection only once epoll says it is readable, so an exchange costs one
 // read and one write on each side (the goroutine engines pay two reads more

@@ -117,8 +117,9 @@ func (n *Node) Listen() (*Listeners, error) {
 }
 
 // ListenTLS binds addr for TLS traffic and returns the listener to set as
-// Listeners.TLS: tls.NewListener over the socket with cfg (cloned; ALPN
-// "h2" and "http/1.1" when cfg names no NextProtos). The address is also
+// Listeners.TLS: a listener of *tls.Conn over the socket with cfg (cloned;
+// ALPN "h2" and "http/1.1" when cfg names no NextProtos), whose HTTP/1.1
+// connections the event loops can serve (newTLSListener). The address is also
 // registered as the node's own, so routes whose targets point at it are
 // refused like routes to --listen. cfg is the caller's: certificates and
 // their reload (GetCertificate), versions and cipher suites.
