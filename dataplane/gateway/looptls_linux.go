@@ -221,20 +221,18 @@ func (cl *loopClient) viewConn() net.Conn {
 }
 
 // read reads what the connection brings into b: the socket's bytes, or on
-// TLS the plaintext of the whole records it brought, as much as b takes;
-// evloop.ErrWouldBlock when there is nothing (more) yet.
+// TLS the plaintext of the next whole record it brought (a record at most:
+// the engine reads on until evloop.ErrWouldBlock whenever it stops reading
+// for a while, so what crypto/tls holds is read before the loop waits for
+// epoll, as what the socket holds is; and reading on here would cost a
+// read that finds nothing per request, since most requests are one
+// record); evloop.ErrWouldBlock when there is nothing (more) yet.
 func (cl *loopClient) read(b []byte) (int, error) {
 	t := cl.tls
 	if t == nil {
 		return cl.c.Read(b)
 	}
-	n := 0
-	var err error
-	for n < len(b) && err == nil {
-		var m int
-		m, err = t.tc.Read(b[n:])
-		n += m
-	}
+	n, err := t.tc.Read(b)
 	if len(t.rc.out) > 0 {
 		// What reading made crypto/tls answer: a KeyUpdate, an alert.
 		if werr := cl.flushTLS(); err == nil {
