@@ -153,8 +153,8 @@ type tlsView struct {
 	tc *tls.Conn
 }
 
-func (v tlsView) Handshake() error                     { return nil } // done before the loop took it
-func (v tlsView) ConnectionState() tls.ConnectionState { return v.tc.ConnectionState() }
+func (v *tlsView) Handshake() error                     { return nil } // done before the loop took it
+func (v *tlsView) ConnectionState() tls.ConnectionState { return v.tc.ConnectionState() }
 
 // serveTLS moves tc, a connection of the gateway's TLS listener whose
 // handshake is done and chose HTTP/1.1 (or no protocol), onto the loop
@@ -215,7 +215,7 @@ func (ls *loopState) adoptTLS(fd int, tc *tls.Conn, rc *recordConn) {
 // viewConn is the connection a request context holds (ctx.Conn).
 func (cl *loopClient) viewConn() net.Conn {
 	if cl.tls != nil {
-		return cl.tls.view
+		return &cl.tls.view
 	}
 	return &cl.view
 }
