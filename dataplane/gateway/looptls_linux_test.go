@@ -293,3 +293,51 @@ routes:
 		}
 	}
 }
+
+// TestLoopTLSDrain: a drain waits for a TLS request a loop is serving,
+// whose answer says "Connection: close", and closes an idle TLS
+// connection.
+func TestLoopTLSDrain(t *testing.T) {
+	t.Setenv(EngineEnv, EngineLoop)
+	started := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			time.Sleep(300 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	t.Cleanup(up.Close)
+	_, secure, roots, stop := startTLS(t, fmt.Sprintf(`namespace: drain
+routes:
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, up.URL))
+	addr := strings.TrimPrefix(secure, "https://")
+	dial := func() (*tls.Conn, *bufio.Reader) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	idle, ibr := dial()
+	_, _ = io.WriteString(idle, "GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+	if got := bodyOf(readAnswers(t, ibr, 1)[0]); got != "done" {
+		t.Fatalf("first: %q", got)
+	}
+	busy, bbr := dial()
+	_, _ = io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	if err := stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	resp := readAnswers(t, bbr, 1)[0]
+	if bodyOf(resp) != "done" || !resp.Close {
+		t.Fatalf("in flight: %q, close %v", bodyOf(resp), resp.Close)
+	}
+	if _, err := ibr.ReadByte(); err != io.EOF {
+		t.Fatalf("the idle connection after the drain: %v, want EOF", err)
+	}
+}
