@@ -341,3 +341,52 @@ routes:
 		t.Fatalf("the idle connection after the drain: %v, want EOF", err)
 	}
 }
+
+// holdConn passes its first write (the ClientHello) and holds the others
+// until flush: the client's Finished and its first request reach the
+// gateway in one segment.
+type holdConn struct {
+	net.Conn
+	writes int
+	held   []byte
+}
+
+func (c *holdConn) Write(b []byte) (int, error) {
+	if c.writes++; c.writes == 1 {
+		return c.Conn.Write(b)
+	}
+	c.held = append(c.held, b...)
+	return len(b), nil
+}
+
+func (c *holdConn) flush() error {
+	_, err := c.Conn.Write(c.held)
+	return err
+}
+
+// TestLoopTLSRequestWithFinished: a request that came with the client's
+// Finished, read by the handshake into crypto/tls's buffer (so epoll never
+// says it is there), is served once the loop takes the connection.
+func TestLoopTLSRequestWithFinished(t *testing.T) {
+	t.Parallel()
+	_, addr, ca := loopTLSNode(t, loopTLSUpstream(t, nil), Config{})
+	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
+	hc := &holdConn{Conn: raw}
+	tc := tls.Client(hc, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS13})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(tc, "GET /with-finished HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err := hc.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := bodyOf(readAnswers(t, bufio.NewReader(tc), 1)[0]); got != "GET /with-finished  xfp=https" {
+		t.Fatalf("GET: %q", got)
+	}
+}
