@@ -390,3 +390,26 @@ func TestLoopTLSRequestWithFinished(t *testing.T) {
 		t.Fatalf("GET: %q", got)
 	}
 }
+
+// TestLoopTLSBadRecord: a record that does not decrypt ends its connection
+// (an alert, then the close) and nothing else on the loop.
+func TestLoopTLSBadRecord(t *testing.T) {
+	t.Parallel()
+	n, addr, ca := loopTLSNode(t, loopTLSUpstream(t, nil), Config{EventLoops: 1})
+	other, _ := dialLoopTLS(t, addr, ca, 0)
+	tc, sc := dialLoopTLS(t, addr, ca, tls.VersionTLS12)
+	bad := append([]byte{23, 3, 3, 0, 40}, make([]byte, 40)...) // application data that fails its tag
+	if _, err := sc.Conn.Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(tc); err == nil || !strings.Contains(err.Error(), "remote error: tls: bad record MAC") {
+		t.Fatalf("after a bad record: %v, want the gateway's bad_record_mac alert", err)
+	}
+	_, _ = io.WriteString(other, "GET /still HTTP/1.1\r\nHost: x\r\n\r\n")
+	if got := bodyOf(readAnswers(t, bufio.NewReader(other), 1)[0]); got != "GET /still  xfp=https" {
+		t.Fatalf("the other connection: %q", got)
+	}
+	if c := loopConns(t, n); c != 1 {
+		t.Fatalf("the loop holds %d connections, want 1", c)
+	}
+}
