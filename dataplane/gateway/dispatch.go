@@ -52,6 +52,10 @@ type dispatcher struct {
 	// guard wraps the connection of every HTTP/2 session (Node.guardH2:
 	// rapid reset); nil serves it as it is.
 	guard func(net.Conn) net.Conn
+	// tlsLoop, when set, takes a TLS connection whose handshake chose
+	// HTTP/1.1 (or nothing) to an event loop (loopEngine.serveTLS); false
+	// leaves it to the fasthttp engine.
+	tlsLoop func(*tls.Conn) bool
 
 	mu        sync.Mutex
 	pending   map[net.Conn]struct{} // connections not yet dispatched
@@ -136,6 +140,13 @@ func (d *dispatcher) adopt(c net.Conn) {
 	go d.dispatch(c)
 }
 
+// adoptTLS serves tc, a TLS connection of HTTP/1.1 an event loop hands
+// over, on the fasthttp engine, on a goroutine of its own; pre (plaintext
+// the loop read and did not serve) is read first.
+func (d *dispatcher) adoptTLS(tc *tls.Conn, pre []byte) {
+	go d.serveTracked(newTrackedTLS(tc, pre, time.Now()))
+}
+
 // dispatch decides c's protocol and hands it on.
 func (d *dispatcher) dispatch(c net.Conn) {
 	h2, conn, err := d.sniff(c)
@@ -144,6 +155,9 @@ func (d *dispatcher) dispatch(c net.Conn) {
 		return
 	}
 	if !h2 && d.h1fast != nil {
+		if tc, ok := conn.(*tls.Conn); ok && d.tlsLoop != nil && d.tlsLoop(tc) {
+			return
+		}
 		d.serveFast(conn)
 		return
 	}

@@ -75,12 +75,19 @@ type fastTLSConn struct {
 	t    fastTrack
 	rd   readDeadlines
 	last []byte
+	pre  []byte // read first: what an event loop read and did not serve
 }
 
 func (c *fastTLSConn) track() *fastTrack { return &c.t }
 func (c *fastTLSConn) lastRead() []byte  { return c.last }
 
 func (c *fastTLSConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		c.last = b[:n]
+		return n, nil
+	}
 	if err := c.rd.arm(c.Conn); err != nil {
 		return 0, err
 	}
@@ -151,11 +158,17 @@ func (d *readDeadlines) arm(c net.Conn) error {
 
 func newTrackedConn(c net.Conn, now time.Time) trackedConn {
 	if tc, ok := c.(*tls.Conn); ok {
-		fc := &fastTLSConn{Conn: tc}
-		fc.t.since = now
-		return fc
+		return newTrackedTLS(tc, nil, now)
 	}
 	fc := &fastConn{Conn: c}
+	fc.t.since = now
+	return fc
+}
+
+// newTrackedTLS is newTrackedConn's for a TLS connection, with pre to be
+// read first.
+func newTrackedTLS(tc *tls.Conn, pre []byte, now time.Time) trackedConn {
+	fc := &fastTLSConn{Conn: tc, pre: pre}
 	fc.t.since = now
 	return fc
 }
@@ -180,11 +193,15 @@ func fastState(c net.Conn, s fasthttp.ConnState) {
 // then, if its last request asked for h2c (Upgrade), serves it as HTTP/2.
 // It runs on c's dispatch goroutine, counted in d.fastWG.
 func (d *dispatcher) serveFast(c net.Conn) {
-	tc := newTrackedConn(c, time.Now())
+	d.serveTracked(newTrackedConn(c, time.Now()))
+}
+
+// serveTracked is serveFast's, for the connection with its tracking.
+func (d *dispatcher) serveTracked(tc trackedConn) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		c.Close()
+		tc.Close()
 		return
 	}
 	d.fastConns[tc] = struct{}{}

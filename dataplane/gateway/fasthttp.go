@@ -29,11 +29,12 @@ const (
 	// writer and response parser over the gateway's own keep-alive pools
 	// (https and h2c targets through net/http's transports, bridged).
 	EngineFastHTTP = "fasthttp"
-	// EngineLoop serves cleartext HTTP/1.1 on event loops (package evloop:
-	// Linux only), one per processor, with the fasthttp engine's parser and
-	// request path, forwarding to cleartext HTTP/1.1 targets on the loops;
-	// what a loop cannot serve without blocking goes to the fasthttp
-	// engine (see loopengine_linux.go), which also serves TLS.
+	// EngineLoop serves HTTP/1.1, cleartext and TLS (looptls_linux.go),
+	// on event loops (package evloop: Linux only), one per processor, with
+	// the fasthttp engine's parser and request path, forwarding to
+	// cleartext HTTP/1.1 targets on the loops; what a loop cannot serve
+	// without blocking goes to the fasthttp engine (see
+	// loopengine_linux.go).
 	EngineLoop = "evloop"
 )
 

@@ -26,7 +26,8 @@ import (
 )
 
 // The event-loop engine (EngineLoop) serves the cleartext traffic
-// listener's HTTP/1.1 on a few event loops (package evloop), one per
+// listener's HTTP/1.1, and the TLS listener's once its handshake is done
+// (looptls_linux.go), on a few event loops (package evloop), one per
 // processor, instead of a goroutine per connection: a loop reads a
 // connection only once epoll says it is readable, so an exchange costs one
 // read and one write on each side (the goroutine engines pay two reads more
@@ -199,10 +200,17 @@ func (ls *loopState) accept(fd int, sa unix.Sockaddr) {
 	cl := &loopClient{ls: ls, first: true}
 	cl.view.remote = tcpAddrOf(sa)
 	cl.view.local = e.addr
+	ls.add(fd, cl)
+}
+
+// add registers cl's connection, the socket fd, on the loop; false when it
+// could not (fd is closed).
+func (ls *loopState) add(fd int, cl *loopClient) bool {
+	e := ls.e
 	c, err := ls.l.Add(fd, cl)
 	if err != nil {
 		unix.Close(fd)
-		return
+		return false
 	}
 	cl.c = c
 	ls.clients[cl] = struct{}{}
@@ -211,6 +219,7 @@ func (ls *loopState) accept(fd int, sa unix.Sockaddr) {
 	// The first request's first byte, as the fasthttp engine bounds it
 	// (its ReadTimeout).
 	c.SetDeadline(ls.l.Now() + int64(ReadHeaderTimeout))
+	return true
 }
 
 func tcpAddrOf(sa unix.Sockaddr) *net.TCPAddr {
@@ -235,6 +244,8 @@ type loopClient struct {
 	c    *evloop.Conn
 	view connView
 	ctx  *fasthttp.RequestCtx // the request under way, and its answer
+	// tls is a TLS connection's (looptls_linux.go); nil for cleartext.
+	tls *loopTLS
 	// buf holds what was read and not served yet, when a request came in
 	// pieces or behind another (pipelined); reads land in the loop's
 	// buffer otherwise.
@@ -312,7 +323,7 @@ func (cl *loopClient) serve() {
 		if own {
 			data = cl.buf
 		} else {
-			n, err := cl.c.Read(ls.in)
+			n, err := cl.read(ls.in)
 			if n == 0 {
 				cl.readFailed(err)
 				return
@@ -368,7 +379,7 @@ func (cl *loopClient) readMore() bool {
 		}
 		cl.buf = append(cl.buf, make([]byte, min(max(cap(cl.buf), 4<<10), loopClientMax-cap(cl.buf)))...)[:len(cl.buf)]
 	}
-	n, err := cl.c.Read(cl.buf[len(cl.buf):cap(cl.buf)])
+	n, err := cl.read(cl.buf[len(cl.buf):cap(cl.buf)])
 	cl.buf = cl.buf[:len(cl.buf)+n]
 	if n == 0 {
 		cl.readFailed(err)
@@ -496,7 +507,7 @@ func (cl *loopClient) bodyBound() time.Duration {
 func (cl *loopClient) acquire() *fasthttp.RequestCtx {
 	if cl.ctx == nil {
 		cl.ctx = loopCtxs.Get().(*fasthttp.RequestCtx)
-		cl.ctx.Init2(&cl.view, quietLogger{}, false)
+		cl.ctx.Init2(cl.viewConn(), quietLogger{}, false)
 		cl.ctx.Response.Header.SetNoDefaultContentType(true)
 	}
 	return cl.ctx
@@ -563,7 +574,7 @@ func (cl *loopClient) respond() {
 	if sendBody {
 		out = append(out, body...)
 	}
-	err := cl.c.Write(out)
+	err := cl.write(out)
 	if cap(out) <= 64<<10 {
 		cl.ls.out = out[:0]
 	}
@@ -594,6 +605,11 @@ func (cl *loopClient) respond() {
 // second passes), so that its unread bytes do not turn the close into a
 // reset that could discard the answer.
 func (cl *loopClient) shutdown() {
+	if cl.closeNotify(); cl.c.Pending() > 0 {
+		// TLS's close_notify is queued: Drained comes back here.
+		cl.c.SetDeadline(cl.ls.l.Now() + int64(time.Second))
+		return
+	}
 	if err := cl.c.CloseWrite(); err != nil {
 		cl.close()
 		return
@@ -622,6 +638,7 @@ func (cl *loopClient) linger() {
 // close closes the connection and forgets it.
 func (cl *loopClient) close() {
 	if !cl.c.Closed() {
+		cl.closeNotify()
 		cl.c.Close()
 	}
 	cl.forget()
@@ -652,13 +669,13 @@ func (cl *loopClient) forget() {
 func (cl *loopClient) handOver(pending []byte, reason string) {
 	cl.ls.e.n.metrics.LoopHandoffs.WithLabelValues(reason).Inc()
 	pre := append([]byte(nil), pending...)
-	nc, err := cl.c.Detach()
+	nc, err := cl.detach()
 	cl.forget()
 	if err != nil {
 		cl.ls.e.n.log.Debug("handing a connection over failed", "err", err)
 		return
 	}
-	cl.ls.e.d.adopt(proxy.Prefixed(nc, pre))
+	cl.adopt(nc, pre)
 }
 
 // stream writes an answer whose body streams from a goroutine, off the
@@ -669,7 +686,7 @@ func (cl *loopClient) stream() {
 	e.n.metrics.LoopHandoffs.WithLabelValues(metrics.HandoffStream).Inc()
 	ctx := cl.ctx
 	pre := append([]byte(nil), cl.buf...)
-	nc, err := cl.c.Detach()
+	nc, err := cl.detach()
 	// The context goes with the answer: forget must not recycle it.
 	cl.busy = true
 	cl.forget()
@@ -682,7 +699,7 @@ func (cl *loopClient) stream() {
 		loopCtxs.Put(ctx)
 		return
 	}
-	view := ctx.Conn().(*connView)
+	view := &cl.view
 	view.nc = nc // the body's write deadlines (proxy's fastRespBody) reach the connection
 	closeConn := ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || e.n.draining.Load()
 	if closeConn {
@@ -708,7 +725,7 @@ func (cl *loopClient) stream() {
 			_ = nc.Close()
 			return
 		}
-		e.d.adopt(proxy.Prefixed(nc, pre))
+		cl.adopt(nc, pre)
 	}()
 }
 

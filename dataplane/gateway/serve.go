@@ -113,14 +113,15 @@ func (n *Node) Listen() (*Listeners, error) {
 	}
 	ls := &Listeners{Traffic: tl, Admin: al, tls: tlsl}
 	if tlsl != nil {
-		ls.TLS = tls.NewListener(tlsl.l, tlsl.certs.ServerConfig())
+		ls.TLS = newTLSListener(tlsl.l, tlsl.certs.ServerConfig())
 	}
 	return ls, nil
 }
 
 // ListenTLS binds addr for TLS traffic and returns the listener to set as
-// Listeners.TLS: tls.NewListener over the socket with cfg (cloned; ALPN
-// "h2" and "http/1.1" when cfg names no NextProtos). The address is also
+// Listeners.TLS: a listener of *tls.Conn over the socket with cfg (cloned;
+// ALPN "h2" and "http/1.1" when cfg names no NextProtos), whose HTTP/1.1
+// connections the event loops can serve (newTLSListener). The address is also
 // registered as the node's own, so routes whose targets point at it are
 // refused like routes to --listen. cfg is the caller's: certificates and
 // their reload (GetCertificate), versions and cipher suites.
@@ -137,7 +138,7 @@ func (n *Node) ListenTLS(addr string, cfg *tls.Config) (net.Listener, error) {
 	if len(cfg.NextProtos) == 0 {
 		cfg.NextProtos = []string{http2.NextProtoTLS, "http/1.1"}
 	}
-	return tls.NewListener(ln, cfg), nil
+	return newTLSListener(ln, cfg), nil
 }
 
 // AdminHandler returns the node admin endpoint's handler.
@@ -222,6 +223,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		if loops, err = n.startLoops(d, ls.Traffic, nloops); err != nil {
 			return fmt.Errorf("starting the event loops: %w", err)
 		}
+		d.tlsLoop = loops.serveTLS // TLS HTTP/1.1 too, after its handshake
 	}
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup

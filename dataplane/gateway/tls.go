@@ -12,8 +12,8 @@ import (
 )
 
 // The TLS listener (Config.ListenTLS) is wired here: its socket and its
-// certificate reloader. Listen wraps the socket in tls.NewListener as
-// Listeners.TLS, and Serve's dispatcher serves each TLS connection by ALPN
+// certificate reloader. Listen wraps the socket in a TLS listener
+// (newTLSListener) as Listeners.TLS, and Serve's dispatcher serves each TLS connection by ALPN
 // (h2, gRPC among it, to HTTP/2; http/1.1 or none to HTTP/1.1), through the
 // same request path as the cleartext listener; Serve runs the reloader.
 

@@ -45,6 +45,7 @@ const (
 func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopConn) LoopResult {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.noUpgrade, x.loop = ctx, true, lc
+	x.tls = ctx.IsTLS() // a TLS connection on a loop (gateway/looptls_linux.go)
 	v := x.fill(ctx, ids)
 	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
 	start := s.now()
