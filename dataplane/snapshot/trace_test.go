@@ -40,7 +40,7 @@ func tracedSnapshot(tb testing.TB, ratio float64) *Snapshot {
 	if ratio >= 0 {
 		recv := tracingtest.Start(tb)
 		tp, err := tracing.New(tracing.Config{Endpoint: recv.URL, SampleRatio: ratio, Service: "bench",
-			Dropped: tracing.NewDroppedCounter("dropped")})
+			Dropped: tracing.GatewayDropped()})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -94,7 +94,7 @@ type Config struct {
 	// QueueSize bounds the spans waiting for export (0: DefaultQueueSize).
 	QueueSize int
 	// Dropped counts dropped spans by reason (DropQueueFull,
-	// DropExportFailed); see NewDroppedCounter. Nil counts nothing.
+	// DropExportFailed); see GatewayDropped and AdminDropped. Nil counts nothing.
 	Dropped *prometheus.CounterVec
 	// Logger receives export failures, at most one line a minute.
 	Logger *slog.Logger
@@ -113,12 +113,26 @@ func Flags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.QueueSize, "otlp-queue-size", DefaultQueueSize, "most ended spans waiting for export; more are dropped and counted (a slow or dead collector never slows requests)")
 }
 
-// NewDroppedCounter is the counter of dropped spans named name, its two
-// reasons present (at 0) from the start, for Config.Dropped.
-func NewDroppedCounter(name string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name,
-		Help: "OpenTelemetry spans dropped before export: the export queue was full, or the collector did not take them."},
-		[]string{"reason"})
+// dropHelp is the help of the dropped-spans counters.
+const dropHelp = "OpenTelemetry spans dropped before export: the export queue was full, or the collector did not take them."
+
+// GatewayDropped is the gateway's counter of dropped spans,
+// sluice_trace_spans_dropped_total, for Config.Dropped.
+func GatewayDropped() *prometheus.CounterVec {
+	return dropped(prometheus.CounterOpts{Name: "sluice_trace_spans_dropped_total", Help: dropHelp})
+}
+
+// AdminDropped is the control plane's counter of dropped spans,
+// sluice_admin_trace_spans_dropped_total, for Config.Dropped.
+func AdminDropped() *prometheus.CounterVec {
+	return dropped(prometheus.CounterOpts{Name: "sluice_admin_trace_spans_dropped_total", Help: dropHelp})
+}
+
+// dropped is a counter of dropped spans by reason, both reasons present
+// (at 0) from the start. The names are literals at the callers, so that
+// deploy/check can read every metric the binaries define.
+func dropped(opts prometheus.CounterOpts) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(opts, []string{"reason"})
 	c.WithLabelValues(DropQueueFull)
 	c.WithLabelValues(DropExportFailed)
 	return c

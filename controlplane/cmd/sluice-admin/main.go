@@ -375,7 +375,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	tc := cfg.Tracing
 	tc.Service, tc.Logger = "sluice-admin", logger
-	tc.Dropped = tracing.NewDroppedCounter("sluice_admin_trace_spans_dropped_total")
+	tc.Dropped = tracing.AdminDropped()
 	if m.tracing, err = tracing.New(tc); err != nil {
 		return err
 	}

@@ -294,7 +294,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	snapOpts := snapshot.Options{EncodedSlashes: o.encodedSlashes}
 	tc := o.tracing
 	tc.Service, tc.Instance, tc.Logger = "sluice-gateway", o.nodeID, log
-	tc.Dropped = tracing.NewDroppedCounter("sluice_trace_spans_dropped_total")
+	tc.Dropped = tracing.GatewayDropped()
 	m.Registry.MustRegister(tc.Dropped)
 	if snapOpts.Tracer, err = tracing.New(tc); err != nil {
 		return err
