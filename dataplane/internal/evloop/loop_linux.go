@@ -409,13 +409,16 @@ func (l *Loop) backOff(fd int, ln *listener) {
 	})
 }
 
-// Post runs f on the loop's goroutine, soon, in the order posted. A task
-// posted after Stop may never run.
-func (l *Loop) Post(f func()) {
+// Post runs f on the loop's goroutine, soon, in the order posted. It
+// reports whether f will run: true, unless the loop has ended (then f is
+// dropped, and the caller may clean up after it itself). A task posted
+// after Stop and accepted still runs, once, as the loop ends (on its way
+// out, with the loop's connections closed).
+func (l *Loop) Post(f func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.efd < 0 {
-		return // the loop has ended
+		return false // the loop has ended
 	}
 	l.tasks = append(l.tasks, f)
 	if !l.posted.Swap(true) {
@@ -424,13 +427,16 @@ func (l *Loop) Post(f func()) {
 		one := [8]byte{1}
 		_, _ = unix.Write(l.efd, one[:])
 	}
+	return true
 }
 
 // Call runs f on the loop's goroutine and waits for it; it returns
 // ErrClosed, without waiting, if the loop has ended (or ends first).
 func (l *Loop) Call(f func()) error {
 	ran := make(chan struct{})
-	l.Post(func() { f(); close(ran) })
+	if !l.Post(func() { f(); close(ran) }) {
+		return ErrClosed
+	}
 	select {
 	case <-ran:
 		return nil
@@ -552,8 +558,10 @@ func (l *Loop) accept(lfd int) {
 }
 
 func (l *Loop) runTasks() {
-	var b [8]byte
-	_, _ = unix.Read(l.efd, b[:])
+	if l.efd >= 0 { // closed once the loop ends (shut)
+		var b [8]byte
+		_, _ = unix.Read(l.efd, b[:])
+	}
 	l.mu.Lock()
 	tasks := l.tasks
 	l.tasks = l.spare[:0]
@@ -615,12 +623,14 @@ func (l *Loop) shut() {
 	}
 	l.timers = nil
 	// Tasks posted meanwhile run once, on a stopped loop: a dial's
-	// registration fails and closes its socket.
-	l.runTasks()
+	// registration fails and closes its socket. Post accepts no more once
+	// the eventfd is closed, under the lock, so every task it accepted is
+	// among these.
 	l.mu.Lock()
 	unix.Close(l.efd)
 	l.efd = -1
 	l.mu.Unlock()
+	l.runTasks()
 	unix.Close(l.ep)
 }
 
