@@ -56,7 +56,10 @@ type loopEngine struct {
 	wg    sync.WaitGroup // the loops' goroutines
 	// streams counts the goroutines writing answers whose bodies stream
 	// (before they hand their connection to the dispatcher).
-	streams  sync.WaitGroup
+	streams sync.WaitGroup
+	// deciding counts the goroutines deciding requests off the loops
+	// (loopClient.Offload).
+	deciding sync.WaitGroup
 	conns    atomic.Int64 // client connections on the loops
 	draining atomic.Bool
 }
@@ -170,6 +173,7 @@ func (e *loopEngine) stopLoops() {
 		ls.l.Stop()
 	}
 	e.wg.Wait()
+	e.deciding.Wait() // their requests end as their connections did
 }
 
 // closeIdle closes the loop's client connections that wait for a request
@@ -474,7 +478,7 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	case snapshot.LoopDeclined:
 		cl.handOver(data, metrics.HandoffRoute)
 		return -1, true
-	case snapshot.LoopForwarding:
+	case snapshot.LoopForwarding, snapshot.LoopDeciding:
 		cl.busy = true
 	default:
 		cl.respond()
@@ -515,6 +519,12 @@ func (cl *loopClient) recycle() {
 
 // Forward starts the exchange on the connection's loop (snapshot.LoopConn).
 func (cl *loopClient) Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match) {
+	if cl.c.Closed() {
+		// Closed while its decision ran off the loop (the loop ended):
+		// nobody takes an answer.
+		x.LoopDone(proxy.Outcome{Status: proxy.StatusClientClosed, ClientGone: true})
+		return
+	}
 	cl.writeBound = u.WriteTimeout()
 	u.ForwardLoop(cl.ls.l, x, ctx, fr, m)
 }
