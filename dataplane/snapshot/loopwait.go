@@ -44,6 +44,12 @@ type loopOffload struct {
 // loop; ServeLoop then returns LoopDeciding.
 func (s *Snapshot) offload(x *fastExchange, m proxy.Match, start int64) {
 	x.off = loopOffload{s: s, m: m, start: start}
+	// The calls the decision makes (a store's, a leaky bucket's wait) get
+	// no context of the request's: a loop's request context never ends
+	// (the engine finds a client gone by its socket), and as a parent it
+	// would cost each call a goroutine that reads the context after the
+	// engine has reused it.
+	x.view.Ctx = nil
 	x.loop.Offload(x)
 }
 
