@@ -37,9 +37,10 @@ import (
 //
 // A loop serves what it can serve without blocking: HTTP/1.1 requests
 // without a body or with a body of known length up to proxy.LoopBodyMax,
-// on routes whose targets are cleartext HTTP/1.1 and whose limits never
-// wait (snapshot.ServeLoop), and answers whose bodies are small and of
-// known length. Everything else leaves the loop for good, with the bytes
+// on routes whose targets are cleartext HTTP/1.1 (snapshot.ServeLoop; a
+// decision that may wait, on a Redis-shared limit or a leaky bucket's
+// delay, is made off the loop: loopwait_linux.go), and answers whose
+// bodies are small and of known length. Everything else leaves the loop for good, with the bytes
 // read so far: the connection goes to the dispatcher, which serves it on
 // the fasthttp engine (an HTTP/1.0 client, an Upgrade, h2c, a chunked or
 // long body, a route the loop declines), or, for an answer whose body must
