@@ -287,3 +287,40 @@ func TestLoopDecisionEnds(t *testing.T) {
 	})
 	storeOK(t, st)
 }
+
+// TestLoopPipelinedAcrossDecisions: requests pipelined on one connection
+// are answered in their order when some are decided off the loop (a leaky
+// bucket delays each after the first by 50 ms) and the others on it (no
+// limit): a quick request behind a delayed one waits its turn.
+func TestLoopPipelinedAcrossDecisions(t *testing.T) {
+	up := echoUpstream(t)
+	t.Setenv(EngineEnv, EngineLoop)
+	n, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: loopwait
+routes:
+  - {id: wait, match: {pathPrefix: /wait}, upstream: {targets: [{url: %[1]q}]}}
+  - {id: free, match: {pathPrefix: /free}, upstream: {targets: [{url: %[1]q}]}}
+limits:
+  - {id: smooth, routes: [wait], algorithm: leaky_bucket, rate: 20, period: 1s, burst: 10, maxDelay: 1s}
+`, up.URL), Config{})
+	var raw strings.Builder
+	var want []string
+	for i := range 4 {
+		for _, route := range []string{"wait", "free"} {
+			p := fmt.Sprintf("/%s/%d", route, i)
+			fmt.Fprintf(&raw, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p)
+			want = append(want, p)
+		}
+	}
+	start := time.Now()
+	for i, resp := range exchange(t, strings.TrimPrefix(base, "http://"), raw.String(), len(want)) {
+		if got := bodyOf(resp); resp.StatusCode != 200 || got != want[i] {
+			t.Fatalf("answer %d: %d %q, want 200 %q", i, resp.StatusCode, got, want[i])
+		}
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("answered in %v: the leaky bucket did not delay (3 requests at 20/s take 150 ms)", d)
+	}
+	if h := handoffs(t, n); len(h) != 0 {
+		t.Errorf("handed over to the fasthttp engine: %v, want nothing", h)
+	}
+}
