@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -252,13 +253,18 @@ type Loop struct {
 	efd int // eventfd: Post wakes the loop with it
 	id  int
 
-	mu      sync.Mutex
-	tasks   []func()
-	spare   []func()
-	posted  atomic.Bool // tasks is not empty (the eventfd was written)
-	stopped atomic.Bool
-	done    chan struct{} // closed when Run returns
-	n       atomic.Int64  // connections registered
+	mu     sync.Mutex
+	tasks  []func()
+	spare  []func()
+	posted atomic.Bool // tasks is not empty
+	efdSet bool        // the eventfd was written and not read since (under mu)
+	yield  bool        // Yield was called this turn
+	// yielding: the loop is in Yield's pause, and looks at its tasks
+	// after it: Post need not wake it.
+	yielding atomic.Bool
+	stopped  atomic.Bool
+	done     chan struct{} // closed when Run returns
+	n        atomic.Int64  // connections registered
 
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
@@ -421,11 +427,14 @@ func (l *Loop) Post(f func()) bool {
 		return false // the loop has ended
 	}
 	l.tasks = append(l.tasks, f)
-	if !l.posted.Swap(true) {
+	// The loop sets yielding before its pause and clears it before it
+	// looks at posted: a Post that saw it set is seen after the pause.
+	if !l.posted.Swap(true) && !l.yielding.Load() {
 		// Under the lock: shut closes the eventfd under it too, so the
 		// number is never written after it could name another file.
 		one := [8]byte{1}
 		_, _ = unix.Write(l.efd, one[:])
+		l.efdSet = true
 	}
 	return true
 }
@@ -450,6 +459,14 @@ func (l *Loop) Call(f func()) error {
 	}
 }
 
+// Yield has the loop let the runtime run other goroutines before it next
+// waits for events: goroutines a handler started (go) then run at once, on
+// the loop's processor and thread, where they would otherwise wait for the
+// runtime to take the processor from the loop blocked in epoll_wait (a
+// tick of its monitor, 20 µs to 10 ms) or to wake another thread for
+// them, when every processor runs a loop. Call it on the loop's goroutine.
+func (l *Loop) Yield() { l.yield = true }
+
 // Done is closed when Run returns.
 func (l *Loop) Done() <-chan struct{} { return l.done }
 
@@ -467,6 +484,19 @@ func (l *Loop) Run() error {
 	defer close(l.done)
 	defer l.shut()
 	for !l.stopped.Load() {
+		if l.yield {
+			l.yield = false
+			l.yielding.Store(true)
+			runtime.Gosched()
+			l.yielding.Store(false)
+			if l.posted.Load() {
+				// What the goroutines reported meanwhile (Post did not
+				// wake the loop for it), then the turn starts again: a
+				// Stop among it is seen before the loop waits.
+				l.runTasks()
+				continue
+			}
+		}
 		wait := l.nextWait()
 		n, err := unix.EpollWait(l.ep, l.events[:], wait)
 		l.now = int64(time.Since(l.base))
@@ -558,11 +588,12 @@ func (l *Loop) accept(lfd int) {
 }
 
 func (l *Loop) runTasks() {
-	if l.efd >= 0 { // closed once the loop ends (shut)
+	l.mu.Lock()
+	if l.efdSet && l.efd >= 0 { // closed once the loop ends (shut)
 		var b [8]byte
 		_, _ = unix.Read(l.efd, b[:])
+		l.efdSet = false
 	}
-	l.mu.Lock()
 	tasks := l.tasks
 	l.tasks = l.spare[:0]
 	l.posted.Store(false)
