@@ -17,7 +17,8 @@
 // A Loop owns its connections: their callbacks (Handler) run on the loop's
 // goroutine one at a time, and must not block. Work that may block (a dial
 // that resolves a name, a stream of unknown length) runs on a goroutine of
-// its own and reports back with Post, or takes the connection out of the
+// its own and reports back with Post (Yield lets such goroutines run on the
+// loop's thread before it sleeps), or takes the connection out of the
 // loop for good with Detach, which turns it into an ordinary net.Conn on
 // the runtime's poller.
 //
