@@ -19,12 +19,14 @@ import "github.com/sluicegw/sluice/dataplane/snapshot"
 func (cl *loopClient) Offload(w snapshot.LoopWork) {
 	e, l := cl.ls.e, cl.ls.l
 	e.deciding.Add(1)
+	l.Away()
 	go func() {
 		defer e.deciding.Done()
 		w.Decide()
 		if !l.Post(w.Decided) {
 			w.Decided()
 		}
+		l.Back()
 	}()
 	// Most decisions do not wait (a batched limit spends its lease): run
 	// them before the loop sleeps, on its thread, rather than wake another.

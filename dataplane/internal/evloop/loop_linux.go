@@ -263,8 +263,17 @@ type Loop struct {
 	// after it: Post need not wake it.
 	yielding atomic.Bool
 	stopped  atomic.Bool
-	done     chan struct{} // closed when Run returns
-	n        atomic.Int64  // connections registered
+	// away counts goroutines that report back with Post (Away, Back):
+	// while there are any, the loop waits on the runtime's poller.
+	away atomic.Int64
+	// epf is a duplicate of ep on the runtime's poller (nil where it could
+	// not be registered there), eprc its raw access; epAt is the read
+	// deadline set on it, on the loop's clock (0 for none).
+	epf  *os.File
+	eprc syscall.RawConn
+	epAt int64
+	done chan struct{} // closed when Run returns
+	n    atomic.Int64  // connections registered
 
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
@@ -295,7 +304,35 @@ func New(id int) (*Loop, error) {
 		unix.Close(efd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
+	l.epf, l.eprc = pollable(ep)
 	return l, nil
+}
+
+// pollable returns a duplicate of the epoll instance ep registered with the
+// runtime's poller (an epoll descriptor is readable while events are
+// ready), and its raw access; nil if it cannot be registered (the loop then
+// always waits in epoll_wait).
+func pollable(ep int) (*os.File, syscall.RawConn) {
+	fd, err := unix.FcntlInt(uintptr(ep), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, nil
+	}
+	// Non-blocking, so os.NewFile registers it with the poller; only a
+	// registered file takes a deadline.
+	f := os.NewFile(uintptr(fd), "evloop-epoll")
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = f.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil
+	}
+	return f, rc
 }
 
 // ID is the loop's id, as given to New.
@@ -467,6 +504,20 @@ func (l *Loop) Call(f func()) error {
 // them, when every processor runs a loop. Call it on the loop's goroutine.
 func (l *Loop) Yield() { l.yield = true }
 
+// Away tells the loop that a goroutine will report back to it with Post;
+// Back, from that goroutine after its Post, that it has. While goroutines
+// are away the loop waits for its events on the runtime's poller (its
+// goroutine parks, and the runtime's wait for sockets, Redis replies among
+// them, wakes it too) instead of in epoll_wait: the goroutines' sockets and
+// the loop's are then watched in one wait, on one thread, rather than the
+// loop's thread holding a processor in a system call while a reply that
+// arrives must wait for another thread. Both may be called from any
+// goroutine.
+func (l *Loop) Away() { l.away.Add(1) }
+
+// Back undoes an Away.
+func (l *Loop) Back() { l.away.Add(-1) }
+
 // Done is closed when Run returns.
 func (l *Loop) Done() <-chan struct{} { return l.done }
 
@@ -498,7 +549,13 @@ func (l *Loop) Run() error {
 			}
 		}
 		wait := l.nextWait()
-		n, err := unix.EpollWait(l.ep, l.events[:], wait)
+		var n int
+		var err error
+		if wait != 0 && l.eprc != nil && l.away.Load() > 0 {
+			n, err = l.pollWait(wait)
+		} else {
+			n, err = unix.EpollWait(l.ep, l.events[:], wait)
+		}
 		l.now = int64(time.Since(l.base))
 		if err != nil {
 			if err == unix.EINTR {
@@ -523,6 +580,46 @@ func (l *Loop) Run() error {
 		l.runTimers()
 	}
 	return nil
+}
+
+// pollWait waits for events on the runtime's poller (see Away), up to wait
+// milliseconds (-1: no bound): it parks the loop's goroutine until the
+// epoll descriptor is readable or the earliest deadline passes, then takes
+// the events without waiting.
+func (l *Loop) pollWait(wait int) (int, error) {
+	at := int64(0)
+	if wait > 0 {
+		at = l.timers[0].at
+	}
+	if at != l.epAt {
+		var t time.Time
+		if at != 0 {
+			t = l.Time(at)
+		}
+		if err := l.epf.SetReadDeadline(t); err != nil {
+			return 0, err
+		}
+		l.epAt = at
+	}
+	var n int
+	var werr error
+	err := l.eprc.Read(func(uintptr) bool {
+		n, werr = unix.EpollWait(l.ep, l.events[:], 0)
+		if werr == unix.EINTR {
+			n, werr = 0, nil
+			return true
+		}
+		return n > 0 || werr != nil
+	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The file's deadline stays passed: set it again next time.
+		l.epAt = -1
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, werr
 }
 
 func (l *Loop) dispatch(ev *unix.EpollEvent) {
@@ -662,6 +759,9 @@ func (l *Loop) shut() {
 	l.efd = -1
 	l.mu.Unlock()
 	l.runTasks()
+	if l.epf != nil {
+		l.epf.Close()
+	}
 	unix.Close(l.ep)
 }
 
