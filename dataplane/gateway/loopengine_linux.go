@@ -38,9 +38,10 @@ import (
 //
 // A loop serves what it can serve without blocking: HTTP/1.1 requests
 // without a body or with a body of known length up to proxy.LoopBodyMax,
-// on routes whose targets are cleartext HTTP/1.1 and whose limits never
-// wait (snapshot.ServeLoop), and answers whose bodies are small and of
-// known length. Everything else leaves the loop for good, with the bytes
+// on routes whose targets are cleartext HTTP/1.1 (snapshot.ServeLoop; a
+// decision that may wait, on a Redis-shared limit or a leaky bucket's
+// delay, is made off the loop: loopwait_linux.go), and answers whose
+// bodies are small and of known length. Everything else leaves the loop for good, with the bytes
 // read so far: the connection goes to the dispatcher, which serves it on
 // the fasthttp engine (an HTTP/1.0 client, an Upgrade, h2c, a chunked or
 // long body, a route the loop declines), or, for an answer whose body must
@@ -57,7 +58,10 @@ type loopEngine struct {
 	wg    sync.WaitGroup // the loops' goroutines
 	// streams counts the goroutines writing answers whose bodies stream
 	// (before they hand their connection to the dispatcher).
-	streams  sync.WaitGroup
+	streams sync.WaitGroup
+	// deciding counts the goroutines deciding requests off the loops
+	// (loopClient.Offload).
+	deciding sync.WaitGroup
 	conns    atomic.Int64 // client connections on the loops
 	draining atomic.Bool
 }
@@ -171,6 +175,7 @@ func (e *loopEngine) stopLoops() {
 		ls.l.Stop()
 	}
 	e.wg.Wait()
+	e.deciding.Wait() // their requests end as their connections did
 }
 
 // closeIdle closes the loop's client connections that wait for a request
@@ -485,7 +490,7 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	case snapshot.LoopDeclined:
 		cl.handOver(data, metrics.HandoffRoute)
 		return -1, true
-	case snapshot.LoopForwarding:
+	case snapshot.LoopForwarding, snapshot.LoopDeciding:
 		cl.busy = true
 	default:
 		cl.respond()
@@ -526,6 +531,12 @@ func (cl *loopClient) recycle() {
 
 // Forward starts the exchange on the connection's loop (snapshot.LoopConn).
 func (cl *loopClient) Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match) {
+	if cl.c.Closed() {
+		// Closed while its decision ran off the loop (the loop ended):
+		// nobody takes an answer.
+		x.LoopDone(proxy.Outcome{Status: proxy.StatusClientClosed, ClientGone: true})
+		return
+	}
 	cl.writeBound = u.WriteTimeout()
 	u.ForwardLoop(cl.ls.l, x, ctx, fr, m)
 }

@@ -245,8 +245,8 @@ func connUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string
 // TestLoopHandsOver: what a loop does not serve itself goes to the fasthttp
 // engine with the bytes read so far, and is served there: h2c with prior
 // knowledge, HTTP/1.0, a protocol switch, chunked and long bodies, a body
-// behind Expect: 100-continue, a route whose limits may wait, and an
-// answer whose body streams (after which the connection goes on, on the
+// behind Expect: 100-continue, a route whose targets are not cleartext
+// HTTP/1.1 (h2c), and an answer whose body streams (after which the connection goes on, on the
 // fasthttp engine). Each is counted by reason.
 func TestLoopHandsOver(t *testing.T) {
 	big := strings.Repeat("b", 200<<10)
@@ -263,13 +263,16 @@ func TestLoopHandsOver(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
+	up2 := httptest.NewUnstartedServer(up.Config.Handler)
+	up2.Config.Protocols = new(http.Protocols)
+	up2.Config.Protocols.SetUnencryptedHTTP2(true)
+	up2.Start()
+	t.Cleanup(up2.Close)
 	n, addr := startLoop(t, fmt.Sprintf(`namespace: loop
 routes:
-  - {id: wait, match: {pathPrefix: /wait}, upstream: {targets: [{url: %[1]q}]}}
+  - {id: h2c, match: {pathPrefix: /h2c}, upstream: {protocol: h2c, targets: [{url: %[2]q}]}}
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %[1]q}]}}
-limits:
-  - {id: smooth, routes: [wait], algorithm: leaky_bucket, rate: 1000, burst: 10, maxDelay: 1s}
-`, up.URL))
+`, up.URL, up2.URL))
 	want := map[string]int{}
 	check := func(reason string, r *http.Response, body string) {
 		t.Helper()
@@ -300,7 +303,7 @@ limits:
 	long := strings.Repeat("l", 100<<10)
 	check(metrics.HandoffBody, exchange(t, addr, fmt.Sprintf("POST /long HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(long), long), 1)[0],
 		fmt.Sprintf("HTTP/1.1 /long %d ", len(long)))
-	check(metrics.HandoffRoute, exchange(t, addr, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0], "HTTP/1.1 /wait 0 ")
+	check(metrics.HandoffRoute, exchange(t, addr, "GET /h2c HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0], "HTTP/2.0 /h2c 0 ")
 
 	// Expect: 100-continue with the body not sent yet: the fasthttp
 	// engine says 100 Continue, then the body comes.

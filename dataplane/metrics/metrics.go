@@ -59,7 +59,7 @@ const (
 	HandoffUpgrade = "upgrade" // a protocol switch (WebSocket, h2c upgrade)
 	HandoffBody    = "body"    // a chunked body, or one over the loop's bound
 	HandoffExpect  = "expect"  // a body behind Expect: 100-continue
-	HandoffRoute   = "route"   // a route a loop does not serve (targets, limits that wait)
+	HandoffRoute   = "route"   // a route a loop does not serve (https or h2c targets)
 	HandoffStream  = "stream"  // an answer whose body streams (chunked, long)
 )
 

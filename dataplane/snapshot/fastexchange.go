@@ -107,6 +107,9 @@ type fastExchange struct {
 	serving    bool
 	early      *proxy.Outcome
 	earlyOut   proxy.Outcome
+	// A decision run off the loop (offload): what Decide serves, and the
+	// forward it chose, which Decided starts on the loop.
+	off loopOffload
 }
 
 var fastExchanges = sync.Pool{New: func() any {
@@ -125,6 +128,9 @@ func (x *fastExchange) reset() {
 	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
 	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed = nil, false, false, 0, false
 	x.loop, x.forwarding, x.serving, x.early, x.earlyOut = nil, false, false, nil, proxy.Outcome{}
+	if x.off.s != nil {
+		x.off = loopOffload{}
+	}
 }
 
 // b2s is the string of b without a copy; b must outlive the string's use
@@ -362,7 +368,11 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 		// placeholder that LoopDone replaces.
 		x.TakeRelease()
 		x.forwarding = true
-		x.loop.Forward(u, x, x.ctx, fr, m)
+		if x.off.s != nil {
+			x.off.u, x.off.fr = u, fr // started on the loop (Decided)
+		} else {
+			x.loop.Forward(u, x, x.ctx, fr, m)
+		}
 		return proxy.Outcome{}
 	}
 	out := u.ForwardFast(x, x.ctx, fr, m)

@@ -12,10 +12,17 @@ type LoopConn interface {
 	// Forward starts the exchange with u on the connection's loop
 	// (proxy.Upstream.ForwardLoop); x.LoopDone ends it.
 	Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match)
-	// Answered is called when a request ServeLoop left forwarding has its
-	// answer in ctx.Response (a whole one, or one with a body stream the
-	// engine writes from a goroutine, which ends the request when done).
+	// Answered is called when a request ServeLoop left forwarding or
+	// deciding has its answer in ctx.Response (a whole one, or one with a
+	// body stream the engine writes from a goroutine, which ends the
+	// request when done).
 	Answered()
+	// Offload runs w.Decide off the loop, on a goroutine the engine waits
+	// for before it stops (Decide may block), and then w.Decided on the
+	// connection's loop; if the loop has ended by then, w.Decided runs on
+	// that goroutine instead, the connection closed (Forward and Answered
+	// then only end the request).
+	Offload(w LoopWork)
 }
 
 // LoopResult is what ServeLoop did with a request.
@@ -29,19 +36,26 @@ const (
 	// LoopConn.Answered when its answer is in ctx.Response.
 	LoopForwarding
 	// LoopDeclined: the request's route cannot be served on an event loop
-	// (its targets are not cleartext HTTP/1.1, or its limits may wait):
-	// nothing was decided, counted or written; the engine hands the
-	// connection to a stack that serves it (the fasthttp engine).
+	// (its targets are not cleartext HTTP/1.1): nothing was decided,
+	// counted or written; the engine hands the connection to a stack that
+	// serves it (the fasthttp engine).
 	LoopDeclined
+	// LoopDeciding: the request's route has limits that may wait (a
+	// store's call, a leaky bucket's delay), and its decision runs off the
+	// loop (LoopConn.Offload); the engine reads no more of the connection
+	// meanwhile, as while a forward is in flight, and hears
+	// LoopConn.Answered when the answer is in ctx.Response.
+	LoopDeciding
 )
 
 // ServeLoop serves one request of an event-loop engine: ServeFast's
 // request path, on the loop's goroutine, which must not block. So a request
-// whose route's rules may wait, or whose targets need net/http's
-// transports, is declined before anything decides on it (see LoopResult),
-// and the forward is started (lc.Forward) rather than awaited: its outcome
-// is recorded, and the limits' hold released, when it ends (LoopDone), or
-// when a streamed body ends.
+// whose targets need net/http's transports is declined before anything
+// decides on it (see LoopResult); one whose route's limits may wait has its
+// decision run off the loop (offload, loopwait.go); and the forward is
+// started (lc.Forward) rather than awaited: its outcome is recorded, and
+// the limits' hold released, when it ends (LoopDone), or when a streamed
+// body ends.
 func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopConn) LoopResult {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.noUpgrade, x.loop = ctx, true, lc
@@ -50,15 +64,22 @@ func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopC
 	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
 	start := s.now()
 	m := s.router.MatchView(v)
+	var waits bool
 	if m.Route != nil && m.Invalid == "" {
-		if rt := s.routes[m.Route.ID]; !rt.loopSafe {
+		rt := s.routes[m.Route.ID]
+		if !rt.loopCapable {
 			x.reset()
 			fastExchanges.Put(x)
 			return LoopDeclined
 		}
+		waits = rt.loopWaits
 	}
 	if s.access != nil {
 		s.access.Record(v, s.wall())
+	}
+	if waits {
+		s.offload(x, m, start)
+		return LoopDeciding
 	}
 	x.serving = true
 	s.serveMatch(x, v, m, start)

@@ -154,9 +154,11 @@ type route struct {
 	identity *identityRule // verifies the caller's token; nil: none
 	duration prometheus.Observer
 	codes    codeCounters
-	// loopSafe: an event loop may serve the route (Snapshot.ServeLoop):
-	// its targets are cleartext HTTP/1.1 and its limits never wait.
-	loopSafe bool
+	// loopCapable: an event loop may serve the route (Snapshot.ServeLoop):
+	// its targets are cleartext HTTP/1.1. loopWaits: its limits may wait
+	// (a store, a leaky bucket's delay), so the loop has the decision run
+	// off its goroutine (loopwait.go).
+	loopCapable, loopWaits bool
 }
 
 // Compile builds a snapshot of v, carrying over the state of unchanged rules
@@ -234,7 +236,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 			codes:    newCodeCounters(opts.Metrics.Requests, r.ID),
 		}
 		rt := s.routes[r.ID]
-		rt.loopSafe = rt.upstream.LoopCapable() && !rt.limits.MayWait()
+		rt.loopCapable, rt.loopWaits = rt.upstream.LoopCapable(), rt.limits.MayWait()
 	}
 	return s, nil
 }

@@ -17,9 +17,16 @@
 // A Loop owns its connections: their callbacks (Handler) run on the loop's
 // goroutine one at a time, and must not block. Work that may block (a dial
 // that resolves a name, a stream of unknown length) runs on a goroutine of
-// its own and reports back with Post, or takes the connection out of the
+// its own and reports back with Post (Yield lets such goroutines run on the
+// loop's thread before it sleeps), or takes the connection out of the
 // loop for good with Detach, which turns it into an ordinary net.Conn on
-// the runtime's poller.
+// the runtime's poller. While such goroutines are out (Away until their
+// Back), the loop waits on the runtime's poller rather than in epoll_wait:
+// its epoll descriptor, readable while events are ready, is registered
+// there, and the loop's goroutine parks until it is readable or the
+// earliest deadline passes, so that the goroutines' own sockets (a Redis
+// reply) and the loop's are watched in one wait on one thread, instead of
+// the loop's thread holding its processor in a system call meanwhile.
 //
 // Deadlines are one per connection (SetDeadline), kept in a heap with lazy
 // removal: moving a deadline later, the common case (a keep-alive

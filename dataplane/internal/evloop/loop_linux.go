@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -252,13 +253,27 @@ type Loop struct {
 	efd int // eventfd: Post wakes the loop with it
 	id  int
 
-	mu      sync.Mutex
-	tasks   []func()
-	spare   []func()
-	posted  atomic.Bool // tasks is not empty (the eventfd was written)
-	stopped atomic.Bool
-	done    chan struct{} // closed when Run returns
-	n       atomic.Int64  // connections registered
+	mu     sync.Mutex
+	tasks  []func()
+	spare  []func()
+	posted atomic.Bool // tasks is not empty
+	efdSet bool        // the eventfd was written and not read since (under mu)
+	yield  bool        // Yield was called this turn
+	// yielding: the loop is in Yield's pause, and looks at its tasks
+	// after it: Post need not wake it.
+	yielding atomic.Bool
+	stopped  atomic.Bool
+	// away counts goroutines that report back with Post (Away, Back):
+	// while there are any, the loop waits on the runtime's poller.
+	away atomic.Int64
+	// epf is a duplicate of ep on the runtime's poller (nil where it could
+	// not be registered there), eprc its raw access; epAt is the read
+	// deadline set on it, on the loop's clock (0 for none).
+	epf  *os.File
+	eprc syscall.RawConn
+	epAt int64
+	done chan struct{} // closed when Run returns
+	n    atomic.Int64  // connections registered
 
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
@@ -289,7 +304,35 @@ func New(id int) (*Loop, error) {
 		unix.Close(efd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
+	l.epf, l.eprc = pollable(ep)
 	return l, nil
+}
+
+// pollable returns a duplicate of the epoll instance ep registered with the
+// runtime's poller (an epoll descriptor is readable while events are
+// ready), and its raw access; nil if it cannot be registered (the loop then
+// always waits in epoll_wait).
+func pollable(ep int) (*os.File, syscall.RawConn) {
+	fd, err := unix.FcntlInt(uintptr(ep), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, nil
+	}
+	// Non-blocking, so os.NewFile registers it with the poller; only a
+	// registered file takes a deadline.
+	f := os.NewFile(uintptr(fd), "evloop-epoll")
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = f.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil
+	}
+	return f, rc
 }
 
 // ID is the loop's id, as given to New.
@@ -409,28 +452,37 @@ func (l *Loop) backOff(fd int, ln *listener) {
 	})
 }
 
-// Post runs f on the loop's goroutine, soon, in the order posted. A task
-// posted after Stop may never run.
-func (l *Loop) Post(f func()) {
+// Post runs f on the loop's goroutine, soon, in the order posted. It
+// reports whether f will run: true, unless the loop has ended (then f is
+// dropped, and the caller may clean up after it itself). A task posted
+// after Stop and accepted still runs, once, as the loop ends (on its way
+// out, with the loop's connections closed).
+func (l *Loop) Post(f func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.efd < 0 {
-		return // the loop has ended
+		return false // the loop has ended
 	}
 	l.tasks = append(l.tasks, f)
-	if !l.posted.Swap(true) {
+	// The loop sets yielding before its pause and clears it before it
+	// looks at posted: a Post that saw it set is seen after the pause.
+	if !l.posted.Swap(true) && !l.yielding.Load() {
 		// Under the lock: shut closes the eventfd under it too, so the
 		// number is never written after it could name another file.
 		one := [8]byte{1}
 		_, _ = unix.Write(l.efd, one[:])
+		l.efdSet = true
 	}
+	return true
 }
 
 // Call runs f on the loop's goroutine and waits for it; it returns
 // ErrClosed, without waiting, if the loop has ended (or ends first).
 func (l *Loop) Call(f func()) error {
 	ran := make(chan struct{})
-	l.Post(func() { f(); close(ran) })
+	if !l.Post(func() { f(); close(ran) }) {
+		return ErrClosed
+	}
 	select {
 	case <-ran:
 		return nil
@@ -443,6 +495,28 @@ func (l *Loop) Call(f func()) error {
 		}
 	}
 }
+
+// Yield has the loop let the runtime run other goroutines before it next
+// waits for events: goroutines a handler started (go) then run at once, on
+// the loop's processor and thread, where they would otherwise wait for the
+// runtime to take the processor from the loop blocked in epoll_wait (a
+// tick of its monitor, 20 µs to 10 ms) or to wake another thread for
+// them, when every processor runs a loop. Call it on the loop's goroutine.
+func (l *Loop) Yield() { l.yield = true }
+
+// Away tells the loop that a goroutine will report back to it with Post;
+// Back, from that goroutine after its Post, that it has. While goroutines
+// are away the loop waits for its events on the runtime's poller (its
+// goroutine parks, and the runtime's wait for sockets, Redis replies among
+// them, wakes it too) instead of in epoll_wait: the goroutines' sockets and
+// the loop's are then watched in one wait, on one thread, rather than the
+// loop's thread holding a processor in a system call while a reply that
+// arrives must wait for another thread. Both may be called from any
+// goroutine.
+func (l *Loop) Away() { l.away.Add(1) }
+
+// Back undoes an Away.
+func (l *Loop) Back() { l.away.Add(-1) }
 
 // Done is closed when Run returns.
 func (l *Loop) Done() <-chan struct{} { return l.done }
@@ -461,8 +535,27 @@ func (l *Loop) Run() error {
 	defer close(l.done)
 	defer l.shut()
 	for !l.stopped.Load() {
+		if l.yield {
+			l.yield = false
+			l.yielding.Store(true)
+			runtime.Gosched()
+			l.yielding.Store(false)
+			if l.posted.Load() {
+				// What the goroutines reported meanwhile (Post did not
+				// wake the loop for it), then the turn starts again: a
+				// Stop among it is seen before the loop waits.
+				l.runTasks()
+				continue
+			}
+		}
 		wait := l.nextWait()
-		n, err := unix.EpollWait(l.ep, l.events[:], wait)
+		var n int
+		var err error
+		if wait != 0 && l.eprc != nil && l.away.Load() > 0 {
+			n, err = l.pollWait(wait)
+		} else {
+			n, err = unix.EpollWait(l.ep, l.events[:], wait)
+		}
 		l.now = int64(time.Since(l.base))
 		if err != nil {
 			if err == unix.EINTR {
@@ -487,6 +580,46 @@ func (l *Loop) Run() error {
 		l.runTimers()
 	}
 	return nil
+}
+
+// pollWait waits for events on the runtime's poller (see Away), up to wait
+// milliseconds (-1: no bound): it parks the loop's goroutine until the
+// epoll descriptor is readable or the earliest deadline passes, then takes
+// the events without waiting.
+func (l *Loop) pollWait(wait int) (int, error) {
+	at := int64(0)
+	if wait > 0 {
+		at = l.timers[0].at
+	}
+	if at != l.epAt {
+		var t time.Time
+		if at != 0 {
+			t = l.Time(at)
+		}
+		if err := l.epf.SetReadDeadline(t); err != nil {
+			return 0, err
+		}
+		l.epAt = at
+	}
+	var n int
+	var werr error
+	err := l.eprc.Read(func(uintptr) bool {
+		n, werr = unix.EpollWait(l.ep, l.events[:], 0)
+		if werr == unix.EINTR {
+			n, werr = 0, nil
+			return true
+		}
+		return n > 0 || werr != nil
+	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The file's deadline stays passed: set it again next time.
+		l.epAt = -1
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, werr
 }
 
 func (l *Loop) dispatch(ev *unix.EpollEvent) {
@@ -552,9 +685,12 @@ func (l *Loop) accept(lfd int) {
 }
 
 func (l *Loop) runTasks() {
-	var b [8]byte
-	_, _ = unix.Read(l.efd, b[:])
 	l.mu.Lock()
+	if l.efdSet && l.efd >= 0 { // closed once the loop ends (shut)
+		var b [8]byte
+		_, _ = unix.Read(l.efd, b[:])
+		l.efdSet = false
+	}
 	tasks := l.tasks
 	l.tasks = l.spare[:0]
 	l.posted.Store(false)
@@ -615,12 +751,17 @@ func (l *Loop) shut() {
 	}
 	l.timers = nil
 	// Tasks posted meanwhile run once, on a stopped loop: a dial's
-	// registration fails and closes its socket.
-	l.runTasks()
+	// registration fails and closes its socket. Post accepts no more once
+	// the eventfd is closed, under the lock, so every task it accepted is
+	// among these.
 	l.mu.Lock()
 	unix.Close(l.efd)
 	l.efd = -1
 	l.mu.Unlock()
+	l.runTasks()
+	if l.epf != nil {
+		l.epf.Close()
+	}
 	unix.Close(l.ep)
 }
 
