@@ -13,7 +13,7 @@
 # space only.
 #
 # Environment: REQUESTS (default 3000), WARM (default 1000), HTTP1_ENGINE
-# (default: the gateway's default; fasthttp or nethttp to count those).
+# (default: the gateway's default; fasthttp to count that engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -22,8 +22,8 @@
 # PROXY_CPUS (default: nginx's worker_processes auto and Go's default
 # GOMAXPROCS; a number N gives every proxy N workers/threads), CADDY_VERSION
 # (default v2.11.9; built once with go install into ~/.cache/sluice-bench),
-# SKIP_TLS=1 and SKIP_H2=1 leave those parts out; HTTP1_ENGINE=nethttp runs
-# sluice-gateway with --http1-engine nethttp (default: the gateway's default,
+# SKIP_TLS=1 and SKIP_H2=1 leave those parts out; HTTP1_ENGINE=fasthttp runs
+# sluice-gateway with --http1-engine fasthttp (default: the gateway's default,
 # evloop on Linux). The gateway also runs on its fasthttp engine (sluice-fast),
 # for the two engines side by side.
 #

@@ -28,18 +28,17 @@ const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // *tls.Conn, such as tls.NewListener) by ALPN, "h2" to the HTTP/2 server
 // and "http/1.1" or none to the HTTP/1 engine; on a cleartext connection by
 // its first bytes, the h2c preface to the HTTP/2 server and anything else to
-// the HTTP/1 engine (where an "Upgrade: h2c" request is still served by the
-// h2c handler). The net/http HTTP/1 engine is an http.Server fed through a
-// listener of its own (h1ln). With Config.HTTP1Engine "fasthttp" the engine
-// is h1fast instead, a fasthttp.Server that serves each connection on its
-// dispatch goroutine (serveFast; h1 then only carries the HTTP/2
-// configuration and its graceful shutdown). It is safe for concurrent use.
+// the HTTP/1 engine (where an "Upgrade: h2c" request is still served as
+// HTTP/2: fasth2c.go). The HTTP/1 engine is h1fast, a fasthttp.Server that
+// serves each connection on its dispatch goroutine (serveFast), or an event
+// loop (tlsLoop, and the loops that accept cleartext connections
+// themselves); h1 serves no connection: it carries the HTTP/2
+// configuration and its graceful shutdown. It is safe for concurrent use.
 type dispatcher struct {
-	h1      *http.Server     // the HTTP/1 engine; serves h1ln
-	h1fast  *fasthttp.Server // when set, the HTTP/1 engine instead of h1
-	h1ln    *connListener
-	h2      *http2.Server // configured on h1 (graceful shutdown)
-	handler http.Handler  // what HTTP/2 connections serve
+	h1      *http.Server     // HTTP/2's base configuration; never serves
+	h1fast  *fasthttp.Server // the HTTP/1 engine
+	h2      *http2.Server    // configured on h1 (graceful shutdown)
+	handler http.Handler     // what HTTP/2 connections serve
 	// sniffTimeout bounds the wait for a connection's first bytes or TLS
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
@@ -65,22 +64,13 @@ type dispatcher struct {
 	fastWG    sync.WaitGroup           // their goroutines (and h2c sessions)
 }
 
-func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler, addr net.Addr) (*dispatcher, error) {
+func newDispatcher(h1 *http.Server, h2 *http2.Server, h1fast *fasthttp.Server, handler http.Handler) (*dispatcher, error) {
 	if err := http2.ConfigureServer(h1, h2); err != nil {
 		return nil, err
 	}
-	return &dispatcher{h1: h1, h1ln: newConnListener(addr), h2: h2, handler: handler,
+	return &dispatcher{h1: h1, h1fast: h1fast, h2: h2, handler: handler,
 		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{},
 		fastConns: map[trackedConn]struct{}{}}, nil
-}
-
-// serveH1 runs the net/http HTTP/1 engine until shutdown (the fasthttp one
-// serves on the dispatch goroutines).
-func (d *dispatcher) serveH1() error {
-	if d.h1fast != nil {
-		return nil
-	}
-	return d.h1.Serve(d.h1ln)
 }
 
 // serve accepts connections from ln and dispatches each until ln is closed.
@@ -154,17 +144,11 @@ func (d *dispatcher) dispatch(c net.Conn) {
 		c.Close()
 		return
 	}
-	if !h2 && d.h1fast != nil {
+	if !h2 {
 		if tc, ok := conn.(*tls.Conn); ok && d.tlsLoop != nil && d.tlsLoop(tc) {
 			return
 		}
 		d.serveFast(conn)
-		return
-	}
-	if !h2 {
-		if !d.h1ln.push(conn) {
-			conn.Close()
-		}
 		return
 	}
 	d.mu.Lock()
@@ -245,10 +229,9 @@ func sniffed(c net.Conn, br *bufio.Reader) net.Conn {
 }
 
 // shutdown stops dispatching: connections still being sniffed are closed,
-// the HTTP/1 engine drains (http.Server.Shutdown, which also starts the
-// graceful shutdown of HTTP/2 connections; with the fasthttp engine,
-// drainFast beside it), and shutdown waits for the HTTP/2 connections to
-// finish, until ctx ends.
+// the HTTP/1 engine drains (drainFast), HTTP/2 connections start their
+// graceful shutdown (http.Server.Shutdown of h1, on which x/net hangs it),
+// and shutdown waits for the HTTP/2 connections to finish, until ctx ends.
 func (d *dispatcher) shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
@@ -256,17 +239,12 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	d.mu.Unlock()
-	var fastErr chan error
-	if d.h1fast != nil {
-		fastErr = make(chan error, 1)
-		go func() { fastErr <- d.drainFast(ctx) }()
-	}
+	fastErr := make(chan error, 1)
+	go func() { fastErr <- d.drainFast(ctx) }()
 	d.h2base().SetKeepAlivesEnabled(false) // as Shutdown does h1's: sessions end as streams close
 	err := d.h1.Shutdown(ctx)              // HTTP/2's graceful shutdown hangs on it
-	if fastErr != nil {
-		if ferr := <-fastErr; err == nil {
-			err = ferr
-		}
+	if ferr := <-fastErr; err == nil {
+		err = ferr
 	}
 	done := make(chan struct{})
 	go func() { d.h2conns.Wait(); close(done) }()
@@ -279,42 +257,3 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 	}
 	return err
 }
-
-// connListener is a net.Listener of connections pushed to it: how the
-// dispatcher feeds the HTTP/1 engine.
-type connListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// push hands c to Accept; false once the listener is closed.
-func (l *connListener) push(c net.Conn) bool {
-	select {
-	case l.conns <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *connListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *connListener) Addr() net.Addr { return l.addr }

@@ -221,8 +221,7 @@ func (d *dispatcher) serveTracked(tc trackedConn) {
 }
 
 // serveUpgraded answers an h2c upgrade with 101 and serves the connection
-// as HTTP/2, its upgrade request as stream 1, as x/net's h2c handler does
-// on the net/http engine.
+// as HTTP/2, its upgrade request as stream 1, as x/net's h2c handler does.
 func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
 	conn := <-up.conn
 	defer close(up.served)

@@ -7,14 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/answer"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
@@ -46,7 +43,7 @@ type h2cUpgrade struct {
 }
 
 // h2cRequested reports whether h asks to switch to h2c as x/net's h2c
-// handler (the net/http engine) recognises it: an Upgrade listing "h2c" and
+// handler recognises it: an Upgrade listing "h2c" and
 // a Connection listing "HTTP2-Settings".
 func h2cRequested(h *fasthttp.RequestHeader) bool {
 	return hasToken(h.PeekAll("Upgrade"), "h2c") && hasToken(h.PeekAll("Connection"), "HTTP2-Settings")
@@ -67,8 +64,8 @@ func hasToken(lines [][]byte, tok string) bool {
 	return false
 }
 
-// upgradeFast switches ctx's connection to HTTP/2 as the net/http engine
-// does (x/net's h2c handler), for a request whose framing strictFast
+// upgradeFast switches ctx's connection to HTTP/2 as x/net's h2c handler
+// does, for a request whose framing strictFast
 // accepted (handleFast calls it only then), its body is read whole, and it is
 // then answered 101 and served as HTTP/2 stream 1 through the node's one
 // request path (ServeHTTP). An HTTP2-Settings that is missing, repeated or
@@ -141,77 +138,4 @@ func h2cSettings(h *fasthttp.RequestHeader) ([]byte, bool) {
 	}
 	s, err := base64.RawURLEncoding.DecodeString(string(vs[0]))
 	return s, err == nil
-}
-
-// h2cHandler is the net/http engine's handler: an "Upgrade: h2c" request
-// (an Upgrade listing h2c, a Connection listing HTTP2-Settings) whose body
-// fits H2CBodyMax switches its connection to HTTP/2 as x/net's h2c handler
-// would switch it, in a session guarded against rapid reset (the
-// dispatcher's guard), the request served as stream 1; every other request
-// (a longer or chunked body's upgrade included) is served by the node as
-// HTTP/1.1. An HTTP2-Settings that is missing, repeated or not base64url is
-// answered 500, as x/net answers it.
-type h2cHandler struct {
-	n *Node
-	d *dispatcher
-}
-
-func (h *h2cHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor != 1 || !h2cRequestedHTTP(r.Header) || !h2cFits(r.ContentLength) || strictTarget(r) != "" {
-		h.n.ServeHTTP(w, r)
-		return
-	}
-	vs := r.Header.Values("HTTP2-Settings")
-	var settings []byte
-	var err error
-	if len(vs) == 1 {
-		settings, err = base64.RawURLEncoding.DecodeString(vs[0])
-	}
-	if len(vs) != 1 || err != nil {
-		answer.WriteProblem(w, r, http.StatusInternalServerError, "Internal server error",
-			"the h2c upgrade needs exactly one HTTP2-Settings header in base64url")
-		return
-	}
-	proxy.GuardBody(w, r, api.DefaultBodyTimeout)
-	body, err := io.ReadAll(io.LimitReader(r.Body, H2CBodyMax))
-	if err != nil {
-		w.Header().Set("Connection", "close")
-		answer.WriteProblem(w, r, http.StatusBadRequest, "Bad request", "the request body is malformed or incomplete")
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	conn, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Time{}) // the HTTP/2 server sets its own
-	if _, err := rw.WriteString(h2cSwitching); err != nil || rw.Flush() != nil {
-		return
-	}
-	c := conn
-	if k := rw.Reader.Buffered(); k > 0 {
-		pre, _ := rw.Reader.Peek(k)
-		c = proxy.Prefixed(conn, append([]byte(nil), pre...))
-	}
-	h.d.h2.ServeConn(h.d.guarded(c), &http2.ServeConnOpts{Context: r.Context(), BaseConfig: h.d.h2base(),
-		Handler: h.d.handler, UpgradeRequest: r, Settings: settings})
-}
-
-// h2cRequestedHTTP is h2cRequested on a net/http header.
-func h2cRequestedHTTP(h http.Header) bool {
-	return hasTokenString(h["Upgrade"], "h2c") && hasTokenString(h["Connection"], "HTTP2-Settings")
-}
-
-func hasTokenString(lines []string, tok string) bool {
-	for _, line := range lines {
-		for line != "" {
-			var t string
-			t, line, _ = strings.Cut(line, ",")
-			if strings.EqualFold(strings.TrimSpace(t), tok) {
-				return true
-			}
-		}
-	}
-	return false
 }

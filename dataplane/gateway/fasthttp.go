@@ -21,10 +21,8 @@ import (
 
 // HTTP/1.1 engines (Config.HTTP1Engine).
 const (
-	// EngineNetHTTP serves HTTP/1.1 with net/http and forwards with
-	// httputil.ReverseProxy.
-	EngineNetHTTP = "nethttp"
-	// EngineFastHTTP, the default, serves HTTP/1.1 with valyala/fasthttp
+	// EngineFastHTTP, the default where event loops are not built (every
+	// system but Linux: loopengine_other.go), serves HTTP/1.1 with valyala/fasthttp
 	// and forwards to cleartext HTTP/1.1 targets with fasthttp's request
 	// writer and response parser over the gateway's own keep-alive pools
 	// (https and h2c targets through net/http's transports, bridged).
@@ -63,15 +61,13 @@ func ParseEngine(s string) (string, error) {
 	switch s {
 	case EngineFastHTTP:
 		return EngineFastHTTP, nil
-	case EngineNetHTTP:
-		return EngineNetHTTP, nil
 	case EngineLoop:
 		if !evloop.Supported {
 			return "", fmt.Errorf("HTTP/1.1 engine %q: event loops are built for Linux only", s)
 		}
 		return EngineLoop, nil
 	}
-	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q, %q or %q", s, EngineFastHTTP, EngineLoop, EngineNetHTTP)
+	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineLoop, EngineFastHTTP)
 }
 
 // newFastServer is the fasthttp HTTP/1.1 engine: the same request path as

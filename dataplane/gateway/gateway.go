@@ -71,9 +71,9 @@ type Config struct {
 	// the node runs, for its reports.
 	QuotaUsage func(ns string, rs *api.RuleSet) []api.QuotaUsage
 	// HTTP1Engine serves HTTP/1.1 connections (cleartext, and TLS with ALPN
-	// http/1.1 or none): EngineNetHTTP or EngineFastHTTP; empty means the
-	// SLUICE_HTTP1_ENGINE environment variable, else EngineFastHTTP. HTTP/2
-	// (h2, h2c) is served by net/http either way.
+	// http/1.1 or none): EngineLoop or EngineFastHTTP; empty means the
+	// SLUICE_HTTP1_ENGINE environment variable, else DefaultEngine. HTTP/2
+	// (h2, h2c) is served by x/net/http2 either way.
 	HTTP1Engine string
 	// EventLoops is the number of event loops of EngineLoop; 0 means one
 	// per processor (GOMAXPROCS).

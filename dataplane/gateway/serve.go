@@ -175,24 +175,22 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		// measured with h2load on a shared 2-core box).
 		MaxEncoderHeaderTableSize: 1,
 	}
+	// traffic serves no connection: it is HTTP/2's base configuration
+	// (dispatcher.h2base) and carries its graceful shutdown. HTTP/1.1 is
+	// the fasthttp engine's (and the event loops', which hand it what they
+	// do not serve themselves).
 	traffic := &http.Server{
-		// Handler: h2cHandler, set below (h2c lets clients speak HTTP/2
-		// without TLS by upgrading an HTTP/1.1 request; prior knowledge is
-		// dispatched before).
-		// Bodies and responses are bounded per route (bodyTimeout,
-		// writeTimeout: see proxy.Upstream.Forward); the server bounds the
-		// request header and the idle time between requests.
+		// Streams' bodies and responses are bounded per route
+		// (bodyTimeout, writeTimeout: see proxy.Upstream.Forward); the
+		// server bounds the header and the idle time between streams.
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
-		// net/http reads up to MaxHeaderBytes + 4096 bytes of a header:
-		// the bound is the other engines', 64 KiB (see dispatcher.h2base).
-		MaxHeaderBytes: proxy.MaxHeaderBytes - 4096,
-		// OPTIONS * reaches the node, which refuses it (strictTarget),
-		// rather than net/http's own answer.
-		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     nil,
 	}
-	d, err := newDispatcher(traffic, h2s, n, ls.Traffic.Addr())
+	engine, err := ParseEngine(n.cfg.HTTP1Engine)
+	if err != nil {
+		return err
+	}
+	d, err := newDispatcher(traffic, h2s, n.newFastServer(), n)
 	if err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
@@ -200,16 +198,6 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	// x/net's connection errors (one line per client that breaks the
 	// protocol, or resets too fast) go to the node's log, at debug level.
 	d.h2log = slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
-	traffic.Handler = &h2cHandler{n: n, d: d}
-	engine, err := ParseEngine(n.cfg.HTTP1Engine)
-	if err != nil {
-		return err
-	}
-	if engine == EngineFastHTTP || engine == EngineLoop {
-		// The event-loop engine hands the fasthttp engine what it does
-		// not serve itself.
-		d.h1fast = n.newFastServer()
-	}
 	fresh := &freshConns{conns: map[net.Conn]time.Time{}}
 	traffic.ConnState = fresh.track
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
@@ -240,7 +228,6 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.TLS != nil {
 		trafficLns = append(trafficLns, ls.TLS)
 	}
-	run(d.serveH1)
 	for _, l := range trafficLns {
 		if loops != nil && l == ls.Traffic {
 			continue // the loops accept from it

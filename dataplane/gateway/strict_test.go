@@ -158,23 +158,15 @@ func sendStrict(tb testing.TB, addr, req string) (status int, closed bool) {
 	return resp.StatusCode, closed
 }
 
-// TestNormalizedFraming: the two smuggling shapes net/http normalizes
-// instead of refusing (RFC 9112 allows both) reach the upstream in one
-// unambiguous form, so the gateway and the upstream cannot read them two
-// ways: with both Content-Length and chunked Transfer-Encoding the chunked
-// framing wins and Content-Length is not forwarded (§6.3); an obs-fold is
-// unfolded into one line (§5.2), which is also what a key on that header
-// reads. The fasthttp engine (Config.HTTP1Engine) refuses both with 400
-// instead.
+// TestNormalizedFraming: the two smuggling shapes RFC 9112 lets a server
+// normalize instead of refusing, both Content-Length and chunked
+// Transfer-Encoding (§6.3) and an obs-fold (§5.2), are refused with 400 and
+// the connection closed, and nothing reaches the upstream, so that the
+// gateway and the upstream cannot read them two ways.
 func TestNormalizedFraming(t *testing.T) {
-	type seen struct {
-		body, cl, folded string
-		te               []string
-	}
-	got := make(chan seen, 4)
+	got := make(chan string, 4)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got <- seen{body: string(b), cl: r.Header.Get("Content-Length"), folded: r.Header.Get("X-Folded"), te: r.TransferEncoding}
+		got <- r.Method + " " + r.URL.Path
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
@@ -186,38 +178,20 @@ routes:
 	tests := []struct {
 		desc string
 		req  string
-		want seen
 	}{
-		{"Content-Length and chunked", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
-			seen{body: "abc", cl: "3"}},
-		{"obs-fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\nConnection: close\r\n\r\n", seen{folded: "a b"}},
-	}
-	engine, err := ParseEngine("")
-	if err != nil {
-		t.Fatal(err)
+		{"Content-Length and chunked", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
+		{"obs-fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\nConnection: close\r\n\r\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if fastParsed(engine) {
-				// The fasthttp engine refuses both shapes instead (400 and
-				// the connection closed), and nothing reaches the upstream.
-				status, closed := sendStrict(t, addr, tc.req)
-				if status != http.StatusBadRequest || !closed {
-					t.Fatalf("status %d (closed %v), want 400 and the connection closed", status, closed)
-				}
-				select {
-				case s := <-got:
-					t.Fatalf("the upstream saw %+v", s)
-				default:
-				}
-				return
+			status, closed := sendStrict(t, addr, tc.req)
+			if status != http.StatusBadRequest || !closed {
+				t.Fatalf("status %d (closed %v), want 400 and the connection closed", status, closed)
 			}
-			if status, _ := sendStrict(t, addr, tc.req); status != http.StatusOK {
-				t.Fatalf("status %d", status)
-			}
-			s := <-got
-			if s.body != tc.want.body || s.folded != tc.want.folded || (s.cl != tc.want.cl && !(s.cl == "" && len(s.te) > 0)) {
-				t.Fatalf("upstream saw %+v, want %+v", s, tc.want)
+			select {
+			case s := <-got:
+				t.Fatalf("the upstream saw %s", s)
+			default:
 			}
 		})
 	}

@@ -244,8 +244,6 @@ func TestStalledBodyTimeouts(t *testing.T) {
 		detail               string
 		h2c                  bool
 	}{
-		{desc: "nethttp, route timeout first", engine: EngineNetHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
-		{desc: "nethttp, body timeout first", engine: EngineNetHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
 		{desc: "fasthttp, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
 		{desc: "fasthttp, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
 		{desc: "fasthttp bridge to h2c, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms", h2c: true},

@@ -41,7 +41,7 @@ func TestWriteTimeoutWholeAnswers(t *testing.T) {
 		engine, writeTimeout string
 		cut                  bool
 	}{
-		{EngineNetHTTP, "300ms", true}, {EngineFastHTTP, "300ms", true}, {EngineLoop, "300ms", true},
+		{EngineFastHTTP, "300ms", true}, {EngineLoop, "300ms", true},
 		{EngineFastHTTP, "", false}, {EngineLoop, "", false},
 	} {
 		t.Run(tc.engine+"/writeTimeout="+tc.writeTimeout, func(t *testing.T) {
@@ -81,8 +81,9 @@ routes:
 
 // TestWriteTimeoutOwnAnswers: the gateway's own answers (here 404s: no
 // route matches) wait for a client that takes nothing no longer than
-// api.DefaultWriteTimeout on every engine; the net/http engine cleared the
-// connection's write deadline for them and waited for ever. The client
+// api.DefaultWriteTimeout on every engine (net/http's server, once an
+// engine, cleared the connection's write deadline for them and waited for
+// ever). The client
 // pipelines more 404s than the sockets hold and reads nothing for longer
 // than the default: the gateway has given up by then, so fewer answers
 // come than were asked for.
@@ -91,7 +92,7 @@ func TestWriteTimeoutOwnAnswers(t *testing.T) {
 		t.Skip("waits out api.DefaultWriteTimeout")
 	}
 	asked := max(20000, 2*sendBufferMax()/400+1000) // 404s of about 400 bytes
-	for _, engine := range []string{EngineNetHTTP, EngineFastHTTP, EngineLoop} {
+	for _, engine := range []string{EngineFastHTTP, EngineLoop} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			_, base, _ := MustStartConfig(t, `namespace: own

@@ -101,8 +101,10 @@
 //
 // Forward sends the request through the target's client itself (relay.go,
 // with pooled 32 KiB buffers), for HTTP/2 streams (h2, h2c, gRPC) and
-// HTTP/1.1 requests alike; httputil.ReverseProxy (Rewrite) is left only
-// for protocol switches (WebSocket) on the net/http engine. The client for
+// HTTP/1.1 requests bridged from the fasthttp engine alike;
+// httputil.ReverseProxy (Rewrite) is left only for a protocol switch
+// (WebSocket) that reaches Forward: one bridged to an https:// or h2c
+// target (ForwardFast's own upgrades are forwardUpgradeFast's). The client for
 // cleartext HTTP/1.1 targets is the origin's fastPool (fastTransport:
 // fasthttp's request writer and response parser, no goroutine per
 // connection or request, the pool the HTTP/1.1 engines use), x/net/http2's

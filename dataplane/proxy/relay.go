@@ -14,10 +14,10 @@ import (
 )
 
 // This file is Forward's exchange for every request but a protocol switch
-// (WebSocket, which httputil.ReverseProxy still serves on the net/http
-// HTTP/1.1 engine): HTTP/2 streams (TLS h2, h2c, gRPC), and the HTTP/1.1
-// requests that reach Forward (the net/http engine's, and the fasthttp
-// engine's bridged to h2c and https:// targets). The request goes
+// (WebSocket, which httputil.ReverseProxy still serves when one reaches
+// Forward): HTTP/2 streams (TLS h2, h2c, gRPC), and the HTTP/1.1 requests
+// that reach Forward (the fasthttp engine's, bridged to h2c and https://
+// targets). The request goes
 // straight through the target's client (target.rt: the origin's fastPool
 // for cleartext HTTP/1.1 targets, its x/net/http2 Transport for h2 and h2c
 // ones, which multiplexes streams over a few connections, else its

@@ -17,8 +17,8 @@ import (
 //     (RFC 9110 §7.8: a server may ignore Upgrade). An upstream that still
 //     answers 101 is refused by the proxy (502): Forward (relay.go) never
 //     switches a request that asked for no switch, and the WebSocket
-//     handshake (httputil.ReverseProxy on the net/http engine) only to the
-//     protocol that was requested.
+//     handshake (forwardUpgradeFast, or httputil.ReverseProxy in Forward)
+//     only to the protocol that was requested.
 //
 // h2c never reaches here: H2CHandler serves the h2c upgrade (and prior
 // knowledge) itself; an "Upgrade: h2c" it did not take is removed like any

@@ -98,7 +98,7 @@ type target struct {
 	base   string // escaped path prefix, without a trailing slash
 	weight int
 	origin *origin
-	proxy  *httputil.ReverseProxy // protocol switches (WebSocket) on the net/http engine
+	proxy  *httputil.ReverseProxy // protocol switches (WebSocket) that reach Forward (bridged)
 	rt     http.RoundTripper      // the client (roundTripper), for both
 	fast   bool                   // rt is the origin's fastPool (fastTransport)
 	tr     *Transport             // for the Via entry
@@ -321,7 +321,7 @@ func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, m Match) Outc
 	if len(r.Header["Upgrade"]) == 0 {
 		aborted = t.relay(u, rec, r, out) // relay.go
 	} else {
-		aborted = serve(t.proxy, rec, out) // a WebSocket on the net/http engine
+		aborted = serve(t.proxy, rec, out) // a WebSocket bridged to an https or h2c target
 	}
 
 	rec.disarm()

@@ -20,7 +20,7 @@ import (
 // package replay (sluicectl simulate's code) through the same rules, parses
 // in full and rejects exactly the requests the gateway rejected, by key. The
 // Authorization header, which no rule keys on, is not in the log. Run on the
-// event-loop engine (ServeLoop) and on net/http (Serve).
+// event-loop engine and on the fasthttp engine.
 func TestAccessLogReplays(t *testing.T) {
 	t.Parallel()
 	up := upstream(t)
@@ -38,7 +38,7 @@ limits:
     period: 1h
     burst: 5
 `, up.URL)
-	for _, engine := range []string{"evloop", "nethttp"} {
+	for _, engine := range []string{"evloop", "fasthttp"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			logPath := filepath.Join(t.TempDir(), "access.jsonl")

@@ -160,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
-	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: fasthttp (valyala/fasthttp server, request writer and response parser), evloop (cleartext HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only; the rest on fasthttp) or nethttp (net/http and httputil.ReverseProxy); HTTP/2 is served by net/http in every case")
+	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: evloop (cleartext and TLS HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only, the default there; what a loop does not serve goes to fasthttp) or fasthttp (valyala/fasthttp server, request writer and response parser: the fallback, and the default on systems without event loops); HTTP/2 is served by x/net/http2 in every case")
 	tracing.Flags(fs, &o.tracing)
 	fs.BoolVar(&o.version, "version", false, "print the build (version, commit, date) and exit")
 	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS, which follows the cgroup CPU quota); a number lowers it")

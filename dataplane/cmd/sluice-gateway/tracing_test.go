@@ -70,7 +70,7 @@ limits:
 // span.
 func TestTracesRequests(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"evloop", "fasthttp", "nethttp"} {
+	for _, engine := range []string{"evloop", "fasthttp"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			recv := tracingtest.Start(t)
