@@ -13,16 +13,14 @@ require (
 	github.com/sony/gobreaker/v2 v2.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
+	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/zap v1.27.1
 	golang.org/x/net v0.62.0
 	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.83.2
 )
 
-require (
-	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
-)
+require go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
