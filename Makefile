@@ -77,7 +77,8 @@ bench-sdk:
 # default: the proxy on core 0, load and upstreams on the others), CPU per
 # request for HTTP/1.1 (local, batched and exact cluster limits, a JWT-keyed
 # tiered limit against the local one), TLS, h2,
-# h2c and gRPC; bench-scaling: the HTTP/1.1 case at P = 2, 4, 8 cores.
+# h2c, gRPC, and a 20-limit gateway with and without a live preview;
+# bench-scaling: the HTTP/1.1 case at P = 2, 4, 8 cores.
 bench-proxy-dedicated: build
 	scripts/bench-dedicated.sh
 

@@ -98,11 +98,14 @@ type PreviewDegrade struct {
 
 // PreviewCounts are one preview limit's decisions and the keys it rejected
 // most (key text at most MaxPreviewKeyText bytes; header, query, cookie and
-// claim values appear hashed, as in the decision log).
+// claim values appear hashed, as in the decision log). A zero count is
+// left out of the JSON, and a node leaves out a limit that decided nothing
+// (the control plane sums counts by rule id, so an absent limit counts
+// zero): a report with a preview stays small.
 type PreviewCounts struct {
 	Rule           string       `json:"rule"`
-	Allowed        int64        `json:"allowed"`
-	Rejected       int64        `json:"rejected"`
+	Allowed        int64        `json:"allowed,omitempty"`
+	Rejected       int64        `json:"rejected,omitempty"`
 	ShadowRejected int64        `json:"shadowRejected,omitempty"`
 	TopKeys        []PreviewKey `json:"topKeys,omitempty"`
 	// Clients is the distinct keys the limit rejected (or shadow-rejected),

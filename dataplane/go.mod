@@ -13,6 +13,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
+	go.etcd.io/etcd/server/v3 v3.7.3
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.45.0
 	go.uber.org/zap v1.27.1
 	golang.org/x/net v0.62.0
@@ -20,10 +21,7 @@ require (
 	google.golang.org/grpc v1.83.2
 )
 
-require (
-	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
-)
+require go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

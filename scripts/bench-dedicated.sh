@@ -33,6 +33,19 @@
 #            grpc-go through each proxy and stops the run unless all return
 #            OK, since h2load counts HTTP 200s and a gRPC error is a 200
 #            with a grpc-status trailer.
+#   preview  HTTP/1.1 through a second gateway that follows etcd (an
+#            embedded etcd run by previewbench, ./dataplane/internal/cmd/
+#            previewbench, on the load cores) and serves a 20-limit rule set
+#            (20 token buckets keyed on ip and X-User on the benchmarked
+#            route, none rejecting; wrk sends X-User), signed and published
+#            as the control plane does; compared with itself: sluice-pv-off
+#            runs with no preview, sluice-pv-on with a signed preview of a
+#            change of 20 limits ten times tighter (still not rejecting)
+#            written to /sluice/v1/ns/bench/preview before the run and
+#            deleted after it. Each run first waits until the node's
+#            /status says the preview runs (or does not). Target: CPU per
+#            request <= 1.3x without a preview. PREVIEWBENCH_BIN, or
+#            $TOOLS/bin/previewbench, or built here.
 #
 # CPU per request is utime+stime of the proxy's processes (nginx: master and
 # workers; the gateway: its one process) from /proc/<pid>/stat over the
@@ -56,7 +69,7 @@ source scripts/lib.sh
 source scripts/bench-tools.sh
 
 P=${P:-1}
-CASES=${CASES:-local batched exact jwt tls h2 h2c grpc}
+CASES=${CASES:-local batched exact jwt tls h2 h2c grpc preview}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-8s}
 CONNS=${CONNS:-32}
@@ -78,6 +91,7 @@ command -v taskset >/dev/null || die "taskset is needed (util-linux)"
 
 UP=18191 GRPCUP=18192 NGX=18193 NGXTLS=18194 NGXH2C=18195 NGXGRPC=18196
 GW=18197 GWADMIN=18198 GWTLS=18199 REDISPORT=18190 IDP=18189
+PVETCD=18187 PVPEER=18188 GWPV=18185 GWPVADMIN=18186
 
 bench_workdir sluice-dedicated
 bench_tools "$work"
@@ -100,6 +114,30 @@ case " $CASES " in *" jwt "*)
 	wait_port "$IDP"
 	curl -fsS -o "$work/jwks.json" "http://127.0.0.1:$IDP/.well-known/jwks.json" || die "could not fetch the demo JWKS"
 	kill "$idp_pid" && wait "$idp_pid" 2>/dev/null || true
+	;;
+esac
+
+# The preview case's etcd side: previewbench (see the header).
+case " $CASES " in *" preview "*)
+	if [ -z "${PREVIEWBENCH_BIN:-}" ]; then
+		if [ -n "${TOOLS:-}" ]; then
+			PREVIEWBENCH_BIN=$TOOLS/bin/previewbench
+		else
+			PREVIEWBENCH_BIN=$work/previewbench
+			(cd dataplane && go build -o "$PREVIEWBENCH_BIN" ./internal/cmd/previewbench) || die "could not build previewbench"
+		fi
+	fi
+	[ -x "$PREVIEWBENCH_BIN" ] || die "no previewbench binary at $PREVIEWBENCH_BIN"
+	mkdir -p "$work/pv"
+	# twenty RATE: the preview case's rule set, 20 limits on route pv.
+	twenty() {
+		printf 'namespace: bench\nroutes:\n  - {id: pv, match: {pathPrefix: /pv}, upstream: {targets: [{url: "http://127.0.0.1:%s"}]}}\nlimits:\n' "$UP"
+		for l in $(seq 0 19); do
+			printf '  - {id: l%d, routes: [pv], key: [ip, "header:X-User"], algorithm: token_bucket, rate: %d, period: 1s}\n' "$l" "$1"
+		done
+	}
+	twenty 1000000000 >"$work/pv/live.yaml"
+	twenty 100000000 >"$work/pv/tight.yaml"
 	;;
 esac
 
@@ -236,9 +274,31 @@ wait_port "$REDISPORT"
 	--log-level warn ${GATEWAY_FLAGS:-} 2>"$work/gw.log" &
 gw_pid=$!
 pids+=($gw_pid)
+gwpv_pid=
+case " $CASES " in *" preview "*)
+	"${on_load[@]}" "$PREVIEWBENCH_BIN" serve --dir "$work/pv" --listen "127.0.0.1:$PVETCD" --peer "127.0.0.1:$PVPEER" \
+		--namespace bench --rules "$work/pv/live.yaml" 2>"$work/pv/previewbench.log" &
+	pids+=($!)
+	wait_port "$PVETCD"
+	for _ in $(seq 100); do grep -q published "$work/pv/previewbench.log" && break; sleep 0.1; done
+	grep -q published "$work/pv/previewbench.log" || die "previewbench published no rules; see $work/pv/previewbench.log"
+	"${on_proxy[@]}" env GOMAXPROCS="$P" "$GATEWAY_BIN" --etcd "127.0.0.1:$PVETCD" --namespace bench --node-id bench-pv \
+		--trust-keys "$work/pv/trust.pem" --state-dir "$work/pv/state" --listen "127.0.0.1:$GWPV" --admin "127.0.0.1:$GWPVADMIN" \
+		--event-loops "$P" --log-level warn 2>"$work/gwpv.log" &
+	gwpv_pid=$!
+	pids+=($gwpv_pid)
+	wait_port "$GWPV"
+	;;
+esac
 for port in $UP $GRPCUP $NGX $NGXTLS $NGXH2C $NGXGRPC $GW $GWTLS; do wait_port "$port"; done
 sleep 0.5
 [ "$(cat "/proc/$gw_pid/comm")" = "$(basename "$GATEWAY_BIN" | cut -c1-15)" ] || die "pid $gw_pid is not the gateway: its CPU would not be what is read"
+if [ -n "$gwpv_pid" ]; then
+	[ "$(cat "/proc/$gwpv_pid/comm")" = "$(basename "$GATEWAY_BIN" | cut -c1-15)" ] || die "pid $gwpv_pid is not the preview gateway"
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-User: alice' "http://127.0.0.1:$GWPV/pv")
+	[ "$code" = 200 ] || die "the preview gateway answers $code on /pv, not 200: are the rules from etcd applied? see $work/gwpv.log"
+	curl -fsS "http://127.0.0.1:$GWPVADMIN/status" | tr -d ' \n' | grep -q '"limits":20,' || die "the preview gateway does not run the 20 limits; see $work/gwpv.log"
+fi
 ngx_all="$ngx_pid $(ps -o pid= --ppid "$ngx_pid" | tr '\n' ' ')"
 
 case " $CASES " in *" grpc "*)
@@ -295,6 +355,28 @@ run_h2load() { # name pids url round [h2load args...]
 	failed=$(awk '/^requests:/{print $10}' <<<"$out")
 	record "$name" "$round" "$r" "$n" "$((after - before))" "$([ "${failed:-0}" != 0 ] && echo "failed: $failed")"
 }
+# pv_state on|off puts or deletes the preview value and waits until the
+# node's /status says its preview runs (change "bench") or none does.
+pv_state() {
+	local want=
+	if [ "$1" = on ]; then
+		want=bench
+		"$PREVIEWBENCH_BIN" preview --etcd "127.0.0.1:$PVETCD" --namespace bench --key "$work/pv/sign.pem" --rules "$work/pv/tight.yaml" || die "could not write the preview"
+	else
+		"$PREVIEWBENCH_BIN" preview --etcd "127.0.0.1:$PVETCD" --namespace bench --stop || die "could not delete the preview"
+	fi
+	local got
+	for _ in $(seq 100); do
+		got=$(curl -fsS "http://127.0.0.1:$GWPVADMIN/status" | tr -d ' \n' | grep -o '"preview":{[^}]*}' | grep -o '"change":"[^"]*"' | cut -d'"' -f4 || true)
+		[ "$got" = "$want" ] && return 0
+		sleep 0.1
+	done
+	die "the preview gateway's /status says preview '${got:-none}', want '${want:-none}'; see $work/gwpv.log"
+}
+run_pv() { # on|off round
+	pv_state "$1"
+	run_wrk "sluice-pv-$1" "$gwpv_pid" "http://127.0.0.1:$GWPV/pv" "$2" -H "X-User: alice"
+}
 grpc_args=(-d "$work/grpc-req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
 
 # run_case CASE ROUND runs the case's nginx and gateway runs, in that order
@@ -320,7 +402,10 @@ run_case() {
 	grpc)
 		a=(run_h2load "nginx-grpc" "$ngx_all" "http://127.0.0.1:$NGXGRPC/grpc.health.v1.Health/Check" "$i" "${grpc_args[@]}")
 		b=(run_h2load "sluice-grpc" "$gw_pid" "http://127.0.0.1:$GW/grpc.health.v1.Health/Check" "$i" "${grpc_args[@]}") ;;
-	*) die "unknown case $c (local batched exact jwt tls h2 h2c grpc)" ;;
+	preview)
+		a=(run_pv off "$i")
+		b=(run_pv on "$i") ;;
+	*) die "unknown case $c (local batched exact jwt tls h2 h2c grpc preview)" ;;
 	esac
 	# The three HTTP/1.1 cases share one nginx peer run per round; jwt
 	# shares the gateway's local run.
@@ -343,7 +428,7 @@ done
 echo
 echo "medians of $ROUNDS rounds, proxy on $P dedicated core(s) ($(date -u +%F), $NCPU cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%-14s %12s %12s\n' target "req/s" "cpu us/req"
-for t in nginx-h1 sluice-local sluice-batched sluice-exact sluice-jwt nginx-tls sluice-tls nginx-h2 sluice-h2 nginx-h2c sluice-h2c nginx-grpc sluice-grpc; do
+for t in nginx-h1 sluice-local sluice-batched sluice-exact sluice-jwt nginx-tls sluice-tls nginx-h2 sluice-h2 nginx-h2c sluice-h2c nginx-grpc sluice-grpc sluice-pv-off sluice-pv-on; do
 	[ -n "${rps[$t]:-}" ] || continue
 	printf '%-14s %12.0f %12.2f\n' "$t" "$(median "${rps[$t]}")" "$(median "${cpu[$t]}")"
 done
@@ -363,3 +448,4 @@ line tls sluice-tls nginx-tls "<= 1.10x"
 line h2 sluice-h2 nginx-h2 "<= 1.5x"
 line h2c sluice-h2c nginx-h2c "reported"
 line grpc sluice-grpc nginx-grpc "<= 1.5x"
+line preview sluice-pv-on sluice-pv-off "<= 1.3x (vs the same gateway with no preview)"

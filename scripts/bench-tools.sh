@@ -11,6 +11,8 @@
 #   $TOOLS/bin/sluice-gateway  $TOOLS/bin/grpcbench       (stripped Go binaries:
 #                                  go build -ldflags='-s -w' ./dataplane/cmd/sluice-gateway
 #                                  ./dataplane/internal/cmd/grpcbench)
+#   $TOOLS/bin/previewbench        (the same, ./dataplane/internal/cmd/previewbench;
+#                                  only bench-dedicated.sh's preview case)
 #   $TOOLS/lib/ld-linux-x86-64.so.2 and every shared library the four tools
 #       load (ldd bin/nginx bin/wrk bin/h2load bin/redis-server: libc, libssl,
 #       libcrypto, libpcre2, libz, libnghttp2, libev, libluajit, ...)

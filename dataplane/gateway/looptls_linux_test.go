@@ -106,21 +106,6 @@ func dialLoopTLS(t *testing.T, addr string, ca *testca.CA, maxVersion uint16) (*
 	return tc, sc
 }
 
-// loopConns is sluice_evloop_connections: the connections the loops hold.
-func loopConns(t *testing.T, n *Node) int {
-	t.Helper()
-	mfs, err := n.metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "sluice_evloop_connections" {
-			return int(mf.GetMetric()[0].GetGauge().GetValue())
-		}
-	}
-	return 0
-}
-
 // TestLoopTLSServesOnLoop: a TLS connection whose ALPN is http/1.1 is held
 // and served by an event loop (sluice_evloop_connections counts it), with
 // nothing handed to the fasthttp engine: requests one by one, pipelined in

@@ -318,8 +318,10 @@ func (d *discard) WriteHeader(int)             {}
 // formatting them.
 func (d *discard) TakeRateLimit(limit.Fields) {}
 
-// Report is what the preview counted since it started: per limit its
-// decisions and top keys, per degrade plan its level now and its sheds.
+// Report is what the preview counted since it started: per limit that
+// decided a request its decisions and top keys (a limit that decided
+// nothing is left out: the control plane reads it as zero), per degrade
+// plan its level now and its sheds.
 func (p *Preview) Report() api.PreviewReport {
 	rep := api.PreviewReport{Change: p.change, Checksum: p.checksum, Since: p.since, Approximate: p.approximate,
 		Limits: []api.PreviewCounts{}}
@@ -359,6 +361,9 @@ func (p *Preview) Report() api.PreviewReport {
 		})
 		if len(c.TopKeys) > TopKeys {
 			c.TopKeys = c.TopKeys[:TopKeys]
+		}
+		if c.Allowed == 0 && c.Rejected == 0 && c.ShadowRejected == 0 && len(c.TopKeys) == 0 {
+			continue // decided nothing yet: the control plane reads an absent limit as zero
 		}
 		rep.Limits = append(rep.Limits, c)
 	}

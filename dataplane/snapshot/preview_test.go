@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,15 +196,66 @@ func TestPreviewOfLiveRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := slot.Load().Report().Limits[0].Allowed
+		before := limitCounts(slot.Load().Report(), "per-ip").Allowed
 		x := &countingExchange{nopExchange: nopExchange{h: http.Header{}}}
 		rv := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.9"), ContentLength: -1}
 		rv.SetHeader(http.Header{})
 		s.Serve(x, &rv)
 		s.Retire(nil)
-		if got := slot.Load().Report().Limits[0].Allowed - before; got != tc.want {
+		if got := limitCounts(slot.Load().Report(), "per-ip").Allowed - before; got != tc.want {
 			t.Fatalf("%s: the preview observed %d requests, want %d", tc.desc, got, tc.want)
 		}
+	}
+}
+
+// limitCounts is the counts of rule in rep (zero when the report leaves
+// the limit out, as it does one that decided nothing).
+func limitCounts(rep api.PreviewReport, rule string) api.PreviewCounts {
+	for _, c := range rep.Limits {
+		if c.Rule == rule {
+			return c
+		}
+	}
+	return api.PreviewCounts{Rule: rule}
+}
+
+// TestPreviewReportLeavesOutIdleLimits: a preview's report leaves out a
+// limit that decided no request (the control plane reads it as zero) and
+// the zero counts of the others, and stays a valid report.
+func TestPreviewReportLeavesOutIdleLimits(t *testing.T) {
+	t.Parallel()
+	rules := previewRules(1) + `  - {id: other-ip, routes: [other], key: [ip], algorithm: token_bucket, rate: 1, period: 1s}
+`
+	rules = strings.Replace(rules, "limits:\n", `  - id: other
+    match: {pathPrefix: /other}
+    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
+limits:
+`, 1)
+	p := MustPreview(t, rules, time.Now().Add(time.Hour), preview.Settings{})
+	check := func(rep api.PreviewReport) []byte {
+		t.Helper()
+		r := api.Report{NodeID: "n1", BootID: "b", Seq: 1, At: time.Now(), Preview: &rep}
+		if errs := r.Check(time.Now(), 0); len(errs) != 0 {
+			t.Fatalf("the node's report is refused: %v", errs)
+		}
+		b, err := api.EncodeReport(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if rep := p.Report(); len(rep.Limits) != 0 {
+		t.Fatalf("before any request the report lists %+v, want no limit", rep.Limits)
+	}
+	v := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", Path: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.1"), ContentLength: -1}
+	v.SetHeader(http.Header{})
+	p.Observe(&v)
+	rep := p.Report()
+	if len(rep.Limits) != 1 || !reflect.DeepEqual(rep.Limits[0], api.PreviewCounts{Rule: "per-ip", Allowed: 1}) {
+		t.Fatalf("one request on api: report lists %+v, want per-ip with 1 allowed only", rep.Limits)
+	}
+	if b := check(rep); !strings.Contains(string(b), `"limits":[{"rule":"per-ip","allowed":1}]`) {
+		t.Fatalf("the report carries zero counts or the idle limit: %s", b)
 	}
 }
 
@@ -319,7 +371,7 @@ func TestPreviewDegrade(t *testing.T) {
 	if len(rep.Degrades) != 1 || rep.Degrades[0] != (api.PreviewDegrade{Rule: "shed", Level: 2, Shed: 50}) {
 		t.Fatalf("preview degrades %+v, want shed at level 2 shedding 50", rep.Degrades)
 	}
-	if l := rep.Limits[0]; l.Allowed+l.Rejected != 0 {
+	if l := limitCounts(rep, "per-ip"); l.Allowed+l.Rejected != 0 || len(rep.Limits) != 0 {
 		t.Fatalf("the preview's limit decided %+v requests its plan shed", l)
 	}
 
