@@ -20,6 +20,8 @@
 #     deploy/prometheus/alerts.yml parsed by Prometheus's parser, naming only
 #     metrics the binaries' source defines.
 #
+# go vet runs here too (make test's lint leaves this module to this script, so
+# that its cold compile can run beside the Go tests: scripts/test.sh).
 # Missing binaries are a failure here (SLUICE_DEPLOY_CHECK_STRICT); run
 # make build first (make test does).
 set -euo pipefail
@@ -30,4 +32,5 @@ for b in sluice-gateway sluice-admin demo-upstream; do
 done
 say "deploy/check: Helm chart, Kubernetes manifests, compose file, dashboard and alerts"
 cd deploy/check
+GOWORK=off go vet ./...
 GOWORK=off SLUICE_DEPLOY_CHECK_STRICT=1 SLUICE_BIN="$PWD/../../bin" go test -count=1 ./...
