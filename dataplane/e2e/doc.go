@@ -14,10 +14,11 @@
 //	go test -count=1 -run '^$' -bench Propagation -benchtime 1x ./dataplane/e2e/
 //	go test -count=1 -run '^$' -bench SwapsUnderLoad -benchtime 1x -timeout 10m ./dataplane/e2e/
 //
-// TestReadmeTour runs the command lines of README.md's 5-minute tour
-// against the same stack make run starts (demo rules, demo upstream and
-// identity provider, a gateway with Redis, bin/sluicectl), so the tour
-// cannot drift from the code.
+// TestDocCommands runs the command lines of README.md's 5-minute tour, then
+// every sh block of docs/*.md not marked <!-- not-tested: REASON -->,
+// against one stack started as make run starts it (demo rules, demo
+// upstream and identity provider, a gateway with Redis, bin/sluicectl), so
+// the docs' commands cannot drift from the code.
 //
 // SLUICE_E2E_BIN=DIR uses sluice-admin and sluice-gateway binaries already
 // built in DIR instead of building them (and sluicectl, demo-upstream when
