@@ -345,7 +345,7 @@ var sluicectlRead = map[string]bool{
 
 var (
 	curlURL   = regexp.MustCompile(`https?://127\.0\.0\.1:(9000|9901|8080)/`)
-	curlWrite = regexp.MustCompile(`(^|\s)(-X\s*(POST|PUT|PATCH|DELETE)|--json|-d|--data\S*)(\s|$)`)
+	curlWrite = regexp.MustCompile(`(^|\s)((-X|--request)\s*(POST|PUT|PATCH|DELETE)|--json|-d|--data\S*|-F|--form|-T|--upload-file)(\s|$)`)
 	forLoop   = regexp.MustCompile(`^for \w+ in \$\(seq \d+\); do (.*); done$`)
 )
 
@@ -520,4 +520,57 @@ func trimOutput(s string) string {
 		return s[:600] + "…"
 	}
 	return s
+}
+
+// TestDocCommandRules checks, without a stack, how TestDocCommands reads
+// the docs: sh blocks with their not-tested markers and continuation
+// lines, and which command lines it takes for ones the stack answers.
+func TestDocCommandRules(t *testing.T) {
+	t.Parallel()
+	page := "intro\n\n<!-- not-tested: needs Kubernetes -->\n```sh\nhelm install x \\\n  --set a=b\n```\n\n" +
+		"- a list item:\n\n  ```sh\n  # a comment\n  curl -s http://127.0.0.1:9901/status\n\n  ```\n```yaml\nnot: sh\n```\n"
+	blocks := shBlocks(page, 1)
+	if len(blocks) != 2 {
+		t.Fatalf("got %d sh blocks, want 2: %+v", len(blocks), blocks)
+	}
+	if b := blocks[0]; b.line != 4 || b.notTested != "needs Kubernetes" || len(b.lines) != 1 || b.lines[0] != "helm install x --set a=b" {
+		t.Errorf("first block %+v", b)
+	}
+	if b := blocks[1]; b.line != 11 || b.notTested != "" || len(b.lines) != 1 || b.lines[0] != "curl -s http://127.0.0.1:9901/status" {
+		t.Errorf("second block %+v", b)
+	}
+	for _, l := range []string{
+		"bin/sluicectl versions list -n demo",
+		"sluicectl node status --admin 127.0.0.1:9901   # gw-1",
+		"bin/sluicectl diff /tmp/demo.yaml",
+		"curl -si http://127.0.0.1:9000/api/orders   # a 429",
+		"for i in $(seq 8); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:9000/api/account; done",
+		"ALICE=$(awk '$1 == \"alice\" {print $3}' .run/demo-tokens)",
+		"bin/sluice-gateway --version",
+		"bin/sluice-admin keygen --private /tmp/k --public /tmp/p",
+	} {
+		if why := docLineRunnable(l); why != "" {
+			t.Errorf("%q not taken for runnable: %s", l, why)
+		}
+	}
+	for _, l := range []string{
+		"bin/sluicectl apply /tmp/demo.yaml --title x",
+		"sluicectl changes publish 3",
+		"sluicectl nodes drain gw-1",
+		"curl --json '{\"rule\":\"checkout\",\"level\":1,\"ttl\":\"10m\"}' http://127.0.0.1:9901/degrade",
+		"curl -X DELETE http://127.0.0.1:8080/api/v1/namespaces/demo",
+		"curl --request PUT -d @f http://127.0.0.1:8080/api/v1/namespaces/demo/draft",
+		"curl -s https://sluice.example.com/healthz",
+		"sluice-gateway --rules rules.yaml --listen :9000",
+		"etcdctl auth enable",
+		"curl -s http://127.0.0.1:9901/status | jq .version",
+		"awk '{print}' /etc/passwd",
+	} {
+		if docLineRunnable(l) == "" {
+			t.Errorf("%q taken for runnable", l)
+		}
+	}
+	if wantExit("bin/sluicectl diff f   # exit 2: differences") != 2 || wantExit("bin/sluicectl export") != 0 {
+		t.Error("wantExit does not read the status a comment names")
+	}
 }
