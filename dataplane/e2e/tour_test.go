@@ -433,7 +433,8 @@ func wantExit(line string) int {
 func runTour(t *testing.T, s *demoStack) {
 	exported := regexp.MustCompile(`sluicectl export .*>\s*(\S+)`)
 	edited := false
-	for _, raw := range tourLines(t) {
+	lines := tourLines(t)
+	for i, raw := range lines {
 		line := s.addrs.Replace(raw)
 		stdout, stderr, code := s.run(t, raw)
 		want := 0
@@ -442,6 +443,17 @@ func runTour(t *testing.T, s *demoStack) {
 		}
 		if code != want {
 			t.Fatalf("README tour line %q: exit %d, want %d\nstdout: %s\nstderr: %s", raw, code, want, stdout, stderr)
+		}
+		if missing := lineOutputMissing(raw, stdout); len(missing) > 0 && (forLoop.MatchString(raw) || i > 0 && forLoop.MatchString(lines[i-1])) {
+			// A loop spends a limit to show its 429, or the line after
+			// it finds the limit spent; on a loaded machine the loop can
+			// take long enough for the limit to refill. Once more (the
+			// loop, then the line), then it must hold.
+			t.Logf("README tour line %q: no %v in its output; once more", raw, missing)
+			if !forLoop.MatchString(raw) {
+				s.run(t, lines[i-1])
+			}
+			stdout, _, _ = s.run(t, raw)
 		}
 		checkLineOutput(t, raw, stdout)
 
@@ -475,7 +487,15 @@ var statusInComment = regexp.MustCompile(`#[^#]*\b([1-5][0-9][0-9])\b`)
 // some (200).
 func checkLineOutput(t *testing.T, line, out string) {
 	t.Helper()
-	var want []string
+	for _, w := range lineOutputMissing(line, out) {
+		t.Errorf("line %q: no %s in its output:\n%s", line, w, out)
+	}
+}
+
+// lineOutputMissing returns the statuses line's comment promises (see
+// checkLineOutput) that out lacks.
+func lineOutputMissing(line, out string) []string {
+	var want, missing []string
 	if m := statusInComment.FindStringSubmatch(line); m != nil && !regexp.MustCompile(`#.*\bexit \d+`).MatchString(line) {
 		want = append(want, m[1])
 	}
@@ -487,9 +507,10 @@ func checkLineOutput(t *testing.T, line, out string) {
 	}
 	for _, w := range want {
 		if !regexp.MustCompile(`(^|\D)` + w + `(\D|$)`).MatchString(out) {
-			t.Errorf("line %q: no %s in its output:\n%s", line, w, out)
+			missing = append(missing, w)
 		}
 	}
+	return missing
 }
 
 // editRate changes limit id's rate from old to new in the YAML file path,
