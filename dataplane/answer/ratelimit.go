@@ -103,12 +103,12 @@ func (p *RateLimitPolicy) SetFields(h http.Header, remaining, reset int64) {
 }
 
 // fieldsBlock is one answer's RateLimit values and the bytes they are cut
-// from (SetFields): 208 bytes, one size class. buf holds the fields of a
-// policy with an id of about 20 bytes and ten-digit numbers (longer ones
-// are appended to a slice of their own).
+// from (SetFields): 192 bytes, a size class of its own. buf holds the
+// fields of a policy with an id of up to 20 bytes and ten-digit quota and
+// remaining (a longer one's are appended to a slice of their own).
 type fieldsBlock struct {
 	vals [5]string
-	buf  [128]byte
+	buf  [112]byte
 }
 
 // SetRetryAfter sets h's Retry-After to secs whole seconds, replacing any.
