@@ -25,6 +25,10 @@ const (
 type Diff struct {
 	// Namespace is set when the namespace itself differs.
 	Namespace *FieldDiff `json:"namespace,omitempty"`
+	// Kind is set when what runs the rule set differs (RuleSet.Kind; an
+	// absent kind reads "gateway"); as for Namespace, not against an empty
+	// (nil or namespace-less) side.
+	Kind *FieldDiff `json:"kind,omitempty"`
 	// Rules lists the added, removed and changed rules: kinds in document
 	// order (routes, limits, breakers, degrades, identities), ids sorted
 	// within a kind.
@@ -60,7 +64,7 @@ type FieldDiff struct {
 
 // Empty reports whether the two rule sets had the same rules.
 func (d *Diff) Empty() bool {
-	return d.Namespace == nil && len(d.Rules) == 0 && len(d.Reordered) == 0
+	return d.Namespace == nil && d.Kind == nil && len(d.Rules) == 0 && len(d.Reordered) == 0
 }
 
 // DiffRuleSets compares from and to, either of which may be nil (an empty
@@ -78,6 +82,9 @@ func DiffRuleSets(from, to *RuleSet) *Diff {
 	d := &Diff{Rules: []RuleDiff{}}
 	if a.Namespace != b.Namespace && from.Namespace != "" && to.Namespace != "" {
 		d.Namespace = &FieldDiff{Path: "namespace", Old: rawJSON(a.Namespace), New: rawJSON(b.Namespace)}
+	}
+	if a.Kind != b.Kind && from.Namespace != "" && to.Namespace != "" { // nothing (nil) has no kind
+		d.Kind = &FieldDiff{Path: "kind", Old: rawJSON(kindName(a.Kind)), New: rawJSON(kindName(b.Kind))}
 	}
 	diffKind(d, "routes", rules(a.Routes, func(r Route) string { return r.ID }), rules(b.Routes, func(r Route) string { return r.ID }))
 	diffKind(d, "limits", rules(a.Limits, func(r Limit) string { return r.ID }), rules(b.Limits, func(r Limit) string { return r.ID }))
@@ -244,6 +251,14 @@ func diffValue(out *[]FieldDiff, path string, a, b any) {
 	if !reflect.DeepEqual(a, b) {
 		*out = append(*out, FieldDiff{Path: path, Old: rawJSON(a), New: rawJSON(b)})
 	}
+}
+
+// kindName is a normalized kind as a document names it.
+func kindName(k RuleSetKind) RuleSetKind {
+	if k == "" {
+		return KindGateway
+	}
+	return k
 }
 
 func rawJSON(v any) json.RawMessage {

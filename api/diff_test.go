@@ -220,3 +220,28 @@ func BenchmarkDiffRuleSets10k(b *testing.B) {
 		}
 	}
 }
+
+// TestDiffKind: a gateway document turned into a kind: service one (or
+// back) is a difference even with the same rules; kind: gateway spelt out
+// is none, and so is a service's first document (against nothing).
+func TestDiffKind(t *testing.T) {
+	t.Parallel()
+	gw := &RuleSet{Namespace: "orders-svc", Limits: []Limit{{ID: "l", Resources: nil, Key: []string{"ip"}, Algorithm: TokenBucket, Rate: 5}}}
+	svc := gw.Clone()
+	svc.Kind = KindService
+	d := DiffRuleSets(gw, svc)
+	if d.Empty() || d.Kind == nil || string(d.Kind.Old) != `"gateway"` || string(d.Kind.New) != `"service"` {
+		t.Fatalf("gateway → service: %+v", d)
+	}
+	if d := DiffRuleSets(svc, gw); d.Kind == nil || string(d.Kind.New) != `"gateway"` {
+		t.Fatalf("service → gateway: %+v", d)
+	}
+	if d := DiffRuleSets(nil, svc); d.Kind != nil {
+		t.Fatalf("nothing → service: kind %+v", d.Kind)
+	}
+	named := gw.Clone()
+	named.Kind = KindGateway
+	if d := DiffRuleSets(gw, named); !d.Empty() {
+		t.Fatalf("kind: gateway spelt out: %+v", d.Kind)
+	}
+}

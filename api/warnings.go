@@ -41,6 +41,7 @@ const (
 	WarnClassHeaderUntrusted   = "class-header-untrusted"  // a class chosen by a header the client sends
 	WarnAnonymousSharedBucket  = "anonymous-shared-bucket" // callers without a token share one jwt-keyed bucket
 	WarnQuotaLowered           = "quota-lowered"           // usage counted this period stays counted
+	WarnSharedBucketMismatch   = "shared-bucket-mismatch"  // one bucket, other figures: apart budgets
 )
 
 // RateChangeFactor is the factor by which a limit's rate (per second)
@@ -160,6 +161,7 @@ func WarningsIn(old, new *RuleSet, c WarnContext) []Warning {
 			add(WarnLimitLoosened, p+".rate", "limit %s: %s → %s, %s looser", l.ID, describeRate(o), describeRate(l), factor(after/before))
 		}
 	}
+	sharedBucketWarnings(new, add)
 	for _, l := range old.Limits {
 		if !newLimits[l.ID] {
 			add(WarnLimitRemoved, "limits["+l.ID+"]", "limit %s (%s) is removed: its routes are no longer limited by it", l.ID, describeRate(&l))
@@ -208,6 +210,97 @@ func WarningsIn(old, new *RuleSet, c WarnContext) []Warning {
 	}
 	if len(new.Routes) > 0 && len(shed) == len(new.Routes) {
 		add(WarnDegradeAllRoutesLevel2, "degrades["+level2[0]+"].level", "manual level 2 (%s) covers every route: the gateway sheds all traffic", strings.Join(level2, ", "))
+	}
+	return w
+}
+
+// BucketFigures is what must agree for limits naming one shared bucket
+// (Limit.Bucket) to spend one budget: the algorithm, the rate, the period
+// (DefaultPeriod when unset) and the burst (the rate when unset, and always
+// for the window algorithms) — the figures a cluster limiter writes into
+// the bucket's Redis key (dataplane/limit/redis), so that limits naming it
+// with other figures keep apart budgets.
+type BucketFigures struct {
+	Algorithm Algorithm
+	Rate      int64
+	Period    time.Duration
+	Burst     int64
+}
+
+// BucketFiguresOf returns l's BucketFigures.
+func BucketFiguresOf(l *Limit) BucketFigures {
+	f := BucketFigures{Algorithm: l.Algorithm, Rate: l.Rate, Period: l.Period.D(), Burst: l.Burst}
+	if f.Algorithm == "" {
+		f.Algorithm = TokenBucket
+	}
+	if f.Period <= 0 {
+		f.Period = DefaultPeriod
+	}
+	if f.Burst <= 0 || f.Algorithm == FixedWindow || f.Algorithm == SlidingWindow {
+		f.Burst = f.Rate
+	}
+	return f
+}
+
+// String writes f as a rule would: "token_bucket 300 per 1s, burst 300".
+func (f BucketFigures) String() string {
+	return fmt.Sprintf("%s %d per %s, burst %d", f.Algorithm, f.Rate, shortDuration(f.Period), f.Burst)
+}
+
+// sharedBucketWarnings flags each cluster limit of rs that names a bucket an
+// earlier limit of rs names with other figures: the two keep apart budgets,
+// so the bucket is not the one budget it reads as.
+func sharedBucketWarnings(rs *RuleSet, add func(code, path, format string, args ...any)) {
+	first := map[string]*Limit{}
+	for i := range rs.Limits {
+		l := &rs.Limits[i]
+		if l.Bucket == "" || l.Scope != ScopeCluster {
+			continue
+		}
+		f := first[l.Bucket]
+		if f == nil {
+			first[l.Bucket] = l
+			continue
+		}
+		if a, b := BucketFiguresOf(f), BucketFiguresOf(l); a != b {
+			add(WarnSharedBucketMismatch, "limits["+l.ID+"].bucket", "limits %s (%s) and %s (%s) both name bucket %s with other figures: they keep apart budgets, not one shared one; give them the same algorithm, rate, period and burst", f.ID, a, l.ID, b, l.Bucket)
+		}
+	}
+}
+
+// SharedBucketWarnings flags each cluster limit of rs (namespace ns) that
+// names a bucket which a limit of another namespace's rules (others, by
+// namespace; the published ones) names with other figures, as Warnings
+// does within one rule set. Namespaces are taken in order, and each
+// bucket's first disagreeing limit is named.
+func SharedBucketWarnings(ns string, rs *RuleSet, others map[string]*RuleSet) []Warning {
+	w := []Warning{}
+	if rs == nil {
+		return w
+	}
+	for i := range rs.Limits {
+		l := &rs.Limits[i]
+		if l.Bucket == "" || l.Scope != ScopeCluster {
+			continue
+		}
+		mine := BucketFiguresOf(l)
+	namespaces:
+		for _, other := range slices.Sorted(maps.Keys(others)) {
+			if other == ns || others[other] == nil {
+				continue
+			}
+			for j := range others[other].Limits {
+				o := &others[other].Limits[j]
+				if o.Bucket != l.Bucket || o.Scope != ScopeCluster {
+					continue
+				}
+				if f := BucketFiguresOf(o); f != mine {
+					w = append(w, Warning{Code: WarnSharedBucketMismatch, Path: "limits[" + l.ID + "].bucket",
+						Message: fmt.Sprintf("limit %s (%s) names bucket %s, which limit %s of namespace %s names with other figures (%s): they keep apart budgets, not one shared one; give them the same algorithm, rate, period and burst", l.ID, mine, l.Bucket, o.ID, other, f)})
+					break namespaces
+				}
+			}
+		}
 	}
 	return w
 }

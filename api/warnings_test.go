@@ -252,3 +252,57 @@ func BenchmarkWarnings(b *testing.B) {
 		})
 	}
 }
+
+// TestSharedBucketMismatch: cluster limits of one rule set, or of two
+// namespaces, that name one bucket are flagged when their budget's figures
+// differ (algorithm, rate, period, burst, defaults read), not otherwise.
+func TestSharedBucketMismatch(t *testing.T) {
+	t.Parallel()
+	lim := func(id string, f func(l *Limit)) Limit {
+		l := Limit{ID: id, Key: []string{"header:X-User"}, Algorithm: TokenBucket, Rate: 300, Period: Duration(time.Second),
+			Burst: 300, Scope: ScopeCluster, Bucket: "orders-per-user"}
+		if f != nil {
+			f(&l)
+		}
+		return l
+	}
+	tests := []struct {
+		desc   string
+		second func(l *Limit)
+		want   bool
+	}{
+		{desc: "same figures", want: false},
+		{desc: "same figures, defaults spelt out or not", second: func(l *Limit) { l.Burst, l.Period, l.Algorithm = 0, 0, "" }, want: false},
+		{desc: "another bucket", second: func(l *Limit) { l.Rate, l.Bucket = 10, "other" }, want: false},
+		{desc: "node scope names no bucket", second: func(l *Limit) { l.Rate, l.Scope = 10, ScopeNode }, want: false},
+		{desc: "rate", second: func(l *Limit) { l.Rate = 200 }, want: true},
+		{desc: "burst", second: func(l *Limit) { l.Burst = 600 }, want: true},
+		{desc: "period", second: func(l *Limit) { l.Period = Duration(time.Minute) }, want: true},
+		{desc: "algorithm", second: func(l *Limit) { l.Algorithm, l.Burst = FixedWindow, 0 }, want: true},
+		{desc: "window burst is the rate", second: func(l *Limit) { l.Algorithm, l.Burst = SlidingWindow, 0 }, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			rs := &RuleSet{Namespace: "shop", Limits: []Limit{lim("a", nil), lim("b", tc.second)}}
+			var got []string
+			for _, w := range Warnings(rs, rs) {
+				got = append(got, w.Code+" "+w.Path)
+			}
+			if tc.want != (len(got) == 1 && got[0] == "shared-bucket-mismatch limits[b].bucket") || !tc.want && len(got) != 0 {
+				t.Fatalf("warnings %q, want a mismatch: %v", got, tc.want)
+			}
+			// Across namespaces: b alone in namespace orders-svc, against
+			// shop's a.
+			svc := &RuleSet{Namespace: "orders-svc", Limits: []Limit{lim("b", tc.second)}}
+			shop := &RuleSet{Namespace: "shop", Limits: []Limit{lim("a", nil)}}
+			ws := SharedBucketWarnings("orders-svc", svc, map[string]*RuleSet{"shop": shop, "orders-svc": {Limits: []Limit{lim("old", func(l *Limit) { l.Rate = 1 })}}})
+			if tc.want != (len(ws) == 1) || tc.want && (ws[0].Path != "limits[b].bucket" || !strings.Contains(ws[0].Message, "namespace shop")) {
+				t.Fatalf("across namespaces: %#v, want a mismatch: %v", ws, tc.want)
+			}
+		})
+	}
+	if ws := SharedBucketWarnings("x", nil, nil); ws == nil || len(ws) != 0 {
+		t.Fatalf("nil rules: %#v", ws)
+	}
+}

@@ -81,11 +81,72 @@ func (db *DB) changeWarnings(ctx context.Context, ns string, base int64, doc []b
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(api.WarningsIn(old, rs, db.warnContext(ns)))
+	ws, err := db.warnings(ctx, ns, old, rs)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(ws)
 	if err != nil {
 		return nil, fmt.Errorf("encoding warnings: %w", err)
 	}
 	return ptr(string(b)), nil
+}
+
+// warnings is api.WarningsIn of rs against old in namespace ns, knowing the
+// nodes' quota usage now, and the cluster limits of rs that name a shared
+// bucket which another namespace's newest version names with other figures
+// (api.SharedBucketWarnings: a gateway namespace and a service namespace
+// sharing one budget is the common case). Other namespaces are read only
+// when rs names a bucket, and only those whose newest document mentions
+// one of its names.
+func (db *DB) warnings(ctx context.Context, ns string, old, rs *api.RuleSet) ([]api.Warning, error) {
+	ws := api.WarningsIn(old, rs, db.warnContext(ns))
+	others, err := db.bucketSharers(ctx, ns, rs)
+	if err != nil || len(others) == 0 {
+		return ws, err
+	}
+	return append(ws, api.SharedBucketWarnings(ns, rs, others)...), nil
+}
+
+// bucketSharers returns, by namespace, the newest rule set of each namespace
+// but ns whose document mentions a bucket a cluster limit of rs names.
+func (db *DB) bucketSharers(ctx context.Context, ns string, rs *api.RuleSet) (map[string]*api.RuleSet, error) {
+	var buckets []string
+	for _, l := range rs.Limits {
+		if l.Bucket != "" && l.Scope == api.ScopeCluster && !slices.Contains(buckets, l.Bucket) {
+			buckets = append(buckets, l.Bucket)
+		}
+	}
+	if len(buckets) == 0 {
+		return nil, nil
+	}
+	var rows []struct {
+		Namespace string
+		Number    int64
+	}
+	// A bucket name is an id (letters, digits, '-', '_', '.'), quoted in the
+	// stored JSON; strpos finds it without LIKE's wildcards.
+	mention := strings.TrimSuffix(strings.Repeat("strpos(v.document::text, ?) > 0 OR ", len(buckets)), " OR ")
+	args := []any{ns}
+	for _, b := range buckets {
+		args = append(args, `"`+b+`"`)
+	}
+	if err := db.gorm.WithContext(ctx).Raw(`SELECT v.namespace, v.number FROM versions v
+		WHERE v.namespace <> ? AND v.number = (SELECT max(number) FROM versions w WHERE w.namespace = v.namespace)
+		AND (`+mention+`)`, args...).Scan(&rows).Error; err != nil {
+		return nil, dbErr(fmt.Errorf("finding other namespaces' buckets: %w", err))
+	}
+	out := make(map[string]*api.RuleSet, len(rows))
+	for _, r := range rows {
+		ref, err := db.versionDocument(ctx, r.Namespace, r.Number)
+		if err != nil {
+			return nil, err
+		}
+		if out[r.Namespace], err = sluice.DecodeDocument(ref.doc); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // fillWarnings computes the warnings of a change opened before they were

@@ -298,7 +298,11 @@ func (s *DraftService) CheckDraft(ctx context.Context, ns string, rs *api.RuleSe
 			return nil, err
 		}
 	}
-	if w := api.WarningsIn(old, rs, s.db.warnContext(ns)); w != nil {
+	w, err := s.db.warnings(ctx, ns, old, rs)
+	if err != nil {
+		return nil, err
+	}
+	if w != nil {
 		out.Warnings = w
 	}
 	out.Diff = api.DiffRuleSets(old, rs)

@@ -3,6 +3,7 @@ package answer
 import (
 	"net/http"
 	"strconv"
+	"unsafe"
 
 	"github.com/sluicegw/sluice/api"
 )
@@ -80,22 +81,34 @@ func (p *RateLimitPolicy) AppendFields(dst []byte, remaining, reset int64) (b []
 }
 
 // SetFields writes the RateLimit fields of AppendFields into h, replacing
-// any. One string holds the five values back to back, so that they cost
-// two allocations (that string and their one backing array), not five.
+// any. The five values and the bytes they are cut from share one
+// allocation (a fieldsBlock), not one per value: an admitted request behind
+// sluicehttp.Middleware pays this on every answer.
 func (p *RateLimitPolicy) SetFields(h http.Header, remaining, reset int64) {
-	var buf [160]byte
-	b, ends := p.AppendFields(buf[:0], remaining, reset)
-	all := string(b)
-	var vals [5]string
+	blk := new(fieldsBlock)
+	b, ends := p.AppendFields(blk.buf[:0], remaining, reset)
+	// b is blk.buf or, for an id too long for it, a slice of its own;
+	// either way nothing writes to it again, so the values may be cut
+	// from it without a copy.
+	all := unsafe.String(unsafe.SliceData(b), len(b))
 	start := 0
 	for i, end := range ends {
-		vals[i] = all[start:end]
+		blk.vals[i] = all[start:end]
 		start = end
 	}
-	vs := vals[:]
+	vs := blk.vals[:]
 	for i, name := range RateLimitNames {
 		h[name] = vs[i : i+1 : i+1]
 	}
+}
+
+// fieldsBlock is one answer's RateLimit values and the bytes they are cut
+// from (SetFields): 192 bytes, a size class of its own. buf holds the
+// fields of a policy with an id of up to 20 bytes and ten-digit quota and
+// remaining (a longer one's are appended to a slice of their own).
+type fieldsBlock struct {
+	vals [5]string
+	buf  [112]byte
 }
 
 // SetRetryAfter sets h's Retry-After to secs whole seconds, replacing any.

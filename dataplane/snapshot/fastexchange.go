@@ -241,7 +241,7 @@ func (s *Snapshot) fastClientIP(ctx *fasthttp.RequestCtx, v *reqview.View) (neti
 	if len(s.trusted) == 0 {
 		return a.Unmap(), false
 	}
-	return api.ClientIP(a, v.Header().Values("X-Forwarded-For"), s.trusted), s.trustedPeer(a)
+	return api.ClientIP(a, v.Header().Values("X-Forwarded-For"), s.trusted), trustedPeer(a, s.trusted)
 }
 
 func (x *fastExchange) Header() http.Header { return x.header }

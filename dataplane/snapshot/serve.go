@@ -307,7 +307,11 @@ func (s *Snapshot) finish(rt *route, sp *reqSpan, start, end int64, status int) 
 // clientIP is the address limits and degrade key on: the peer, or the
 // X-Forwarded-For client when the peer is a trusted proxy; and whether the
 // peer is one (reqview.View.TrustedPeer).
-func (s *Snapshot) clientIP(r *http.Request) (netip.Addr, bool) {
+func (s *Snapshot) clientIP(r *http.Request) (netip.Addr, bool) { return clientIP(r, s.trusted) }
+
+// clientIP is the client address of r behind the trusted proxies (api.ClientIP)
+// and whether r's peer is one of them.
+func clientIP(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	var a netip.Addr
 	if err == nil {
@@ -315,18 +319,18 @@ func (s *Snapshot) clientIP(r *http.Request) (netip.Addr, bool) {
 	} else if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		a, _ = netip.ParseAddr(host)
 	}
-	if len(s.trusted) == 0 {
+	if len(trusted) == 0 {
 		return a.Unmap(), false
 	}
-	return api.ClientIP(a, r.Header.Values("X-Forwarded-For"), s.trusted), s.trustedPeer(a)
+	return api.ClientIP(a, r.Header.Values("X-Forwarded-For"), trusted), trustedPeer(a, trusted)
 }
 
 // trustedPeer reports whether the connection's peer a is in the trusted
 // proxies (as api.ClientIP judges it: IPv4-mapped addresses as IPv4, zones
 // dropped).
-func (s *Snapshot) trustedPeer(a netip.Addr) bool {
+func trustedPeer(a netip.Addr, trusted []netip.Prefix) bool {
 	a = a.Unmap().WithZone("")
-	for _, p := range s.trusted {
+	for _, p := range trusted {
 		if p.Contains(a) {
 			return true
 		}

@@ -213,8 +213,7 @@ func (s *Service) Match(v *reqview.View) *Guarded {
 // X-Forwarded-For client when the peer is a trusted proxy (api.ClientIP, as
 // the gateway reads it); and whether the peer is one.
 func (s *Service) ClientIP(r *http.Request) (netip.Addr, bool) {
-	x := Snapshot{trusted: s.trusted}
-	return x.clientIP(r)
+	return clientIP(r, s.trusted)
 }
 
 // Degrades returns the service's degrade controllers (operator overrides).

@@ -98,8 +98,8 @@ func cmdValidate(c *cli, _ *flagSet, args []string) error {
 		results = append(results, r)
 		if c.output == "table" {
 			if r.Valid {
-				fmt.Fprintf(c.stdout, "%s: valid (namespace %s, %d routes, %d limits, %d breakers, %d degrades)\n", name,
-					rf.rs.Namespace, len(rf.rs.Routes), len(rf.rs.Limits), len(rf.rs.Breakers), len(rf.rs.Degrades))
+				fmt.Fprintf(c.stdout, "%s: valid (namespace %s, %s%d routes, %d limits, %d breakers, %d degrades)\n", name,
+					rf.rs.Namespace, serviceCounts(rf.rs), len(rf.rs.Routes), len(rf.rs.Limits), len(rf.rs.Breakers), len(rf.rs.Degrades))
 			} else {
 				for _, e := range rf.errs {
 					fmt.Fprintf(c.stderr, "sluicectl: %s: %s\n", name, e.Error())
@@ -116,6 +116,32 @@ func cmdValidate(c *cli, _ *flagSet, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// serviceCounts is what validate says of a kind: service document before
+// its rule counts: "kind service, 3 resources, " (the distinct SDK resources
+// its rules name); nothing for a gateway's.
+func serviceCounts(rs *api.RuleSet) string {
+	if !rs.IsService() {
+		return ""
+	}
+	res := map[string]bool{}
+	for _, l := range rs.Limits {
+		for _, r := range l.Resources {
+			res[r] = true
+		}
+	}
+	for _, b := range rs.Breakers {
+		for _, r := range b.Resources {
+			res[r] = true
+		}
+	}
+	for _, d := range rs.Degrades {
+		for _, r := range d.Resources {
+			res[r] = true
+		}
+	}
+	return fmt.Sprintf("kind service, %d resources, ", len(res))
 }
 
 // summaryLine is one sentence of a diff, in the console's wording
@@ -203,8 +229,21 @@ func describeLimit(l rec) string {
 	scope := ""
 	if str2(l["scope"]) == "cluster" {
 		scope = ", cluster-wide"
+		if b := str2(l["bucket"]); b != "" {
+			scope += " in bucket " + b
+		}
 	}
-	return show(l["algorithm"]) + " " + show(l["rate"]) + per + key + scope
+	return show(l["algorithm"]) + " " + show(l["rate"]) + per + key + scope + onResources(l)
+}
+
+// onResources names the SDK resources a kind: service rule guards, when it
+// names any: ", on resources [db.InsertOrder]".
+func onResources(r rec) string {
+	var res []string
+	if json.Unmarshal(r["resources"], &res) == nil && len(res) > 0 {
+		return ", on resources " + show(r["resources"])
+	}
+	return ""
 }
 
 func describeAdded(kind string, r rec) string {
@@ -228,9 +267,9 @@ func describeAdded(kind string, r rec) string {
 		if str2(r["mode"]) == "manual" {
 			s += ", level " + orDefault(r["level"], "0")
 		}
-		return s
+		return s + onResources(r)
 	case "breakers":
-		return "window " + show(r["window"]) + ", open for " + show(r["openFor"])
+		return "window " + show(r["window"]) + ", open for " + show(r["openFor"]) + onResources(r)
 	}
 	return ""
 }
@@ -249,6 +288,9 @@ func summarize(d *api.Diff, warnings []api.Warning, next *api.RuleSet) (lines []
 	}
 	if d.Namespace != nil {
 		lines = append(lines, summaryLine{Kind: "namespace", Op: "namespace", Text: "namespace " + show(d.Namespace.Old) + " → " + show(d.Namespace.New), Warnings: []api.Warning{}})
+	}
+	if d.Kind != nil {
+		lines = append(lines, summaryLine{Kind: "kind", Op: "kind", Text: "kind " + show(d.Kind.Old) + " → " + show(d.Kind.New), Warnings: []api.Warning{}})
 	}
 	var limits map[string]api.Limit
 	if next != nil {

@@ -51,6 +51,18 @@ func TestSummarize(t *testing.T) {
 			}},
 			want: []string{"route r added: path /x", "breaker b added: window 10s, open for 30s", "degrade d added: manual mode, level 1"},
 		},
+		{
+			desc: "kind: service rules name their resources, sdk: key parts and bucket",
+			diff: api.Diff{Kind: &api.FieldDiff{Path: "kind", Old: raw(`"gateway"`), New: raw(`"service"`)}, Rules: []api.RuleDiff{
+				{Kind: "limits", ID: "per-user", Op: api.DiffAdded, New: raw(`{"resources":["orders.Create"],"key":["sdk:user"],"algorithm":"token_bucket","rate":300,"period":"1s","scope":"cluster","bucket":"orders-per-user"}`)},
+				{Kind: "breakers", ID: "db", Op: api.DiffAdded, New: raw(`{"resources":["db.InsertOrder"],"window":"10s","openFor":"5s"}`)},
+				{Kind: "degrades", ID: "queue", Op: api.DiffAdded, New: raw(`{"resources":["queue.PublishOrder","queue.Ack"],"mode":"manual"}`)},
+			}},
+			want: []string{"kind gateway → service",
+				"limit per-user added: token_bucket 300 per 1s, key [sdk:user], cluster-wide in bucket orders-per-user, on resources [orders.Create]",
+				"breaker db added: window 10s, open for 5s, on resources [db.InsertOrder]",
+				"degrade queue added: manual mode, level 0, on resources [queue.PublishOrder, queue.Ack]"},
+		},
 		{desc: "no diff", diff: api.Diff{Rules: []api.RuleDiff{}}, want: []string{}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -63,6 +75,40 @@ func TestSummarize(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSummarizeServiceExample: the example service's rules
+// (dataplane/sdk/example/orders/rules.yaml) read, validated and diffed
+// against nothing as validate and diff do: every rule is described with
+// what it guards.
+func TestSummarizeServiceExample(t *testing.T) {
+	rf, err := readRuleFile("../../../dataplane/sdk/example/orders/rules.yaml")
+	if err != nil || len(rf.errs) != 0 {
+		t.Fatalf("reading the example: %v %v", err, rf.errs)
+	}
+	if got := serviceCounts(rf.rs); got != "kind service, 3 resources, " {
+		t.Fatalf("serviceCounts %q", got)
+	}
+	lines, general := summarize(api.DiffRuleSets(nil, rf.rs), api.Warnings(nil, rf.rs), rf.rs)
+	got := []string{}
+	for _, l := range lines {
+		got = append(got, l.Text)
+	}
+	want := []string{
+		"route create-order added: path /api/orders",
+		"limit db-connections added: concurrency 8 in flight, key [global], on resources [db.InsertOrder]",
+		"limit health-checks added: token_bucket 100 per 1s, key [global], on resources [/grpc.health.v1.Health/Check]",
+		"limit orders-per-ip added: token_bucket 20 per 1s, key [ip]",
+		"limit publishes-per-user added: token_bucket 5 per 1s, key [sdk:user], on resources [queue.PublishOrder]",
+		"breaker db added: window 10s, open for 5s, on resources [db.InsertOrder]",
+		"degrade queue added: manual mode, level 0, on resources [queue.PublishOrder]",
+	}
+	if !slices.Equal(got, want) || len(general) != 0 {
+		t.Fatalf("got %q (general %v), want %q", got, general, want)
+	}
+	if serviceCounts(&api.RuleSet{Namespace: "shop"}) != "" {
+		t.Fatal("a gateway's rules have service counts")
 	}
 }
 

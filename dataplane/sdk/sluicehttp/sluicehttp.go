@@ -18,6 +18,7 @@ package sluicehttp
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sluicegw/sluice/api"
@@ -48,11 +49,15 @@ func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
 			return
 		}
 		v.ClientIP, v.TrustedPeer = s.ClientIP(r)
-		v.RequestID = r.Header.Get(api.HeaderRequestID)
-		sw := &statusWriter{ResponseWriter: w}
+		if id := r.Header[api.HeaderRequestID]; len(id) > 0 { // r.Header.Get without the key's canonical check
+			v.RequestID = id[0]
+		}
+		sw := writers.Get().(*statusWriter)
+		sw.ResponseWriter = w
 		p, ok := s.Enter(sw, gd, &v) // a refusal is written as the gateway writes it
 		if !ok {
 			g.Record(sw.answered(), -1)
+			sw.release()
 			return
 		}
 		finished := false
@@ -66,10 +71,23 @@ func Middleware(g *sdk.Guard, next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 		finished = true
 		status := sw.answered()
+		sw.release()
 		now := s.Now()
 		p.End(now, gd.Failed(status), r.Context().Err() != nil)
 		g.Record(status, time.Duration(now-p.Start()))
 	})
+}
+
+// writers holds statusWriters between requests, so that an admitted request
+// allocates none. A handler must not use its ResponseWriter once it has
+// returned (net/http's rule), so a writer is reused only after next
+// returns; one whose handler panicked is left to the collector.
+var writers = sync.Pool{New: func() any { return new(statusWriter) }}
+
+// release returns w to writers.
+func (w *statusWriter) release() {
+	*w = statusWriter{}
+	writers.Put(w)
 }
 
 // answered is the status written (200 when none was).

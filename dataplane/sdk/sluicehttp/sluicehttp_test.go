@@ -188,3 +188,26 @@ func TestMiddlewareHandlerPanic(t *testing.T) {
 		t.Fatalf("after two panics: %d; want the breaker open", resp.StatusCode)
 	}
 }
+
+// TestMiddlewareWriterReuse: the status writers are pooled; one reused
+// after a 500 answer records the next request's own status, so answers
+// alternating 500 and 200 never make the two consecutive failures that
+// open the route's breaker.
+func TestMiddlewareWriterReuse(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	srv, _ := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+		} // else nothing written: 200
+	}))
+	for i := range 20 {
+		want := 500
+		if i%2 == 1 {
+			want = 200
+		}
+		if resp := do(t, "GET", srv.URL+"/api/report", ""); resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d (a reused writer kept an earlier status?)", i, resp.StatusCode, want)
+		}
+	}
+}

@@ -25,6 +25,23 @@ describe('summarize', () => {
       diff: { rules: [{ kind: 'degrades', id: 'd', op: 'changed', fields: [{ path: 'mode', old: 'auto', new: 'manual' }, { path: 'level', new: 2 }] }] },
       want: ['degrade d: mode auto → manual; level (none) → 2'],
     },
+    {
+      desc: 'kind: service rules name their resources, sdk: key parts and bucket',
+      diff: {
+        kind: { path: 'kind', old: 'gateway', new: 'service' },
+        rules: [
+          { kind: 'limits', id: 'per-user', op: 'added', new: { resources: ['orders.Create'], key: ['sdk:user'], algorithm: 'token_bucket', rate: 300, period: '1s', scope: 'cluster', bucket: 'orders-per-user' } },
+          { kind: 'breakers', id: 'db', op: 'added', new: { resources: ['db.InsertOrder'], window: '10s', openFor: '5s' } },
+          { kind: 'degrades', id: 'queue', op: 'added', new: { resources: ['queue.PublishOrder', 'queue.Ack'], mode: 'manual' } },
+        ],
+      },
+      want: [
+        'kind gateway → service',
+        'limit per-user added: token_bucket 300 per 1s, key [sdk:user], cluster-wide in bucket orders-per-user, on resources [orders.Create]',
+        'breaker db added: window 10s, open for 5s, on resources [db.InsertOrder]',
+        'degrade queue added: manual mode, level 0, on resources [queue.PublishOrder, queue.Ack]',
+      ],
+    },
     { desc: 'no diff', diff: { rules: [] }, want: [] },
   ];
   for (const c of cases) {

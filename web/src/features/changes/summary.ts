@@ -8,7 +8,7 @@ export type Warning = { code: string; path?: string; message: string };
 export type SummaryLine = {
   kind: string;
   id: string;
-  op: 'added' | 'removed' | 'changed' | 'namespace' | 'reordered';
+  op: 'added' | 'removed' | 'changed' | 'namespace' | 'kind' | 'reordered';
   text: string;
   warnings: Warning[];
 };
@@ -33,8 +33,13 @@ type Rec = Record<string, unknown>;
 function describeLimit(l: Rec): string {
   const per = l.algorithm === 'concurrency' ? ' in flight' : ` per ${show(l.period ?? '1s')}`;
   const key = Array.isArray(l.key) && l.key.length ? `, key ${show(l.key)}` : '';
-  const scope = l.scope === 'cluster' ? ', cluster-wide' : '';
-  return `${show(l.algorithm)} ${show(l.rate)}${per}${key}${scope}`;
+  const scope = l.scope === 'cluster' ? `, cluster-wide${l.bucket ? ` in bucket ${show(l.bucket)}` : ''}` : '';
+  return `${show(l.algorithm)} ${show(l.rate)}${per}${key}${scope}${onResources(l)}`;
+}
+
+/** onResources names the SDK resources a kind: service rule guards, when it names any. */
+function onResources(r: Rec): string {
+  return Array.isArray(r.resources) && r.resources.length ? `, on resources ${show(r.resources)}` : '';
 }
 
 function describeAdded(kind: string, r: Rec): string {
@@ -47,9 +52,9 @@ function describeAdded(kind: string, r: Rec): string {
       return `${m.path ? 'path' : m.pathRegex ? 'regex' : 'prefix'} ${show(p)}`;
     }
     case 'degrades':
-      return `${show(r.mode)} mode${r.mode === 'manual' ? `, level ${show(r.level ?? 0)}` : ''}`;
+      return `${show(r.mode)} mode${r.mode === 'manual' ? `, level ${show(r.level ?? 0)}` : ''}${onResources(r)}`;
     case 'breakers':
-      return `window ${show(r.window)}, open for ${show(r.openFor)}`;
+      return `window ${show(r.window)}, open for ${show(r.openFor)}${onResources(r)}`;
   }
   return '';
 }
@@ -69,6 +74,9 @@ export function summarize(diff: Diff | undefined, warnings: Warning[] = [], next
   const ctx = next as Rec | undefined;
   if (diff?.namespace) {
     lines.push({ kind: 'namespace', id: '', op: 'namespace', text: `namespace ${show(diff.namespace.old)} → ${show(diff.namespace.new)}`, warnings: [] });
+  }
+  if (diff?.kind) {
+    lines.push({ kind: 'kind', id: '', op: 'kind', text: `kind ${show(diff.kind.old)} → ${show(diff.kind.new)}`, warnings: [] });
   }
   for (const r of diff?.rules ?? []) {
     const kind = r.kind ?? '';
