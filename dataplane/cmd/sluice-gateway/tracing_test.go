@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegw/sluice/api/buildinfo/buildinfotest"
 	"github.com/sluicegw/sluice/dataplane/tracing/tracingtest"
 )
 
@@ -246,23 +245,10 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestVersion builds the gateway with the build injected as make dist does
-// (-ldflags -X) and checks that --version prints it.
+// TestVersion: --version prints the build make dist injects.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "sluice-gateway")
-	const pkg = "github.com/sluicegw/sluice/api/buildinfo"
-	ldflags := "-X " + pkg + ".Version=v9.8.7-test -X " + pkg + ".Commit=0123abc -X " + pkg + ".Date=2026-12-04T21:00:00Z"
-	if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "sluice-gateway v9.8.7-test (commit 0123abc, built 2026-12-04T21:00:00Z)\n"; string(out) != want {
-		t.Errorf("--version printed %q, want %q", out, want)
-	}
+	buildinfotest.CheckVersion(t, "sluice-gateway")
 }
 
 // TestUnsampledTraceGoesUpstreamUnsampled: with tracing on and a trace the
