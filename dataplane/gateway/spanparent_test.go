@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 	"github.com/sluicegw/sluice/dataplane/tracing"
@@ -34,6 +39,32 @@ func (s *traceSeen) handler() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
+}
+
+// grpcUpstream serves every gRPC method on loopback (h2c), echoing the
+// call's message and recording its trace context as handler does; it
+// returns the address.
+func (s *traceSeen) grpcUpstream(t *testing.T) string {
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, st grpc.ServerStream) error {
+		md, _ := metadata.FromIncomingContext(st.Context())
+		if tp := md.Get("traceparent"); len(tp) == 1 && len(tp[0]) >= 35 {
+			s.mu.Lock()
+			s.seen[tp[0][3:35]] = [2]string{tp[0], strings.Join(md.Get("tracestate"), ",")}
+			s.mu.Unlock()
+		}
+		var in []byte
+		if err := st.RecvMsg(&in); err != nil {
+			return err
+		}
+		return st.SendMsg(&in)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return l.Addr().String()
 }
 
 func (s *traceSeen) get(traceID string) (traceparent, tracestate string) {
@@ -62,11 +93,13 @@ func TestUpstreamSpansNestUnderGateway(t *testing.T) {
 	t.Cleanup(h1s.Close)
 	h1 := h1s.URL
 	h2c, _ := leanUpstream(t, true, seen.handler())
+	grpcAddr := seen.grpcUpstream(t)
 	rules := fmt.Sprintf(`namespace: spans
 routes:
   - {id: h1, match: {pathPrefix: /h1}, upstream: {targets: [{url: %q}]}}
   - {id: h2c, match: {pathPrefix: /h2c}, upstream: {targets: [{url: %q}]}}
-`, h1, h2c)
+  - {id: grpc, match: {pathPrefix: /sluice.test.Echo/}, upstream: {targets: [{url: "http://%s"}], protocol: h2c}}
+`, h1, h2c, grpcAddr)
 
 	n := 0
 	check := func(t *testing.T, do func(*http.Request) (*http.Response, error), method, path string, sampled bool) {
@@ -105,6 +138,9 @@ routes:
 			}
 			return
 		}
+		if err := tp.ForceFlush(context.Background()); err != nil { // not a second for the batch
+			t.Fatal(err)
+		}
 		s := recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid })
 		if s.ParentID() != pid {
 			t.Errorf("gateway span's parent %s, want the caller's %s", s.ParentID(), pid)
@@ -136,6 +172,22 @@ routes:
 					check(t, cc.RoundTrip, http.MethodGet, base+path, false)
 				})
 			}
+			t.Run("gRPC", func(t *testing.T) {
+				gc, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer gc.Close()
+				call := func(req *http.Request) (*http.Response, error) {
+					ctx := metadata.AppendToOutgoingContext(req.Context(), "traceparent", req.Header.Get("Traceparent"), "tracestate", req.Header.Get("Tracestate"))
+					if _, err := invoke(ctx, gc, "Unary", "x"); err != nil {
+						return nil, err
+					}
+					return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+				}
+				check(t, call, http.MethodPost, "grpc", true)
+				check(t, call, http.MethodPost, "grpc", false)
+			})
 		})
 	}
 }
