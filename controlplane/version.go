@@ -73,6 +73,10 @@ type Publication struct {
 	// PublishedAt is when the operation was written to etcd: for a
 	// version, the publishedAt of the value written.
 	PublishedAt *time.Time `json:"publishedAt,omitempty"`
+	// Traceparent is the W3C traceparent of the span the operation was
+	// queued in (the admin API request's), "" when it was not traced: the
+	// publisher's span, which runs later, links to it. Not part of the API.
+	Traceparent string `json:"-"`
 }
 
 // VersionFilter selects versions of one namespace, newest first. Limit zero

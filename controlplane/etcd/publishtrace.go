@@ -13,8 +13,10 @@ import (
 
 // The publisher's spans (Settings.Tracer): one per outbox operation
 // (spanPublish), each a trace of its own (the operation runs after the API
-// request that queued it has been answered), with a child for the signing
-// of each value (spanSign) and one for each etcd write (spanWrite).
+// request that queued it has been answered) linked to the span that queued
+// it (sluice.Publication.Traceparent: the API request's
+// sluice.change.publish), with a child for the signing of each value
+// (spanSign) and one for each etcd write (spanWrite).
 const (
 	spanPublish = "sluice.publish"
 	spanSign    = "sluice.publish.sign"
@@ -36,9 +38,13 @@ func (p *Publisher) startPublish(ctx context.Context, v *sluice.Version, pub *sl
 	if kind == "" {
 		kind = string(sluice.PublishRuleSet)
 	}
-	return p.tracer().Start(ctx, spanPublish, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("sluice.namespace", v.Namespace), attribute.Int64("sluice.version", v.Number),
-		attribute.String("sluice.publish.kind", kind), attribute.Int("sluice.publish.attempt", pub.Attempts+1)))
+		attribute.String("sluice.publish.kind", kind), attribute.Int("sluice.publish.attempt", pub.Attempts+1))}
+	if l, ok := sluice.SpanLink(pub.Traceparent); ok {
+		opts = append(opts, trace.WithLinks(l))
+	}
+	return p.tracer().Start(ctx, spanPublish, opts...)
 }
 
 // endPublish ends the operation's span with its outcome: published (with

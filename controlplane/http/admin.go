@@ -386,11 +386,13 @@ func (s *Server) endCanary(promote bool) handler {
 		if err != nil {
 			return err
 		}
-		end := canaries.AbortCanary
+		endCanary, name := canaries.AbortCanary, spanCanaryAbort
 		if promote {
-			end = canaries.PromoteCanary
+			endCanary, name = canaries.PromoteCanary, spanCanaryPromote
 		}
-		can, err := end(c.Request.Context(), ns, req.Reason)
+		ctx, end := s.span(c.Request.Context(), name, ns)
+		can, err := endCanary(ctx, ns, req.Reason)
+		end(err)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
@@ -81,6 +82,9 @@ type envOptions struct {
 	watch bool
 	// argon2 replaces the tests' cheap password hashing.
 	argon2 *postgres.Argon2Params
+	// tracer records the API's and the publisher's spans, as sluice-admin's
+	// --otlp-endpoint does.
+	tracer trace.Tracer
 }
 
 func randomPrefix() string {
@@ -133,7 +137,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Canaries: postgres.NewCanaryService(db),
 		Ready: map[string]func(context.Context) error{"database": db.Ping,
 			"etcd": func(ctx context.Context) error { return etcd.Ping(ctx, e.etcd) }},
-		Logger: logger,
+		Logger: logger, Tracer: o.tracer,
 	}
 	if o.settings != nil {
 		o.settings(&s)
@@ -143,7 +147,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	e.publisher = etcd.NewPublisher(etcd.Settings{Client: e.etcd, Outbox: outbox, Keys: e.keys, Logger: logger,
 		PollInterval: 200 * time.Millisecond, OpTimeout: o.opTimeout, MinBackoff: 50 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
-		Observe: e.api.ObservePublish})
+		Observe: e.api.ObservePublish, Tracer: o.tracer})
 	e.publisher.Start(context.Background())
 	t.Cleanup(e.publisher.Close)
 	if o.watch {

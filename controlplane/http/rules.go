@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/api"
 	sluice "github.com/sluicegw/sluice/controlplane"
@@ -446,7 +448,12 @@ func (s *Server) publishChange(c *gin.Context) error {
 		c.JSON(http.StatusAccepted, ch)
 		return nil
 	}
-	v, err := s.s.Changes.PublishChange(c.Request.Context(), ns, id, sluice.PublishOptions{Canary: req.Canary})
+	ctx, end := s.span(c.Request.Context(), spanChangePublish, ns, attribute.Int64("sluice.change", id), attribute.Bool("sluice.canary", req.Canary != nil))
+	v, err := s.s.Changes.PublishChange(ctx, ns, id, sluice.PublishOptions{Canary: req.Canary})
+	if err == nil {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("sluice.version", v.Number))
+	}
+	end(err)
 	if err != nil {
 		return err
 	}
@@ -549,7 +556,9 @@ func (s *Server) rollback(c *gin.Context) error {
 	if rb.Emergency {
 		rb.Applied, rb.AppliedUnknown = s.appliedVersions(c, ns)
 	}
-	ch, v, err := s.s.Versions.RollbackVersion(c.Request.Context(), ns, n, rb)
+	ctx, end := s.span(c.Request.Context(), spanRollback, ns, attribute.Int64("sluice.version", n), attribute.Bool("sluice.emergency", rb.Emergency))
+	ch, v, err := s.s.Versions.RollbackVersion(ctx, ns, n, rb)
+	end(err)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -36,5 +37,31 @@ func (srv *Server) trace(c *gin.Context) {
 	span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.String("sluice.request_id", c.GetString(ctxRequestID)))
 	if status >= 500 {
 		span.SetStatus(codes.Error, strconv.Itoa(status))
+	}
+}
+
+// Spans of the requests that queue a publication, children of the
+// request's span: the outbox row records the span (sluice.Traceparent), and
+// the publisher's span, which writes etcd later, links to it.
+const (
+	spanChangePublish = "sluice.change.publish"
+	spanRollback      = "sluice.version.rollback"
+	spanCanaryPromote = "sluice.canary.promote"
+	spanCanaryAbort   = "sluice.canary.abort"
+)
+
+// span starts a child span name of ctx's (the request's) with the
+// namespace ns and attrs, when tracing is on; end ends it, failed when err
+// is not nil.
+func (srv *Server) span(ctx context.Context, name, ns string, attrs ...attribute.KeyValue) (_ context.Context, end func(err error)) {
+	if srv.s.Tracer == nil {
+		return ctx, func(error) {}
+	}
+	ctx, span := srv.s.Tracer.Start(ctx, name, trace.WithAttributes(append(attrs, attribute.String("sluice.namespace", ns))...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 	}
 }

@@ -90,7 +90,7 @@ func (db *DB) endCanaryWith(ctx context.Context, tx *gorm.DB, r *canaryRow, stat
 	if state == sluice.CanaryPromoted {
 		kind, action = sluice.PublishPromote, sluice.ActionCanaryPromote
 	}
-	if _, err := db.insertPublication(tx, r.Namespace, r.Version, kind, nil); err != nil {
+	if _, err := db.insertPublication(ctx, tx, r.Namespace, r.Version, kind, nil); err != nil {
 		return err
 	}
 	now := db.now()

@@ -757,7 +757,7 @@ func (db *DB) insertVersion(ctx context.Context, tx *gorm.DB, nv newVersion) (*s
 	if selector != nil {
 		kind = sluice.PublishCanary
 	}
-	pr, err := db.insertPublication(tx, ns, n, kind, selector)
+	pr, err := db.insertPublication(ctx, tx, ns, n, kind, selector)
 	if err != nil {
 		return nil, err
 	}
@@ -801,10 +801,14 @@ func versionObject(ns string, n int64) string {
 	return "namespace/" + ns + "/version/" + strconv.FormatInt(n, 10)
 }
 
-// insertPublication queues one outbox operation, due now.
-func (db *DB) insertPublication(tx *gorm.DB, ns string, n int64, kind sluice.PublicationKind, selector map[string]string) (*publicationRow, error) {
+// insertPublication queues one outbox operation, due now, with the trace
+// context of ctx's span, if any (sluice.Publication.Traceparent).
+func (db *DB) insertPublication(ctx context.Context, tx *gorm.DB, ns string, n int64, kind sluice.PublicationKind, selector map[string]string) (*publicationRow, error) {
 	now := db.now()
 	pr := publicationRow{Namespace: ns, Version: n, Kind: string(kind), State: string(sluice.PublicationPending), CreatedAt: now, NextAttemptAt: now}
+	if tp := sluice.Traceparent(ctx); tp != "" {
+		pr.Traceparent = &tp
+	}
 	if selector != nil {
 		b, err := json.Marshal(selector)
 		if err != nil {

@@ -54,6 +54,7 @@ type publicationRow struct {
 	CreatedAt     time.Time
 	NextAttemptAt time.Time
 	PublishedAt   *time.Time
+	Traceparent   *string // the queuing span's (insertPublication)
 }
 
 func (publicationRow) TableName() string { return "publications" }
@@ -62,6 +63,9 @@ func (r *publicationRow) publication() *sluice.Publication {
 	p := &sluice.Publication{ID: r.ID, Namespace: r.Namespace, Version: r.Version, Kind: sluice.PublicationKind(r.Kind),
 		State: sluice.PublicationState(r.State), Attempts: r.Attempts, LastError: r.LastError, EtcdRevision: r.EtcdRevision,
 		CreatedAt: r.CreatedAt.UTC(), NextAttemptAt: r.NextAttemptAt.UTC(), PublishedAt: utcPtr(r.PublishedAt)}
+	if r.Traceparent != nil {
+		p.Traceparent = *r.Traceparent
+	}
 	if p.Kind == "" {
 		p.Kind = sluice.PublishRuleSet
 	}

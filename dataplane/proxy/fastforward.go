@@ -77,9 +77,14 @@ func (t *target) hostPort() string {
 type FastRequest struct {
 	// RequestID is the request's X-Request-Id (sent upstream and back).
 	RequestID string
-	// Traceparent, when not empty, is a trace the gateway started: it is
-	// sent upstream in place of the client's traceparent and tracestate.
+	// Traceparent, when not empty, is sent upstream in place of the
+	// client's traceparent: a trace the gateway started (the client's
+	// tracestate is dropped with it), or with KeepTracestate, the
+	// traceparent of the gateway's span in the client's trace (its
+	// tracestate goes on), so that the upstream's spans nest under it.
 	Traceparent string
+	// KeepTracestate keeps the client's tracestate beside Traceparent.
+	KeepTracestate bool
 	// TLS tells whether the client connection is TLS (X-Forwarded-Proto).
 	TLS bool
 	// NoUpgrade, when set, says the request has no Upgrade field (the
@@ -520,11 +525,11 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	// appendFastHead), and only those present are deleted, every line of
 	// each (a second X-Forwarded-For or X-Request-Id line must not survive
 	// beside the gateway's).
-	started := fr.Traceparent != ""
+	tm := fr.traceMode()
 	var gone [16][]byte
 	n, xffSent, conn := 0, false, false
 	for k := range in.All() {
-		switch gatewaySets(k, started) {
+		switch gatewaySets(k, tm) {
 		case setXFF:
 			xffSent = true
 		case setKeep:
@@ -544,8 +549,10 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 		for _, k := range gatewayNames {
 			h.Del(k)
 		}
-		if started {
+		if tm != traceKept {
 			h.Del("Traceparent")
+		}
+		if tm == traceStarted {
 			h.Del("Tracestate")
 		}
 		n = 0
@@ -612,8 +619,8 @@ func (u *Upstream) buildFastRequest(req *fasthttp.Request, ctx *fasthttp.Request
 	}
 	h.Add("Via", t.tr.viaValue(1, minor))
 	h.Set(api.HeaderRequestID, fr.RequestID)
-	if started {
-		h.Set("Traceparent", fr.Traceparent) // the client's and its Tracestate are gone
+	if tm != traceKept {
+		h.Set("Traceparent", fr.Traceparent) // the client's is gone (and its Tracestate, for a trace started here)
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 // and tabs), less the hop-by-hop fields, the names Connection lists and the
 // fields the gateway sets itself, then those: X-Forwarded-For (the client's
 // values, then the peer), X-Forwarded-Host, X-Forwarded-Proto, Via,
-// X-Request-Id and, for a trace the gateway started, Traceparent (the
-// client's Tracestate dropped with it). It is buildFastRequest's result,
+// X-Request-Id and, when the gateway replaces the client's, Traceparent
+// (the client's Tracestate dropped with it for a trace the gateway started:
+// see FastRequest.Traceparent). It is buildFastRequest's result,
 // serialized, written in one pass over the raw header (two when a
 // Connection line comes late: see appendClientFields) instead of copying a
 // parsed header and editing it.
@@ -46,13 +47,13 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	// Connection may come after them; only when it lists one that could
 	// have been forwarded already is the pass made again, with every
 	// listed name known.
-	raw, started := in.RawHeaders(), fr.Traceparent != ""
+	raw, tm := in.RawHeaders(), fr.traceMode()
 	var l connListed
 	var xb [256]byte // the client's X-Forwarded-For values: most fit, on the stack
 	mark := len(dst)
-	dst, x, late := appendClientFields(dst, xb[:0], raw, &l, started, true)
+	dst, x, late := appendClientFields(dst, xb[:0], raw, &l, tm, true)
 	if late {
-		dst, x, _ = appendClientFields(dst[:mark], x[:0], raw, &l, started, false)
+		dst, x, _ = appendClientFields(dst[:mark], x[:0], raw, &l, tm, false)
 	}
 	dst = append(dst, "X-Forwarded-For: "...)
 	if len(x) > 0 {
@@ -73,7 +74,7 @@ func (u *Upstream) appendFastHead(dst []byte, ctx *fasthttp.RequestCtx, fr FastR
 	dst = append(dst, t.tr.viaValue(1, minor)...)
 	dst = append(dst, "\r\n"+api.HeaderRequestID+": "...)
 	dst = append(dst, fr.RequestID...)
-	if fr.Traceparent != "" {
+	if tm != traceKept {
 		dst = append(dst, "\r\nTraceparent: "...)
 		dst = append(dst, fr.Traceparent...)
 	}
@@ -96,7 +97,7 @@ type connListed struct {
 // not a name gatewaySets drops or merges anyway: names are ASCII, fasthttp
 // refuses others, so two names equal but for case are classified alike):
 // the pass is then to be made again without collect.
-func appendClientFields(dst, x, raw []byte, l *connListed, started, collect bool) (_, _ []byte, late bool) {
+func appendClientFields(dst, x, raw []byte, l *connListed, tm traceMode, collect bool) (_, _ []byte, late bool) {
 	kept := false
 	for len(raw) > 0 {
 		name, value, rest, _ := NextRawField(raw)
@@ -104,7 +105,7 @@ func appendClientFields(dst, x, raw []byte, l *connListed, started, collect bool
 		if len(name) == 0 {
 			continue
 		}
-		switch gatewaySets(name, started) {
+		switch gatewaySets(name, tm) {
 		case setXFF:
 			if len(x) > 0 {
 				x = append(x, ", "...)
@@ -119,7 +120,7 @@ func appendClientFields(dst, x, raw []byte, l *connListed, started, collect bool
 					if tok = bytes.TrimSpace(tok); len(tok) > 0 {
 						l.names[l.n] = tok
 						l.n++
-						late = late || kept && gatewaySets(tok, started) == setKeep
+						late = late || kept && gatewaySets(tok, tm) == setKeep
 					}
 				}
 			}
@@ -147,9 +148,9 @@ const (
 
 // gatewaySets classifies a client's header name: hop-by-hop fields
 // (hopHeaders, Expect among them), Host and the fields the gateway sets are
-// dropped, X-Forwarded-For is merged; started tells whether the gateway
-// started the trace (the client's Traceparent and Tracestate are dropped).
-func gatewaySets(name []byte, started bool) int {
+// dropped, X-Forwarded-For is merged; tm tells what becomes of the client's
+// Traceparent and Tracestate.
+func gatewaySets(name []byte, tm traceMode) int {
 	is := func(s string) bool { return EqualFoldASCII(name, s) }
 	switch len(name) { // most names are none of these: one length test
 	case 2:
@@ -161,9 +162,9 @@ func gatewaySets(name []byte, started bool) int {
 	case 7:
 		return drop(is("Trailer") || is("Upgrade"))
 	case 10:
-		return drop(is("Connection") || is("Keep-Alive") || started && is("Tracestate"))
+		return drop(is("Connection") || is("Keep-Alive") || tm == traceStarted && is("Tracestate"))
 	case 11:
-		return drop(started && is("Traceparent"))
+		return drop(tm != traceKept && is("Traceparent"))
 	case 12:
 		return drop(is(api.HeaderRequestID))
 	case 15:
@@ -182,6 +183,27 @@ func gatewaySets(name []byte, started bool) int {
 	return setKeep
 }
 
+// traceMode is what becomes of a client's Traceparent and Tracestate
+// lines (FastRequest.traceMode).
+type traceMode uint8
+
+const (
+	traceKept    traceMode = iota // both go on as they came
+	traceChild                    // Traceparent replaced, Tracestate kept
+	traceStarted                  // both dropped, the gateway's Traceparent sent
+)
+
+// traceMode is fr's: see FastRequest.Traceparent.
+func (fr *FastRequest) traceMode() traceMode {
+	switch {
+	case fr.Traceparent == "":
+		return traceKept
+	case fr.KeepTracestate:
+		return traceChild
+	}
+	return traceStarted
+}
+
 func drop(b bool) int {
 	if b {
 		return setDrop
@@ -190,7 +212,7 @@ func drop(b bool) int {
 }
 
 // gatewayNames are the names gatewaySets always drops or merges, but Host
-// (Traceparent and Tracestate go too when the gateway started the trace).
+// (Traceparent and Tracestate go too, as traceMode says).
 var gatewayNames = append([]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", api.HeaderRequestID},
 	hopHeaders...)
 

@@ -54,6 +54,8 @@ routes:
 			"X-A: 1\r\nx-forwarded-for: " + strings.Repeat("192.168.100.200, ", 20) + "10.0.0.3\r\n", FastRequest{RequestID: "id-12"}},
 		{"a trace started", "HEAD /api/d HTTP/1.1\r\nHost: front.test\r\nTraceparent: bogus\r\nTracestate: a=b\r\nCookie: a=1\r\nCookie: b=2\r\n",
 			FastRequest{RequestID: "id-4", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+		{"the gateway's span in the client's trace", "GET /api/m HTTP/1.1\r\nHost: front.test\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nTracestate: a=b\r\ntraceparent: x\r\n",
+			FastRequest{RequestID: "id-13", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01", KeepTracestate: true}},
 		{"the client's trace kept", "GET /api/e HTTP/1.0\r\nHost: front.test\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nTracestate: a=b\r\nExpect: 100-continue\r\nContent-Length: 0\r\n",
 			FastRequest{RequestID: "id-5"}},
 	}
@@ -98,6 +100,14 @@ routes:
 			slices.Sort(b.Header["Cookie"])
 			if !reflect.DeepEqual(a.Header, b.Header) {
 				t.Fatalf("header:\nbuilt %q\nraw   %q\nraw head:\n%s", a.Header, b.Header, raw)
+			}
+			if tp := tc.fr.Traceparent; tp != "" {
+				if got := b.Header["Traceparent"]; len(got) != 1 || got[0] != tp {
+					t.Errorf("Traceparent %q, want only the gateway's %q", got, tp)
+				}
+				if got := b.Header.Get("Tracestate"); (got != "") != tc.fr.KeepTracestate {
+					t.Errorf("Tracestate %q with KeepTracestate %v", got, tc.fr.KeepTracestate)
+				}
 			}
 		})
 	}
@@ -156,21 +166,24 @@ func BenchmarkFastHead(b *testing.B) {
 func TestGatewaySetsCoversHopHeaders(t *testing.T) {
 	for _, h := range slices.Concat(hopHeaders, []string{"X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id", "Host"}) {
 		for _, name := range []string{h, strings.ToLower(h), strings.ToUpper(h)} {
-			if got := gatewaySets([]byte(name), false); got != setDrop {
+			if got := gatewaySets([]byte(name), traceKept); got != setDrop {
 				t.Errorf("%s: %d, want dropped", name, got)
 			}
 		}
 	}
-	if gatewaySets([]byte("x-forwarded-for"), false) != setXFF {
+	if gatewaySets([]byte("x-forwarded-for"), traceKept) != setXFF {
 		t.Error("X-Forwarded-For is not merged")
 	}
 	for _, name := range []string{"Traceparent", "tracestate"} {
-		if gatewaySets([]byte(name), false) != setKeep || gatewaySets([]byte(name), true) != setDrop {
+		if gatewaySets([]byte(name), traceKept) != setKeep || gatewaySets([]byte(name), traceStarted) != setDrop {
 			t.Errorf("%s: kept unless the gateway started the trace", name)
 		}
 	}
+	if gatewaySets([]byte("traceparent"), traceChild) != setDrop || gatewaySets([]byte("Tracestate"), traceChild) != setKeep {
+		t.Error("the gateway's span in the client's trace: its Traceparent replaces the client's, whose Tracestate goes on")
+	}
 	for _, name := range []string{"X-User", "Cookie", "Accept", "Connectionx", "Tee", "X-Forwarded-Fo"} {
-		if gatewaySets([]byte(name), true) != setKeep {
+		if gatewaySets([]byte(name), traceStarted) != setKeep {
 			t.Errorf("%s dropped", name)
 		}
 	}
@@ -180,7 +193,7 @@ func TestGatewaySetsCoversHopHeaders(t *testing.T) {
 // before its one pass: the names Connection lists found first over every
 // line, then the lines written, each split with the bytes functions
 // (nextRawFieldRef) and classified by name with bytes.EqualFold.
-func clientFieldsRef(raw []byte, started bool) (dst, x []byte) {
+func clientFieldsRef(raw []byte, tm traceMode) (dst, x []byte) {
 	var listed [8][]byte
 	nl := 0
 	for rest := raw; len(rest) > 0; {
@@ -199,8 +212,11 @@ func clientFieldsRef(raw []byte, started bool) (dst, x []byte) {
 		}
 	}
 	drop := slices.Concat(hopHeaders, []string{"Host", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id"})
-	if started {
-		drop = append(drop, "Traceparent", "Tracestate")
+	if tm != traceKept {
+		drop = append(drop, "Traceparent")
+	}
+	if tm == traceStarted {
+		drop = append(drop, "Tracestate")
 	}
 	is := func(name []byte, s string) bool { return len(name) == len(s) && bytes.EqualFold(name, []byte(s)) }
 lines:
@@ -236,11 +252,11 @@ lines:
 }
 
 // clientFields is what appendFastHead writes of raw's lines, as it does it.
-func clientFields(raw []byte, started bool) (dst, x []byte) {
+func clientFields(raw []byte, tm traceMode) (dst, x []byte) {
 	var l connListed
-	dst, x, late := appendClientFields(nil, nil, raw, &l, started, true)
+	dst, x, late := appendClientFields(nil, nil, raw, &l, tm, true)
 	if late {
-		dst, x, _ = appendClientFields(dst[:0], x[:0], raw, &l, started, false)
+		dst, x, _ = appendClientFields(dst[:0], x[:0], raw, &l, tm, false)
 	}
 	return dst, x
 }
@@ -260,11 +276,11 @@ func checkClientFields(t *testing.T, raw []byte) {
 			return
 		}
 	}
-	for _, started := range []bool{false, true} {
-		dst, x := clientFields(raw, started)
-		wdst, wx := clientFieldsRef(raw, started)
+	for _, tm := range []traceMode{traceKept, traceChild, traceStarted} {
+		dst, x := clientFields(raw, tm)
+		wdst, wx := clientFieldsRef(raw, tm)
 		if !bytes.Equal(dst, wdst) || !bytes.Equal(x, wx) {
-			t.Fatalf("raw %q (trace started %v):\nlines %q, want %q\nX-Forwarded-For %q, want %q", raw, started, dst, wdst, x, wx)
+			t.Fatalf("raw %q (trace mode %v):\nlines %q, want %q\nX-Forwarded-For %q, want %q", raw, tm, dst, wdst, x, wx)
 		}
 	}
 }

@@ -21,14 +21,62 @@ const traceparentLen = 55
 // Trace is a request's W3C trace context. The zero value is no trace.
 type Trace struct {
 	// Parent is the traceparent header value the request is forwarded with:
-	// the client's when it was valid, else one the gateway started.
+	// the client's when it was valid, else one the gateway started, or,
+	// once the gateway records a span of the client's trace (Child), that
+	// span's.
 	Parent string
 	// Started is true when the gateway started the trace: no traceparent
 	// came, or it was invalid (its tracestate is then dropped too, as the
 	// specification requires).
 	Started bool
-	// buf holds Parent when Started (startTrace): Unsample writes there.
+	// Child is true when Parent is the traceparent of the span the gateway
+	// records in the client's trace (SetParentID): it goes upstream in
+	// place of the client's, with the client's tracestate, so that the
+	// upstream's spans are children of the gateway's.
+	Child bool
+	// buf holds Parent when Started (startTrace) or Child (SetParentID):
+	// Unsample writes there, Carry puts it in a header.
 	buf *TraceBuf
+}
+
+// Replaces reports whether Parent goes upstream in place of the client's
+// traceparent: a trace the gateway started, or its span's in the client's
+// trace (Child). Otherwise the client's traceparent goes as it came.
+func (t Trace) Replaces() bool { return t.Started || t.Child }
+
+// SetParentID makes t the trace context of a span the gateway records in
+// the client's trace, whose span id is id: Parent becomes a version-00
+// traceparent with the client's trace id and flags and id as parent id,
+// and Child is set (see Replaces, Carry). A trace the gateway started is
+// left as it is: its span takes the started parent id as its own (package
+// tracing), which is already what goes upstream. It allocates once; call it
+// only for a recorded request.
+func (t *Trace) SetParentID(id [8]byte) {
+	if t.Started || len(t.Parent) < traceparentLen {
+		return
+	}
+	buf := new(TraceBuf)
+	b := &buf.b
+	copy(b[:], "00-")
+	copy(b[3:36], t.Parent[3:36]) // the trace id and its "-"
+	putHex(b[36:52], binary.BigEndian.Uint64(id[:]))
+	b[52], b[53], b[54] = '-', t.Parent[53], t.Parent[54]
+	buf.v[0] = unsafe.String(&b[0], len(b))
+	t.Parent, t.Child, t.buf = buf.v[0], true, buf
+}
+
+// Carry makes h carry the traceparent t forwards upstream when it Replaces
+// the client's: h's traceparent is set to it, and for a trace the gateway
+// started the client's tracestate is removed. A trace that replaces
+// nothing leaves h as it is. It does not allocate.
+func (t Trace) Carry(h http.Header) {
+	if t.buf == nil || !t.Replaces() {
+		return
+	}
+	h[HeaderTraceparent] = t.buf.v[:]
+	if t.Started {
+		delete(h, HeaderTracestate)
+	}
 }
 
 // Unsample clears the sampled flag of a trace the gateway started, in
@@ -39,7 +87,7 @@ type Trace struct {
 // caller's traceparent is passed on as it came: Unsample does nothing to it.
 // It does not allocate.
 func (t Trace) Unsample() {
-	if t.buf != nil {
+	if t.Started && t.buf != nil {
 		t.buf.b[53], t.buf.b[54] = '0', '0'
 	}
 }
@@ -128,9 +176,8 @@ func EnsureTrace(h http.Header) Trace {
 		return Trace{Parent: vs[0]}
 	}
 	// One allocation holds the new value and the header's slice of it.
-	buf := new(TraceBuf)
-	t := startTrace(buf)
-	CarryTrace(h, buf)
+	t := startTrace(new(TraceBuf))
+	t.Carry(h)
 	return t
 }
 
@@ -138,20 +185,13 @@ func EnsureTrace(h http.Header) Trace {
 // traceparent lines, the first being first: a single valid one is the
 // trace; otherwise a new trace is started in buf, whose strings the trace
 // points into (buf must not be used for another request until this one has
-// ended: a serving stack's pooled per-request state), and which CarryTrace
+// ended: a serving stack's pooled per-request state), and which Trace.Carry
 // puts in the request's header when it is built. It does not allocate.
 func TraceOf(first string, n int, buf *TraceBuf) Trace {
 	if n == 1 && ValidTraceparent(first) {
 		return Trace{Parent: first}
 	}
 	return startTrace(buf)
-}
-
-// CarryTrace makes h carry the trace TraceOf started in buf: its
-// traceparent set to it, its tracestate removed. It does not allocate.
-func CarryTrace(h http.Header, buf *TraceBuf) {
-	h[HeaderTraceparent] = buf.v[:]
-	delete(h, HeaderTracestate)
 }
 
 func startTrace(st *TraceBuf) Trace {
@@ -161,7 +201,7 @@ func startTrace(st *TraceBuf) Trace {
 }
 
 // TraceBuf is the storage of a traceparent a request's trace starts with
-// (TraceOf).
+// (TraceOf), or of the gateway span's (Trace.SetParentID).
 type TraceBuf struct {
 	v [1]string
 	b [traceparentLen]byte

@@ -91,6 +91,45 @@ func TestEnsureTrace(t *testing.T) {
 	}
 }
 
+// TestSetParentID: the gateway's span in the client's trace replaces the
+// client's parent id, keeping the trace id and flags (a later version is
+// sent as version 00), and Carry puts it in the header with the client's
+// tracestate; a trace the gateway started is left with its own parent id,
+// and a trace that replaces nothing leaves the header alone.
+func TestSetParentID(t *testing.T) {
+	id := [8]byte{0x0a, 0xb1, 0x02, 0xc3, 0x04, 0xd5, 0x06, 0xef}
+	for _, tc := range []struct{ in, want string }{
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-0ab102c304d506ef-01"},
+		{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-extra", "00-4bf92f3577b34da6a3ce929d0e0e4736-0ab102c304d506ef-03"},
+	} {
+		h := http.Header{HeaderTraceparent: {tc.in}, HeaderTracestate: {"vendor=x"}}
+		tr := EnsureTrace(h)
+		tr.Carry(h)
+		if tr.Replaces() || h.Get(HeaderTraceparent) != tc.in {
+			t.Fatalf("%s: the client's trace replaced before the gateway's span: %q", tc.in, h.Get(HeaderTraceparent))
+		}
+		tr.SetParentID(id)
+		if tr.Parent != tc.want || !tr.Child || !tr.Replaces() || !ValidTraceparent(tr.Parent) {
+			t.Fatalf("%s: Parent %q (Child %v), want %q", tc.in, tr.Parent, tr.Child, tc.want)
+		}
+		tr.Unsample() // a caller's flags are its own
+		tr.Carry(h)
+		if got := h.Values(HeaderTraceparent); len(got) != 1 || got[0] != tc.want || h.Get(HeaderTracestate) != "vendor=x" {
+			t.Fatalf("%s: header %q, want traceparent %q and the client's tracestate", tc.in, h, tc.want)
+		}
+		if n := testing.AllocsPerRun(10, func() { tr.Carry(h) }); n != 0 {
+			t.Errorf("Carry allocates %v times", n)
+		}
+	}
+	h := http.Header{}
+	started := EnsureTrace(h)
+	before := started.Parent
+	started.SetParentID(id)
+	if started.Parent != before || started.Child || h.Get(HeaderTraceparent) != before {
+		t.Fatalf("a started trace changed: %q, now %q", before, started.Parent)
+	}
+}
+
 func TestQueryPart(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -149,6 +149,12 @@ func (v *View) Header() http.Header {
 	return v.header
 }
 
+// BuiltHeader returns the request's header if it is there already (a
+// net/http request's, or one a HeaderSource built), nil if it is still to
+// be built: what a change to the header that goes upstream must edit too,
+// without building it.
+func (v *View) BuiltHeader() http.Header { return v.header }
+
 // SetHeader sets the request's header (see Header).
 func (v *View) SetHeader(h http.Header) { v.header, v.src = h, nil }
 

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/reqview"
+	"github.com/sluicegw/sluice/dataplane/tracing"
+	"github.com/sluicegw/sluice/dataplane/tracing/tracingtest"
 )
 
 // BenchmarkServeRejected measures the request path in process, without a
@@ -66,7 +69,25 @@ func (x *nopExchange) Forward(*proxy.Upstream, proxy.Match) proxy.Outcome {
 // headers. The peer is the same request through ServeHTTP with a
 // recorder (view building, request id and trace context included).
 func BenchmarkDecide(b *testing.B) {
-	s := MustCompile(b, `namespace: bench
+	s := decideSnapshot(b, -1)
+	for _, tc := range []struct{ name, path string }{{"decide", "/free/x?page=1"}, {"decide+headers", "/api/x?page=1"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			x, base := decideView(tc.path, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			base.Trace = reqview.EnsureTrace(base.Header())
+			b.ReportAllocs()
+			for b.Loop() {
+				v := base
+				clear(x.h)
+				s.Serve(x, &v)
+			}
+		})
+	}
+}
+
+// decideRules are BenchmarkDecide's rules: /api has a per-IP and header
+// token bucket that never rejects, /free none; both have a breaker and a
+// degrade plan at level 0.
+const decideRules = `namespace: bench
 routes:
   - id: api
     match: {pathPrefix: /api}
@@ -85,24 +106,42 @@ breakers:
   - {id: brk, routes: [api, free], window: 10s, minRequests: 100, errorRatio: 0.5, openFor: 5s, maxOpenFor: 60s, halfOpenProbes: 1, fallback: {status: 503}}
 degrades:
   - {id: dg, routes: [api, free], mode: manual, level: 0}
-`, func() int64 { return time.Now().UnixNano() })
-	for _, tc := range []struct{ name, path string }{{"decide", "/free/x?page=1"}, {"decide+headers", "/api/x?page=1"}} {
-		b.Run(tc.name, func(b *testing.B) {
-			r := httptest.NewRequest(http.MethodGet, tc.path, nil)
-			r.Header.Set("X-User", "alice")
-			r.Header.Set("X-Request-Id", "bench-1")
-			r.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-			x := &nopExchange{h: http.Header{}}
-			base := reqview.FromRequest(r)
-			base.RequestID = "bench-1"
-			base.Trace = reqview.EnsureTrace(r.Header)
-			base.ClientIP = netip.MustParseAddr("192.0.2.1")
-			b.ReportAllocs()
-			for b.Loop() {
-				v := base
-				clear(x.h)
-				s.Serve(x, &v)
-			}
+`
+
+// decideSnapshot compiles decideRules, with tracing to an in-process OTLP
+// receiver at ratio (tracing off for a negative ratio).
+func decideSnapshot(tb testing.TB, ratio float64) *Snapshot {
+	tb.Helper()
+	opts := Options{Now: func() int64 { return time.Now().UnixNano() }}
+	if ratio >= 0 {
+		recv := tracingtest.Start(tb)
+		tp, err := tracing.New(tracing.Config{Endpoint: recv.URL, SampleRatio: ratio, Service: "bench",
+			Dropped: tracing.GatewayDropped()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { // before the receiver closes: what is queued goes out
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(ctx)
 		})
+		opts.Tracer = tp
 	}
+	return MustCompileOptions(tb, decideRules, opts)
+}
+
+// decideView is a GET of path from 192.0.2.1 with X-User and X-Request-Id
+// (and traceparent, when not ""), as BenchmarkDecide serves it, and an
+// exchange to serve it on; the view's Trace is the caller's to set.
+func decideView(path, traceparent string) (*nopExchange, reqview.View) {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Header.Set("X-User", "alice")
+	r.Header.Set("X-Request-Id", "bench-1")
+	if traceparent != "" {
+		r.Header.Set("Traceparent", traceparent)
+	}
+	v := reqview.FromRequest(r)
+	v.RequestID = "bench-1"
+	v.ClientIP = netip.MustParseAddr("192.0.2.1")
+	return &nopExchange{h: http.Header{}}, v
 }

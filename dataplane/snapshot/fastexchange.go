@@ -358,8 +358,8 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 // headers rules set so far (RateLimit) go out with the upstream's answer.
 func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x, Path: m.Path}
-	if x.view.Trace.Started {
-		fr.Traceparent = x.view.Trace.Parent
+	if t := x.view.Trace; t.Replaces() {
+		fr.Traceparent, fr.KeepTracestate = t.Parent, t.Child
 	}
 	if x.loop != nil {
 		// The event loop's forward ends later (LoopDone): the limits'
@@ -451,14 +451,12 @@ func (x *fastExchange) RequestHeader() http.Header {
 }
 
 // BuildHeader is the view's header (reqview.HeaderSource), built once: the
-// request's field lines (fillHeader), carrying the trace the gateway
-// started, if it did.
+// request's field lines (fillHeader), carrying the traceparent the gateway
+// forwards in place of the client's, if any (reqview.Trace.Carry).
 func (x *fastExchange) BuildHeader() http.Header {
 	if !x.built {
 		x.fillHeader(x.ctx.Request.Header.RawHeaders())
-		if x.view.Trace.Started {
-			reqview.CarryTrace(x.reqH, &x.trace)
-		}
+		x.view.Trace.Carry(x.reqH)
 	}
 	return x.reqH
 }

@@ -39,7 +39,10 @@ type reqSpan struct {
 // beginSpan starts the span of the request v, matched to route (nil for
 // none), at start (the request path's clock), when the request is sampled;
 // it returns nil, having allocated nothing, otherwise, and a trace the
-// gateway started goes upstream unsampled (reqview.Trace.Unsample). The
+// gateway started goes upstream unsampled (reqview.Trace.Unsample). A
+// sampled request in the client's trace goes upstream with the span's
+// traceparent (reqview.Trace.SetParentID); one the gateway started already
+// goes with its span's id. The
 // view of a sampled request collects the rules' decisions (v.Decisions)
 // for the span.
 func (s *Snapshot) beginSpan(v *reqview.View, route *proxy.Route, start int64) *reqSpan {
@@ -61,6 +64,15 @@ func (s *Snapshot) beginSpan(v *reqview.View, route *proxy.Route, start int64) *
 	span := tp.StartRequest(v.Trace.Parent, v.Trace.Started, name, time.Unix(0, wall), attrs...)
 	if span == nil {
 		return nil
+	}
+	if !v.Trace.Started {
+		// The upstream's spans nest under this one: it is the parent the
+		// request goes with (the client's tracestate kept), in every
+		// forward path (proxy.FastRequest.Traceparent, or the header).
+		v.Trace.SetParentID(span.SpanContext().SpanID())
+		if h := v.BuiltHeader(); h != nil {
+			v.Trace.Carry(h)
+		}
 	}
 	sp := &reqSpan{span: span, wallStart: wall, start: start}
 	v.Decisions = &sp.decisions

@@ -1,76 +1,16 @@
 package snapshot
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/sluicegw/sluice/dataplane/reqview"
-	"github.com/sluicegw/sluice/dataplane/tracing"
-	"github.com/sluicegw/sluice/dataplane/tracing/tracingtest"
 )
-
-const decideRules = `namespace: bench
-routes:
-  - id: api
-    match: {pathPrefix: /api}
-    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
-  - id: free
-    match: {pathPrefix: /free}
-    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
-limits:
-  - id: per-ip
-    routes: [api]
-    key: [ip, header:X-User]
-    algorithm: token_bucket
-    rate: 1000000000
-    period: 1s
-breakers:
-  - {id: brk, routes: [api, free], window: 10s, minRequests: 100, errorRatio: 0.5, openFor: 5s, maxOpenFor: 60s, halfOpenProbes: 1, fallback: {status: 503}}
-degrades:
-  - {id: dg, routes: [api, free], mode: manual, level: 0}
-`
-
-func tracedSnapshot(tb testing.TB, ratio float64) *Snapshot {
-	tb.Helper()
-	opts := Options{Now: func() int64 { return time.Now().UnixNano() }}
-	if ratio >= 0 {
-		recv := tracingtest.Start(tb)
-		tp, err := tracing.New(tracing.Config{Endpoint: recv.URL, SampleRatio: ratio, Service: "bench",
-			Dropped: tracing.GatewayDropped()})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { // before the receiver closes: what is queued goes out
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = tp.Shutdown(ctx)
-		})
-		opts.Tracer = tp
-	}
-	return MustCompileOptions(tb, decideRules, opts)
-}
-
-func decideView(path, traceparent string) (*nopExchange, reqview.View) {
-	r := httptest.NewRequest(http.MethodGet, path, nil)
-	r.Header.Set("X-User", "alice")
-	if traceparent != "" {
-		r.Header.Set("Traceparent", traceparent)
-	}
-	v := reqview.FromRequest(r)
-	v.RequestID = "bench-1"
-	v.ClientIP = netip.MustParseAddr("192.0.2.1")
-	return &nopExchange{h: http.Header{}}, v
-}
 
 // TestUnsampledRequestsDoNotAllocate: with tracing on, a request that is
 // not sampled (the caller's traceparent says so, or the ratio leaves out
 // the trace the gateway starts) costs no allocation on the request path.
 func TestUnsampledRequestsDoNotAllocate(t *testing.T) {
-	s := tracedSnapshot(t, 0)
+	s := decideSnapshot(t, 0)
 	x, base := decideView("/free/x", "")
 	var buf reqview.TraceBuf
 	for _, tc := range []struct {
@@ -98,22 +38,32 @@ func TestUnsampledRequestsDoNotAllocate(t *testing.T) {
 // BenchmarkDecideTraced is BenchmarkDecide's "decide" request, each one a
 // trace the gateway starts (so the ratio decides), with tracing off, at 1%
 // and at 100% (the span built, queued and exported to an in-process OTLP
-// receiver; spans the queue cannot take are dropped and counted).
+// receiver; spans the queue cannot take are dropped and counted); and, as
+// "caller", each one in a caller's sampled trace (recorded whatever the
+// ratio: the span built, and its traceparent set for the upstream in place
+// of the caller's), with tracing off and on.
 func BenchmarkDecideTraced(b *testing.B) {
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	for _, tc := range []struct {
-		name  string
-		ratio float64
-	}{{"off", -1}, {"1pct", 0.01}, {"100pct", 1}} {
+		name   string
+		ratio  float64
+		parent string
+	}{{"off", -1, ""}, {"1pct", 0.01, ""}, {"100pct", 1, ""}, {"caller-off", -1, caller}, {"caller-1pct", 0.01, caller}} {
 		b.Run(tc.name, func(b *testing.B) {
-			s := tracedSnapshot(b, tc.ratio)
-			x, base := decideView("/free/x?page=1", "")
+			s := decideSnapshot(b, tc.ratio)
+			x, base := decideView("/free/x?page=1", tc.parent)
+			h := base.Header()
+			n := len(h["Traceparent"])
 			var buf reqview.TraceBuf
 			b.ReportAllocs()
 			for b.Loop() {
 				v := base
-				v.Trace = reqview.TraceOf("", 0, &buf)
+				v.Trace = reqview.TraceOf(tc.parent, n, &buf)
 				clear(x.h)
 				s.Serve(x, &v)
+			}
+			if got := h.Get("Traceparent"); tc.parent != "" && (tc.ratio < 0) != (got == tc.parent) {
+				b.Fatalf("the upstream's traceparent %q (caller's %q, ratio %v)", got, tc.parent, tc.ratio)
 			}
 		})
 	}

@@ -280,10 +280,11 @@ func (p *Provider) Sampled(tp string, root bool) bool {
 }
 
 // StartRequest starts the span of a request the gateway serves, at start,
-// in the trace of its traceparent tp: as a child of tp's parent, or for a
-// trace the gateway started (root), as the trace's root with tp's parent id
-// as its own span id, so that the upstream, which was sent tp, is its
-// child. Call it only when Sampled(tp, root); it returns nil if tp is not
+// in the trace of its traceparent tp: as a child of tp's parent (the
+// caller's span; the request then goes upstream with this span's id as its
+// parent id: reqview.Trace.SetParentID), or for a trace the gateway started
+// (root), as the trace's root with tp's parent id as its own span id, so
+// that the upstream, which is sent tp, is its child. Call it only when Sampled(tp, root); it returns nil if tp is not
 // well formed.
 func (p *Provider) StartRequest(tp string, root bool, name string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
 	if p == nil || len(tp) < traceparentLen {

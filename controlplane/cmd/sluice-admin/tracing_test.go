@@ -5,12 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicegw/sluice/api/buildinfo/buildinfotest"
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
 	"github.com/sluicegw/sluice/dataplane/tracing/tracingtest"
 	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
@@ -71,21 +70,8 @@ func TestTracesAPIRequests(t *testing.T) {
 	}
 }
 
-// TestVersion builds sluice-admin with the build injected as make dist
-// does (-ldflags -X) and checks that --version prints it.
+// TestVersion: --version prints the build make dist injects.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "sluice-admin")
-	const pkg = "github.com/sluicegw/sluice/api/buildinfo"
-	ldflags := "-X " + pkg + ".Version=v9.8.7-test -X " + pkg + ".Commit=0123abc -X " + pkg + ".Date=2026-12-04T21:00:00Z"
-	if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "sluice-admin v9.8.7-test (commit 0123abc, built 2026-12-04T21:00:00Z)\n"; string(out) != want {
-		t.Errorf("--version printed %q, want %q", out, want)
-	}
+	buildinfotest.CheckVersion(t, "sluice-admin")
 }

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegw/sluice/api/buildinfo/buildinfotest"
 	"github.com/sluicegw/sluice/dataplane/tracing/tracingtest"
 )
 
@@ -104,6 +103,9 @@ func TestTracesRequests(t *testing.T) {
 			s := recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid1 })
 			if s.ParentID() != pid1 || s.Name != "GET api" {
 				t.Errorf("span %q parent %s, want \"GET api\" under the caller's %s", s.Name, s.ParentID(), pid1)
+			}
+			if got, want := sentParent("req-1"), "00-"+tid1+"-"+s.SpanID()+"-01"; got != want {
+				t.Errorf("upstream got traceparent %q, want %q: the gateway's span its parent", got, want)
 			}
 			want := map[string]string{"sluice.route": "api", "sluice.decision.per-key": "admit", "sluice.decision.shadow-tight": "admit",
 				"sluice.upstream": up.URL, "http.response.status_code": "200", "http.request.method": "GET", "url.path": "/api/orders"}
@@ -243,31 +245,19 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestVersion builds the gateway with the build injected as make dist does
-// (-ldflags -X) and checks that --version prints it.
+// TestVersion: --version prints the build make dist injects.
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "sluice-gateway")
-	const pkg = "github.com/sluicegw/sluice/api/buildinfo"
-	ldflags := "-X " + pkg + ".Version=v9.8.7-test -X " + pkg + ".Commit=0123abc -X " + pkg + ".Date=2026-12-04T21:00:00Z"
-	if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "sluice-gateway v9.8.7-test (commit 0123abc, built 2026-12-04T21:00:00Z)\n"; string(out) != want {
-		t.Errorf("--version printed %q, want %q", out, want)
-	}
+	buildinfotest.CheckVersion(t, "sluice-gateway")
 }
 
 // TestUnsampledTraceGoesUpstreamUnsampled: with tracing on and a trace the
 // gateway starts left out by the ratio, the upstream is told so (-00), so
 // that a service following its caller's decision records none of it; a
-// caller's traceparent is passed on as it came; with tracing off, the
-// gateway's traces go upstream sampled (-01), as its decision lines record
-// them.
+// caller's sampled traceparent is followed whatever the ratio (the upstream
+// gets the caller's trace with the gateway's span as parent); with tracing
+// off, the caller's traceparent is passed on as it came, and the gateway's
+// traces go upstream sampled (-01), as its decision lines record them.
 func TestUnsampledTraceGoesUpstreamUnsampled(t *testing.T) {
 	t.Parallel()
 	recv := tracingtest.Start(t)
@@ -298,8 +288,10 @@ func TestUnsampledTraceGoesUpstreamUnsampled(t *testing.T) {
 				resp.Body.Close()
 				got := sentParent(id)
 				switch {
-				case parent != "" && got != parent:
-					t.Errorf("the caller's traceparent %q went upstream as %q", parent, got)
+				case parent != "" && tc.flags == nil && got != parent:
+					t.Errorf("tracing off: the caller's traceparent %q went upstream as %q", parent, got)
+				case parent != "" && tc.flags != nil && (len(got) != 55 || got[:36] != parent[:36] || got[36:52] == parent[36:52] || got[52:] != "-01"):
+					t.Errorf("the caller's sampled traceparent %q went upstream as %q, want its trace under the gateway's span", parent, got)
 				case parent == "" && (len(got) != 55 || got[53:] != tc.want):
 					t.Errorf("the gateway's traceparent %q, want flags %s", got, tc.want)
 				}
