@@ -101,9 +101,9 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, c
     case 'multiselect':
       return <MultiSelect {...common} data={[...new Set([...(f.options ?? []), ...list])]} value={list} onChange={(v) => onValue(v)} />;
     case 'claims':
-      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder ?? 'plan=pro'} toTags={claimsToTags} fromTags={(t) => ({ value: tagsToClaims(t).claims, bad: tagsToClaims(t).bad })} hint="One name=value per entry (Enter after each)." badMessage="has no name" />;
+      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder ?? 'plan=pro'} toTags={claimsToTags} fromTags={(t) => ({ value: tagsToClaims(t).claims, bad: tagsToClaims(t).bad })} hint="One name=value per entry (Enter after each)." badText={(b) => `write name=value: ${b} has no name`} />;
     case 'ratios':
-      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder} toTags={ratiosToTags} fromTags={tagsToRatios} hint="One class=share per entry (Enter after each)." badMessage="is not class=number" />;
+      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder} toTags={ratiosToTags} fromTags={tagsToRatios} hint="One class=share per entry (Enter after each)." badText={(b) => `write class=share: ${b} is not a class id and a number`} />;
     case 'numtags':
       return (
         <ParsedTags
@@ -113,7 +113,7 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, c
           placeholder={f.placeholder}
           toTags={(v) => (Array.isArray(v) ? v.map(String) : [])}
           fromTags={tagsToInts}
-          badMessage="is not a whole number"
+          badText={(b) => `${b}: not a whole number`}
         />
       );
     case 'routes':
@@ -150,13 +150,14 @@ type ParsedTagsProps = {
   toTags: (v: unknown) => string[];
   fromTags: (tags: string[]) => { value: Record<string, unknown> | unknown[]; bad: string[] };
   hint?: string;
-  badMessage: string;
+  /** badText is the message for the entries that do not parse, given them quoted and joined. */
+  badText: (bad: string) => string;
 };
 
 /** ParsedTags edits a map or list as entries ("name=value", "503"); an entry that does not parse is refused with a message and left out. */
-function ParsedTags({ common, value, onValue, placeholder, toTags, fromTags, hint, badMessage }: ParsedTagsProps) {
+function ParsedTags({ common, value, onValue, placeholder, toTags, fromTags, hint, badText }: ParsedTagsProps) {
   const [bad, setBad] = useState<string[]>([]);
-  const local = bad.length > 0 ? `${bad.map((b) => JSON.stringify(b)).join(', ')} ${badMessage}` : undefined;
+  const local = bad.length > 0 ? badText(bad.map((b) => JSON.stringify(b)).join(', ')) : undefined;
   return (
     <TagsInput
       {...common}
