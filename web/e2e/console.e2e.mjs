@@ -880,7 +880,7 @@ async function main() {
       await p.getByRole('tab', { name: /^Routes/ }).click();
       await p.getByRole('button', { name: 'Add route' }).click();
       const route = p.getByRole('group', { name: 'Route route-1' });
-      await route.getByLabel('Path prefix').fill('/orders');
+      await route.getByLabel('Path prefix', { exact: true }).fill('/orders');
       assert.equal(await route.getByLabel('Protocol').count(), 0, 'a service route has no upstream fields');
       assert.equal(await route.getByRole('button', { name: 'Add target to route-1' }).count(), 0);
       await p.getByRole('tab', { name: /^Limits/ }).click();

@@ -305,7 +305,7 @@ export function RuleForm({ kind, index, rule, routeIds, classIds = [], service =
           // A section is folded until one of its fields is set or has an error.
           const open = b.fields.some((f) => getIn(rule, f.path) !== undefined || errorAt(errors, `${prefix}.${f.path}`) !== undefined);
           return (
-            <details key={k} open={open} aria-label={`${b.section} of ${kindLabel[kind].toLowerCase()} ${id}`}>
+            <details key={k} open={open}>
               <Text component="summary" size="sm" fw={600} style={{ cursor: 'pointer' }}>
                 {b.section}
               </Text>
