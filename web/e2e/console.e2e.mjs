@@ -875,7 +875,7 @@ async function main() {
     await step('editor sets a service document kind and a limit on a resource in the form; the YAML view and the saved draft show them', async () => {
       await p.goto('/namespaces/orders-svc/draft');
       await p.getByRole('status', { name: 'Draft state' }).or(p.getByRole('region', { name: 'Draft state' })).waitFor();
-      await p.getByLabel('Document kind').click();
+      await p.getByRole('combobox', { name: 'Document kind' }).click();
       await p.getByRole('option', { name: 'service (in-service SDK)' }).click();
       await p.getByRole('tab', { name: /^Routes/ }).click();
       await p.getByRole('button', { name: 'Add route' }).click();
