@@ -97,7 +97,7 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, c
         />
       );
     case 'tags':
-      return <TagsInput {...common} value={list} onChange={(v) => onValue(v)} placeholder={f.placeholder} />;
+      return <TagsInput {...common} value={list} onChange={(v) => onValue(v)} placeholder={list.length > 0 ? undefined : f.placeholder} />;
     case 'multiselect':
       return <MultiSelect {...common} data={[...new Set([...(f.options ?? []), ...list])]} value={list} onChange={(v) => onValue(v)} />;
     case 'claims':
@@ -157,6 +157,7 @@ type ParsedTagsProps = {
 /** ParsedTags edits a map or list as entries ("name=value", "503"); an entry that does not parse is refused with a message and left out. */
 function ParsedTags({ common, value, onValue, placeholder, toTags, fromTags, hint, badText }: ParsedTagsProps) {
   const [bad, setBad] = useState<string[]>([]);
+  const tags = toTags(value);
   const local = bad.length > 0 ? badText(bad.map((b) => JSON.stringify(b)).join(', ')) : undefined;
   return (
     <TagsInput
@@ -172,8 +173,8 @@ function ParsedTags({ common, value, onValue, placeholder, toTags, fromTags, hin
         )
       }
       error={common.error ?? local}
-      placeholder={placeholder}
-      value={toTags(value)}
+      placeholder={tags.length > 0 ? undefined : placeholder}
+      value={tags}
       onChange={(tags) => {
         const r = fromTags(tags);
         setBad(r.bad);

@@ -202,6 +202,11 @@ describe('kind: service documents', () => {
       expect(helpOf(kind, f)).toMatch(/Guard\.Do/);
     }
   });
+  it('a limit of a service document offers no tiers (no identity verifies claims there) unless it has some', () => {
+    expect(paths('limits', { id: 'l', algorithm: 'token_bucket' }, svc)).not.toContain('tiers');
+    expect(paths('limits', { id: 'l', algorithm: 'token_bucket' })).toContain('tiers');
+    expect(paths('limits', { id: 'l', algorithm: 'token_bucket', tiers: [] }, svc)).toContain('tiers');
+  });
   it('the key help names sdk:NAME', () => {
     for (const kind of ['limits', 'degrades'] as const) expect(helpOf(kind, fields[kind].find((x) => x.path === 'key')!)).toMatch(/sdk:NAME/);
   });

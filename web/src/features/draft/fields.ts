@@ -85,7 +85,7 @@ function enumOf(def: string, path: string): string[] {
 /** JWTAlgorithms are the signature algorithms an identity may accept (api.JWTAlgorithms): never none, never HS*. */
 export const jwtAlgorithms = enumOf('Identity', 'jwt.algorithms[]');
 
-/** tierAlgorithms are the limit algorithms that take tiers. */
+/** tierAlgorithms are the limit algorithms that take tiers (in a gateway document: tiers match verified claims, and a service document has no identities). */
 export const tierAlgorithms = ['token_bucket', 'sliding_window', 'fixed_window', 'leaky_bucket', 'quota'];
 
 /** documentKinds are the values of a rule document's kind (gateway, the default, is written absent). */
@@ -234,7 +234,7 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'response.contentType', label: 'Content type', type: 'text', placeholder: 'application/problem+json', section: 'Rejection response' },
     { path: 'response.body', label: 'Body', type: 'textarea', section: 'Rejection response' },
     { path: 'variants', label: 'Variants', type: 'list', item: variantFields, itemLabel: 'Variant', newItem: newVariant, when: (r) => r.variants !== undefined || !(Array.isArray(r.tiers) && r.tiers.length > 0) },
-    { path: 'tiers', label: 'Tiers', type: 'list', item: tierFields, itemLabel: 'Tier', newItem: (r) => newTier(r), when: (r) => r.tiers !== undefined || (tierAlgorithms.includes(algo(r)) && !(Array.isArray(r.variants) && r.variants.length > 0)) },
+    { path: 'tiers', label: 'Tiers', type: 'list', item: tierFields, itemLabel: 'Tier', newItem: (r) => newTier(r), when: (r, c) => r.tiers !== undefined || (!c.service && tierAlgorithms.includes(algo(r)) && !(Array.isArray(r.variants) && r.variants.length > 0)) },
   ],
   identities: [
     { path: 'id', label: 'Id', type: 'text' },
