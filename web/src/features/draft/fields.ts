@@ -169,7 +169,7 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'match.pathRegex', label: 'Path regex', type: 'text', placeholder: '^/api/v[0-9]+/orders' },
     { path: 'match.methods', label: 'Methods', type: 'tags', help: 'Empty matches every method.' },
     { path: 'match.hosts', label: 'Hosts', type: 'tags', help: 'Empty matches every host.' },
-    { path: 'match.headers', label: 'Headers', type: 'claims' },
+    { path: 'match.headers', label: 'Headers', type: 'claims', placeholder: 'X-Canary=true' },
     { path: 'upstream.targets', label: 'Targets', type: 'list', item: targetFields, itemLabel: 'Target', newItem: () => ({ url: '' }), when: gateway },
     { path: 'upstream.protocol', label: 'Protocol', type: 'select', options: enumOf('Upstream', 'protocol'), when: gateway, section: 'Upstream' },
     { path: 'upstream.timeout', label: 'Timeout', type: 'text', placeholder: '30s', when: gateway, section: 'Upstream' },
