@@ -869,6 +869,43 @@ async function main() {
       await row.getByText('sdk · orders', { exact: true }).waitFor();
       await row.getByText('live', { exact: true }).waitFor();
     });
+
+    // Issue 31 in the form: a kind: service document, and a limit on an SDK
+    // resource, set in the form, are what the YAML view and the saved draft hold.
+    await step('editor sets a service document kind and a limit on a resource in the form; the YAML view and the saved draft show them', async () => {
+      await p.goto('/namespaces/orders-svc/draft');
+      await p.getByRole('status', { name: 'Draft state' }).or(p.getByRole('region', { name: 'Draft state' })).waitFor();
+      await p.getByRole('combobox', { name: 'Document kind' }).click();
+      await p.getByRole('option', { name: 'service (in-service SDK)' }).click();
+      await p.getByRole('tab', { name: /^Routes/ }).click();
+      await p.getByRole('button', { name: 'Add route' }).click();
+      const route = p.getByRole('group', { name: 'Route route-1' });
+      await route.getByLabel('Path prefix', { exact: true }).fill('/orders');
+      assert.equal(await route.getByLabel('Protocol').count(), 0, 'a service route has no upstream fields');
+      assert.equal(await route.getByRole('button', { name: 'Add target to route-1' }).count(), 0);
+      await p.getByRole('tab', { name: /^Limits/ }).click();
+      await p.getByRole('button', { name: 'Add limit' }).click();
+      const limit = p.getByRole('group', { name: 'Limit limit-1' });
+      const resources = limit.getByLabel('Resources', { exact: true });
+      await resources.fill('orders.Create');
+      await resources.press('Enter');
+      await limit.getByText(/sdk:NAME/).first().waitFor();
+      await p.screenshot({ path: join(shots, 'draft-service.png'), fullPage: true });
+      await p.getByText('YAML', { exact: true }).click();
+      const editorBox = p.getByTestId('yaml-editor');
+      await editorBox.locator('.cm-line', { hasText: 'kind: service' }).waitFor();
+      await editorBox.locator('.cm-line', { hasText: 'orders.Create' }).waitFor();
+      assert.equal(await editorBox.locator('.cm-line', { hasText: 'upstream' }).count(), 0, 'no upstream written');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      const d = (await stack.api.ok('GET', '/api/v1/namespaces/orders-svc/draft')).data;
+      assert.equal(d.kind, 'service');
+      assert.equal(d.routes[0].match.pathPrefix, '/orders');
+      assert.equal(d.routes[0].upstream, undefined, 'a service route is saved without upstream');
+      const l = d.limits.find((x) => x.id === 'limit-1');
+      assert.deepEqual(l.resources, ['orders.Create']);
+      assert.deepEqual(l.key, ['global']);
+    });
   } finally {
     await browser.close();
     await stack.stop();

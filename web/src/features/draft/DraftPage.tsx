@@ -1,4 +1,4 @@
-import { Alert, Badge, Button, Group, List, Modal, Pagination, Paper, SegmentedControl, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { Alert, Badge, Button, Group, List, Modal, Pagination, Paper, SegmentedControl, Select, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
 import { useEffect, useMemo, useState } from 'react';
 import { useBlocker, useNavigate, useParams } from 'react-router';
@@ -16,8 +16,9 @@ import { WarningList } from '../changes/WarningList';
 import { fetchDraft, saveDraft, useDebounced, useDraft, useDraftCheck, type DraftCheck, type LoadedDraft } from './hooks';
 import { ResetDraftButton } from './ResetDraft';
 import { dropLocalDraft, keepLocalDraft, localDraftKey, readLocalDraft, type LocalDraft } from './localDraft';
+import { documentKindHelp, documentKinds } from './fields';
 import { RuleForm } from './RuleForm';
-import { fromYaml, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withRule, type RuleKind } from './ruleset';
+import { fromYaml, isService, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withDocKind, withRule, type RuleKind } from './ruleset';
 
 const pageSize = 10;
 const kindTitle: Record<RuleKind, string> = { routes: 'Routes', identities: 'Identities', limits: 'Limits', classes: 'Classes', breakers: 'Breakers', degrades: 'Degrades' };
@@ -175,6 +176,8 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const shown = rules.map((r, i) => ({ r, i })).filter(({ r }) => !filter || String(r.id ?? '').includes(filter));
   const pages = Math.max(1, Math.ceil(shown.length / pageSize));
   const ids = routeIds(working);
+  const classIds = (working.classes ?? []).map((c) => c.id);
+  const service = isService(working);
   const errorKinds = new Set([...fieldErrors, ...liveErrors].map((e) => e.path?.split('[')[0]));
 
   return (
@@ -255,49 +258,67 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       )}
 
       {view === 'form' ? (
-        <Tabs value={kind} onChange={(k) => { setKind((k as RuleKind) ?? 'limits'); setPage(1); }} keepMounted={false}>
-          <Tabs.List>
-            {ruleKinds.map((k) => (
-              <Tabs.Tab key={k} value={k} color={errorKinds.has(k) ? 'red' : undefined}>
-                {kindTitle[k]} ({((working[k] ?? []) as unknown[]).length})
-              </Tabs.Tab>
-            ))}
-          </Tabs.List>
-          <Stack gap="sm" pt="sm">
-            <Group wrap="wrap">
-              <TextInput label={`Filter ${kindTitle[kind].toLowerCase()} by id`} value={filter} onChange={(e) => { setFilter(e.currentTarget.value); setPage(1); }} />
-              {canEdit && (
-                <Button
-                  mt="lg"
-                  variant="default"
-                  onClick={() => {
-                    setWorking((w) => ({ ...w, [kind]: [...((w[kind] ?? []) as unknown[]), newRule(w, kind)] }) as RuleSet);
-                    setFilter('');
-                    setPage(Math.ceil((rules.length + 1) / pageSize));
-                  }}
-                >
-                  Add {kindOne[kind]}
-                </Button>
-              )}
-            </Group>
-            {shown.length === 0 && <Text c="dimmed">No {kindTitle[kind].toLowerCase()}.</Text>}
-            {shown.slice((page - 1) * pageSize, page * pageSize).map(({ r, i }) => (
-              <RuleForm
-                key={`${kind}-${i}`}
-                kind={kind}
-                index={i}
-                rule={r}
-                routeIds={ids}
-                errors={[...fieldErrors, ...liveErrors]}
-                warnings={warnings}
-                readOnly={!canEdit}
-                onChange={(nr) => setWorking((w) => withRule(w, kind, i, () => nr))}
-                onRemove={() => setWorking((w) => withRule(w, kind, i, () => undefined))}
-              />
-            ))}
-            {pages > 1 && <Pagination total={pages} value={page} onChange={setPage} aria-label="Pages" />}
-          </Stack>
-        </Tabs>
+        <Stack gap="sm">
+          <Select
+            label="Document kind"
+            description={documentKindHelp}
+            data={documentKinds.map((k) => ({ value: k, label: k === 'service' ? 'service (in-service SDK)' : 'gateway (default)' }))}
+            value={working.kind ?? 'gateway'}
+            allowDeselect={false}
+            readOnly={!canEdit}
+            disabled={!canEdit}
+            maw={720}
+            onChange={(k) => k && k !== (working.kind ?? 'gateway') && setWorking((w) => withDocKind(w, k))}
+          />
+          <Tabs value={kind} onChange={(k) => { setKind((k as RuleKind) ?? 'limits'); setPage(1); }} keepMounted={false}>
+            <Tabs.List>
+              {ruleKinds.map((k) => (
+                <Tabs.Tab key={k} value={k} color={errorKinds.has(k) ? 'red' : undefined}>
+                  {kindTitle[k]} ({((working[k] ?? []) as unknown[]).length})
+                </Tabs.Tab>
+              ))}
+            </Tabs.List>
+            <Stack gap="sm" pt="sm">
+              <Group wrap="wrap">
+                <TextInput label={`Filter ${kindTitle[kind].toLowerCase()} by id`} value={filter} onChange={(e) => { setFilter(e.currentTarget.value); setPage(1); }} />
+                {canEdit && !(service && kind === 'identities') && (
+                  <Button
+                    mt="lg"
+                    variant="default"
+                    onClick={() => {
+                      setWorking((w) => ({ ...w, [kind]: [...((w[kind] ?? []) as unknown[]), newRule(w, kind)] }) as RuleSet);
+                      setFilter('');
+                      setPage(Math.ceil((rules.length + 1) / pageSize));
+                    }}
+                  >
+                    Add {kindOne[kind]}
+                  </Button>
+                )}
+              </Group>
+              {service && kind === 'identities' && <Alert color="gray">A kind: service document has no identities: the SDK verifies no tokens.</Alert>}
+              {service && kind === 'routes' && <Text size="sm" c="dimmed">In a kind: service document a route has no upstream: it names requests the service&apos;s own handlers answer, which the SDK&apos;s HTTP middleware guards.</Text>}
+              {shown.length === 0 && <Text c="dimmed">No {kindTitle[kind].toLowerCase()}.</Text>}
+              {shown.slice((page - 1) * pageSize, page * pageSize).map(({ r, i }) => (
+                <RuleForm
+                  key={`${kind}-${i}`}
+                  kind={kind}
+                  index={i}
+                  rule={r}
+                  routeIds={ids}
+                  classIds={classIds}
+                  service={service}
+                  errors={[...fieldErrors, ...liveErrors]}
+                  warnings={warnings}
+                  readOnly={!canEdit}
+                  onChange={(nr) => setWorking((w) => withRule(w, kind, i, () => nr))}
+                  onRemove={() => setWorking((w) => withRule(w, kind, i, () => undefined))}
+                  onEditYaml={() => switchView('yaml')}
+                />
+              ))}
+              {pages > 1 && <Pagination total={pages} value={page} onChange={setPage} aria-label="Pages" />}
+            </Stack>
+          </Tabs>
+        </Stack>
       ) : (
         <YamlEditor
           label="Draft YAML"

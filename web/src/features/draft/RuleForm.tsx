@@ -1,8 +1,8 @@
-import { Button, Checkbox, Group, List, MultiSelect, NumberInput, Paper, Select, SimpleGrid, Stack, TagsInput, Text, TextInput } from '@mantine/core';
-import { useState } from 'react';
+import { Button, Checkbox, Group, List, MultiSelect, NumberInput, Paper, Select, SimpleGrid, Stack, TagsInput, Text, Textarea, TextInput } from '@mantine/core';
+import { useState, type ReactNode } from 'react';
 import type { FieldError } from '../../api/client';
-import { choiceOf, claimsToTags, helpOf, tagsToClaims, tierFields, uncovered, visibleFields, type FieldSpec } from './fields';
-import { getIn, newTier, parsePath, setIn, type RuleKind } from './ruleset';
+import { choiceOf, claimsToTags, editValue, helpOf, ratiosToTags, tagsToClaims, tagsToInts, tagsToRatios, uncovered, visibleFields, type Ctx, type FieldSpec } from './fields';
+import { getIn, setIn, type RuleKind } from './ruleset';
 import type { Warning } from '../changes/summary';
 
 type Props = {
@@ -10,12 +10,18 @@ type Props = {
   index: number;
   rule: Record<string, unknown>;
   routeIds: string[];
+  /** classIds are the document's priority classes, for a degrade plan's shed order. */
+  classIds?: string[];
+  /** service: the document is kind: service (routes without upstream, rules naming resources). */
+  service?: boolean;
   errors: FieldError[];
   /** warnings are the server's risk flags of the whole draft; those of this rule (path "kind[id]…") show at their field. */
   warnings?: Warning[];
   readOnly: boolean;
   onChange: (r: Record<string, unknown>) => void;
   onRemove: () => void;
+  /** onEditYaml switches to the YAML view, where what the form cannot edit is edited. */
+  onEditYaml?: () => void;
 };
 
 const kindLabel: Record<RuleKind, string> = { routes: 'Route', identities: 'Identity', limits: 'Limit', classes: 'Class', breakers: 'Breaker', degrades: 'Degrade' };
@@ -34,18 +40,23 @@ function warningAt(warnings: Warning[], wants: string[]): Warning | undefined {
   return warnings.find((w) => wants.some((want) => under(w.path, want)));
 }
 
-/** setKeepingEmpty sets path to "" (where setIn would remove it), so a 'oneof' parent keeps its shape. */
-function setKeepingEmpty<T>(rule: T, path: string): T {
-  const segs = parsePath(path);
-  const leaf = segs.pop()!;
-  const parentPath = path.slice(0, path.length - String(leaf).length - 1);
-  const parent = getIn(rule, parentPath);
-  return setIn(rule, parentPath, { ...(parent && typeof parent === 'object' ? parent : {}), [leaf]: '' });
-}
+type FieldProps = {
+  kind: RuleKind;
+  f: FieldSpec;
+  helpPath?: string;
+  value: unknown;
+  error?: string;
+  warning?: Warning;
+  readOnly: boolean;
+  routeIds: string[];
+  classIds: string[];
+  onValue: (v: unknown) => void;
+  id: string;
+};
 
-type FieldProps = { kind: RuleKind; f: FieldSpec; helpPath?: string; value: unknown; error?: string; warning?: Warning; readOnly: boolean; routeIds: string[]; onValue: (v: unknown) => void; id: string };
+type Common = { label: string; description: ReactNode; error?: string; readOnly: boolean; disabled: boolean; id: string };
 
-function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, onValue, id }: FieldProps) {
+function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, classIds, onValue, id }: FieldProps) {
   const help = helpOf(kind, helpPath ? { ...f, path: helpPath } : f);
   const description = warning ? (
     <>
@@ -57,7 +68,8 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, o
   ) : (
     help
   );
-  const common = { label: f.label, description, error, readOnly, disabled: readOnly, id };
+  const common: Common = { label: f.label, description, error, readOnly, disabled: readOnly, id };
+  const list = (value as string[]) ?? [];
   switch (f.type) {
     case 'number':
       return (
@@ -70,7 +82,7 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, o
         />
       );
     case 'select':
-      return <Select {...common} data={f.options ?? []} value={(value as string) ?? null} onChange={(v) => onValue(v ?? undefined)} clearable={f.path !== 'algorithm' && f.path !== 'mode'} />;
+      return <Select {...common} data={[...new Set([...(f.options ?? []), ...(typeof value === 'string' ? [value] : [])])]} value={(value as string) ?? null} onChange={(v) => onValue(v ?? undefined)} clearable={!f.required} placeholder={f.placeholder} />;
     case 'oneof':
       return (
         <Select
@@ -85,58 +97,123 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, o
         />
       );
     case 'tags':
-      return <TagsInput {...common} value={(value as string[]) ?? []} onChange={(v) => onValue(v)} />;
+      return <TagsInput {...common} value={list} onChange={(v) => onValue(v)} placeholder={list.length > 0 ? undefined : f.placeholder} />;
     case 'multiselect':
-      return <MultiSelect {...common} data={[...new Set([...(f.options ?? []), ...((value as string[]) ?? [])])]} value={(value as string[]) ?? []} onChange={(v) => onValue(v)} />;
+      return <MultiSelect {...common} data={[...new Set([...(f.options ?? []), ...list])]} value={list} onChange={(v) => onValue(v)} />;
     case 'claims':
+      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder ?? 'plan=pro'} toTags={claimsToTags} fromTags={(t) => ({ value: tagsToClaims(t).claims, bad: tagsToClaims(t).bad })} hint="One name=value per entry (Enter after each)." badText={(b) => `write name=value: ${b} has no name`} />;
+    case 'ratios':
+      return <ParsedTags common={common} value={value} onValue={onValue} placeholder={f.placeholder} toTags={ratiosToTags} fromTags={tagsToRatios} hint="One class=share per entry (Enter after each)." badText={(b) => `write class=share: ${b} is not a class id and a number`} />;
+    case 'numtags':
       return (
-        <ClaimsField
-          common={{
-            ...common,
-            description: (
-              <>
-                {description}
-                <span style={{ display: 'block' }}>One name=value per entry (Enter after each).</span>
-              </>
-            ),
-          }}
+        <ParsedTags
+          common={common}
           value={value}
           onValue={onValue}
+          placeholder={f.placeholder}
+          toTags={(v) => (Array.isArray(v) ? v.map(String) : [])}
+          fromTags={tagsToInts}
+          badText={(b) => `${b}: not a whole number`}
         />
       );
     case 'routes':
+    case 'classes': {
+      const ids = f.type === 'routes' ? routeIds : classIds;
       return (
         <MultiSelect
           {...common}
-          description={common.description ?? 'Empty means every route.'}
-          data={[...new Set([...routeIds, ...((value as string[]) ?? [])])]}
-          value={(value as string[]) ?? []}
+          description={common.description ?? (f.type === 'routes' ? 'Empty means every route.' : undefined)}
+          data={[...new Set([...ids, ...list])]}
+          value={list}
           onChange={(v) => onValue(v)}
           searchable
           limit={50}
         />
       );
+    }
     case 'bool':
       return <Checkbox {...common} mt="lg" checked={!!value} onChange={(e) => onValue(e.currentTarget.checked || undefined)} />;
+    case 'textarea':
+      return <Textarea {...common} value={value === undefined ? '' : String(value)} onChange={(e) => onValue(e.currentTarget.value)} placeholder={f.placeholder} autosize minRows={2} maxRows={10} />;
+    case 'json':
+      return <JsonField common={common} value={value} onValue={onValue} placeholder={f.placeholder} />;
     default:
       return <TextInput {...common} value={value === undefined ? '' : String(value)} onChange={(e) => onValue(e.currentTarget.value)} placeholder={f.placeholder} />;
   }
 }
 
-/** ClaimsField edits a name→value map (claims, headers) as "name=value" entries; an entry without "name=" is refused with a message. */
-function ClaimsField({ common, value, onValue }: { common: { label: string; description: React.ReactNode; error?: string; readOnly: boolean; disabled: boolean; id: string }; value: unknown; onValue: (v: unknown) => void }) {
+type ParsedTagsProps = {
+  common: Common;
+  value: unknown;
+  onValue: (v: unknown) => void;
+  placeholder?: string;
+  toTags: (v: unknown) => string[];
+  fromTags: (tags: string[]) => { value: Record<string, unknown> | unknown[]; bad: string[] };
+  hint?: string;
+  /** badText is the message for the entries that do not parse, given them quoted and joined. */
+  badText: (bad: string) => string;
+};
+
+/** ParsedTags edits a map or list as entries ("name=value", "503"); an entry that does not parse is refused with a message and left out. */
+function ParsedTags({ common, value, onValue, placeholder, toTags, fromTags, hint, badText }: ParsedTagsProps) {
   const [bad, setBad] = useState<string[]>([]);
-  const local = bad.length > 0 ? `write name=value: ${bad.map((b) => JSON.stringify(b)).join(', ')} has no name` : undefined;
+  const tags = toTags(value);
+  const local = bad.length > 0 ? badText(bad.map((b) => JSON.stringify(b)).join(', ')) : undefined;
   return (
     <TagsInput
       {...common}
+      description={
+        hint ? (
+          <>
+            {common.description}
+            <span style={{ display: 'block' }}>{hint}</span>
+          </>
+        ) : (
+          common.description
+        )
+      }
       error={common.error ?? local}
-      placeholder="plan=pro"
-      value={claimsToTags(value)}
+      placeholder={tags.length > 0 ? undefined : placeholder}
+      value={tags}
       onChange={(tags) => {
-        const r = tagsToClaims(tags);
+        const r = fromTags(tags);
         setBad(r.bad);
-        onValue(Object.keys(r.claims).length > 0 ? r.claims : undefined);
+        onValue(Object.keys(r.value).length > 0 ? r.value : undefined);
+      }}
+    />
+  );
+}
+
+/** JsonField edits any JSON value (a degrade fallback's body); text that does not parse is kept on screen, flagged, and not written. */
+function JsonField({ common, value, onValue, placeholder }: { common: Common; value: unknown; onValue: (v: unknown) => void; placeholder?: string }) {
+  // local is what the user typed and the value it gave (or that was there when it did not parse): shown while the value is still that one.
+  const [local, setLocal] = useState<{ text: string; of: string | undefined; bad: string | null } | null>(null);
+  const now = JSON.stringify(value);
+  const text = local && local.of === now ? local.text : value === undefined ? '' : JSON.stringify(value, null, 2);
+  return (
+    <Textarea
+      {...common}
+      error={common.error ?? (local && local.of === now && local.bad ? `not JSON: ${local.bad}` : undefined)}
+      value={text}
+      placeholder={placeholder}
+      autosize
+      minRows={2}
+      maxRows={10}
+      ff="monospace"
+      onChange={(e) => {
+        const t = e.currentTarget.value;
+        if (t.trim() === '') {
+          setLocal({ text: t, of: undefined, bad: null });
+          onValue(undefined);
+          return;
+        }
+        try {
+          const v: unknown = JSON.parse(t);
+          setLocal({ text: t, of: JSON.stringify(v), bad: null });
+          onValue(v);
+        } catch (err) {
+          setLocal({ text: t, of: now, bad: err instanceof Error ? err.message : String(err) });
+        }
       }}
     />
   );
@@ -148,14 +225,29 @@ function show(v: unknown): string {
   return s.length > 120 ? s.slice(0, 117) + '…' : s;
 }
 
+/** Block is a run of fields shown together: a grid (of one section, or of none) or a list of objects. */
+type Block = { section?: string; fields: FieldSpec[]; list?: FieldSpec };
+
+function blocksOf(shown: FieldSpec[]): Block[] {
+  const out: Block[] = [];
+  for (const f of shown) {
+    const last = out[out.length - 1];
+    if (f.type === 'list') out.push({ fields: [], list: f });
+    else if (last && !last.list && last.section === f.section) last.fields.push(f);
+    else out.push({ section: f.section, fields: [f] });
+  }
+  return out;
+}
+
 /** RuleForm is the form of one rule; server errors show at their field with the field path. */
-export function RuleForm({ kind, index, rule, routeIds, errors, warnings = [], readOnly, onChange, onRemove }: Props) {
+export function RuleForm({ kind, index, rule, routeIds, classIds = [], service = false, errors, warnings = [], readOnly, onChange, onRemove, onEditYaml }: Props) {
   const prefix = `${kind}[${index}]`;
   const id = String(rule.id ?? '');
-  const shown = visibleFields(kind, rule);
+  const ctx: Ctx = { service };
+  const shown = visibleFields(kind, rule, ctx);
   const placed = (e: FieldError) => shown.some((f) => under(e.path, `${prefix}.${f.path}`));
   const other = errors.filter((e) => under(e.path, prefix) && !placed(e));
-  const extras = uncovered(rule, shown);
+  const extras = uncovered(rule, shown, ctx);
   const fieldOf = (f: FieldSpec) => (
     <Field
       key={f.path}
@@ -167,8 +259,14 @@ export function RuleForm({ kind, index, rule, routeIds, errors, warnings = [], r
       warning={warningAt(warnings, [`${kind}[${id}].${f.path}`, `${prefix}.${f.path}`])}
       readOnly={readOnly}
       routeIds={routeIds}
-      onValue={(v) => onChange(f.keepEmpty && v === '' ? setKeepingEmpty(rule, f.path) : setIn(rule, f.path, v))}
+      classIds={classIds}
+      onValue={(v) => onChange(editValue(rule, f, v))}
     />
+  );
+  const grid = (fs: FieldSpec[]) => (
+    <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }} spacing="sm">
+      {fs.map(fieldOf)}
+    </SimpleGrid>
   );
   return (
     <Paper withBorder p="sm" component="fieldset" aria-label={`${kindLabel[kind]} ${id}`} style={{ minWidth: 0 }}>
@@ -182,27 +280,53 @@ export function RuleForm({ kind, index, rule, routeIds, errors, warnings = [], r
           </Button>
         )}
       </Group>
-      <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }} spacing="sm">
-        {shown.filter((f) => f.type !== 'tiers').map(fieldOf)}
-      </SimpleGrid>
-      {shown.some((f) => f.type === 'tiers') && (
-        <Tiers
-          kind={kind}
-          prefix={prefix}
-          ruleId={id}
-          rule={rule}
-          errors={errors}
-          warnings={warnings}
-          readOnly={readOnly}
-          routeIds={routeIds}
-          onChange={(tiers) => onChange(setIn(rule, 'tiers', tiers))}
-        />
-      )}
+      <Stack gap="xs">
+        {blocksOf(shown).map((b, k) => {
+          if (b.list) {
+            const lf = b.list;
+            return (
+              <ObjectList
+                key={lf.path}
+                kind={kind}
+                f={lf}
+                prefix={prefix}
+                ruleId={id}
+                rule={rule}
+                ctx={ctx}
+                errors={errors}
+                warnings={warnings}
+                readOnly={readOnly}
+                routeIds={routeIds}
+                classIds={classIds}
+                onChange={(items) => onChange(setIn(rule, lf.path, items))}
+              />
+            );
+          }
+          if (!b.section) return <div key={k}>{grid(b.fields)}</div>;
+          // A section is folded until one of its fields is set or has an error.
+          const open = b.fields.some((f) => getIn(rule, f.path) !== undefined || errorAt(errors, `${prefix}.${f.path}`) !== undefined);
+          return (
+            <details key={k} open={open}>
+              <Text component="summary" size="sm" fw={600} style={{ cursor: 'pointer' }}>
+                {b.section}
+              </Text>
+              <div style={{ paddingTop: 'var(--mantine-spacing-xs)' }}>{grid(b.fields)}</div>
+            </details>
+          );
+        })}
+      </Stack>
       {extras.length > 0 && (
         <Stack gap={2} mt="xs">
-          <Text size="xs" c="dimmed" id={`${prefix}-extras`}>
-            Also set, not editable in this form (edit in YAML; kept as they are):
-          </Text>
+          <Group gap="xs">
+            <Text size="xs" c="dimmed" id={`${prefix}-extras`}>
+              Set in YAML (this form does not edit them; they are kept as they are):
+            </Text>
+            {onEditYaml && (
+              <Button size="compact-xs" variant="light" onClick={onEditYaml} aria-label={`Edit ${kindLabel[kind].toLowerCase()} ${id} in YAML`}>
+                Edit in YAML
+              </Button>
+            )}
+          </Group>
           <List size="xs" aria-labelledby={`${prefix}-extras`}>
             {extras.map(([p, v]) => (
               <List.Item key={p}>
@@ -223,35 +347,40 @@ export function RuleForm({ kind, index, rule, routeIds, errors, warnings = [], r
   );
 }
 
-type TiersProps = {
+type ObjectListProps = {
   kind: RuleKind;
+  f: FieldSpec;
   prefix: string;
   ruleId: string;
   rule: Record<string, unknown>;
+  ctx: Ctx;
   errors: FieldError[];
   warnings: Warning[];
   readOnly: boolean;
   routeIds: string[];
-  onChange: (tiers: Record<string, unknown>[] | undefined) => void;
+  classIds: string[];
+  onChange: (items: Record<string, unknown>[] | undefined) => void;
 };
 
-/** Tiers edits a limit's tiers: each its own fieldset, in order (the first whose claims match applies). */
-function Tiers({ kind, prefix, ruleId, rule, errors, warnings, readOnly, routeIds, onChange }: TiersProps) {
-  const tiers = (Array.isArray(rule.tiers) ? rule.tiers : []) as Record<string, unknown>[];
-  const help = helpOf(kind, { path: 'tiers', label: 'Tiers', type: 'tiers' });
+/** ObjectList edits a list of objects (tiers, targets, variants): each element its own fieldset, in order. */
+function ObjectList({ kind, f, prefix, ruleId, rule, ctx, errors, warnings, readOnly, routeIds, classIds, onChange }: ObjectListProps) {
+  const items = (Array.isArray(getIn(rule, f.path)) ? getIn(rule, f.path) : []) as Record<string, unknown>[];
+  const label = f.itemLabel ?? 'Item';
+  const help = helpOf(kind, f) ?? helpOf(kind, { ...f, path: `${f.path}[0]` });
   const set = (j: number, t: Record<string, unknown> | undefined) => {
-    const next = [...tiers];
+    const next = [...items];
     if (t === undefined) next.splice(j, 1);
     else next[j] = t;
     onChange(next.length > 0 ? next : undefined);
   };
-  const own = errors.filter((e) => e.path === `${prefix}.tiers`);
+  const lp = `${prefix}.${f.path}`;
+  const own = errors.filter((e) => e.path === lp);
   return (
-    <Stack gap="xs" mt="sm">
+    <Stack gap="xs" mt="xs">
       <Group justify="space-between">
         <div>
           <Text fw={600} size="sm">
-            Tiers ({tiers.length})
+            {f.label} ({items.length})
           </Text>
           {help && (
             <Text size="xs" c="dimmed">
@@ -259,9 +388,9 @@ function Tiers({ kind, prefix, ruleId, rule, errors, warnings, readOnly, routeId
             </Text>
           )}
         </div>
-        {!readOnly && (
-          <Button size="xs" variant="default" onClick={() => onChange([...tiers, newTier(rule)])} aria-label={`Add tier to ${ruleId}`}>
-            Add tier
+        {!readOnly && f.newItem && (
+          <Button size="xs" variant="default" onClick={() => onChange([...items, f.newItem!(rule)])} aria-label={`Add ${label.toLowerCase()} to ${ruleId}`}>
+            Add {label.toLowerCase()}
           </Button>
         )}
       </Group>
@@ -270,37 +399,40 @@ function Tiers({ kind, prefix, ruleId, rule, errors, warnings, readOnly, routeId
           {e.path}: {e.message}
         </Text>
       ))}
-      {tiers.map((t, j) => {
-        const tp = `${prefix}.tiers[${j}]`;
-        const tid = String(t.id ?? '');
-        const placed = (e: FieldError) => tierFields.some((f) => under(e.path, `${tp}.${f.path}`));
+      {items.map((t, j) => {
+        const tp = `${lp}[${j}]`;
+        const tid = t.id === undefined ? String(j + 1) : String(t.id);
+        const sub = visibleFields(kind, t, { ...ctx, parent: rule }, f.item ?? []);
+        const placed = (e: FieldError) => sub.some((x) => under(e.path, `${tp}.${x.path}`));
         const rest = errors.filter((e) => under(e.path, tp) && !placed(e));
         return (
-          <Paper key={j} withBorder p="xs" component="fieldset" aria-label={`Tier ${tid}`} style={{ minWidth: 0 }}>
+          <Paper key={j} withBorder p="xs" component="fieldset" aria-label={`${label} ${tid}`} style={{ minWidth: 0 }}>
             <Group justify="space-between" mb={4}>
               <Text size="sm" fw={600} component="legend" px={4}>
-                Tier {j + 1}: {tid}
+                {label} {j + 1}
+                {t.id === undefined ? '' : `: ${tid}`}
               </Text>
               {!readOnly && (
-                <Button variant="subtle" color="red" size="xs" onClick={() => set(j, undefined)} aria-label={`Remove tier ${tid}`}>
+                <Button variant="subtle" color="red" size="xs" onClick={() => set(j, undefined)} aria-label={`Remove ${label.toLowerCase()} ${tid}`}>
                   Remove
                 </Button>
               )}
             </Group>
             <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }} spacing="sm">
-              {tierFields.map((f) => (
+              {sub.map((x) => (
                 <Field
-                  key={f.path}
-                  id={`${tp}.${f.path}`}
+                  key={x.path}
+                  id={`${tp}.${x.path}`}
                   kind={kind}
-                  f={f}
-                  helpPath={`tiers[0].${f.path}`}
-                  value={getIn(t, f.path)}
-                  error={errorAt(errors, `${tp}.${f.path}`)}
-                  warning={warningAt(warnings, [`${kind}[${ruleId}].tiers[${tid}].${f.path}`, `${tp}.${f.path}`])}
+                  f={x}
+                  helpPath={`${f.path}[0].${x.path}`}
+                  value={getIn(t, x.path)}
+                  error={errorAt(errors, `${tp}.${x.path}`)}
+                  warning={warningAt(warnings, [`${kind}[${ruleId}].${f.path}[${tid}].${x.path}`, `${tp}.${x.path}`])}
                   readOnly={readOnly}
                   routeIds={routeIds}
-                  onValue={(v) => set(j, setIn(t, f.path, v))}
+                  classIds={classIds}
+                  onValue={(v) => set(j, editValue(t, x, v))}
                 />
               ))}
             </SimpleGrid>

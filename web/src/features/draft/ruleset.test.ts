@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fromYaml, lineOfPath, MaxYamlBytes, newLimit, parsePath, ruleOfPath, sameRuleSet, setField, toYaml, toYamlGeneral, withLimit } from './ruleset';
+import { fromYaml, isService, lineOfPath, MaxYamlBytes, newLimit, newRule, parsePath, ruleOfPath, sameRuleSet, setField, toYaml, toYamlGeneral, withDocKind, withLimit } from './ruleset';
 import type { RuleSet } from '../../api/client';
 
 const demo: RuleSet = {
@@ -126,5 +126,30 @@ describe('toYaml', () => {
     expect(toYaml(demo)).toContain('  - id: orders-per-ip\n    routes:\n      - orders\n');
     expect(toYaml(demo)).toContain('period: 1s');
     expect(toYaml(demo)).toContain('url: "http://127.0.0.1:8081"');
+  });
+});
+
+describe('the document kind', () => {
+  it('service is written; gateway, the default, is written absent', () => {
+    const svc = withDocKind(demo, 'service');
+    expect(svc.kind).toBe('service');
+    expect(isService(svc)).toBe(true);
+    expect(toYaml(svc)).toMatch(/^kind: service$/m);
+    const gw = withDocKind({ ...demo, kind: 'service' }, 'gateway');
+    expect('kind' in gw).toBe(false);
+    expect(isService(gw)).toBe(false);
+    expect(withDocKind(demo, 'service').routes).toBe(demo.routes);
+  });
+  it('a new route of a service document has no upstream; a new limit keys on global', () => {
+    const svc = withDocKind(demo, 'service');
+    expect(newRule(svc, 'routes')).toEqual({ id: 'route-2', match: { pathPrefix: '/' } });
+    expect(newRule(demo, 'routes')).toHaveProperty('upstream.targets');
+    expect(newRule(svc, 'limits')).toMatchObject({ key: ['global'] });
+    expect(newRule(demo, 'limits')).toMatchObject({ key: ['ip'] });
+  });
+  it('resources, bucket and kind survive the YAML round trip', () => {
+    const rs = { ...withDocKind(demo, 'service'), limits: [{ id: 'l', resources: ['orders.Create', '/shop.Orders/Create'], key: ['sdk:user'], algorithm: 'token_bucket', rate: 5, scope: 'cluster', bucket: 'shared-orders' }] } as RuleSet;
+    const r = fromYaml(toYaml(rs));
+    expect(r.ok && r.ruleSet).toEqual(rs);
   });
 });

@@ -158,7 +158,20 @@ export function withRule(rs: RuleSet, kind: RuleKind, i: number, f: (r: Record<s
   return out as RuleSet;
 }
 
-/** newRule is a sensible default rule of a kind, with an unused id. */
+/** isService says whether rs is a kind: service document (run by the in-service SDK). */
+export function isService(rs: RuleSet | null | undefined): boolean {
+  return rs?.kind === 'service';
+}
+
+/** withDocKind sets the document's kind; the gateway, the default, is written absent. */
+export function withDocKind(rs: RuleSet, kind: string): RuleSet {
+  const out = { ...rs };
+  if (kind === 'service') out.kind = 'service';
+  else delete out.kind;
+  return out;
+}
+
+/** newRule is a sensible default rule of a kind, with an unused id; in a kind: service document, a route has no upstream and a limit keys on global. */
 export function newRule(rs: RuleSet, kind: RuleKind): Record<string, unknown> {
   const prefix = { routes: 'route', identities: 'identity', limits: 'limit', classes: 'class', breakers: 'breaker', degrades: 'degrade' }[kind];
   const ids = new Set(((rs[kind] ?? []) as { id?: string }[]).map((r) => r.id));
@@ -167,8 +180,9 @@ export function newRule(rs: RuleSet, kind: RuleKind): Record<string, unknown> {
   const id = `${prefix}-${n}`;
   switch (kind) {
     case 'limits':
-      return { ...newLimit(rs), id };
+      return isService(rs) ? { ...newLimit(rs), id, key: ['global'] } : { ...newLimit(rs), id };
     case 'routes':
+      if (isService(rs)) return { id, match: { pathPrefix: '/' } };
       return { id, match: { pathPrefix: '/' }, upstream: { targets: [{ url: 'http://127.0.0.1:8081' }], timeout: '30s' } };
     case 'breakers':
       return { id, window: '10s', errorRatio: 0.5, openFor: '5s' };
