@@ -567,10 +567,35 @@ async function main() {
       })();
       try {
         await until('the rejected rate to rise on the chart', async () => (await rate()) > before + 5, 30_000);
+        // The legend gives each line's min, mean, max and latest over the range (issue 30, item 9).
+        const legend = chart.getByRole('table', { name: 'Legend of Traffic of orders-limit' });
+        const perSecond = async (loc) => {
+          const m = ((await loc.textContent()) ?? '').match(/([\d.]+)\/s/);
+          return m ? Number(m[1]) : NaN;
+        };
+        const [min, avg, max, last] = await Promise.all(['min', 'avg', 'max', 'now'].map((k) => perSecond(legend.getByLabel(`rejected ${k}`))));
+        assert.ok(min <= avg && avg <= max && min <= last && last <= max && max > 5, `legend of rejected: min ${min} avg ${avg} max ${max} last ${last}`);
+        // Hovering shows the step's time and every line's value, within the legend's range for that line.
+        const plot = chart.locator('.u-over');
+        const box = await plot.boundingBox();
+        await a.mouse.move(box.x + box.width - 30, box.y + box.height / 2);
+        const tip = chart.getByRole('tooltip');
+        await tip.waitFor({ timeout: 5_000 });
+        assert.match((await tip.getAttribute('aria-label')) ?? '', /^Values at \S/);
+        const tipText = (await tip.textContent()) ?? '';
+        for (const m of ['allowed', 'rejected', 'shed']) assert.match(tipText, new RegExp(`${m}([\\d.]+/s|no data)`), `the tooltip names ${m}: ${tipText}`);
+        assert.match(tipText, /threshold [\d.]+\/s/, `the tooltip gives the threshold: ${tipText}`);
+        const hovered = tipText.match(/rejected([\d.]+)\/s/);
+        if (hovered) {
+          const [lo, hi] = await Promise.all(['min', 'max'].map((k) => perSecond(legend.getByLabel(`rejected ${k}`))));
+          assert.ok(Number(hovered[1]) >= lo && Number(hovered[1]) <= hi, `hovered rejected ${hovered[1]}/s outside the legend's ${lo}..${hi}`);
+        }
+        console.log(`     (legend rejected min ${min} avg ${avg} max ${max} last ${last}; tooltip: ${tipText})`);
         await a.screenshot({ path: join(shots, 'traffic-page.png') });
+        await a.mouse.move(0, 0);
         // One line per node: the node's own series (one stats query per node), kept live by the stream.
         await a.getByLabel('Nodes').selectOption('*');
-        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /gw-e2e: [\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
+        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /[\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
         await a.getByLabel('Nodes').selectOption('');
       } finally {
         sending = false;
@@ -868,6 +893,42 @@ async function main() {
       const row = a.getByRole('table', { name: 'Nodes' }).getByRole('row', { name: /orders-e2e/ });
       await row.getByText('sdk · orders', { exact: true }).waitFor();
       await row.getByText('live', { exact: true }).waitFor();
+    });
+
+    // Variants side by side (issue 30, item 9): a limit with a variant, per-user
+    // traffic, and the traffic page's variants view from the nodes' per-variant counts.
+    await step('the variants view sets a limit\'s variants side by side from the nodes\' per-variant counts', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const live = await gatewayVersion(stack.gwAdmin);
+      const rs = (await ed.ok('GET', `/api/v1/namespaces/shop/versions/${live}`)).data;
+      // The orders limit out of the way; per user, 1 an hour for the base clients, 1000 for the variant's half.
+      rs.limits = (rs.limits ?? []).map((l) => (l.id === 'orders-limit' ? { ...l, rate: 100000 } : l));
+      rs.limits.push({ id: 'orders-ab', routes: ['orders'], key: ['header:X-User'], algorithm: 'fixed_window', rate: 1, period: '1h', variants: [{ id: 'loose', weight: 50, rate: 1000 }] });
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'an A/B variant of a per-user limit' })).data.id;
+      const ap = await new Api(base).login('approver', pw.approver);
+      await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'ok' });
+      const v = (await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/publish`, {})).data.number;
+      await until(`the gateway to run v${v}`, async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      await a.goto('/namespaces/shop/traffic?tab=variants');
+      const section = a.getByRole('region', { name: 'Variants of orders-ab' });
+      const table = section.getByRole('table', { name: 'Variants of orders-ab compared' });
+      await table.getByRole('row').filter({ has: a.getByRole('rowheader', { name: 'base', exact: true }) }).getByRole('cell', { name: '1 per 1h', exact: true }).waitFor();
+      await table.getByRole('row').filter({ has: a.getByRole('rowheader', { name: 'loose', exact: true }) }).getByRole('cell', { name: '1000 per 1h', exact: true }).waitFor();
+      await section.getByText(/p99 per variant is not reported/).waitFor();
+      // 30 users, 3 requests each: a base user's 2nd and 3rd are rejected, a loose user's never.
+      for (let u = 0; u < 30; u++) {
+        for (let i = 0; i < 3; i++) await fetch(`${stack.gateway}/orders/1`, { headers: { 'X-User': `user-${u}` } }).then((r) => r.arrayBuffer());
+      }
+      const share = async (variant) => Number(((await table.getByLabel(`${variant} rejected share`).textContent()) ?? '').replace('%', ''));
+      await until('both variants to show their decisions', async () => (await share('base')) > 50 && (await table.getByLabel('loose allowed').textContent()) !== '0.00/s', 30_000);
+      assert.equal(await share('loose'), 0, 'the loose variant rejects nobody');
+      const base = await share('base');
+      assert.ok(base > 60 && base < 70, `the base variant rejects 2 of 3 of its users' requests: ${base}%`);
+      console.log(`     (variants of orders-ab: base rejects ${base}%, loose ${await share('loose')}%)`);
+      await a.screenshot({ path: join(shots, 'traffic-variants.png'), fullPage: true });
     });
   } finally {
     await browser.close();
