@@ -93,14 +93,14 @@ export function TrafficChart({
         {hover && hover.idx < grid.length && (
           <Paper
             role="tooltip"
-            aria-label={`Values at ${absolute(new Date(grid[hover.idx] * 1000))}`}
+            aria-label={`Values at ${absolute(new Date(grid[hover.idx] * 1000), undefined, true)}`}
             shadow="sm"
             withBorder
             p={6}
             style={{ position: 'absolute', left: hover.left + 12 > width - 190 ? hover.left - 190 : hover.left + 12, top: Math.max(0, hover.top - 10), pointerEvents: 'none', zIndex: 3, minWidth: 160 }}
           >
             <Text size="xs" fw={600}>
-              {absolute(new Date(grid[hover.idx] * 1000))}
+              {absolute(new Date(grid[hover.idx] * 1000), undefined, true)}
             </Text>
             {lines.map((l) => (
               <Group key={l.label} gap={4} wrap="nowrap" justify="space-between">

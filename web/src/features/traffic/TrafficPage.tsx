@@ -6,6 +6,7 @@ import type { Limit } from '../../api/client';
 import type { FleetEvent } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
+import { absolute } from '../../components/format';
 import { StreamBadge } from '../../components/StreamBadge';
 import { Loading, Page } from '../../components/Page';
 import { useRecentEvents } from '../events/hooks';
@@ -51,6 +52,11 @@ function customRange(from: number, to: number, now: number): { from: number; to:
   if (to <= from) return { error: 'The end must be after the start.' };
   if (to <= now - retainedSeconds) return { error: 'The control plane keeps only the last hour of stats: pick a range within it.' };
   return { from: Math.max(from, now - retainedSeconds), to: Math.min(to, now) };
+}
+
+/** shortPeriod drops a Go duration's zero tail: "1h0m0s" is "1h", "1m0s" "1m". */
+function shortPeriod(p: string): string {
+  return p.replace(/([hm])0s$/, '$1').replace(/h0m$/, 'h');
 }
 
 /** fmtShare writes a share (0-1) as a percentage. */
@@ -243,7 +249,7 @@ export function TrafficPage() {
       )}
       {fixed && (
         <Text size="sm" c="dimmed">
-          Custom range: {new Date(fixed.from * 1000).toLocaleString()} to {new Date(fixed.to * 1000).toLocaleString()} (the control plane keeps the last hour).
+          Custom range: {absolute(new Date(fixed.from * 1000))} to {absolute(new Date(fixed.to * 1000))} (the control plane keeps the last hour).
         </Text>
       )}
       {stats.isPending && (!custom || fixed) && <Loading />}
@@ -281,7 +287,7 @@ export function TrafficPage() {
                     <Table.Tr key={v.id}>
                       <Table.Th scope="row">{v.id}</Table.Th>
                       <Table.Td ta="right">{v.weight}%</Table.Td>
-                      <Table.Td>{v.rate !== undefined ? `${v.rate} per ${v.period ?? '1s'}` : v.algorithm}</Table.Td>
+                      <Table.Td>{v.rate !== undefined ? `${v.rate} per ${shortPeriod(v.period ?? '1s')}` : v.algorithm}</Table.Td>
                       <Table.Td ta="right" aria-label={`${v.id} allowed`}>
                         {fmtRate(v.totals.allowedPerSecond)}
                       </Table.Td>
