@@ -925,9 +925,9 @@ async function main() {
       const share = async (variant) => Number(((await table.getByLabel(`${variant} rejected share`).textContent()) ?? '').replace('%', ''));
       await until('both variants to show their decisions', async () => (await share('base')) > 50 && (await table.getByLabel('loose allowed').textContent()) !== '0.00/s', 30_000);
       assert.equal(await share('loose'), 0, 'the loose variant rejects nobody');
-      const base = await share('base');
-      assert.ok(base > 60 && base < 70, `the base variant rejects 2 of 3 of its users' requests: ${base}%`);
-      console.log(`     (variants of orders-ab: base rejects ${base}%, loose ${await share('loose')}%)`);
+      const baseShare = await share('base');
+      assert.ok(baseShare > 60 && baseShare < 70, `the base variant rejects 2 of 3 of its users' requests: ${baseShare}%`);
+      console.log(`     (variants of orders-ab: base rejects ${baseShare}%, loose ${await share('loose')}%)`);
       await a.screenshot({ path: join(shots, 'traffic-variants.png'), fullPage: true });
     });
   } finally {
