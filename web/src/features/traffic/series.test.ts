@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FleetEvent, StatPoint, Stats } from '../../api/fleet';
-import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, threshold, timeGrid, legendStats, variantSeries, variantTotals, variantShares } from './series';
+import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, threshold, timeGrid, legendStats, isolated, variantSeries, variantTotals, variantShares } from './series';
 
 describe('parseDuration', () => {
   it.each([
@@ -135,6 +135,16 @@ describe('threshold', () => {
     expect(threshold({ algorithm: 'token_bucket' }, 'node')).toBeUndefined();
     expect(threshold({ algorithm: 'token_bucket', rate: 7, period: 'x' }, 'node')).toBeUndefined();
   });
+});
+
+describe('isolated', () => {
+  it.each([
+    { desc: 'a lone value between gaps', in: [null, 3, null], want: [1] },
+    { desc: 'lone values at the edges', in: [2, null, null, 0], want: [0, 3] },
+    { desc: 'a line of two is drawn, not dotted', in: [null, 1, 2, null], want: [] },
+    { desc: 'one value alone', in: [5], want: [0] },
+    { desc: 'nothing', in: [null, null], want: [] },
+  ])('$desc', (c) => expect(isolated(c.in)).toEqual(c.want));
 });
 
 describe('legendStats', () => {

@@ -152,6 +152,17 @@ export function rates(points: StatPoint[], grid: number[], step: number, measure
   return out;
 }
 
+/**
+ * isolated are the indices of the values a line cannot draw: those with no
+ * value on either side (a gap or the edge), which the chart draws as dots.
+ */
+export function isolated(xs: (number | null | undefined)[]): number[] {
+  const out: number[] = [];
+  const has = (i: number) => i >= 0 && i < xs.length && xs[i] !== null && xs[i] !== undefined;
+  for (let i = 0; i < xs.length; i++) if (has(i) && !has(i - 1) && !has(i + 1)) out.push(i);
+  return out;
+}
+
 /** latest is the newest non-null value of a rate list, or undefined. */
 export function latest(xs: (number | null)[]): number | undefined {
   for (let i = xs.length - 1; i >= 0; i--) if (xs[i] !== null) return xs[i]!;
