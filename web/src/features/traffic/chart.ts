@@ -81,7 +81,7 @@ export class LiveChart {
       },
       axes: [{}, { size: 56, values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(+v.toFixed(2)))) }],
       // A value between two gaps (a step reported alone) is a dot: a line needs two.
-      series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: true, size: 5, filter: (u: uPlot, si: number) => isolated(u.data[si] as (number | null)[]) } }))],
+      series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: true, size: 5, fill: l.color, filter: (u: uPlot, si: number) => isolated(u.data[si] as (number | null)[]) } }))],
       plugins: [thresholdPlugin(() => this.threshold)],
       hooks: {
         ...(spec.onDraw ? { draw: [spec.onDraw] } : {}),
