@@ -82,6 +82,19 @@ type LimitCounts struct {
 	Allowed        int64  `json:"allowed"`
 	Rejected       int64  `json:"rejected"`
 	ShadowRejected int64  `json:"shadowRejected,omitempty"`
+	// Variants are the decisions per variant of a limit with variants
+	// (api.LimitVariant): one entry per variant id, and BaseVariant for the
+	// clients no variant takes; absent for a limit without variants.
+	Variants []VariantCounts `json:"variants,omitempty"`
+}
+
+// VariantCounts are one variant's decisions since boot
+// (sluice_limit_decisions_total{variant}).
+type VariantCounts struct {
+	Variant        string `json:"variant"`
+	Allowed        int64  `json:"allowed"`
+	Rejected       int64  `json:"rejected"`
+	ShadowRejected int64  `json:"shadowRejected,omitempty"`
 }
 
 // Transition counts one kind of state change since boot.
@@ -179,7 +192,8 @@ func ValidBootID(s string) bool { return len(s) <= 64 && ValidNodeID(s) }
 // a positive sequence, a time not after now+skew (zero skew means
 // DefaultReportSkew), no negative counter, a latency histogram of exactly
 // LatencyBounds (or none) whose counts never decrease, valid and unique rule
-// ids, breaker states and degrade levels, transitions between known states
+// ids, valid and unique variant ids per limit (at most MaxVariants+1: the
+// variants and BaseVariant), breaker states and degrade levels, transitions between known states
 // (each pair once), and a bounded, printable lastApplyError.
 func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 	if skew <= 0 {
@@ -268,6 +282,24 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 		neg(p+".allowed", l.Allowed)
 		neg(p+".rejected", l.Rejected)
 		neg(p+".shadowRejected", l.ShadowRejected)
+		if len(l.Variants) > MaxVariants+1 {
+			bad(p+".variants", fmt.Sprintf("must hold at most %d variants (a limit's %d and %q)", MaxVariants+1, MaxVariants, BaseVariant))
+			continue
+		}
+		variants := map[string]bool{}
+		for j, vc := range l.Variants {
+			vp := fmt.Sprintf("%s.variants[%d]", p, j)
+			switch {
+			case !ValidID(vc.Variant):
+				bad(vp+".variant", fmt.Sprintf("variant id %q is not valid", vc.Variant))
+			case variants[vc.Variant]:
+				bad(vp+".variant", fmt.Sprintf("variant %q given twice", vc.Variant))
+			}
+			variants[vc.Variant] = true
+			neg(vp+".allowed", vc.Allowed)
+			neg(vp+".rejected", vc.Rejected)
+			neg(vp+".shadowRejected", vc.ShadowRejected)
+		}
 	}
 	for i, b := range r.Breakers {
 		p := fmt.Sprintf("breakers[%d]", i)
@@ -333,12 +365,20 @@ func (r *Report) CheckQuotas(rs *RuleSet) error {
 }
 
 // CheckRules returns an error naming every rule of r that rs (the version
-// r says it runs) does not hold.
+// r says it runs) does not hold, and every variant counted for a limit of
+// rs that the limit does not have (BaseVariant only for a limit with
+// variants).
 func (r *Report) CheckRules(rs *RuleSet) error {
 	have := map[string]bool{}
 	if rs != nil {
 		for _, l := range rs.Limits {
 			have["limit/"+l.ID] = true
+			if len(l.Variants) > 0 {
+				have["variant/"+l.ID+"/"+BaseVariant] = true
+			}
+			for _, v := range l.Variants {
+				have["variant/"+l.ID+"/"+v.ID] = true
+			}
 		}
 		for _, b := range rs.Breakers {
 			have["breaker/"+b.ID] = true
@@ -355,6 +395,9 @@ func (r *Report) CheckRules(rs *RuleSet) error {
 	}
 	for _, l := range r.Limits {
 		check("limit", l.Rule)
+		for _, v := range l.Variants {
+			check("variant", l.Rule+"/"+v.Variant)
+		}
 	}
 	for _, b := range r.Breakers {
 		check("breaker", b.Rule)
@@ -418,6 +461,24 @@ func (r *Report) Follows(prev *Report) error {
 		}{{"allowed", l.Allowed, o.Allowed}, {"rejected", l.Rejected, o.Rejected}, {"shadowRejected", l.ShadowRejected, o.ShadowRejected}} {
 			if err := back("limit "+l.Rule+" "+c.what, c.now, c.before); err != nil {
 				return err
+			}
+		}
+		pv := map[string]VariantCounts{}
+		for _, v := range o.Variants {
+			pv[v.Variant] = v
+		}
+		for _, v := range l.Variants {
+			w, ok := pv[v.Variant]
+			if !ok {
+				continue // a variant new in r counts from zero
+			}
+			for _, c := range []struct {
+				what        string
+				now, before int64
+			}{{"allowed", v.Allowed, w.Allowed}, {"rejected", v.Rejected, w.Rejected}, {"shadowRejected", v.ShadowRejected, w.ShadowRejected}} {
+				if err := back("limit "+l.Rule+" variant "+v.Variant+" "+c.what, c.now, c.before); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -488,9 +549,9 @@ func printable(s string) bool {
 // MaxIncrease returns the largest increase of any of r's counters over
 // base's (the previous report of its boot; the zero Report for a boot's
 // counts since it started): requests, latency buckets, limit decisions,
-// breaker refusals, degrade sheds, transitions and apply errors. The caller
-// compares it with what a node can serve in the time between the two (see
-// DefaultMaxNodeRPS).
+// limit decisions per variant, breaker refusals, degrade sheds, transitions
+// and apply errors. The caller compares it with what a node can serve in the
+// time between the two (see DefaultMaxNodeRPS).
 func (r *Report) MaxIncrease(base *Report) int64 {
 	var m int64
 	up := func(now, before int64) { m = max(m, now-before) }
@@ -517,6 +578,16 @@ func (r *Report) MaxIncrease(base *Report) int64 {
 		up(l.Allowed, o.Allowed)
 		up(l.Rejected, o.Rejected)
 		up(l.ShadowRejected, o.ShadowRejected)
+		pv := map[string]VariantCounts{}
+		for _, v := range o.Variants {
+			pv[v.Variant] = v
+		}
+		for _, v := range l.Variants {
+			w := pv[v.Variant]
+			up(v.Allowed, w.Allowed)
+			up(v.Rejected, w.Rejected)
+			up(v.ShadowRejected, w.ShadowRejected)
+		}
 	}
 	trans := func(now, before []Transition) {
 		was := map[[2]string]int64{}

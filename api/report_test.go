@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,19 @@ func TestReportCheck(t *testing.T) {
 		{desc: "rule id invalid", edit: func(r *Report) { r.Limits[0].Rule = "Per IP" }, wants: []string{"limits[0].rule"}},
 		{desc: "rule twice", edit: func(r *Report) { r.Limits = append(r.Limits, r.Limits[0]) }, wants: []string{"limits[1].rule"}},
 		{desc: "negative transition", edit: func(r *Report) { r.Degrades[0].Transitions[0].Count = -1 }, wants: []string{"degrades[0].transitions[0].count"}},
+		{desc: "variant counts", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1}, {Variant: "strict", Allowed: 3, Rejected: 1, ShadowRejected: 2}}
+		}},
+		{desc: "variant twice", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict"}, {Variant: "strict"}}
+		}, wants: []string{"limits[0].variants[1].variant"}},
+		{desc: "variant id invalid", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "<b>x</b>"}} }, wants: []string{"limits[0].variants[0].variant"}},
+		{desc: "negative variant count", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Rejected: -1}} }, wants: []string{"limits[0].variants[0].rejected"}},
+		{desc: "more variants than a limit can have", edit: func(r *Report) {
+			for i := range MaxVariants + 2 {
+				r.Limits[0].Variants = append(r.Limits[0].Variants, VariantCounts{Variant: fmt.Sprintf("v%d", i)})
+			}
+		}, wants: []string{"limits[0].variants"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -130,11 +144,20 @@ func TestReportFollows(t *testing.T) {
 		{desc: "transition count backwards", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions[0].Count = 0 }, want: "degrade coupon transitions 0→1 went backwards"},
 		{desc: "transition pair dropped", edit: func(r *Report) { r.Seq = 3; r.Degrades[0].Transitions = nil }, want: "degrade coupon transitions 0→1 went backwards"},
 		{desc: "latency backwards", edit: func(r *Report) { r.Seq = 3; r.Latency.Counts = latencyCounts(4, 9, 10) }, want: "latency.counts[0] went backwards"},
+		{desc: "variant counts up", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants[0].Allowed = 6 }},
+		{desc: "a new variant", edit: func(r *Report) {
+			r.Seq = 3
+			r.Limits[0].Variants = append(r.Limits[0].Variants, VariantCounts{Variant: "loose"})
+		}},
+		{desc: "a variant dropped (a version without it)", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants = r.Limits[0].Variants[:1] }},
+		{desc: "variant backwards", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants[1].Rejected = 0 }, want: "limit per-ip variant strict rejected went backwards"},
 	}
+	prev.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1}, {Variant: "strict", Allowed: 3, Rejected: 1}}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			r := goodReport(now)
+			r.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1}, {Variant: "strict", Allowed: 3, Rejected: 1}}
 			tc.edit(r)
 			err := r.Follows(prev)
 			switch {
@@ -160,6 +183,40 @@ func TestReportCheckRules(t *testing.T) {
 	}
 }
 
+func TestReportCheckRulesVariants(t *testing.T) {
+	t.Parallel()
+	rs := &RuleSet{Limits: []Limit{{ID: "per-ip", Variants: []LimitVariant{{ID: "strict", Weight: 10}}}, {ID: "plain"}}}
+	tests := []struct {
+		desc     string
+		limit    string
+		variants []string
+		want     string
+	}{
+		{desc: "the variants and base", limit: "per-ip", variants: []string{BaseVariant, "strict"}},
+		{desc: "a variant the limit does not have", limit: "per-ip", variants: []string{"loose"}, want: "variant per-ip/loose"},
+		{desc: "base of a limit without variants", limit: "plain", variants: []string{BaseVariant}, want: "variant plain/base"},
+		{desc: "another limit's variant", limit: "plain", variants: []string{"strict"}, want: "variant plain/strict"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			r := goodReport(time.Now())
+			r.Breakers, r.Degrades = nil, nil
+			r.Limits = []LimitCounts{{Rule: tc.limit}}
+			for _, v := range tc.variants {
+				r.Limits[0].Variants = append(r.Limits[0].Variants, VariantCounts{Variant: v})
+			}
+			err := r.CheckRules(rs)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckRules: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("CheckRules: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestReportMaxIncrease(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -175,6 +232,7 @@ func TestReportMaxIncrease(t *testing.T) {
 		{desc: "a limit", edit: func(r *Report) { r.Limits[0].ShadowRejected += 11 }, want: 11},
 		{desc: "a transition", edit: func(r *Report) { r.Degrades[0].Transitions[0].Count += 4500 }, want: 4500},
 		{desc: "a new rule counts whole", edit: func(r *Report) { r.Limits = append(r.Limits, LimitCounts{Rule: "new", Allowed: 99}) }, want: 99},
+		{desc: "a new variant counts whole", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Rejected: 77}} }, want: 77},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -97,6 +97,17 @@ type StatsSeries struct {
 	Points [][]float64 `json:"points"`
 }
 
+// VariantStatsSeries is one variant's decisions per step of a limit with
+// variants (api.LimitVariant; api.BaseVariant for the clients no variant
+// takes), fleet-wide (Node empty) or on one node; points as StatsSeries'
+// (StatsColumns; shed and breakerRejected are always 0).
+type VariantStatsSeries struct {
+	Rule    string      `json:"rule"`
+	Variant string      `json:"variant"`
+	Node    string      `json:"node,omitempty"`
+	Points  [][]float64 `json:"points"`
+}
+
 // NodeStatsSeries is one node's request figures per step; each point is
 // [unixSeconds, requests, rejected, class2xx, class4xx, class5xx,
 // p99Seconds] (NodeStatsColumns).
@@ -122,6 +133,8 @@ type Stats struct {
 	NodeColumns []string           `json:"nodeColumns"`
 	Series      []*StatsSeries     `json:"series"`
 	Nodes       []*NodeStatsSeries `json:"nodes"`
+	// Variants are the per-variant series of the limits with variants.
+	Variants []*VariantStatsSeries `json:"variants"`
 }
 
 // StatsTick is the step that just closed, as the stream pushes it.
@@ -131,6 +144,8 @@ type StatsTick struct {
 	StepSeconds int64              `json:"stepSeconds"`
 	Series      []*StatsSeries     `json:"series"`
 	Nodes       []*NodeStatsSeries `json:"nodes"`
+	// Variants are the per-variant series of the limits with variants.
+	Variants []*VariantStatsSeries `json:"variants"`
 }
 
 // StatsService answers stats queries from the node reports. Safe for

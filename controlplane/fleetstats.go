@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,8 +225,11 @@ type fleetSpace struct {
 	nodes  map[string]*fleetNode
 	fleet  map[string]*ring // rule key → fleet-wide sums
 	kinds  map[string]string
-	total  *ring // fleet-wide node vector
-	regs   map[string]Registration
+	// variants are the limits' per-variant sums, fleet-wide
+	// (variantKey → ring of rule vectors: allowed, rejected, shadow).
+	variants map[string]*ring
+	total    *ring // fleet-wide node vector
+	regs     map[string]Registration
 }
 
 type fleetNode struct {
@@ -234,6 +238,7 @@ type fleetNode struct {
 	createRev int64
 	nodeVec   *ring
 	rules     map[string]*ring
+	variants  map[string]*ring // variantKey → the node's per-variant sums
 	gone      bool
 	summary   *NodeReport
 	labels    map[string]string // its registration's, when it last reported
@@ -243,7 +248,7 @@ type fleetNode struct {
 func (f *Fleet) space(ns string) *fleetSpace {
 	sp := f.spaces[ns]
 	if sp == nil {
-		sp = &fleetSpace{nodes: map[string]*fleetNode{}, fleet: map[string]*ring{}, kinds: map[string]string{}, regs: map[string]Registration{}}
+		sp = &fleetSpace{nodes: map[string]*fleetNode{}, fleet: map[string]*ring{}, kinds: map[string]string{}, variants: map[string]*ring{}, regs: map[string]Registration{}}
 		f.spaces[ns] = sp
 	}
 	return sp
@@ -283,6 +288,15 @@ func maps2(m map[string]Registration) map[string]Registration {
 }
 
 func ruleKey(kind, id string) string { return kind + "/" + id }
+
+// variantKey names a limit's variant in the variant rings; "/" is in no
+// id, so the key splits back (splitVariantKey).
+func variantKey(rule, variant string) string { return rule + "/" + variant }
+
+func splitVariantKey(k string) (rule, variant string) {
+	rule, variant, _ = strings.Cut(k, "/")
+	return rule, variant
+}
 
 // Ingest stores the deltas of report r of node r.NodeID in namespace ns,
 // read from report key k, and returns the events it makes: node_joined for
@@ -342,7 +356,7 @@ func (f *Fleet) Ingest(ctx context.Context, ns string, r *api.Report, k ReportKe
 	}
 	n := sp.nodes[r.NodeID]
 	if n == nil {
-		n = &fleetNode{rules: map[string]*ring{}}
+		n = &fleetNode{rules: map[string]*ring{}, variants: map[string]*ring{}}
 		sp.nodes[r.NodeID] = n
 	}
 	prev := n.last
@@ -472,6 +486,29 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 	for _, l := range r.Limits {
 		o := pl[l.Rule]
 		rule("limit", l.Rule, [ruleN]int64{rAllowed: l.Allowed - o.Allowed, rRejected: l.Rejected - o.Rejected, rShadow: l.ShadowRejected - o.ShadowRejected})
+		pv := map[string]api.VariantCounts{}
+		for _, v := range o.Variants {
+			pv[v.Variant] = v
+		}
+		for _, v := range l.Variants {
+			w := pv[v.Variant] // a variant new in r counts from zero
+			k := variantKey(l.Rule, v.Variant)
+			nr, fr := n.variants[k], sp.variants[k]
+			if nr == nil {
+				nr = newRing(f.slots, ruleN)
+				n.variants[k] = nr
+			}
+			if fr == nil {
+				fr = newRing(f.slots, ruleN)
+				sp.variants[k] = fr
+			}
+			d := [ruleN]int64{rAllowed: v.Allowed - w.Allowed, rRejected: v.Rejected - w.Rejected, rShadow: v.ShadowRejected - w.ShadowRejected}
+			a, c := nr.at(b), fr.at(b)
+			for i, x := range d {
+				a[i] += x
+				c[i] += x
+			}
+		}
 	}
 	pb := map[string]api.BreakerState{}
 	for _, x := range base.Breakers {
@@ -611,7 +648,7 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 	resSec, stepSec := int64(res/time.Second), int64(step/time.Second)
 	from, to := since.Unix()/resSec, now.Unix()/resSec
 	out := &Stats{Namespace: q.Namespace, Step: step.String(), StepSeconds: stepSec, Since: since.UTC(), Until: now.UTC(),
-		Columns: StatsColumns, NodeColumns: NodeStatsColumns, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}}
+		Columns: StatsColumns, NodeColumns: NodeStatsColumns, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}, Variants: []*VariantStatsSeries{}}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	sp := f.spaces[q.Namespace]
@@ -648,10 +685,26 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 		}
 	}
 	sort.Strings(keys)
+	// variants lists the per-variant series of rings (the fleet's or a
+	// node's) that q's rule keeps, by rule then variant.
+	variants := func(rings map[string]*ring, node string) {
+		vks := make([]string, 0, len(rings))
+		for k := range rings {
+			if rule, _ := splitVariantKey(k); q.Rule == "" || rule == q.Rule {
+				vks = append(vks, k)
+			}
+		}
+		sort.Strings(vks)
+		for _, k := range vks {
+			rule, variant := splitVariantKey(k)
+			out.Variants = append(out.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Node: node, Points: rulePoints(rings[k])})
+		}
+	}
 	if q.Node == "" {
 		for _, k := range keys {
 			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: rulePoints(sp.fleet[k])})
 		}
+		variants(sp.variants, "")
 		if sp.total != nil {
 			out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: "", Points: nodePoints(sp.total, api.LatencyBounds, from, to, resSec, stepSec)})
 		}
@@ -666,6 +719,7 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Node: q.Node, Points: rulePoints(r)})
 		}
 	}
+	variants(n.variants, q.Node)
 	if n.nodeVec != nil {
 		out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: q.Node, Points: nodePoints(n.nodeVec, api.LatencyBounds, from, to, resSec, stepSec)})
 	}
@@ -862,7 +916,7 @@ func median(xs []float64) float64 {
 // fleet-wide series and node figures with that step's point.
 func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	resSec := int64(f.s.Resolution / time.Second)
-	t := &StatsTick{Namespace: ns, At: time.Unix(b*resSec, 0).UTC(), StepSeconds: resSec, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}}
+	t := &StatsTick{Namespace: ns, At: time.Unix(b*resSec, 0).UTC(), StepSeconds: resSec, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}, Variants: []*VariantStatsSeries{}}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	sp := f.spaces[ns]
@@ -885,6 +939,24 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 			p[1+i] = float64(v[i])
 		}
 		t.Series = append(t.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: [][]float64{p}})
+	}
+	vks := make([]string, 0, len(sp.variants))
+	for k := range sp.variants {
+		vks = append(vks, k)
+	}
+	sort.Strings(vks)
+	for _, k := range vks {
+		v := sp.variants[k].get(b)
+		if v == nil {
+			continue
+		}
+		p := make([]float64, 1+ruleN)
+		p[0] = float64(b * resSec)
+		for i := range ruleN {
+			p[1+i] = float64(v[i])
+		}
+		rule, variant := splitVariantKey(k)
+		t.Variants = append(t.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Points: [][]float64{p}})
 	}
 	ids := make([]string, 0, len(sp.nodes))
 	for id := range sp.nodes {

@@ -340,3 +340,81 @@ func TestTransitionEventKeys(t *testing.T) {
 		t.Fatalf("keys seen report by report %v, seen at once %v", stepwise, coalesced)
 	}
 }
+
+// TestFleetVariants: the per-variant counts of a limit with variants are
+// stored as deltas, fleet-wide and per node, answered by FindStats and
+// pushed by Tick; a variant the reported version's limit does not have,
+// or a variant count growing beyond what a node serves, refuses the report.
+func TestFleetVariants(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(10 * time.Second)
+	rs := &api.RuleSet{Limits: []api.Limit{{ID: "per-ip", Variants: []api.LimitVariant{{ID: "strict", Weight: 20}}}}}
+	f := NewFleet(FleetSettings{Now: func() time.Time { return now },
+		Rules: func(context.Context, string, int64) (*api.RuleSet, error) { return rs, nil }})
+	register(f, "gw-1", 1)
+	register(f, "gw-2", 1)
+	ctx := context.Background()
+	withVariants := func(r *api.Report, base, strict [2]int64) *api.Report {
+		r.Limits[0].Variants = []api.VariantCounts{{Variant: api.BaseVariant, Allowed: base[0], Rejected: base[1]}, {Variant: "strict", Allowed: strict[0], Rejected: strict[1]}}
+		return r
+	}
+	for _, r := range []*api.Report{
+		withVariants(rep("gw-1", "a", 1, t0.Add(1*time.Second), 1, 100, 10, 0), [2]int64{80, 0}, [2]int64{10, 10}),
+		withVariants(rep("gw-1", "a", 2, t0.Add(6*time.Second), 1, 200, 30, 0), [2]int64{150, 5}, [2]int64{20, 25}),
+		withVariants(rep("gw-2", "b", 1, t0.Add(2*time.Second), 1, 50, 5, 0), [2]int64{40, 0}, [2]int64{5, 5}),
+	} {
+		if _, err := f.Ingest(ctx, "shop", r, key(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := f.FindStats(ctx, StatsQuery{Namespace: "shop", Step: time.Minute, Since: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, v := range st.Variants {
+		if v.Node != "" || v.Rule != "per-ip" || len(v.Points) != 1 {
+			t.Fatalf("fleet variant series %+v", v)
+		}
+		got[v.Variant] = v.Points[0][1:3]
+	}
+	want := map[string][]float64{api.BaseVariant: {150 + 40, 5}, "strict": {20 + 5, 25 + 5}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fleet variants %v, want %v", got, want)
+	}
+	st, err = f.FindStats(ctx, StatsQuery{Namespace: "shop", Step: time.Minute, Since: t0, Node: "gw-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Variants) != 2 || st.Variants[1].Node != "gw-2" || st.Variants[1].Variant != "strict" || st.Variants[1].Points[0][2] != 5 {
+		t.Errorf("gw-2's variants %+v", st.Variants)
+	}
+	if st, _ := f.FindStats(ctx, StatsQuery{Namespace: "shop", Rule: "other"}); len(st.Variants) != 0 {
+		t.Errorf("rule filter kept variants %+v", st.Variants)
+	}
+	// gw-1's second report, at t0+6s, is step t0+5s: Tick pushes its deltas.
+	tick := f.Tick("shop", t0.Add(5*time.Second).Unix()/5)
+	if len(tick.Variants) != 2 || tick.Variants[1].Variant != "strict" || tick.Variants[1].Points[0][1] != 10 || tick.Variants[1].Points[0][2] != 15 {
+		t.Errorf("tick variants %+v, want strict +10 allowed +15 rejected", tick.Variants)
+	}
+
+	for _, tc := range []struct {
+		desc   string
+		r      *api.Report
+		reason string
+	}{
+		{"a variant the limit lacks", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 5}), RefusedUnknownRules},
+		{"a variant count beyond what a node serves", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{3e9, 5}), RefusedImplausible},
+		{"a variant count going backwards", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 4}), RefusedBackwards},
+	} {
+		if tc.reason == RefusedUnknownRules {
+			tc.r.Limits[0].Variants[1].Variant = "loose"
+		}
+		_, err := f.Ingest(ctx, "shop", tc.r, key(3))
+		re, ok := err.(*RefusedError)
+		if !ok || re.Reason != tc.reason {
+			t.Errorf("%s: %v, want refused as %s", tc.desc, err, tc.reason)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestSDKReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Limits) != 1 || r.Limits[0] != (api.LimitCounts{Rule: "publishes", Allowed: 2, Rejected: 1}) || r.Version != 1 ||
+	if len(r.Limits) != 1 || !reflect.DeepEqual(r.Limits[0], api.LimitCounts{Rule: "publishes", Allowed: 2, Rejected: 1}) || r.Version != 1 ||
 		len(r.Breakers) != 1 || r.Breakers[0].Rule != "db" || r.Breakers[0].State != "closed" {
 		t.Fatalf("report %+v", r)
 	}

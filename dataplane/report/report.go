@@ -7,6 +7,10 @@
 // node's boot, and writes it to /sluice/v1/ns/<ns>/reports/<nodeID>, bound
 // to the node's registration lease so that it disappears with the node.
 //
+// A limit with variants is also reported per variant (api.VariantCounts,
+// from the decisions' variant label), so that the console can set the
+// variants side by side.
+//
 // The request path does no work for reporting: the Reporter only reads, off
 // the request path, counters that exist anyway. Counters are cumulative so
 // that a lost write loses no count: the control plane takes deltas. A
@@ -244,15 +248,40 @@ func (r *Reporter) Collect() *api.Report {
 	rep.Preview = st.Preview
 	rep.Quotas = quotas(st.Rules, st.Quotas, rep.At)
 	if rs := st.Rules; rs != nil {
+		// decisions by rule/decision, and by rule/variant/decision for the
+		// limits with variants (the series' variant label; "" otherwise).
 		decisions := map[string]float64{}
-		collect(m.LimitDecisions, func(l labels, v float64) { decisions[l.get("rule")+"/"+l.get("decision")] += v })
+		collect(m.LimitDecisions, func(l labels, v float64) {
+			rule, dec := l.get("rule"), l.get("decision")
+			decisions[rule+"/"+dec] += v
+			if vr := l.get("variant"); vr != "" {
+				decisions[rule+"/"+vr+"/"+dec] += v
+			}
+		})
 		for _, lim := range rs.Limits {
 			id := lim.ID
-			rep.Limits = append(rep.Limits, api.LimitCounts{Rule: id,
+			c := api.LimitCounts{Rule: id,
 				Allowed:        r.sums.add("limit/"+id+"/allow", decisions[id+"/"+metrics.DecisionAllow]),
 				Rejected:       r.sums.add("limit/"+id+"/reject", decisions[id+"/"+metrics.DecisionReject]),
 				ShadowRejected: r.sums.add("limit/"+id+"/shadow", decisions[id+"/"+metrics.DecisionShadowDeny]),
-			})
+			}
+			if len(lim.Variants) > 0 {
+				// The base variant first, then the limit's in document
+				// order; each has its own monotonic sums.
+				ids := []string{api.BaseVariant}
+				for _, v := range lim.Variants {
+					ids = append(ids, v.ID)
+				}
+				for _, vr := range ids {
+					k := id + "/" + vr + "/"
+					c.Variants = append(c.Variants, api.VariantCounts{Variant: vr,
+						Allowed:        r.sums.add("variant/"+k+"allow", decisions[k+metrics.DecisionAllow]),
+						Rejected:       r.sums.add("variant/"+k+"reject", decisions[k+metrics.DecisionReject]),
+						ShadowRejected: r.sums.add("variant/"+k+"shadow", decisions[k+metrics.DecisionShadowDeny]),
+					})
+				}
+			}
+			rep.Limits = append(rep.Limits, c)
 		}
 		if len(rs.Breakers) > 0 {
 			state := map[string]float64{}

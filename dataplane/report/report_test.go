@@ -319,3 +319,86 @@ func TestReportQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCollectVariants: a limit with variants is reported per variant (the
+// base one first, then the limit's own), each count the node's
+// sluice_limit_decisions_total of that variant, adding up to the limit's
+// counts; a limit without variants has none.
+func TestCollectVariants(t *testing.T) {
+	t.Parallel()
+	const doc = `namespace: shop
+routes:
+  - id: api
+    match: {pathPrefix: /api}
+    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
+limits:
+  - id: per-user
+    routes: [api]
+    key: ["header:X-User"]
+    algorithm: fixed_window
+    rate: 1
+    period: 1h
+    variants:
+      - {id: loose, weight: 50, rate: 1000}
+  - id: plain
+    routes: [api]
+    algorithm: fixed_window
+    rate: 1000
+    period: 1h
+`
+	m := metrics.New()
+	s := mustSnapshot(t, m, doc)
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
+	for u := range 40 {
+		for range 3 {
+			req := httptest.NewRequest(http.MethodGet, "/api/x", nil)
+			req.Header.Set("X-User", "user-"+strings.Repeat("x", u))
+			s.ServeHTTP(httptest.NewRecorder(), req)
+		}
+	}
+	rep := r.Collect()
+	if errs := rep.Check(time.Now(), 0); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+	if err := rep.CheckRules(s.Rules); err != nil {
+		t.Fatal(err)
+	}
+	var lim, plain api.LimitCounts
+	for _, l := range rep.Limits {
+		switch l.Rule {
+		case "per-user":
+			lim = l
+		case "plain":
+			plain = l
+		}
+	}
+	if len(plain.Variants) != 0 {
+		t.Errorf("plain (no variants) reports variants %+v", plain.Variants)
+	}
+	if got := []string{lim.Variants[0].Variant, lim.Variants[1].Variant}; len(lim.Variants) != 2 || !slices.Equal(got, []string{api.BaseVariant, "loose"}) {
+		t.Fatalf("per-user variants %+v, want base then loose", lim.Variants)
+	}
+	var sum api.VariantCounts
+	for _, v := range lim.Variants {
+		for _, c := range []struct {
+			decision string
+			got      int64
+		}{{metrics.DecisionAllow, v.Allowed}, {metrics.DecisionReject, v.Rejected}, {metrics.DecisionShadowDeny, v.ShadowRejected}} {
+			if want := int64(testutil.ToFloat64(m.LimitDecision("per-user", c.decision, "", v.Variant, ""))); c.got != want {
+				t.Errorf("variant %s %s: report %d, counter %d", v.Variant, c.decision, c.got, want)
+			}
+		}
+		sum.Allowed += v.Allowed
+		sum.Rejected += v.Rejected
+	}
+	if sum.Allowed != lim.Allowed || sum.Rejected != lim.Rejected || lim.Allowed+lim.Rejected != 120 {
+		t.Errorf("variants add up to %d allowed %d rejected; the limit counts %d and %d of 120", sum.Allowed, sum.Rejected, lim.Allowed, lim.Rejected)
+	}
+	// Both variants saw clients: base rejects every user's 2nd and 3rd
+	// request (rate 1), loose none.
+	base, loose := lim.Variants[0], lim.Variants[1]
+	if base.Allowed == 0 || loose.Allowed == 0 || base.Rejected != 2*base.Allowed || loose.Rejected != 0 {
+		t.Errorf("base %+v loose %+v: want both used, base rejecting 2 of 3, loose none", base, loose)
+	}
+}

@@ -567,10 +567,38 @@ async function main() {
       })();
       try {
         await until('the rejected rate to rise on the chart', async () => (await rate()) > before + 5, 30_000);
+        // The legend gives each line's min, mean, max and latest over the range (issue 30, item 9).
+        const legend = chart.getByRole('table', { name: 'Legend of Traffic of orders-limit' });
+        const perSecond = async (loc) => {
+          const m = ((await loc.textContent()) ?? '').match(/([\d.]+)\/s/);
+          return m ? Number(m[1]) : NaN;
+        };
+        const [min, avg, max, last] = await Promise.all(['min', 'avg', 'max', 'now'].map((k) => perSecond(legend.getByLabel(`rejected ${k}`))));
+        assert.ok(min <= avg && avg <= max && min <= last && last <= max && max > 5, `legend of rejected: min ${min} avg ${avg} max ${max} last ${last}`);
+        // Hovering shows the step's time and every line's value, within the legend's range for that line:
+        // the pointer walks left from the newest step to one with rejections.
+        const plot = chart.locator('.u-over');
+        const box = await plot.boundingBox();
+        const tip = chart.getByRole('tooltip');
+        let tipText = '';
+        let hovered = 0;
+        for (let dx = 2; dx < box.width && hovered === 0; dx += 3) {
+          await a.mouse.move(box.x + box.width - dx, box.y + box.height / 2);
+          await tip.waitFor({ timeout: 5_000 });
+          tipText = (await tip.textContent()) ?? '';
+          hovered = Number(tipText.match(/rejected([\d.]+)\/s/)?.[1] ?? 0);
+        }
+        assert.match((await tip.getAttribute('aria-label')) ?? '', /^Values at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d /);
+        for (const m of ['allowed', 'rejected', 'shed']) assert.match(tipText, new RegExp(`${m}([\\d.]+/s|no data)`), `the tooltip names ${m}: ${tipText}`);
+        assert.match(tipText, /threshold [\d.]+\/s/, `the tooltip gives the threshold: ${tipText}`);
+        const [lo, hi] = await Promise.all(['min', 'max'].map((k) => perSecond(legend.getByLabel(`rejected ${k}`))));
+        assert.ok(hovered > 0 && hovered >= lo && hovered <= hi, `hovered rejected ${hovered}/s: want a step with rejections, within the legend's ${lo}..${hi}`);
+        console.log(`     (legend rejected min ${min} avg ${avg} max ${max} last ${last}; tooltip: ${tipText})`);
         await a.screenshot({ path: join(shots, 'traffic-page.png') });
+        await a.mouse.move(0, 0);
         // One line per node: the node's own series (one stats query per node), kept live by the stream.
         await a.getByLabel('Nodes').selectOption('*');
-        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /gw-e2e: [\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
+        await until('the node line to show rejections', async () => /rejected per second, each node/.test((await chart.textContent()) ?? '') && /[\d.]+\/s/.test((await chart.getByLabel('gw-e2e now').textContent().catch(() => '')) ?? ''), 20_000);
         await a.getByLabel('Nodes').selectOption('');
       } finally {
         sending = false;
@@ -905,6 +933,42 @@ async function main() {
       const l = d.limits.find((x) => x.id === 'limit-1');
       assert.deepEqual(l.resources, ['orders.Create']);
       assert.deepEqual(l.key, ['global']);
+    });
+
+    // Variants side by side (issue 30, item 9): a limit with a variant, per-user
+    // traffic, and the traffic page's variants view from the nodes' per-variant counts.
+    await step('the variants view sets a limit\'s variants side by side from the nodes\' per-variant counts', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const live = await gatewayVersion(stack.gwAdmin);
+      const rs = (await ed.ok('GET', `/api/v1/namespaces/shop/versions/${live}`)).data;
+      // The orders limit out of the way; per user, 1 an hour for the base clients, 1000 for the variant's half.
+      rs.limits = (rs.limits ?? []).map((l) => (l.id === 'orders-limit' ? { ...l, rate: 100000 } : l));
+      rs.limits.push({ id: 'orders-ab', routes: ['orders'], key: ['header:X-User'], algorithm: 'fixed_window', rate: 1, period: '1h', variants: [{ id: 'loose', weight: 50, rate: 1000 }] });
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'an A/B variant of a per-user limit' })).data.id;
+      const ap = await new Api(base).login('approver', pw.approver);
+      await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'ok' });
+      const v = (await ap.ok('POST', `/api/v1/namespaces/shop/changes/${id}/publish`, {})).data.number;
+      await until(`the gateway to run v${v}`, async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      await a.goto('/namespaces/shop/traffic?tab=variants');
+      const section = a.getByRole('region', { name: 'Variants of orders-ab' });
+      const table = section.getByRole('table', { name: 'Variants of orders-ab compared' });
+      await table.getByRole('row').filter({ has: a.getByRole('rowheader', { name: 'base', exact: true }) }).getByRole('cell', { name: /^1 per 1h$/ }).waitFor();
+      await table.getByRole('row').filter({ has: a.getByRole('rowheader', { name: 'loose', exact: true }) }).getByRole('cell', { name: /^1000 per 1h$/ }).waitFor();
+      await section.getByText(/p99 per variant is not reported/).waitFor();
+      // 30 users, 3 requests each: a base user's 2nd and 3rd are rejected, a loose user's never.
+      for (let u = 0; u < 30; u++) {
+        for (let i = 0; i < 3; i++) await fetch(`${stack.gateway}/orders/1`, { headers: { 'X-User': `user-${u}` } }).then((r) => r.arrayBuffer());
+      }
+      const share = async (variant) => Number(((await table.getByLabel(`${variant} rejected share`).textContent()) ?? '').replace('%', ''));
+      await until('both variants to show their decisions', async () => (await share('base')) > 50 && (await table.getByLabel('loose allowed').textContent()) !== '0.00/s', 30_000);
+      assert.equal(await share('loose'), 0, 'the loose variant rejects nobody');
+      const baseShare = await share('base');
+      assert.ok(baseShare > 60 && baseShare < 70, `the base variant rejects 2 of 3 of its users' requests: ${baseShare}%`);
+      console.log(`     (variants of orders-ab: base rejects ${baseShare}%, loose ${await share('loose')}%)`);
+      await a.screenshot({ path: join(shots, 'traffic-variants.png'), fullPage: true });
     });
   } finally {
     await browser.close();

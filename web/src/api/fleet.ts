@@ -8,6 +8,7 @@ export type EventKind = S['EventKind'];
 export type FleetEvent = S['Event'];
 export type Stats = S['Stats'];
 export type StatSeries = S['StatsSeries'];
+export type VariantSeries = S['VariantStatsSeries'];
 export type StatsTick = S['StatsTick'];
 export type NodeStatsSeries = S['NodeStatsSeries'];
 export type CanaryAnalysis = S['CanaryAnalysis'];

@@ -15,7 +15,8 @@ export const keys = {
   rollout: (ns: string, n: number) => ['namespaces', ns, 'versions', n, 'rollout'] as const,
   nodes: (ns: string) => ['namespaces', ns, 'nodes'] as const,
   // stats(ns) is every stats query of the namespace (what a stream update touches).
-  stats: (ns: string, range?: number, node?: string) => (range === undefined ? (['namespaces', ns, 'stats'] as const) : (['namespaces', ns, 'stats', range, node ?? ''] as const)),
+  // A range is seconds back from now, or a fixed start (`from:UNIXSECONDS`, a custom range).
+  stats: (ns: string, range?: number | `from:${number}`, node?: string) => (range === undefined ? (['namespaces', ns, 'stats'] as const) : (['namespaces', ns, 'stats', range, node ?? ''] as const)),
   events: (ns: string, filter?: Record<string, string>) => (filter === undefined ? (['namespaces', ns, 'events'] as const) : (['namespaces', ns, 'events', filter] as const)),
   canary: (ns: string) => ['namespaces', ns, 'canary'] as const,
   audit: (filter: Record<string, string>) => ['audit', filter] as const,

@@ -35,6 +35,25 @@ describe('applyStats', () => {
     expect(qc.getQueryData<Stats>(keys.stats('other', c.range, c.node))).toEqual(loaded(1000));
   });
 
+  it('a custom range keeps its fixed start, however late the update', () => {
+    const qc = new QueryClient();
+    qc.setQueryData(keys.stats('shop', 'from:1000', undefined), loaded(1000));
+    applyStats(qc, 'shop', tick(1010), 5000);
+    const got = qc.getQueryData<Stats>(keys.stats('shop', 'from:1000', undefined))!;
+    expect(got.series[0].points.map((p) => p[0])).toEqual([1000, 1005, 1010]);
+  });
+
+  it('merges per-variant series like rule series', () => {
+    const qc = new QueryClient();
+    qc.setQueryData(keys.stats('shop', 300, undefined), { ...loaded(1000), variants: [{ rule: 'r', variant: 'base', points: [[1005, 3, 1, 0, 0, 0]] }] });
+    applyStats(qc, 'shop', { ...tick(1010), variants: [{ rule: 'r', variant: 'base', points: [[1010, 7, 2, 0, 0, 0]] }, { rule: 'r', variant: 'strict', points: [[1010, 1, 5, 0, 0, 0]] }] }, 1300);
+    const got = qc.getQueryData<Stats>(keys.stats('shop', 300, undefined))!;
+    expect(got.variants!.map((s) => [s.variant, s.points.map((p) => p[0])])).toEqual([
+      ['base', [1005, 1010]],
+      ['strict', [1010]],
+    ]);
+  });
+
   it('leaves a stats query that has not loaded alone', () => {
     const qc = new QueryClient();
     qc.getQueryCache().build(qc, { queryKey: keys.stats('shop', 300, undefined) });

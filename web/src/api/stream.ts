@@ -25,13 +25,15 @@ function setState(e: Entry, s: StreamState) {
 
 /**
  * applyStats merges a stream stats update into every stats query of ns
- * (query key: ns, range seconds, node): a fleet query takes the fleet-wide
- * series, a node's query that node's.
+ * (query key: ns, range seconds or a custom range's fixed start, node): a
+ * fleet query takes the fleet-wide series (and per-variant series), a
+ * node's query that node's.
  */
 export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
   for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
-    const [, , , range, node] = q.queryKey as [string, string, string, number, string];
-    const since = nowSeconds - range;
+    const [, , , range, node] = q.queryKey as [string, string, string, number | string, string];
+    // A custom range keeps everything from its fixed start.
+    const since = typeof range === 'string' ? Number(range.slice('from:'.length)) : nowSeconds - range;
     qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node)) : prev));
   }
 }

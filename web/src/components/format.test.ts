@@ -17,6 +17,11 @@ describe('absolute', () => {
     { desc: 'nothing', t: undefined, tz: 'UTC', want: '' },
     { desc: 'not a time', t: 'soon', tz: 'UTC', want: 'soon' },
   ])('$desc', (c) => expect(absolute(c.t, c.tz)).toBe(c.want));
+
+  it('with seconds, for a chart step', () => {
+    expect(absolute('2026-12-04T18:02:05Z', 'UTC', true)).toBe('2026-12-04 18:02:05 UTC');
+    expect(absolute('2026-01-02T00:00:00Z', 'UTC', true)).toBe('2026-01-02 00:00:00 UTC');
+  });
 });
 
 describe('relative', () => {

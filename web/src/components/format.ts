@@ -10,18 +10,19 @@ export function plural(n: number, word: string, many = `${word}s`): string {
 /**
  * absolute is a time as "2026-12-04 18:02 UTC": ISO-like (year first,
  * 24-hour), in timeZone (the browser's by default), with the zone's short
- * name, so no reader has to guess the day-month order or the zone.
+ * name, so no reader has to guess the day-month order or the zone. With
+ * seconds, "2026-12-04 18:02:05 UTC" (a chart's 5-second step).
  */
-export function absolute(t: string | Date | null | undefined, timeZone?: string): string {
+export function absolute(t: string | Date | null | undefined, timeZone?: string, seconds = false): string {
   if (!t) return '';
   const d = typeof t === 'string' ? new Date(t) : t;
   if (Number.isNaN(d.getTime())) return String(t);
   const parts = Object.fromEntries(
-    new Intl.DateTimeFormat('en-US', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'short' })
+    new Intl.DateTimeFormat('en-US', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', ...(seconds ? { second: '2-digit' } : {}), hourCycle: 'h23', timeZoneName: 'short' })
       .formatToParts(d)
       .map((p) => [p.type, p.value]),
   );
-  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${parts.timeZoneName}`;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}${seconds ? `:${parts.second}` : ''} ${parts.timeZoneName}`;
 }
 
 /** relative is how long before (or after) now t is: "just now", "5 min ago", "in 2 h", "3 d ago". */

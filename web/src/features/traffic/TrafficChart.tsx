@@ -1,17 +1,20 @@
-import { Box, Group, Text, Tooltip } from '@mantine/core';
+import { Box, Group, Paper, Table, Text, Tooltip } from '@mantine/core';
 import { useElementSize } from '@mantine/hooks';
 import { useEffect, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import type { FleetEvent } from '../../api/fleet';
 import { absolute } from '../../components/format';
 import { alignedData, LiveChart, type Line } from './chart';
-import { eventLabel, latest, placeMarkers, type Marker } from './series';
+import { eventLabel, legendStats, placeMarkers, type Marker } from './series';
 
 /** fmtRate writes a per-second rate with its unit; "no data" when there is none. */
-function fmtRate(v: number | undefined): string {
-  if (v === undefined) return 'no data';
+export function fmtRate(v: number | null | undefined): string {
+  if (v === undefined || v === null) return 'no data';
   return `${v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)}/s`;
 }
+
+/** Hover is the step under the pointer: its grid index and where the pointer is over the plot. */
+type Hover = { idx: number; left: number; top: number };
 
 function sameMarkers(a: Marker[], b: Marker[]): boolean {
   return a.length === b.length && a.every((m, i) => Math.abs(m.x - b[i].x) < 0.5 && m.events.length === b[i].events.length && m.events[0].id === b[i].events[0].id);
@@ -19,16 +22,35 @@ function sameMarkers(a: Marker[], b: Marker[]): boolean {
 
 /**
  * TrafficChart is one live canvas chart: per-second lines on a time grid,
- * the threshold dashed, and the events as markers a keyboard can reach. The
- * latest value of every line is printed under it, so the numbers are
- * readable without the canvas.
+ * the threshold dashed (or a note saying why there is none), and the events
+ * as markers a keyboard can reach. Hovering shows the step's time and every
+ * line's value; the legend under it gives each line's min, mean, max and
+ * latest value over the range, so the numbers are readable without the
+ * canvas.
  */
-export function TrafficChart({ title, grid, lines, threshold, events, height = 180 }: { title: string; grid: number[]; lines: Line[]; threshold?: number; events: FleetEvent[]; height?: number }) {
+export function TrafficChart({
+  title,
+  grid,
+  lines,
+  threshold,
+  thresholdNote,
+  events,
+  height = 180,
+}: {
+  title: string;
+  grid: number[];
+  lines: Line[];
+  threshold?: number;
+  thresholdNote?: string;
+  events: FleetEvent[];
+  height?: number;
+}) {
   const { ref: box, width } = useElementSize();
   const el = useRef<HTMLDivElement>(null);
   const chart = useRef<LiveChart | null>(null);
   const [markers, setMarkers] = useState<{ left: number; top: number; height: number; list: Marker[] }>({ left: 0, top: 0, height: 0, list: [] });
   const eventsRef = useRef(events);
+  const [hover, setHover] = useState<Hover | null>(null);
   const shape = lines.map((l) => `${l.label}\u0000${l.color}`).join('\u0001');
 
   useEffect(() => {
@@ -47,7 +69,8 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
         return prev.left === next.left && prev.top === next.top && prev.height === next.height && sameMarkers(prev.list, list) ? prev : next;
       });
     };
-    const c = new LiveChart(el.current, { width, height, lines: lines.map(({ label, color }) => ({ label, color })), threshold, onDraw }, alignedData(grid, lines.map((l) => l.values)));
+    const onCursor = (u: uPlot, idx: number | null, left: number, top: number) => setHover(idx === null ? null : { idx, left: u.over.offsetLeft + left, top: u.over.offsetTop + top });
+    const c = new LiveChart(el.current, { width, height, lines: lines.map(({ label, color }) => ({ label, color })), threshold, onDraw, onCursor }, alignedData(grid, lines.map((l) => l.values)));
     chart.current = c;
     return () => {
       c.destroy();
@@ -67,6 +90,36 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
     <Box component="figure" m={0} aria-label={title}>
       <Box ref={box} pos="relative">
         <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}` : ''}`} />
+        {hover && hover.idx < grid.length && (
+          <Paper
+            role="tooltip"
+            aria-label={`Values at ${absolute(new Date(grid[hover.idx] * 1000), undefined, true)}`}
+            shadow="sm"
+            withBorder
+            p={6}
+            style={{ position: 'absolute', left: hover.left + 12 > width - 190 ? hover.left - 190 : hover.left + 12, top: Math.max(0, hover.top - 10), pointerEvents: 'none', zIndex: 3, minWidth: 160 }}
+          >
+            <Text size="xs" fw={600}>
+              {absolute(new Date(grid[hover.idx] * 1000), undefined, true)}
+            </Text>
+            {lines.map((l) => (
+              <Group key={l.label} gap={4} wrap="nowrap" justify="space-between">
+                <Text size="xs">
+                  <span aria-hidden style={{ display: 'inline-block', width: 10, height: 3, background: l.color, marginRight: 4, verticalAlign: 'middle' }} />
+                  {l.label}
+                </Text>
+                <Text size="xs" ff="monospace">
+                  {fmtRate(l.values[hover.idx])}
+                </Text>
+              </Group>
+            ))}
+            {threshold !== undefined && (
+              <Text size="xs" c="red.8">
+                threshold {fmtRate(threshold)}
+              </Text>
+            )}
+          </Paper>
+        )}
         {markers.list.map((m) => {
           const label = m.events.map((e) => `${eventLabel(e)} at ${absolute(e.at)}`).join('; ');
           return (
@@ -82,19 +135,56 @@ export function TrafficChart({ title, grid, lines, threshold, events, height = 1
           );
         })}
       </Box>
-      <Group component="figcaption" gap="md" wrap="wrap" mt={4}>
-        {lines.map((l) => (
-          <Text key={l.label} size="xs" aria-label={`${l.label} now`}>
-            <span aria-hidden style={{ display: 'inline-block', width: 10, height: 3, background: l.color, marginRight: 4, verticalAlign: 'middle' }} />
-            {l.label}: {fmtRate(latest(l.values))}
-          </Text>
-        ))}
-        {threshold !== undefined && (
-          <Text size="xs" c="red.8" aria-label="Threshold">
-            threshold: {fmtRate(threshold)}
-          </Text>
-        )}
-      </Group>
+      <Box component="figcaption" mt={4}>
+        <Table fz="xs" verticalSpacing={1} horizontalSpacing={6} aria-label={`Legend of ${title}`} style={{ fontVariantNumeric: 'tabular-nums' }}>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Series</Table.Th>
+              <Table.Th ta="right">Min</Table.Th>
+              <Table.Th ta="right">Avg</Table.Th>
+              <Table.Th ta="right">Max</Table.Th>
+              <Table.Th ta="right">Last</Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {lines.map((l) => {
+              const st = legendStats(l.values);
+              return (
+                <Table.Tr key={l.label}>
+                  <Table.Th scope="row" fw={400}>
+                    <span aria-hidden style={{ display: 'inline-block', width: 10, height: 3, background: l.color, marginRight: 4, verticalAlign: 'middle' }} />
+                    {l.label}
+                  </Table.Th>
+                  <Table.Td ta="right" aria-label={`${l.label} min`}>
+                    {fmtRate(st?.min)}
+                  </Table.Td>
+                  <Table.Td ta="right" aria-label={`${l.label} avg`}>
+                    {fmtRate(st?.avg)}
+                  </Table.Td>
+                  <Table.Td ta="right" aria-label={`${l.label} max`}>
+                    {fmtRate(st?.max)}
+                  </Table.Td>
+                  <Table.Td ta="right" aria-label={`${l.label} now`}>
+                    {fmtRate(st?.last)}
+                  </Table.Td>
+                </Table.Tr>
+              );
+            })}
+          </Table.Tbody>
+        </Table>
+        <Group gap="md" mt={2}>
+          {threshold !== undefined && (
+            <Text size="xs" c="red.8" aria-label="Threshold">
+              threshold: {fmtRate(threshold)}
+            </Text>
+          )}
+          {threshold === undefined && thresholdNote && (
+            <Text size="xs" c="dimmed" aria-label="No threshold line">
+              {thresholdNote}
+            </Text>
+          )}
+        </Group>
+      </Box>
     </Box>
   );
 }

@@ -1,4 +1,4 @@
-import { Alert, Group, NativeSelect, Paper, SegmentedControl, SimpleGrid, Stack, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Group, NativeSelect, Paper, SegmentedControl, SimpleGrid, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
 import { useEffect, useMemo, useState } from 'react';
 import { useParams, useSearchParams } from 'react-router';
@@ -6,6 +6,7 @@ import type { Limit } from '../../api/client';
 import type { FleetEvent } from '../../api/fleet';
 import { useStream } from '../../api/stream';
 import { ErrorAlert } from '../../components/ErrorAlert';
+import { absolute } from '../../components/format';
 import { StreamBadge } from '../../components/StreamBadge';
 import { Loading, Page } from '../../components/Page';
 import { useRecentEvents } from '../events/hooks';
@@ -13,11 +14,11 @@ import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
 import { useVersionDoc, useVersions } from '../versions/hooks';
 import { measureColor, palette, type Line } from './chart';
-import { maxNodeCharts, ranges, useNodesStats, useStats } from './hooks';
-import { fleetSeries, markerEvents, nodeSeries, rates, stepSeconds, thresholdPerSecond, timeGrid, type Measure } from './series';
-import { TrafficChart } from './TrafficChart';
+import { maxNodeCharts, ranges, retainedSeconds, useNodesStats, useStats, type StatsWindow } from './hooks';
+import { fleetSeries, markerEvents, nodeSeries, rates, stepSeconds, threshold, timeGrid, variantSeries, variantShares, variantTotals, type Measure } from './series';
+import { fmtRate, TrafficChart } from './TrafficChart';
 
-/** useNow is the time in unix seconds, ticking every step, so the charts scroll even when no update comes. */
+/** useNow is the time in unix seconds, ticking every step seconds. */
 function useNow(step: number): number {
   const [now, setNow] = useState(() => Date.now() / 1000);
   useEffect(() => {
@@ -29,36 +30,82 @@ function useNow(step: number): number {
 
 const measures: Measure[] = ['allowed', 'rejected', 'shed'];
 
+/** localInput writes unix seconds as a datetime-local input's value (local time, to the second). */
+function localInput(t: number): string {
+  const d = new Date(Math.round(t) * 1000);
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** fromInput reads a datetime-local input's value as unix seconds; NaN when empty or unreadable. */
+function fromInput(v: string): number {
+  return v ? new Date(v).getTime() / 1000 : NaN;
+}
+
+/**
+ * customRange checks a custom range (unix seconds) against the hour the
+ * control plane keeps: it returns the range, clipped to it, or why it
+ * cannot be shown.
+ */
+function customRange(from: number, to: number, now: number): { from: number; to: number } | { error: string } {
+  if (!Number.isFinite(from) || !Number.isFinite(to)) return { error: 'Pick a start and an end.' };
+  if (to <= from) return { error: 'The end must be after the start.' };
+  if (to <= now - retainedSeconds) return { error: 'The control plane keeps only the last hour of stats: pick a range within it.' };
+  return { from: Math.max(from, now - retainedSeconds), to: Math.min(to, now) };
+}
+
+/** shortPeriod drops a Go duration's zero tail: "1h0m0s" is "1h", "1m0s" "1m". */
+function shortPeriod(p: string): string {
+  return p.replace(/([hm])0s$/, '$1').replace(/h0m$/, 'h');
+}
+
+/** fmtShare writes a share (0-1) as a percentage. */
+function fmtShare(v: number | undefined): string {
+  return v === undefined ? '–' : `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
+}
+
 export function TrafficPage() {
   const ns = useParams().ns!;
   const qc = useQueryClient();
   const stream = useStream(qc, ns);
   const [search, setSearch] = useSearchParams();
-  const range = Number(search.get('range') ?? 300) || 300;
+  const custom = search.get('range') === 'custom';
+  const range = custom ? 0 : Number(search.get('range') ?? 300) || 300;
+  const tab = search.get('tab') === 'variants' ? 'variants' : 'rules';
   const view = search.get('node') ?? '';
   const measure = (search.get('measure') as Measure | null) ?? 'rejected';
   const [ruleFilter, setRuleFilter] = useState('');
-  const set = (k: string, v: string) =>
+  const setMany = (kv: Record<string, string>) =>
     setSearch(
       (p) => {
         const n = new URLSearchParams(p);
-        if (v === '') n.delete(k);
-        else n.set(k, v);
+        for (const [k, v] of Object.entries(kv)) {
+          if (v === '') n.delete(k);
+          else n.set(k, v);
+        }
         return n;
       },
       { replace: true },
     );
+  const set = (k: string, v: string) => setMany({ [k]: v });
+  // The clock ticks every 5 s (the stats' resolution), so the charts scroll even when no update comes.
+  const ticking = useNow(5);
+  // A custom range: from and to in unix seconds, clipped to the hour kept. Its query starts at the from asked
+  // for (the control plane clips it too), so the query stays the same as the clock ticks.
+  const win = custom ? customRange(Number(search.get('from')), Number(search.get('to')), ticking) : undefined;
+  const fixed = win && 'from' in win ? win : undefined;
+  const statsWindow: StatsWindow = fixed ? `from:${Math.floor(Number(search.get('from')))}` : range || 300;
 
   const oneNode = view !== '' && view !== '*' ? view : undefined;
   const nodes = useNodes(ns);
   const liveNodes = (nodes.data?.items ?? []).filter((n) => n.live);
   const liveIds = liveNodes.map((n) => n.nodeId ?? '').sort();
-  const each = useNodesStats(ns, range, liveIds, view === '*');
-  const single = useStats(ns, range, oneNode, view !== '*');
+  const each = useNodesStats(ns, statsWindow, liveIds, view === '*' && (!custom || !!fixed));
+  const single = useStats(ns, statsWindow, oneNode, view !== '*' && (!custom || !!fixed));
   const stats = view === '*' ? each : single;
   const step = stepSeconds(stats.data?.step);
-  const now = useNow(step);
-  const since = now - range;
+  const now = fixed ? fixed.to : ticking;
+  const since = fixed ? fixed.from : now - (range || 300);
   const events = useRecentEvents(ns, since);
   const versions = useVersions(ns, 1);
   const doc = useVersionDoc(ns, versions.data?.items?.[0]?.number);
@@ -71,33 +118,60 @@ export function TrafficPage() {
     const fleet = view === '*' ? [] : fleetSeries(stats.data);
     const rules = new Map<string, string>((view === '*' ? (stats.data?.series ?? []) : fleet).map((s) => [s.rule, s.kind]));
     for (const id of limits.keys()) if (!rules.has(id)) rules.set(id, 'limit');
-    const out: { rule: string; kind: string; lines: Line[]; threshold?: number; events: FleetEvent[] }[] = [];
+    const out: { rule: string; kind: string; lines: Line[]; threshold?: number; thresholdNote?: string; events: FleetEvent[] }[] = [];
     for (const [rule, kind] of [...rules].sort((a, b) => a[0].localeCompare(b[0]))) {
       if (ruleFilter && !rule.includes(ruleFilter)) continue;
       const limit = limits.get(rule);
       const events = markerEvents(allEvents, rule, since, now, oneNode);
       if (view === '*') {
         const list = nodeSeries(stats.data, rule);
+        // Each node's line against one node's threshold: a line for allowed only (what the limit caps).
+        const th = limit && measure === 'allowed' ? threshold(limit, 'node') : undefined;
         out.push({
           rule,
           kind,
           lines: list.map((s, i) => ({ label: s.node!, color: palette[i % palette.length], values: rates(s.points, grid, step, measure) })),
-          threshold: limit && limit.scope !== 'cluster' && measure === 'allowed' ? thresholdPerSecond(limit, 1) : undefined,
+          threshold: th?.value,
+          thresholdNote: th?.note,
           events,
         });
         continue;
       }
       const s = fleet.find((x) => x.rule === rule);
+      const th = limit ? threshold(limit, oneNode ? 'node' : { nodes: liveNodes.length }) : undefined;
       out.push({
         rule,
         kind,
         lines: measures.map((m) => ({ label: m, color: measureColor[m], values: rates(s?.points ?? [], grid, step, m) })),
-        threshold: limit ? thresholdPerSecond(limit, oneNode ? 1 : liveNodes.length) : undefined,
+        threshold: th?.value,
+        thresholdNote: th?.note,
         events,
       });
     }
     return out;
   }, [stats.data, limits, grid, step, view, measure, ruleFilter, oneNode, liveNodes.length, allEvents, since, now]);
+
+  // The variants view: every limit of the running version with variants, its variants side by side.
+  const variantViews = useMemo(() => {
+    if (tab !== 'variants') return [];
+    return [...limits.values()]
+      .filter((l) => (l.variants?.length ?? 0) > 0 && (!ruleFilter || l.id.includes(ruleFilter)))
+      .sort((a, b) => a.id.localeCompare(b.id))
+      .map((l) => {
+        const series = new Map(variantSeries(stats.data, l.id).map((s) => [s.variant, s.points]));
+        return {
+          limit: l,
+          variants: variantShares(l).map((v) => {
+            const points = series.get(v.id) ?? [];
+            return {
+              ...v,
+              totals: variantTotals(points, since, now),
+              lines: (['allowed', 'rejected'] as const).map((m) => ({ label: m, color: measureColor[m], values: rates(points, grid, step, m) })),
+            };
+          }),
+        };
+      });
+  }, [tab, limits, ruleFilter, stats.data, since, now, grid, step]);
 
   return (
     <Page
@@ -111,7 +185,49 @@ export function TrafficPage() {
               <Text size="sm" fw={500} id="range-label">
                 Range
               </Text>
-              <SegmentedControl aria-labelledby="range-label" data={ranges.map((r) => ({ value: String(r.value), label: r.label }))} value={String(range)} onChange={(v) => set('range', v === '300' ? '' : v)} />
+              <SegmentedControl
+                aria-labelledby="range-label"
+                data={[...ranges.map((r) => ({ value: String(r.value), label: r.label })), { value: 'custom', label: 'Custom' }]}
+                value={custom ? 'custom' : String(range)}
+                onChange={(v) => {
+                  if (v !== 'custom') return setMany({ range: v === '300' ? '' : v, from: '', to: '' });
+                  // Start from the last 15 minutes; the inputs below change it.
+                  const t = Math.floor(Date.now() / 1000);
+                  setMany({ range: 'custom', from: String(t - 900), to: String(t) });
+                }}
+              />
+            </div>
+            {custom && (
+              <>
+                <TextInput
+                  type="datetime-local"
+                  step={1}
+                  label="From"
+                  value={Number.isFinite(Number(search.get('from'))) ? localInput(Number(search.get('from'))) : ''}
+                  onChange={(e) => set('from', String(Math.floor(fromInput(e.currentTarget.value))))}
+                />
+                <TextInput
+                  type="datetime-local"
+                  step={1}
+                  label="To"
+                  value={Number.isFinite(Number(search.get('to'))) ? localInput(Number(search.get('to'))) : ''}
+                  onChange={(e) => set('to', String(Math.floor(fromInput(e.currentTarget.value))))}
+                />
+              </>
+            )}
+            <div>
+              <Text size="sm" fw={500} id="view-label">
+                View
+              </Text>
+              <SegmentedControl
+                aria-labelledby="view-label"
+                data={[
+                  { value: 'rules', label: 'Rules' },
+                  { value: 'variants', label: 'Variants' },
+                ]}
+                value={tab}
+                onChange={(v) => set('tab', v === 'rules' ? '' : v)}
+              />
             </div>
             <NativeSelect
               label="Nodes"
@@ -119,23 +235,95 @@ export function TrafficPage() {
               onChange={(e) => set('node', e.currentTarget.value)}
               data={[{ value: '', label: 'Fleet (all nodes)' }, { value: '*', label: 'Each node' }, ...(nodes.data?.items ?? []).map((n) => ({ value: n.nodeId ?? '', label: n.nodeId ?? '' }))]}
             />
-            {view === '*' && <NativeSelect label="Measure" value={measure} onChange={(e) => set('measure', e.currentTarget.value)} data={measures} />}
+            {view === '*' && tab === 'rules' && <NativeSelect label="Measure" value={measure} onChange={(e) => set('measure', e.currentTarget.value)} data={measures} />}
             <TextInput label="Rule" placeholder="filter by rule id" value={ruleFilter} onChange={(e) => setRuleFilter(e.currentTarget.value)} />
             <StreamBadge state={stream} />
           </Group>
         </Stack>
       }
     >
-      {stats.isPending && <Loading />}
+      {win && 'error' in win && (
+        <Alert color="red" title="Custom range">
+          {win.error}
+        </Alert>
+      )}
+      {fixed && (
+        <Text size="sm" c="dimmed">
+          Custom range: {absolute(new Date(fixed.from * 1000))} to {absolute(new Date(fixed.to * 1000))} (the control plane keeps the last hour).
+        </Text>
+      )}
+      {stats.isPending && (!custom || fixed) && <Loading />}
       {view === '*' && liveIds.length > maxNodeCharts && (
         <Alert color="yellow">
           Showing the first {maxNodeCharts} of {liveIds.length} live nodes (by id); pick one node for the others.
         </Alert>
       )}
       <ErrorAlert error={stats.error} title="Stats unavailable" />
-      {stats.data && charts.length === 0 && <Alert color="gray">No rule has reported traffic in this range.</Alert>}
+      {tab === 'variants' && (
+        <>
+          {variantViews.length === 0 && <Alert color="gray">No limit of the running version has variants{ruleFilter ? ' matching the filter' : ''}.</Alert>}
+          {variantViews.map(({ limit, variants }) => (
+            <Paper key={limit.id} withBorder p="sm" component="section" aria-label={`Variants of ${limit.id}`}>
+              <Title order={2} size="h5" mb={4}>
+                limit {limit.id}
+                <Text span size="xs" c="dimmed" ml="xs">
+                  {variants.length} variants side by side, {oneNode ? `on ${oneNode}` : 'fleet-wide'}
+                </Text>
+              </Title>
+              <Table fz="sm" aria-label={`Variants of ${limit.id} compared`} style={{ fontVariantNumeric: 'tabular-nums' }} mb="sm">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Variant</Table.Th>
+                    <Table.Th ta="right">Clients</Table.Th>
+                    <Table.Th>Rate</Table.Th>
+                    <Table.Th ta="right">Allowed</Table.Th>
+                    <Table.Th ta="right">Rejected</Table.Th>
+                    <Table.Th ta="right">Rejected share</Table.Th>
+                    <Table.Th ta="right">p99</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {variants.map((v) => (
+                    <Table.Tr key={v.id}>
+                      <Table.Th scope="row">{v.id}</Table.Th>
+                      <Table.Td ta="right">{v.weight}%</Table.Td>
+                      <Table.Td>{v.rate !== undefined ? `${v.rate} per ${shortPeriod(v.period ?? '1s')}` : v.algorithm}</Table.Td>
+                      <Table.Td ta="right" aria-label={`${v.id} allowed`}>
+                        {fmtRate(v.totals.allowedPerSecond)}
+                      </Table.Td>
+                      <Table.Td ta="right" aria-label={`${v.id} rejected`}>
+                        {fmtRate(v.totals.rejectedPerSecond)}
+                      </Table.Td>
+                      <Table.Td ta="right" aria-label={`${v.id} rejected share`}>
+                        {fmtShare(v.totals.rejectedShare)}
+                      </Table.Td>
+                      <Table.Td ta="right" c="dimmed">
+                        not reported
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+              <Text size="xs" c="dimmed" mb="xs">
+                Allowed and rejected are per-second means over the range. p99 per variant is not reported: nodes report latency per node, not per variant.
+              </Text>
+              <SimpleGrid cols={{ base: 1, md: Math.min(variants.length, 3) }}>
+                {variants.map((v) => (
+                  <div key={v.id}>
+                    <Text size="sm" fw={500}>
+                      {v.id} ({v.weight}% of clients)
+                    </Text>
+                    <TrafficChart title={`Traffic of ${limit.id} variant ${v.id}`} grid={grid} lines={v.lines} events={[]} height={140} />
+                  </div>
+                ))}
+              </SimpleGrid>
+            </Paper>
+          ))}
+        </>
+      )}
+      {tab === 'rules' && stats.data && charts.length === 0 && <Alert color="gray">No rule has reported traffic in this range.</Alert>}
       <SimpleGrid cols={{ base: 1, lg: 2 }}>
-        {charts.map((c) => (
+        {(tab === 'rules' ? charts : []).map((c) => (
           <Paper key={c.rule} withBorder p="sm" component="section" aria-label={`${c.kind} ${c.rule}`}>
             <Title order={2} size="h5" mb={4}>
               {c.kind} {c.rule}
@@ -148,7 +336,7 @@ export function TrafficPage() {
                 No node has reported this rule in this range.
               </Text>
             ) : (
-              <TrafficChart title={`Traffic of ${c.rule}`} grid={grid} lines={c.lines} threshold={c.threshold} events={c.events} />
+              <TrafficChart title={`Traffic of ${c.rule}`} grid={grid} lines={c.lines} threshold={c.threshold} thresholdNote={c.thresholdNote} events={c.events} />
             )}
           </Paper>
         ))}

@@ -1,9 +1,11 @@
 // The canvas chart behind every live traffic chart: uPlot with a time axis,
-// one line per series, the limit's threshold drawn as a dashed line, and
-// a hook that reports where event markers go. No React here, so the
+// one line per series, the limit's threshold drawn as a dashed line, a
+// hook that reports where event markers go, and one that reports the step
+// under the pointer (the page draws the hover tooltip). No React here, so the
 // browser benchmark (web/e2e/bench.mjs) measures exactly what the page runs.
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { isolated } from './series';
 
 export type Line = { label: string; color: string; values: (number | null)[] };
 
@@ -16,6 +18,8 @@ export type ChartSpec = {
   threshold?: number;
   /** Called after every draw, with the chart, to place markers (x of a time: u.valToPos(t, 'x')). */
   onDraw?: (u: uPlot) => void;
+  /** Called as the pointer moves over the plot: the grid index under it (null when it leaves) and where it is, in CSS pixels of the plot area. */
+  onCursor?: (u: uPlot, idx: number | null, left: number, top: number) => void;
 };
 
 /** palette colours per-node lines; allowed/rejected/shed have their own colours. */
@@ -76,9 +80,22 @@ export class LiveChart {
         },
       },
       axes: [{}, { size: 56, values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(+v.toFixed(2)))) }],
-      series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: false } }))],
+      // A value between two gaps (a step reported alone) is a dot: a line needs two.
+      series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: true, size: 5, fill: l.color, filter: (u: uPlot, si: number) => isolated(u.data[si] as (number | null)[]) } }))],
       plugins: [thresholdPlugin(() => this.threshold)],
-      hooks: spec.onDraw ? { draw: [spec.onDraw] } : {},
+      hooks: {
+        ...(spec.onDraw ? { draw: [spec.onDraw] } : {}),
+        ...(spec.onCursor
+          ? {
+              setCursor: [
+                (u: uPlot) => {
+                  const { idx, left, top } = u.cursor;
+                  spec.onCursor!(u, idx === undefined || idx === null || left === undefined || left < 0 ? null : idx, left ?? 0, top ?? 0);
+                },
+              ],
+            }
+          : {}),
+      },
     };
     this.u = new uPlot(opts, data, el);
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FleetEvent, StatPoint, Stats } from '../../api/fleet';
-import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, thresholdPerSecond, timeGrid } from './series';
+import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, threshold, timeGrid, legendStats, isolated, variantSeries, variantTotals, variantShares } from './series';
 
 describe('parseDuration', () => {
   it.each([
@@ -102,16 +102,109 @@ describe('rates', () => {
   });
 });
 
-describe('thresholdPerSecond', () => {
+describe('threshold', () => {
   it.each([
-    { desc: 'node scope on one node', l: { algorithm: 'fixed_window', rate: 120, period: '1m' }, nodes: 1, want: 2 },
-    { desc: 'node scope across three nodes', l: { algorithm: 'token_bucket', rate: 10, period: '1s', scope: 'node' }, nodes: 3, want: 30 },
-    { desc: 'cluster scope is fleet-wide', l: { algorithm: 'sliding_window', rate: 100, period: '10s', scope: 'cluster' }, nodes: 3, want: 10 },
-    { desc: 'no period means per second', l: { algorithm: 'token_bucket', rate: 7 }, nodes: 1, want: 7 },
-    { desc: 'concurrency has no rate threshold', l: { algorithm: 'concurrency', rate: 7 }, nodes: 1, want: undefined },
-    { desc: 'adaptive has no rate threshold', l: { algorithm: 'adaptive' }, nodes: 1, want: undefined },
-    { desc: 'bad period', l: { algorithm: 'token_bucket', rate: 7, period: 'x' }, nodes: 1, want: undefined },
-  ])('$desc', (c) => expect(thresholdPerSecond(c.l, c.nodes)).toBe(c.want));
+    { desc: 'node scope, one node', l: { algorithm: 'fixed_window', rate: 120, period: '1m' }, chart: 'node' as const, want: 2 },
+    { desc: 'node scope, a fleet of three', l: { algorithm: 'token_bucket', rate: 10, period: '1s', scope: 'node' }, chart: { nodes: 3 }, want: 30 },
+    { desc: 'node scope, a fleet with no live node counts one', l: { algorithm: 'token_bucket', rate: 10 }, chart: { nodes: 0 }, want: 10 },
+    { desc: 'cluster scope is the fleet’s, not times the nodes', l: { algorithm: 'sliding_window', rate: 100, period: '10s', scope: 'cluster' }, chart: { nodes: 3 }, want: 10 },
+    { desc: 'explicit global key', l: { algorithm: 'fixed_window', rate: 60, period: '1m', key: ['global'] }, chart: 'node' as const, want: 1 },
+    { desc: 'route key: one budget per route named', l: { algorithm: 'fixed_window', rate: 60, period: '1m', key: ['route'], routes: ['a', 'b'] }, chart: { nodes: 2 }, want: 4 },
+    { desc: 'no period means per second', l: { algorithm: 'token_bucket', rate: 7 }, chart: 'node' as const, want: 7 },
+  ])('line: $desc', (c) => expect(threshold(c.l, c.chart)).toEqual({ value: c.want }));
+
+  it.each([
+    { desc: 'per-IP limit: no fleet line', l: { algorithm: 'token_bucket', rate: 10, key: ['ip'] }, chart: { nodes: 3 }, note: /^per-ip limit: the rate applies to each client IP on its own/ },
+    { desc: 'per-IP limit: no node line either', l: { algorithm: 'token_bucket', rate: 10, key: ['ip'] }, chart: 'node' as const, note: /^per-ip limit/ },
+    { desc: 'route and header: per header value', l: { algorithm: 'token_bucket', rate: 10, key: ['route', 'header:X-User'] }, chart: { nodes: 1 }, note: /each X-User header value/ },
+    { desc: 'route key on every route', l: { algorithm: 'token_bucket', rate: 10, key: ['route'] }, chart: { nodes: 1 }, note: /one budget per route/ },
+    { desc: 'cluster scope on one node', l: { algorithm: 'token_bucket', rate: 10, scope: 'cluster' }, chart: 'node' as const, note: /shared by the fleet: no per-node threshold/ },
+    { desc: 'concurrency', l: { algorithm: 'concurrency', rate: 7 }, chart: 'node' as const, note: /in flight/ },
+    { desc: 'adaptive', l: { algorithm: 'adaptive' }, chart: { nodes: 2 }, note: /in flight/ },
+    { desc: 'quota', l: { algorithm: 'quota', rate: 1000 }, chart: { nodes: 2 }, note: /budget per period/ },
+    { desc: 'cost units', l: { algorithm: 'token_bucket', rate: 1000, cost: { bodyBytesPerUnit: 1024 } }, chart: { nodes: 2 }, note: /cost units/ },
+    { desc: 'tiers', l: { algorithm: 'token_bucket', rate: 10, tiers: [{ id: 'gold' }] }, chart: { nodes: 2 }, note: /tiers/ },
+    { desc: 'variants', l: { algorithm: 'token_bucket', rate: 10, variants: [{ id: 'v', weight: 10 }] }, chart: { nodes: 2 }, note: /variants/ },
+  ])('no line: $desc', (c) => {
+    const th = threshold(c.l, c.chart);
+    expect(th?.value).toBeUndefined();
+    expect(th?.note).toMatch(c.note);
+  });
+
+  it('has neither without a rate or with a bad period', () => {
+    expect(threshold({ algorithm: 'token_bucket' }, 'node')).toBeUndefined();
+    expect(threshold({ algorithm: 'token_bucket', rate: 7, period: 'x' }, 'node')).toBeUndefined();
+  });
+});
+
+describe('isolated', () => {
+  it.each([
+    { desc: 'a lone value between gaps', in: [null, 3, null], want: [1] },
+    { desc: 'lone values at the edges', in: [2, null, null, 0], want: [0, 3] },
+    { desc: 'a line of two is drawn, not dotted', in: [null, 1, 2, null], want: [] },
+    { desc: 'one value alone', in: [5], want: [0] },
+    { desc: 'nothing', in: [null, null], want: [] },
+  ])('$desc', (c) => expect(isolated(c.in)).toEqual(c.want));
+});
+
+describe('legendStats', () => {
+  it.each([
+    { desc: 'min, mean, max and the newest value', in: [2, 4, 9, 1], want: { min: 1, avg: 4, max: 9, last: 1 } },
+    { desc: 'gaps are left out, not zeros', in: [null, 3, null, 5, null], want: { min: 3, avg: 4, max: 5, last: 5 } },
+    { desc: 'zero traffic is a value', in: [0, 0, 6], want: { min: 0, avg: 2, max: 6, last: 6 } },
+    { desc: 'one value', in: [7], want: { min: 7, avg: 7, max: 7, last: 7 } },
+  ])('$desc', (c) => expect(legendStats(c.in)).toEqual(c.want));
+
+  it('is undefined without any value', () => {
+    expect(legendStats([])).toBeUndefined();
+    expect(legendStats([null, null])).toBeUndefined();
+  });
+
+  it('agrees with the rates the chart draws', () => {
+    const grid = timeGrid(1000, 1020, 5);
+    const values = rates([[1000, 10, 0, 0], [1010, 30, 5, 0], [1015, 20, 0, 0]], grid, 5, 'allowed');
+    expect(values).toEqual([2, null, 6, 4, null]);
+    expect(legendStats(values)).toEqual({ min: 2, avg: 4, max: 6, last: 4 });
+  });
+});
+
+describe('variants', () => {
+  const stats: Stats = {
+    step: '5s',
+    series: [],
+    variants: [
+      { rule: 'l', variant: 'strict', node: 'gw-1', points: [[1000, 1, 4, 0], [1005, 2, 2, 0]] },
+      { rule: 'l', variant: 'strict', node: 'gw-2', points: [[1005, 3, 1, 0]] },
+      { rule: 'l', variant: 'base', node: 'gw-1', points: [[1000, 9, 0, 0]] },
+      { rule: 'other', variant: 'base', node: 'gw-1', points: [[1000, 100, 0, 0]] },
+    ],
+  };
+
+  it('sums the nodes’ series per variant, base first', () => {
+    expect(variantSeries(stats, 'l')).toEqual([
+      { variant: 'base', points: [[1000, 9, 0, 0]] },
+      { variant: 'strict', points: [[1000, 1, 4, 0], [1005, 5, 3, 0]] },
+    ]);
+  });
+
+  it('takes the fleet-wide series where there is one', () => {
+    const fleet: Stats = { step: '5s', series: [], variants: [...stats.variants!, { rule: 'l', variant: 'strict', points: [[1005, 99, 0, 0]] }] };
+    expect(variantSeries(fleet, 'l').find((v) => v.variant === 'strict')!.points).toEqual([[1005, 99, 0, 0]]);
+  });
+
+  it('totals a range: per-second means over its span and the share rejected', () => {
+    expect(variantTotals([[995, 50, 50, 0], [1000, 1, 4, 0], [1005, 5, 3, 0]], 1000, 1010)).toEqual({ allowed: 6, rejected: 7, allowedPerSecond: 0.6, rejectedPerSecond: 0.7, rejectedShare: 7 / 13 });
+    expect(variantTotals([], 1000, 1010).rejectedShare).toBeUndefined();
+  });
+
+  it('lists the shares clients get: base takes what the variants leave, a variant inherits what it does not set', () => {
+    expect(variantShares({ algorithm: 'token_bucket', rate: 10, period: '1s', variants: [{ id: 'a', weight: 10, rate: 100 }, { id: 'b', weight: 25, period: '1m' }] })).toEqual([
+      { id: 'base', weight: 65, rate: 10, period: '1s', algorithm: 'token_bucket' },
+      { id: 'a', weight: 10, rate: 100, period: '1s', algorithm: 'token_bucket' },
+      { id: 'b', weight: 25, rate: 10, period: '1m', algorithm: 'token_bucket' },
+    ]);
+    expect(variantShares({ algorithm: 'token_bucket', rate: 10 })).toEqual([]);
+  });
 });
 
 describe('markers', () => {

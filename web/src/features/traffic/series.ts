@@ -3,7 +3,7 @@
 // into per-second rates on one time grid, the limit's threshold, and where
 // event markers go. Pure functions; the chart and the page only draw.
 import { change } from '../events/format';
-import type { FleetEvent, StatPoint, Stats, StatSeries } from '../../api/fleet';
+import type { FleetEvent, StatPoint, Stats, StatSeries, VariantSeries } from '../../api/fleet';
 
 const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, 'µs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
 
@@ -30,9 +30,9 @@ export function stepSeconds(step: string | number | undefined): number {
   return Number.isFinite(s) && s > 0 ? s : 5;
 }
 
-/** seriesKey names a series: its rule and, for one node's series, the node. */
-export function seriesKey(s: { rule: string; node?: string }): string {
-  return s.node ? `${s.rule}\u0000${s.node}` : s.rule;
+/** seriesKey names a series: its rule, its variant (a variant series), and, for one node's series, the node. */
+export function seriesKey(s: { rule: string; node?: string; variant?: string }): string {
+  return [s.rule, s.variant ?? '', s.node ?? ''].join('\u0000');
 }
 
 /**
@@ -70,20 +70,26 @@ export function mergePoints(prev: StatPoint[], next: StatPoint[], since: number)
  * (unix seconds, the start of the page's range) is dropped. A series the
  * update does not name keeps its identity, so its chart need not redraw.
  */
-export function mergeStats(prev: Stats, update: { series?: StatSeries[] }, since: number, accept: (s: StatSeries) => boolean = () => true): Stats {
-  const byKey = new Map<string, StatSeries>();
-  for (const s of update.series ?? []) if (accept(s)) byKey.set(seriesKey(s), s);
-  const series: StatSeries[] = [];
-  for (const s of prev.series) {
+export function mergeStats(prev: Stats, update: { series?: StatSeries[]; variants?: VariantSeries[] }, since: number, accept: (s: { node?: string }) => boolean = () => true): Stats {
+  const series = mergeSeries(prev.series, update.series ?? [], since, accept);
+  if (!prev.variants && !update.variants?.length) return { ...prev, series };
+  return { ...prev, series, variants: mergeSeries(prev.variants ?? [], update.variants ?? [], since, accept) };
+}
+
+function mergeSeries<T extends { rule: string; node?: string; variant?: string; points: StatPoint[] }>(prev: T[], update: T[], since: number, accept: (s: T) => boolean): T[] {
+  const byKey = new Map<string, T>();
+  for (const s of update) if (accept(s)) byKey.set(seriesKey(s), s);
+  const out: T[] = [];
+  for (const s of prev) {
     const k = seriesKey(s);
     const u = byKey.get(k);
     byKey.delete(k);
-    if (u) series.push({ ...s, points: mergePoints(s.points, u.points, since) });
-    else if (s.points.length > 0 && s.points[0][0] < since) series.push({ ...s, points: mergePoints(s.points, [], since) });
-    else series.push(s);
+    if (u) out.push({ ...s, points: mergePoints(s.points, u.points, since) });
+    else if (s.points.length > 0 && s.points[0][0] < since) out.push({ ...s, points: mergePoints(s.points, [], since) });
+    else out.push(s);
   }
-  for (const u of byKey.values()) series.push({ ...u, points: mergePoints([], u.points, since) });
-  return { ...prev, series };
+  for (const u of byKey.values()) out.push({ ...u, points: mergePoints([], u.points, since) });
+  return out;
 }
 
 /**
@@ -146,25 +152,118 @@ export function rates(points: StatPoint[], grid: number[], step: number, measure
   return out;
 }
 
+/**
+ * isolated are the indices of the values a line cannot draw: those with no
+ * value on either side (a gap or the edge), which the chart draws as dots.
+ */
+export function isolated(xs: (number | null | undefined)[]): number[] {
+  const out: number[] = [];
+  const has = (i: number) => i >= 0 && i < xs.length && xs[i] !== null && xs[i] !== undefined;
+  for (let i = 0; i < xs.length; i++) if (has(i) && !has(i - 1) && !has(i + 1)) out.push(i);
+  return out;
+}
+
 /** latest is the newest non-null value of a rate list, or undefined. */
 export function latest(xs: (number | null)[]): number | undefined {
   for (let i = xs.length - 1; i >= 0; i--) if (xs[i] !== null) return xs[i]!;
   return undefined;
 }
 
+/** LegendStats are a line's figures over the range: steps without data are left out. */
+export type LegendStats = { min: number; avg: number; max: number; last: number };
+
+/** legendStats is the min, mean, max and newest value of a line, ignoring gaps; undefined when it has no value. */
+export function legendStats(xs: (number | null)[]): LegendStats | undefined {
+  let n = 0;
+  let sum = 0;
+  let min = Infinity;
+  let max = -Infinity;
+  let last: number | undefined;
+  for (const x of xs) {
+    if (x === null || !Number.isFinite(x)) continue;
+    n++;
+    sum += x;
+    min = Math.min(min, x);
+    max = Math.max(max, x);
+    last = x;
+  }
+  return n === 0 ? undefined : { min, avg: sum / n, max, last: last! };
+}
+
+/** ThresholdLimit is what threshold reads of a limit (a Limit of the API). */
+export type ThresholdLimit = {
+  algorithm: string;
+  rate?: number;
+  period?: string;
+  scope?: string;
+  key?: string[];
+  routes?: string[];
+  cost?: object;
+  tiers?: unknown[];
+  variants?: unknown[];
+};
+
+/** Threshold is a chart's threshold line (per second) or, when the limit has no single one for the chart, why not. */
+export type Threshold = { value: number; note?: undefined } | { value?: undefined; note: string };
+
+/** keyPartLabel names what a key dimension keys on, for people. */
+function keyPartLabel(part: string): string {
+  if (part === 'ip') return 'client IP';
+  const [kind, name] = [part.slice(0, part.indexOf(':')), part.slice(part.indexOf(':') + 1)];
+  switch (kind) {
+    case 'header':
+      return `${name} header value`;
+    case 'query':
+      return `${name} query value`;
+    case 'cookie':
+      return `${name} cookie value`;
+    case 'jwt':
+      return `${name} claim value`;
+    case 'sdk':
+      return `${name} value`;
+  }
+  return part;
+}
+
 /**
- * thresholdPerSecond is the rate at which a limit starts rejecting, per
- * second, for a chart of fleetNodes nodes (1 for one node's chart): a
- * node-scoped limit allows its rate on every node, a cluster one across the
- * fleet. Undefined for a concurrency or adaptive limit (in flight, not a
- * rate), one without a rate, or a period that cannot be read.
+ * threshold is the rate above which a limit rejects, per second, on a chart
+ * of the whole fleet (nodes live nodes) or of one node (chart 'node'), by
+ * the limit's semantics:
+ *
+ *  - a rate is per key: only a limit whose key is global (one budget) or
+ *    route (one budget per route it names) has a ceiling on the sum a
+ *    chart draws; a per-IP (or per-header, ...) limit has none, however
+ *    many keys there are;
+ *  - a node-scoped limit allows its rate on every node (the fleet's line is
+ *    rate × nodes); a cluster one across the fleet (no line on one node's
+ *    chart: a node's share is not fixed);
+ *  - concurrency and adaptive limits cap requests in flight, quotas a budget
+ *    per calendar period or long window, costs count units: none is a
+ *    request rate; tiers and variants give some callers other settings.
+ *
+ * A limit without a rate, or a period that cannot be read, has neither
+ * value nor note.
  */
-export function thresholdPerSecond(limit: { algorithm: string; rate?: number; period?: string; scope?: string }, fleetNodes: number): number | undefined {
-  if (limit.algorithm === 'concurrency' || limit.algorithm === 'adaptive' || limit.rate === undefined) return undefined;
+export function threshold(limit: ThresholdLimit, chart: { nodes: number } | 'node'): Threshold | undefined {
+  if (limit.algorithm === 'concurrency' || limit.algorithm === 'adaptive') return { note: 'caps requests in flight, not a rate: no threshold line' };
+  if (limit.algorithm === 'quota') return { note: 'a quota is a budget per period, not a rate: no threshold line' };
+  if (limit.cost) return { note: 'counts cost units, not requests: no threshold line' };
+  if (limit.tiers?.length) return { note: 'tiers give callers other rates: no single threshold line' };
+  if (limit.variants?.length) return { note: 'variants give some clients other settings: no single threshold line (see Variants)' };
+  if (limit.rate === undefined) return undefined;
   const period = parseDuration(limit.period ?? '1s');
   if (!Number.isFinite(period) || period <= 0) return undefined;
-  const perNode = limit.rate / period;
-  return limit.scope === 'cluster' ? perNode : perNode * Math.max(1, fleetNodes);
+  const parts = limit.key?.length ? limit.key : ['global'];
+  const perKey = parts.find((p) => p !== 'global' && p !== 'route');
+  if (perKey) return { note: `per-${perKey} limit: the rate applies to each ${keyPartLabel(perKey)} on its own, so the traffic drawn has no threshold line` };
+  let budgets = 1;
+  if (parts.includes('route')) {
+    if (!limit.routes?.length) return { note: 'one budget per route, on every route: no single threshold line' };
+    budgets = limit.routes.length;
+  }
+  const rate = (limit.rate / period) * budgets;
+  if (limit.scope === 'cluster') return chart === 'node' ? { note: "a cluster limit's rate is shared by the fleet: no per-node threshold line" } : { value: rate };
+  return { value: chart === 'node' ? rate : rate * Math.max(1, chart.nodes) };
 }
 
 const markerKinds = new Set(['publish', 'rollback', 'canary', 'degrade', 'breaker', 'override', 'apply_error']);
@@ -217,4 +316,66 @@ export function eventLabel(e: FleetEvent): string {
   if (e.node) parts.push(`on ${e.node}`);
   if (e.actor) parts.push(`by ${e.actor}`);
   return parts.join(' ');
+}
+
+/**
+ * variantSeries are a limit's per-variant series, one per variant id
+ * (sorted, base first): the control plane's fleet-wide ones where it sent
+ * them, else the sum of the nodes' (the each-node view loads those).
+ */
+export function variantSeries(stats: Stats | undefined, rule: string): { variant: string; points: StatPoint[] }[] {
+  const fleet = new Map<string, StatPoint[]>();
+  const nodes = new Map<string, Map<number, StatPoint>>();
+  for (const s of stats?.variants ?? []) {
+    if (s.rule !== rule) continue;
+    if (!s.node) {
+      fleet.set(s.variant, s.points);
+      continue;
+    }
+    const sum = nodes.get(s.variant) ?? new Map<number, StatPoint>();
+    nodes.set(s.variant, sum);
+    for (const pt of s.points) {
+      const p = sum.get(pt[0]);
+      if (!p) sum.set(pt[0], [...pt]);
+      else for (let i = 1; i < pt.length; i++) p[i] = (p[i] ?? 0) + pt[i];
+    }
+  }
+  for (const [v, sum] of nodes) if (!fleet.has(v)) fleet.set(v, [...sum.values()].sort((x, y) => x[0] - y[0]));
+  return [...fleet]
+    .map(([variant, points]) => ({ variant, points }))
+    .sort((a, b) => (a.variant === 'base' ? -1 : b.variant === 'base' ? 1 : a.variant.localeCompare(b.variant)));
+}
+
+/** VariantTotals are a variant's decisions over a range: totals, per-second means, and the share rejected. */
+export type VariantTotals = { allowed: number; rejected: number; allowedPerSecond: number; rejectedPerSecond: number; rejectedShare?: number };
+
+/** variantTotals sums a variant's points in [since, until] (unix seconds); the means are over that span, the share undefined without decisions. */
+export function variantTotals(points: StatPoint[], since: number, until: number): VariantTotals {
+  let allowed = 0;
+  let rejected = 0;
+  for (const p of points) {
+    if (p[0] < since - 1e-9 || p[0] > until) continue;
+    allowed += Math.max(0, p[1]);
+    rejected += Math.max(0, p[2]);
+  }
+  const span = Math.max(1, until - since);
+  return { allowed, rejected, allowedPerSecond: allowed / span, rejectedPerSecond: rejected / span, rejectedShare: allowed + rejected > 0 ? rejected / (allowed + rejected) : undefined };
+}
+
+/** VariantShare is one variant of a limit as its clients get it: its share of clients and its rate. */
+export type VariantShare = { id: string; weight: number; rate?: number; period?: string; algorithm: string };
+
+/**
+ * variantShares lists a limit's variants as their clients get them, the
+ * base one (the clients no variant takes: 100 minus the weights) first; a
+ * variant's unset rate and period are the limit's own.
+ */
+export function variantShares(limit: { algorithm: string; rate?: number; period?: string; variants?: { id: string; weight: number; rate?: number; period?: string }[] }): VariantShare[] {
+  const vs = limit.variants ?? [];
+  if (vs.length === 0) return [];
+  const taken = vs.reduce((n, v) => n + v.weight, 0);
+  return [
+    { id: 'base', weight: Math.max(0, 100 - taken), rate: limit.rate, period: limit.period, algorithm: limit.algorithm },
+    ...vs.map((v) => ({ id: v.id, weight: v.weight, rate: v.rate || limit.rate, period: v.period || limit.period, algorithm: limit.algorithm })),
+  ];
 }
