@@ -11,6 +11,7 @@ import { toYaml } from '../draft/ruleset';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { ResetDraftButton } from '../draft/ResetDraft';
 import { CanaryStatus } from '../canary/CanaryStatus';
+import { useCanary } from '../nodes/hooks';
 import { useRollout, useVersionDoc, useVersions } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
@@ -33,6 +34,7 @@ export function approveBlock(me: Me | null | undefined, c: Change): string | nul
 
 function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) {
   const r = useRollout(ns, n, follow);
+  const canary = useCanary(ns, 5_000).data;
   const applied = (r.data?.applied ?? []).filter((a) => a.live && a.current).length;
   const waiting = r.data?.waiting ?? [];
   const done = r.data?.rulesetAt && waiting.length === 0;
@@ -41,10 +43,14 @@ function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) 
       {r.error ? (
         <Text size="sm">Publication state unavailable.</Text>
       ) : !r.data?.rulesetAt && r.data?.canaryAt ? (
-        <>
-          <Text size="sm">Published as a canary: only the nodes its selector matches run it until it is promoted.</Text>
-          <CanaryStatus ns={ns} />
-        </>
+        canary?.version === n ? (
+          <>
+            <Text size="sm">Published as a canary: only the nodes its selector matches run it until it is promoted.</Text>
+            <CanaryStatus ns={ns} />
+          </>
+        ) : (
+          <Text size="sm">Published as a canary, never to every node (the canary ended without a promotion).</Text>
+        )
       ) : !r.data?.rulesetAt ? (
         <Text size="sm">Writing to etcd…</Text>
       ) : follow ? (
