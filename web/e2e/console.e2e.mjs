@@ -358,7 +358,7 @@ async function main() {
       // Its scope: the live nodes it reaches at once and what it changes against the published version.
       await dialog.getByText("This publishes version 2's rules to 1 live node of shop at once").waitFor();
       await dialog.getByLabel('What the rollback changes').getByText(/^Against the published v3: 1 rule change/).waitFor();
-      await dialog.getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+      await dialog.getByText(/^limit orders-limit: rate 100 → 2$/).waitFor();
       await dialog.getByLabel('Reason').fill('incident 42');
       assert.ok(await go.isDisabled(), 'disabled until the name is typed');
       await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
@@ -405,7 +405,10 @@ async function main() {
     await step('a session that ends mid-edit: Save asks the password in a dialog and saves; cancelled, the edits stay on the page', async () => {
       await p.goto('/namespaces/shop/draft');
       const rate = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      const state = p.getByRole('region', { name: 'Draft state' });
       await rate.fill('11');
+      // The server's check of the edit is back (asked while the session still lives), and the edit is kept in the browser.
+      await state.getByText(/ → 11 per 1m/).waitFor();
       await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
       // The browser's own session only (its cookie's sha256 is the row's id), deleted as an expiry sweep would.
       const expire = async () => {
@@ -418,11 +421,11 @@ async function main() {
       const dialog = p.getByRole('dialog', { name: 'Your session has ended' });
       await dialog.getByText('Sign in again as editor').waitFor();
       // A wrong password is said in the dialog, which stays.
-      await dialog.getByLabel('Password').fill('not-the-password');
+      await dialog.getByRole('textbox', { name: 'Password' }).fill('not-the-password');
       await dialog.getByRole('button', { name: 'Sign in' }).click();
       await dialog.getByRole('alert').getByText('wrong username or password').waitFor();
       await p.screenshot({ path: join(shots, 'reauth-dialog.png') });
-      await dialog.getByLabel('Password').fill(pw.editor);
+      await dialog.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
       await dialog.getByRole('button', { name: 'Sign in' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
       await dialog.waitFor({ state: 'detached' });
@@ -432,6 +435,7 @@ async function main() {
       assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0, 'a saved draft is no longer kept');
       // Cancelled: the save fails with the expiry, the edit stays on the page; the next Save asks again.
       await rate.fill('12');
+      await state.getByText(/ → 12 per 1m/).waitFor();
       await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
       await expire();
       await p.getByRole('button', { name: 'Save draft' }).click();
@@ -439,7 +443,7 @@ async function main() {
       await p.getByRole('alert').filter({ hasText: 'The server refused the draft' }).getByText(/session is unknown or has expired/).waitFor();
       assert.equal(await rate.inputValue(), '12');
       await p.getByRole('button', { name: 'Save draft' }).click();
-      await dialog.getByLabel('Password').fill(pw.editor);
+      await dialog.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
       await dialog.getByRole('button', { name: 'Sign in' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
       assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 12);
