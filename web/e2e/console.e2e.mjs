@@ -408,7 +408,7 @@ async function main() {
       const state = p.getByRole('region', { name: 'Draft state' });
       await rate.fill('11');
       // The server's check of the edit is back (asked while the session still lives), and the edit is kept in the browser.
-      await state.getByText(/ → 11 per 1m/).waitFor();
+      await state.getByText(/rate \d+ → 11 per 1m/).waitFor();
       await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
       // The browser's own session only (its cookie's sha256 is the row's id), deleted as an expiry sweep would.
       const expire = async () => {
@@ -435,7 +435,7 @@ async function main() {
       assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0, 'a saved draft is no longer kept');
       // Cancelled: the save fails with the expiry, the edit stays on the page; the next Save asks again.
       await rate.fill('12');
-      await state.getByText(/ → 12 per 1m/).waitFor();
+      await state.getByText(/rate \d+ → 12 per 1m/).waitFor();
       await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
       await expire();
       await p.getByRole('button', { name: 'Save draft' }).click();
@@ -697,7 +697,7 @@ async function main() {
       const v = newest + 1;
       const confirm = a.getByRole('dialog', { name: `Publish v${v} as a canary on 1 node?` });
       await confirm.getByText(/On pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version\. Judged every 60s/).waitFor();
-      await confirm.getByRole('list', { name: 'What it publishes' }).getByText(/^limit orders-limit: rate \d+ → 700 per 1m$/).waitFor();
+      await confirm.getByRole('list', { name: 'What it publishes' }).getByText(/^limit orders-limit: rate \d+ → 700 per 1m/).waitFor();
       await a.screenshot({ path: join(shots, 'publish-canary-confirm.png') });
       await confirm.getByRole('button', { name: 'Publish canary' }).click();
       const summary = new RegExp(`^canary v${v} on 1 node \\(pool=canary\\), analysis: (waiting for a window|too little traffic)$`);
