@@ -106,7 +106,9 @@ export const session: Middleware = {
       if (!(await reauthenticate())) return response;
       const headers = new Headers(copy.headers);
       headers.set('X-CSRF-Token', csrfToken);
-      return options.fetch(new Request(copy, { headers }));
+      // Called unbound: a browser's fetch refuses any other this ("Illegal invocation").
+      const send = options.fetch;
+      return send(new Request(copy, { headers }));
     }
     if (!reauthing) onUnauthorized();
     return response;

@@ -9,7 +9,9 @@ import { ApiError, session, setCsrfToken, setReauthHandler, setUnauthorizedHandl
  */
 function server() {
   const s = { live: true, csrf: 'old', got: [] as { method: string; path: string; csrf: string | null; body: string }[] };
-  const fetch = async (r: Request) => {
+  // Like a browser's fetch, it refuses to be called as another object's method.
+  const fetch = async function (this: unknown, r: Request) {
+    if (this !== undefined && this !== globalThis) throw new TypeError("Failed to execute 'fetch' on 'Window': Illegal invocation");
     const body = await r.text();
     const path = new URL(r.url).pathname;
     s.got.push({ method: r.method, path, csrf: r.headers.get('X-CSRF-Token'), body });
