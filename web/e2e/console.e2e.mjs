@@ -698,6 +698,7 @@ async function main() {
       const confirm = a.getByRole('dialog', { name: `Publish v${v} as a canary on 1 node?` });
       await confirm.getByText(/On pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version\. Judged every 60s/).waitFor();
       await confirm.getByRole('list', { name: 'What it publishes' }).getByText(/^limit orders-limit: rate \d+ → 700 per 1m/).waitFor();
+      await sleep(300); // the dialog's fade-in
       await a.screenshot({ path: join(shots, 'publish-canary-confirm.png') });
       await confirm.getByRole('button', { name: 'Publish canary' }).click();
       const summary = new RegExp(`^canary v${v} on 1 node \\(pool=canary\\), analysis: (waiting for a window|too little traffic)$`);

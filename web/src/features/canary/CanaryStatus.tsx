@@ -15,7 +15,9 @@ export function CanaryStatus({ ns, link = true }: { ns: string; link?: boolean }
   const text = canarySummary(canary);
   return (
     <Group gap={6} wrap="nowrap" role="status" aria-label="Canary">
-      <Badge color={analysisColor(canary)}>canary</Badge>
+      <Badge color={analysisColor(canary)} style={{ flexShrink: 0 }}>
+        canary
+      </Badge>
       <Text size="sm">
         {link ? (
           <Anchor component={Link} to={`/namespaces/${ns}/canary`}>

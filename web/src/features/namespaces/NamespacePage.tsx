@@ -71,7 +71,6 @@ export function NamespacePage() {
           <Title order={2} size="h5">
             Published
           </Title>
-          <CanaryStatus ns={ns} />
           {latest ? (
             <Text>
               <Anchor component={Link} to={`/namespaces/${ns}/versions/${latest.number}`}>
@@ -82,6 +81,7 @@ export function NamespacePage() {
           ) : (
             <Text c="dimmed">Nothing published yet.</Text>
           )}
+          <CanaryStatus ns={ns} />
         </Paper>
         <Paper withBorder p="md">
           <Title order={2} size="h5">
