@@ -2,6 +2,7 @@
 // Debian's Chromium against a real sluice-admin (Postgres, embedded etcd)
 // and a real sluice-gateway following it. Run by scripts/test-web.sh.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -213,7 +214,14 @@ async function main() {
       await a.getByText('approved', { exact: true }).first().waitFor();
       // The comment is cleared once the approval's refetch settles, which may be a moment after "approved" shows.
       await until('the sent comment to be cleared (B6)', async () => (await a.getByLabel('Comment').inputValue()) === '', 5_000);
-      await a.getByRole('button', { name: 'Publish' }).click();
+      // Publish confirms with its scope: the version, the live nodes and what the change does.
+      await a.getByRole('button', { name: 'Publish', exact: true }).click();
+      const confirm = a.getByRole('dialog', { name: 'Publish v2 to 1 node?' });
+      await confirm.getByText('Every live node of shop runs it: gw-e2e.').waitFor();
+      await confirm.getByRole('list', { name: 'What it publishes' }).getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
+      await confirm.getByText(/Tighten orders: 1 rule change, 1 risk flag/).waitFor();
+      await a.screenshot({ path: join(shots, 'publish-confirm.png') });
+      await confirm.getByRole('button', { name: 'Publish to 1 node' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
       await a.getByText('Running on 1 of 1 live node.').waitFor({ timeout: 20_000 });
     });
@@ -250,7 +258,8 @@ async function main() {
       await a.getByText('rollback to v1').waitFor();
       await a.getByText('limit orders-limit: rate 2 → 100 per 1m').waitFor();
       await approve(a);
-      await a.getByRole('button', { name: 'Publish' }).click();
+      await a.getByRole('button', { name: 'Publish', exact: true }).click();
+      await a.getByRole('dialog', { name: 'Publish v3 to 1 node?' }).getByRole('button', { name: 'Publish to 1 node' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 3' }).waitFor();
       await until('the gateway to run v3', async () => (await gatewayVersion(stack.gwAdmin)) === 3);
       // The versions page marks the current version, the reviewed rollback (B3) and what it rolled back from;
@@ -346,6 +355,10 @@ async function main() {
       await admin.page.getByRole('button', { name: 'Emergency rollback' }).click();
       const dialog = admin.page.getByRole('dialog', { name: 'Emergency rollback to v2' });
       const go = dialog.getByRole('button', { name: 'Roll back now' });
+      // Its scope: the live nodes it reaches at once and what it changes against the published version.
+      await dialog.getByText("This publishes version 2's rules to 1 live node of shop at once").waitFor();
+      await dialog.getByLabel('What the rollback changes').getByText(/^Against the published v3: 1 rule change/).waitFor();
+      await dialog.getByText(/^limit orders-limit: rate 100 → 2$/).waitFor();
       await dialog.getByLabel('Reason').fill('incident 42');
       assert.ok(await go.isDisabled(), 'disabled until the name is typed');
       await dialog.getByLabel('Type the namespace name (shop) to confirm').fill('shop');
@@ -389,25 +402,53 @@ async function main() {
       await p.getByRole('table', { name: 'Changes' }).waitFor();
     });
 
-    await step('a session that ends mid-edit loses nothing: the edits are kept in the browser and restored after signing in', async () => {
+    await step('a session that ends mid-edit: Save asks the password in a dialog and saves; cancelled, the edits stay on the page', async () => {
       await p.goto('/namespaces/shop/draft');
       const rate = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
+      const state = p.getByRole('region', { name: 'Draft state' });
       await rate.fill('11');
+      // The server's check of the edit is back (asked while the session still lives), and the edit is kept in the browser.
+      await state.getByText(/rate \d+ → 11 per 1m/).waitFor();
       await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
-      stack.sql(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE user_id = (SELECT id FROM users WHERE username = 'editor')`);
+      // The browser's own session only (its cookie's sha256 is the row's id), deleted as an expiry sweep would.
+      const expire = async () => {
+        const cookie = (await p.context().cookies()).find((c) => c.name === 'sluice_session')?.value;
+        assert.ok(cookie, 'the browser holds a session cookie');
+        stack.sql(`DELETE FROM sessions WHERE id = '${createHash('sha256').update(cookie).digest('hex')}'`);
+      };
+      await expire();
       await p.getByRole('button', { name: 'Save draft' }).click();
-      await p.waitForURL(/\/login\?next=%2Fnamespaces%2Fshop%2Fdraft&expired=1/);
-      await p.getByLabel('Username').fill('editor');
-      await p.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
-      await p.getByRole('button', { name: 'Sign in' }).click();
-      await p.waitForURL('**/namespaces/shop/draft');
-      const offer = p.getByRole('alert').filter({ hasText: 'were kept in this browser' });
-      await offer.getByRole('button', { name: 'Restore my edits' }).click();
-      assert.equal(await rate.inputValue(), '11');
-      await p.getByRole('button', { name: 'Save draft' }).click();
+      const dialog = p.getByRole('dialog', { name: 'Your session has ended' });
+      await dialog.getByText('Sign in again as editor').waitFor();
+      // A wrong password is said in the dialog, which stays.
+      await dialog.getByRole('textbox', { name: 'Password' }).fill('not-the-password');
+      await dialog.getByRole('button', { name: 'Sign in' }).click();
+      await dialog.getByRole('alert').getByText('wrong username or password').waitFor();
+      await p.screenshot({ path: join(shots, 'reauth-dialog.png') });
+      await dialog.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
+      await dialog.getByRole('button', { name: 'Sign in' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
-      assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 11);
+      await dialog.waitFor({ state: 'detached' });
+      assert.match(p.url(), /\/namespaces\/shop\/draft$/, 'the page was never left');
+      assert.equal(await rate.inputValue(), '11');
+      assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 11, 'the save was sent again and landed');
       assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0, 'a saved draft is no longer kept');
+      // Cancelled: the save fails with the expiry, the edit stays on the page; the next Save asks again.
+      await rate.fill('12');
+      await state.getByText(/rate \d+ → 12 per 1m/).waitFor();
+      await until('the edit to be kept in local storage', () => p.evaluate(() => Object.keys(localStorage).some((k) => k.startsWith('sluice.draft.editor.'))), 3_000);
+      await expire();
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await p.getByRole('alert').filter({ hasText: 'The server refused the draft' }).getByText(/session is unknown or has expired/).waitFor();
+      assert.equal(await rate.inputValue(), '12');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await dialog.getByRole('textbox', { name: 'Password' }).fill(pw.editor);
+      await dialog.getByRole('button', { name: 'Sign in' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      assert.equal((await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0].rate, 12);
+      // What the old session's tab kept in the browser is gone with the save.
+      assert.equal(await p.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('sluice.draft.')).length), 0);
     });
 
     await step('approver rejects a change; the editor is offered to reset the draft or keep it, and resets it to published (audited)', async () => {
@@ -648,7 +689,7 @@ async function main() {
       await form.getByRole('button', { name: 'Publish canary' }).click();
       // The confirmation names the scope: the selector and the live nodes it matches.
       const confirmCanary = a.getByRole('dialog', { name: `Publish #${id} as a canary?` });
-      await confirmCanary.getByText(/on pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version/).waitFor();
+      await confirmCanary.getByText(/On pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version/).waitFor();
       await confirmCanary.getByRole('button', { name: 'Publish canary' }).click();
       const active = a.getByRole('region', { name: 'Active canary' });
       await active.getByRole('heading', { name: /on pool=canary/ }).waitFor();
@@ -661,6 +702,54 @@ async function main() {
       await confirmAbort.getByText(/^1 node on pool=canary returns to the fleet's version/).waitFor();
       await confirmAbort.getByRole('button', { name: 'Abort canary' }).click();
       await a.getByRole('status').filter({ hasText: `Canary v${v} aborted.` }).waitFor();
+      await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
+    });
+
+    await step('approver publishes a change as a canary from its change page; the overview, nodes and versions pages say "canary vN on 1 node (pool=canary), analysis: …"', async () => {
+      const a = approver.page;
+      const ed = await new Api(base).login('editor', pw.editor);
+      const d = await ed.ok('GET', '/api/v1/namespaces/shop/draft');
+      const rs = d.data;
+      rs.limits[0].rate = 700;
+      await ed.ok('PUT', '/api/v1/namespaces/shop/draft', rs, { 'If-Match': d.headers.get('etag') });
+      const id = (await ed.ok('POST', '/api/v1/namespaces/shop/changes', { title: 'canary from the change page' })).data.id;
+      const appr = await new Api(base).login('approver', pw.approver);
+      await appr.ok('POST', `/api/v1/namespaces/shop/changes/${id}/approve`, { comment: 'canary it' });
+      const published = await gatewayVersion(stack.gwAdmin);
+      const newest = (await stack.api.ok('GET', '/api/v1/namespaces/shop/versions?limit=1')).data.items[0].number;
+      await a.goto(`/namespaces/shop/changes/${id}`);
+      const panel = a.getByRole('region', { name: 'Publish', exact: true });
+      await panel.getByText('As a canary', { exact: true }).click();
+      await panel.getByLabel('Node selector').fill('pool=canary');
+      await panel.getByRole('button', { name: 'Publish as a canary' }).click();
+      const v = newest + 1;
+      const confirm = a.getByRole('dialog', { name: `Publish v${v} as a canary on 1 node?` });
+      await confirm.getByText(/On pool=canary: 1 live node now \(gw-e2e\); the other nodes of shop keep their version\. Judged every 60s/).waitFor();
+      await confirm.getByRole('list', { name: 'What it publishes' }).getByText(/^limit orders-limit: rate \d+ → 700 per 1m/).waitFor();
+      await sleep(300); // the dialog's fade-in
+      await a.screenshot({ path: join(shots, 'publish-canary-confirm.png') });
+      await confirm.getByRole('button', { name: 'Publish canary' }).click();
+      const summary = new RegExp(`^canary v${v} on 1 node \\(pool=canary\\), analysis: (waiting for a window|too little traffic)$`);
+      const status = a.getByRole('status').filter({ hasText: `Published version ${v}` });
+      await status.getByText('Published as a canary').waitFor();
+      await status.getByRole('status', { name: 'Canary' }).getByText(summary).waitFor();
+      await until('the canary node to run the canary version', async () => (await gatewayVersion(stack.gwAdmin)) === v);
+      // The overview counts the canary node on the canary, not as a node behind the published version.
+      await a.goto('/namespaces/shop');
+      await a.getByRole('status', { name: 'Canary' }).getByText(summary).waitFor();
+      await a.getByText(`1 live, 0 on v${published}, 1 on canary v${v}`).waitFor();
+      await a.getByRole('link', { name: `v${published}`, exact: true }).waitFor();
+      await a.screenshot({ path: join(shots, 'overview-canary.png') });
+      await a.goto('/namespaces/shop/nodes');
+      await a.getByRole('status', { name: 'Canary' }).getByText(summary).waitFor();
+      await a.getByRole('row', { name: /gw-e2e/ }).getByText('canary', { exact: true }).waitFor();
+      await a.screenshot({ path: join(shots, 'nodes-canary.png') });
+      await a.goto('/namespaces/shop/versions');
+      await a.getByRole('status', { name: 'Canary' }).getByText(summary).waitFor();
+      await a.getByRole('row').filter({ has: a.getByRole('link', { name: `v${published}`, exact: true }) }).getByText('current', { exact: true }).waitFor();
+      await a.screenshot({ path: join(shots, 'versions-canary.png') });
+      // Aborted, so the next step starts with no canary.
+      await appr.ok('POST', '/api/v1/namespaces/shop/canary/abort', { reason: 'e2e: from the change page' });
       await until('the node to return to the published version', async () => (await gatewayVersion(stack.gwAdmin)) === published);
     });
 

@@ -37,6 +37,8 @@ export class ApiError extends Error {
 
 let csrfToken = '';
 let onUnauthorized: () => void = () => {};
+let reauth: (() => Promise<boolean>) | null = null;
+let reauthing: Promise<boolean> | null = null;
 
 /** setCsrfToken records the session's CSRF token (from login or /me). */
 export function setCsrfToken(t: string | undefined) {
@@ -48,26 +50,71 @@ export function unauthorized() {
   onUnauthorized();
 }
 
-/** setUnauthorizedHandler is called when a request's session has expired. */
+/** setUnauthorizedHandler is called when a request's session has expired (and no re-authentication is under way). */
 export function setUnauthorizedHandler(f: () => void) {
   onUnauthorized = f;
 }
 
-const mutating = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/**
+ * setReauthHandler sets what signs the same user in again when a
+ * mutation's session has expired (the console's password dialog): it
+ * resolves true once signed in, and the mutation is then sent again, as it
+ * was, with the new session's CSRF token; false when the user declines,
+ * and the mutation fails with its 401. Every mutation that meets the
+ * expiry meanwhile waits on the same one. null: none (a 401 then ends the
+ * session, as on a read).
+ */
+export function setReauthHandler(f: (() => Promise<boolean>) | null) {
+  reauth = f;
+}
 
-const session: Middleware = {
-  onRequest({ request }) {
-    if (mutating.has(request.method) && csrfToken) {
-      request.headers.set('X-CSRF-Token', csrfToken);
+function reauthenticate(): Promise<boolean> {
+  reauthing ??= (reauth ? reauth() : Promise.resolve(false))
+    .catch(() => false)
+    .finally(() => {
+      reauthing = null;
+    });
+  return reauthing;
+}
+
+const mutating = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+// Signing in and out answer 401 for their own reasons (a wrong password).
+const isAuth = (r: Request) => new URL(r.url).pathname.startsWith('/api/v1/auth/') || new URL(r.url).pathname === '/api/v1/me';
+
+// A copy of each mutation in flight while a re-authentication handler is
+// set, by openapi-fetch's request id: a request's body is read once.
+const copies = new Map<string, Request>();
+
+/**
+ * session is the client's middleware: the CSRF token on every mutation; a
+ * mutation refused with 401 re-authenticates and is sent again; any other
+ * 401 ends the session (setUnauthorizedHandler).
+ */
+export const session: Middleware = {
+  onRequest({ request, id }) {
+    if (mutating.has(request.method)) {
+      if (csrfToken) request.headers.set('X-CSRF-Token', csrfToken);
+      if (reauth && !isAuth(request)) copies.set(id, request.clone());
     }
     return request;
   },
-  onResponse({ request, response }) {
-    const url = new URL(request.url, window.location.origin);
-    if (response.status === 401 && url.pathname !== '/api/v1/auth/login' && url.pathname !== '/api/v1/me') {
-      onUnauthorized();
+  async onResponse({ request, response, id, options }) {
+    const copy = copies.get(id);
+    copies.delete(id);
+    if (response.status !== 401 || isAuth(request)) return response;
+    if (copy) {
+      if (!(await reauthenticate())) return response;
+      const headers = new Headers(copy.headers);
+      headers.set('X-CSRF-Token', csrfToken);
+      // Called unbound: a browser's fetch refuses any other this ("Illegal invocation").
+      const send = options.fetch;
+      return send(new Request(copy, { headers }));
     }
+    if (!reauthing) onUnauthorized();
     return response;
+  },
+  onError({ id }) {
+    copies.delete(id);
   },
 };
 

@@ -1,10 +1,11 @@
 import { Anchor, AppShell, Burger, Button, Center, Group, Loader, Stack, Text } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { Link, Navigate, NavLink, Outlet, useLocation, useNavigate } from 'react-router';
-import { setUnauthorizedHandler } from '../api/client';
+import { setReauthHandler, setUnauthorizedHandler } from '../api/client';
 import { keys } from '../api/keys';
+import { ReauthDialog } from '../features/auth/ReauthDialog';
 import { allows, useLogout, useMe } from '../features/auth/session';
 import { ErrorAlert } from './ErrorAlert';
 
@@ -26,6 +27,31 @@ export function Layout() {
     return () => setUnauthorizedHandler(() => {});
   }, [qc]);
   useEffect(close, [location.pathname, close]);
+  // A mutation whose session expired asks the same user's password in a
+  // dialog and is sent again (api/client.ts), instead of leaving the page.
+  const username = me.data?.user.username;
+  const [reauth, setReauth] = useState(false);
+  const resolveReauth = useRef<((ok: boolean) => void) | null>(null);
+  useEffect(() => {
+    if (!username) return;
+    setReauthHandler(
+      () =>
+        new Promise<boolean>((resolve) => {
+          resolveReauth.current = resolve;
+          setReauth(true);
+        }),
+    );
+    return () => {
+      setReauthHandler(null);
+      resolveReauth.current?.(false);
+      resolveReauth.current = null;
+    };
+  }, [username]);
+  const reauthDone = (ok: boolean) => {
+    resolveReauth.current?.(ok);
+    resolveReauth.current = null;
+    setReauth(false);
+  };
 
   if (me.isPending) {
     return (
@@ -89,6 +115,7 @@ export function Layout() {
           <Outlet />
         </AppShell.Main>
       </AppShell>
+      <ReauthDialog opened={reauth} username={me.data.user.username ?? ''} onDone={reauthDone} />
     </>
   );
 }

@@ -54,3 +54,21 @@ export function useLogout() {
     },
   });
 }
+
+/**
+ * useReauthenticate signs the signed-in user in again after their session
+ * expired, keeping the query cache (useLogin clears it): the page, and
+ * whatever is typed in it, stays. Queries that failed meanwhile are asked
+ * again.
+ */
+export function useReauthenticate() {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: (body: { username: string; password: string }) => unwrap(client.POST('/api/v1/auth/login', { body })),
+    onSuccess: (r) => {
+      setCsrfToken(r.csrfToken);
+      qc.setQueryData<Me>(keys.me, { user: r.user!, role: r.user!.role!, csrfToken: r.csrfToken });
+      void qc.invalidateQueries({ predicate: (q) => q.state.status === 'error' });
+    },
+  });
+}

@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Button, Checkbox, Group, NativeSelect, Paper, SimpleGrid, Stack, Table, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, NativeSelect, Paper, Stack, Table, Text, Textarea, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import type { FleetEvent } from '../../api/fleet';
@@ -14,9 +14,10 @@ import { allows, useMe } from '../auth/session';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useCanary } from '../nodes/hooks';
-import { matches, parseSelector } from '../nodes/labels';
 import { useNodes } from '../namespaces/hooks';
-import { analysisFrom, comparisonRows, defaultAnalysis, type AnalysisForm } from './analysis';
+import { comparisonRows } from './analysis';
+import { CanaryFields, CanaryScope, useCanaryOptions } from './CanaryForm';
+import { CanaryStatus } from './CanaryStatus';
 import { useEndCanary, usePublishCanary } from './hooks';
 import { useEvents } from '../events/hooks';
 
@@ -62,22 +63,13 @@ function PublishCanary({ ns }: { ns: string }) {
   const publish = usePublishCanary(ns);
   const changes = (approved.data?.items ?? []).filter((c) => !c.stale);
   const [id, setId] = useState('');
-  const [selText, setSelText] = useState('');
-  const [analyse, setAnalyse] = useState(true);
-  const [form, setForm] = useState<AnalysisForm>(defaultAnalysis);
-  const sel = parseSelector(selText);
-  const selError = sel.error ?? (selText.trim() === '' ? undefined : Object.keys(sel.selector ?? {}).length === 0 ? 'at least one label' : undefined);
-  const an = analyse ? analysisFrom(form) : undefined;
+  const o = useCanaryOptions();
   const chosen = id || (changes[0] ? String(changes[0].id) : '');
-  const ok = chosen !== '' && sel.selector && Object.keys(sel.selector).length > 0 && !an?.error;
+  const ok = chosen !== '' && o.ok;
   // The confirmation names the scope: the change, the selector and the live nodes it matches now.
   const nodes = useNodes(ns);
   const [confirming, setConfirming] = useState(false);
   const change = changes.find((c) => String(c.id) === chosen);
-  const matching = sel.selector ? (nodes.data?.items ?? []).filter((n) => n.live && matches(n.labels, sel.selector!)) : [];
-  const field = (k: keyof AnalysisForm, label: string, description?: string) => (
-    <TextInput label={label} description={description} value={form[k]} onChange={(e) => setForm({ ...form, [k]: e.currentTarget.value })} disabled={!analyse} />
-  );
   return (
     <Paper withBorder p="md" component="form" aria-label="Publish a canary" onSubmit={(e) => {
       e.preventDefault();
@@ -93,26 +85,8 @@ function PublishCanary({ ns }: { ns: string }) {
           </Text>
         ) : (
           <>
-            <Group align="flex-start" wrap="wrap">
-              <NativeSelect label="Change" value={chosen} onChange={(e) => setId(e.currentTarget.value)} data={changes.map((c) => ({ value: String(c.id), label: `#${c.id} ${c.title}` }))} />
-              <TextInput label="Node selector" description="labels the canary nodes all have, e.g. pool=canary" placeholder="pool=canary" value={selText} onChange={(e) => setSelText(e.currentTarget.value)} error={selError} w={320} required />
-            </Group>
-            <Checkbox label="Judge it automatically (abort on a breach)" checked={analyse} onChange={(e) => setAnalyse(e.currentTarget.checked)} />
-            <SimpleGrid cols={{ base: 1, sm: 3 }}>
-              {field('window', 'Window', 'each comparison, e.g. 60s')}
-              {field('maxRejectRateIncrease', 'Max reject rate increase', 'a share: 0.05 is 5 points')}
-              {field('max5xxRateIncrease', 'Max 5xx rate increase', 'a share: 0.02 is 2 points')}
-              {field('maxP99Ratio', 'Max p99 ratio', 'canary p99 / baseline p99')}
-              {field('minRequests', 'Min requests', 'per side per window before judging')}
-              <NativeSelect
-                label="On pass"
-                value={form.onPass}
-                onChange={(e) => setForm({ ...form, onPass: e.currentTarget.value as 'promote' | 'hold' })}
-                data={[{ value: 'hold', label: 'hold for a person' }, { value: 'promote', label: 'promote to all nodes' }]}
-                disabled={!analyse}
-              />
-            </SimpleGrid>
-            {an?.error && <Text size="sm" c="red">{an.error}</Text>}
+            <NativeSelect label="Change" value={chosen} onChange={(e) => setId(e.currentTarget.value)} data={changes.map((c) => ({ value: String(c.id), label: `#${c.id} ${c.title}` }))} w={320} />
+            <CanaryFields o={o} />
             <ErrorAlert error={publish.error} />
             <Group>
               <Button type="submit" disabled={!ok} loading={publish.isPending}>
@@ -127,18 +101,10 @@ function PublishCanary({ ns }: { ns: string }) {
                 loading={publish.isPending}
                 error={publish.error}
                 onClose={() => setConfirming(false)}
-                onConfirm={() => publish.mutate({ id: Number(chosen), selector: sel.selector!, analysis: an?.analysis }, { onSuccess: () => setConfirming(false) })}
+                onConfirm={() => publish.mutate({ id: Number(chosen), selector: o.selector!, analysis: o.analysis }, { onSuccess: () => setConfirming(false) })}
               >
-                <Text size="sm">
-                  {change ? `“${change.title}” ` : ''}on {selText.trim()}: {plural(matching.length, 'live node')} now
-                  {matching.length > 0 ? ` (${matching.map((n) => n.nodeId).join(', ')})` : ''}; the other nodes of {ns} keep their version.{' '}
-                  {an?.analysis ? `Judged every ${an.analysis.window ?? '60s'}, aborted on a breach.` : 'No automatic analysis: promote or abort by hand.'}
-                </Text>
-                {matching.length === 0 && (
-                  <Alert color="orange" role="alert">
-                    No live node matches {selText.trim()}: the canary runs nowhere until one joins.
-                  </Alert>
-                )}
+                {change && <Text size="sm">“{change.title}”</Text>}
+                <CanaryScope ns={ns} o={o} nodes={nodes.data?.items} />
               </ConfirmDialog>
             )}
           </>
@@ -232,6 +198,7 @@ export function CanaryPage() {
               )}
               {cmp?.verdict && <Badge variant="outline" color={cmp.verdict === 'breach' ? 'red' : cmp.verdict === 'pass' ? 'green' : 'gray'}>last window: {cmp.verdict}</Badge>}
             </Group>
+            <CanaryStatus ns={ns} link={false} />
             <Text size="sm">
               Started {when(c.createdAt)} by {c.createdBy}
               {c.analysis ? `; judged every ${c.analysis.window ?? '60s'}, on pass ${c.analysis.onPass ?? 'hold'}` : '; no automatic analysis: promote or abort by hand'}

@@ -10,11 +10,14 @@ import { allows, useMe, type Me } from '../auth/session';
 import { toYaml } from '../draft/ruleset';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { ResetDraftButton } from '../draft/ResetDraft';
+import { CanaryStatus } from '../canary/CanaryStatus';
+import { useCanary } from '../nodes/hooks';
 import { useRollout, useVersionDoc, useVersions } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
 import { useChange, useChangeAction, usePublish, useUnschedule } from './hooks';
 import { PreviewSection, PreviewSummary } from './PreviewPanel';
+import { PublishPanel } from './PublishPanel';
 import { summarize, warningsOf } from './summary';
 import { WarningList } from './WarningList';
 
@@ -31,6 +34,7 @@ export function approveBlock(me: Me | null | undefined, c: Change): string | nul
 
 function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) {
   const r = useRollout(ns, n, follow);
+  const canary = useCanary(ns, 5_000).data;
   const applied = (r.data?.applied ?? []).filter((a) => a.live && a.current).length;
   const waiting = r.data?.waiting ?? [];
   const done = r.data?.rulesetAt && waiting.length === 0;
@@ -38,6 +42,15 @@ function Rollout({ ns, n, follow }: { ns: string; n: number; follow: boolean }) 
     <Alert color={done || !follow ? 'green' : 'blue'} title={`Published version ${n}`} role="status">
       {r.error ? (
         <Text size="sm">Publication state unavailable.</Text>
+      ) : !r.data?.rulesetAt && r.data?.canaryAt ? (
+        canary?.version === n ? (
+          <>
+            <Text size="sm">Published as a canary: only the nodes its selector matches run it until it is promoted.</Text>
+            <CanaryStatus ns={ns} />
+          </>
+        ) : (
+          <Text size="sm">Published as a canary, never to every node (the canary ended without a promotion).</Text>
+        )
       ) : !r.data?.rulesetAt ? (
         <Text size="sm">Writing to etcd…</Text>
       ) : follow ? (
@@ -242,12 +255,8 @@ export function ChangePage() {
               <Button color="red" variant="light" onClick={() => action.mutate({ action: 'reject', comment }, { onSuccess: () => setComment('') })} loading={action.isPending && action.variables?.action === 'reject'} disabled={c.author === me.data?.user.username}>
                 Reject
               </Button>
-              {canPublish && (
-                <Button onClick={() => publish.mutate(undefined)} loading={publish.isPending && !publish.variables}>
-                  Publish
-                </Button>
-              )}
             </Group>
+            {canPublish && <PublishPanel ns={ns} c={c} lines={lines} warnings={warnings.length} newest={newest} publish={publish} />}
             {canPublish && (
               <Group wrap="wrap" align="flex-end">
                 <TextInput type="datetime-local" label="Publish at" description="Your local time; the control plane publishes it then" value={publishAt} onChange={(e) => setPublishAt(e.currentTarget.value)} />

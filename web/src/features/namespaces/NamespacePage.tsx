@@ -2,7 +2,10 @@ import { Anchor, Button, Group, SimpleGrid, Paper, Text, Title } from '@mantine/
 import { Link, useLocation, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
+import { CanaryStatus } from '../canary/CanaryStatus';
+import { fleetCounts, fleetText, publishedVersion } from '../canary/summary';
 import { useChanges } from '../changes/hooks';
+import { useCanary } from '../nodes/hooks';
 import { useVersions } from '../versions/hooks';
 import { useNamespace, useNodes } from './hooks';
 
@@ -48,13 +51,16 @@ export function NamespaceNav({ ns }: { ns: string }) {
 export function NamespacePage() {
   const ns = useParams().ns!;
   const q = useNamespace(ns);
-  const versions = useVersions(ns, 1);
+  const versions = useVersions(ns);
   const open = useChanges(ns, 'open');
   const approved = useChanges(ns, 'approved');
   const scheduled = (approved.data?.items ?? []).filter((c) => c.publishAt);
   const nodes = useNodes(ns);
-  const latest = versions.data?.items?.[0];
-  const live = (nodes.data?.items ?? []).filter((n) => n.live);
+  // The published version, not the newest: an active (or aborted) canary's version is newer.
+  const canary = useCanary(ns, 5_000).data;
+  const items = versions.data?.items ?? [];
+  const published = publishedVersion(items, canary?.version);
+  const latest = items.find((v) => v.number === published);
   return (
     <Page title={`Namespace ${ns}`} crumbs={nsCrumbs(ns).slice(0, 1)} actions={<NamespaceNav ns={ns} />}>
       {q.isPending && <Loading />}
@@ -75,6 +81,7 @@ export function NamespacePage() {
           ) : (
             <Text c="dimmed">Nothing published yet.</Text>
           )}
+          <CanaryStatus ns={ns} />
         </Paper>
         <Paper withBorder p="md">
           <Title order={2} size="h5">
@@ -112,9 +119,7 @@ export function NamespacePage() {
           {nodes.error ? (
             <Text c="dimmed">Node registry unavailable.</Text>
           ) : (
-            <Text>
-              {live.length} live{latest ? `, ${live.filter((n) => n.version === latest.number).length} on v${latest.number}` : ''}
-            </Text>
+            <Text>{fleetText(fleetCounts(nodes.data?.items ?? []), published, canary?.version)}</Text>
           )}
         </Paper>
       </SimpleGrid>

@@ -6,6 +6,7 @@ import type { Namespace } from '../../api/client';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
+import { fleetCounts, fleetText } from '../canary/summary';
 import { useChanges } from '../changes/hooks';
 import { useVersions } from '../versions/hooks';
 import { useCreateNamespace, useNamespaces, useNodes } from './hooks';
@@ -16,8 +17,6 @@ function Row({ ns }: { ns: Namespace }) {
   const open = useChanges(name, 'open');
   const nodes = useNodes(name);
   const latest = versions.data?.items?.[0];
-  const live = (nodes.data?.items ?? []).filter((n) => n.live);
-  const current = live.filter((n) => latest && n.version === latest.number);
   return (
     <Table.Tr>
       <Table.Td>
@@ -56,7 +55,7 @@ function Row({ ns }: { ns: Namespace }) {
           </Text>
         ) : (
           <Anchor component={Link} to={`/namespaces/${name}/nodes`}>
-            {live.length} live{latest && live.length > 0 ? `, ${current.length} on v${latest.number}` : ''}
+            {fleetText(fleetCounts(nodes.data?.items ?? []), latest?.number)}
           </Anchor>
         )}
       </Table.Td>

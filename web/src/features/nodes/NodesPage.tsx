@@ -9,6 +9,8 @@ import { StreamBadge } from '../../components/StreamBadge';
 import { Loading, Page, When } from '../../components/Page';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
+import { CanaryStatus } from '../canary/CanaryStatus';
+import { fleetCounts, fleetText, publishedVersion } from '../canary/summary';
 import { useVersions } from '../versions/hooks';
 import { useCanary } from './hooks';
 import { nodeKind } from './kind';
@@ -58,13 +60,13 @@ export function NodesPage() {
   const qc = useQueryClient();
   const stream = useStream(qc, ns);
   const nodes = useNodes(ns);
-  const versions = useVersions(ns, 1);
+  const versions = useVersions(ns);
   const canary = useCanary(ns);
   const [search, setSearch] = useSearchParams();
   const [text, setText] = useState(search.get('labels') ?? '');
   const [showGone, setShowGone] = useState(true);
   const sel = useMemo(() => parseSelector(text), [text]);
-  const published = versions.data?.items?.[0]?.number;
+  const published = publishedVersion(versions.data?.items ?? [], canary.data?.version);
   const selector = sel.selector;
   const items = useMemo(
     () =>
@@ -90,7 +92,8 @@ export function NodesPage() {
         />
         <Switch label="Show gone nodes" checked={showGone} onChange={(e) => setShowGone(e.currentTarget.checked)} />
         <StreamBadge state={stream} />
-        {published !== undefined && <Text size="sm">Published: v{published}{canary.data ? `; canary v${canary.data.version} on ${Object.entries(canary.data.selector ?? {}).map(([k, v]) => `${k}=${v}`).join(', ')}` : ''}</Text>}
+        {published !== undefined && <Text size="sm">Published: v{published}; {fleetText(fleetCounts(nodes.data?.items ?? []), published, canary.data?.version)}</Text>}
+        <CanaryStatus ns={ns} />
       </Group>
       {nodes.isPending && <Loading />}
       <ErrorAlert error={nodes.error} />

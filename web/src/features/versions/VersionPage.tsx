@@ -5,13 +5,25 @@ import { preloadEditor, MergeDiff, YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
+import { publishedVersion } from '../canary/summary';
 import { summarize } from '../changes/summary';
+import { plural } from '../../components/format';
+import { useNodes } from '../namespaces/hooks';
+import { useCanary } from '../nodes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useRollback, useVersionDiff, useVersions, useVersionYaml } from './hooks';
 import { RolloutTable } from './RolloutTable';
 
-function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: number; emergency: boolean; opened: boolean; onClose: () => void }) {
+/**
+ * RollbackDialog confirms a rollback to version n with its scope: what it
+ * changes against the published version (from) and the live nodes it
+ * reaches: at once for an emergency rollback, after review otherwise.
+ */
+function RollbackDialog({ ns, n, from, emergency, opened, onClose }: { ns: string; n: number; from: number | undefined; emergency: boolean; opened: boolean; onClose: () => void }) {
   const rollback = useRollback(ns, n);
+  const live = (useNodes(ns).data?.items ?? []).filter((x) => x.live).length;
+  const diff = useVersionDiff(ns, opened ? from : undefined, opened && from !== undefined ? n : undefined);
+  const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
   const navigate = useNavigate();
   const [reason, setReason] = useState('');
   const [typed, setTyped] = useState('');
@@ -37,9 +49,28 @@ function RollbackDialog({ ns, n, emergency, opened, onClose }: { ns: string; n: 
       >
         <Text size="sm">
           {emergency
-            ? 'This publishes version ' + n + "'s rules at once, without review, and flags it in the audit log."
-            : 'This opens a change with version ' + n + "'s rules; an approver reviews and publishes it."}
+            ? `This publishes version ${n}'s rules to ${plural(live, 'live node')} of ${ns} at once, without review, and flags it in the audit log.`
+            : `This opens a change with version ${n}'s rules; an approver reviews it and publishes it to the nodes of ${ns} (${plural(live, 'live node')} now).`}
         </Text>
+        {from !== undefined && (
+          <Stack gap={4} aria-label="What the rollback changes">
+            <Text size="sm" fw={600}>
+              Against the published v{from}: {diff.data ? plural(lines.length, 'rule change') : '…'}
+            </Text>
+            {lines.length > 0 && (
+              <List size="sm" spacing={2}>
+                {lines.slice(0, 8).map((l, i) => (
+                  <List.Item key={i}>
+                    <Text ff="monospace" size="sm">
+                      {l.text}
+                    </Text>
+                  </List.Item>
+                ))}
+                {lines.length > 8 && <List.Item>and {lines.length - 8} more</List.Item>}
+              </List>
+            )}
+          </Stack>
+        )}
         <ErrorAlert error={rollback.error} />
         <Textarea label="Reason" required={emergency} value={reason} onChange={(e) => setReason(e.currentTarget.value)} autosize minRows={2} />
         {emergency && <TextInput label={`Type the namespace name (${ns}) to confirm`} value={typed} onChange={(e) => setTyped(e.currentTarget.value)} autoComplete="off" />}
@@ -76,6 +107,7 @@ export function VersionPage() {
     setDialogOpen(true);
   };
   const latest = versions.data?.items?.[0]?.number;
+  const published = publishedVersion(versions.data?.items ?? [], useCanary(ns).data?.version);
   const numbers = ['', '0', ...(versions.data?.items ?? []).map((v) => String(v.number)).filter((x) => x !== String(n))];
   const { lines } = useMemo(() => summarize(diff.data), [diff.data]);
   const docYaml = doc.data;
@@ -126,7 +158,7 @@ export function VersionPage() {
       )}
       {latest === n && <Alert color="gray">This is the newest version.</Alert>}
       {Number.isInteger(n) && n > 0 && <RolloutTable ns={ns} n={n} />}
-      <RollbackDialog key={`${n}-${dialog}`} ns={ns} n={n} emergency={dialog === 'emergency'} opened={dialogOpen} onClose={() => setDialogOpen(false)} />
+      <RollbackDialog key={`${n}-${dialog}`} ns={ns} n={n} from={published} emergency={dialog === 'emergency'} opened={dialogOpen} onClose={() => setDialogOpen(false)} />
     </Page>
   );
 }

@@ -3,6 +3,8 @@ import { useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, When } from '../../components/Page';
+import { CanaryStatus } from '../canary/CanaryStatus';
+import { publishedVersion } from '../canary/summary';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useCanary } from '../nodes/hooks';
@@ -23,13 +25,14 @@ export function VersionsPage() {
   // Markers: the version every node runs (current), the active canary's,
   // and the versions a later rollback rolled back from.
   const canary = useCanary(ns).data;
-  const current = items.find((v) => v.number !== canary?.version && v.publication?.kind !== 'canary' && v.publication?.kind !== 'abort')?.number;
+  const current = publishedVersion(items, canary?.version);
   const rolledBackBy = new Map(items.filter((v) => v.rollbackOf).map((v) => [(v.number ?? 0) - 1, v.number]));
   return (
     <Page title="Versions" crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
       {q.isPending && <Loading />}
       <ErrorAlert error={q.error} />
       {q.data && items.length === 0 && <Text>Nothing has been published yet.</Text>}
+      <CanaryStatus ns={ns} />
       {items.length > 1 && (
         <Group align="flex-end" component="form" onSubmit={(e) => { e.preventDefault(); navigate(`/namespaces/${ns}/versions/${to || numbers[0]}?diff=${from || numbers[1]}`); }} aria-label="Compare versions">
           <NativeSelect label="Compare version" data={numbers} value={from || numbers[1]} onChange={(e) => setFrom(e.currentTarget.value)} />

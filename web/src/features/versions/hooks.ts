@@ -73,15 +73,19 @@ export function prefetchVersionPage(qc: QueryClient, ns: string, n: number, diff
   void qc.prefetchQuery(versionDiffQuery(ns, other, n));
 }
 
-/** useRollout follows a version's publication until every live node runs it. */
+/** useRollout follows a version's publication until every live node runs it (follow), or at least until it is written to etcd. */
 export function useRollout(ns: string, n: number | undefined, follow = true) {
   return useQuery({
     queryKey: keys.rollout(ns, n ?? -1),
     enabled: n !== undefined,
     queryFn: () => unwrap(client.GET('/api/v1/namespaces/{ns}/versions/{n}/rollout', { params: { path: { ns, n: n! } } })),
     refetchInterval: (q) => {
-      if (!follow) return false;
       const r = q.state.data;
+      // Until the publisher writes it to etcd (the ruleset or the canary key), whether followed or not.
+      if (r && !r.rulesetAt && !r.canaryAt && !q.state.error) return 1000;
+      if (!follow) return false;
+      // A canary is written once; promoting it is followed on the canary page.
+      if (r && !r.rulesetAt && r.canaryAt) return false;
       return r && r.rulesetAt && (r.waiting ?? []).length === 0 ? false : 1000;
     },
   });
