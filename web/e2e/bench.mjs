@@ -125,8 +125,10 @@ async function main() {
       const midRate = midLimit.getByLabel('Rate', { exact: true });
       await midRate.waitFor();
       const to = 20 + i; // a new value each run: never an answer cached by the page
-      const answered = page.waitForResponse((r) => r.url().endsWith('/namespaces/mid/draft/check') && r.request().method() === 'POST' && (r.request().postData() ?? '').includes(`"rate":${to},`));
+      // The check asked after the edit: its request starts after the keystroke
+      // (the console asks 300 ms after it).
       const typed = Date.now();
+      const answered = page.waitForResponse((r) => r.url().endsWith('/namespaces/mid/draft/check') && r.request().method() === 'POST' && r.request().timing().startTime >= typed + 100);
       await midRate.fill(String(to));
       const resp = await answered;
       const started = Date.now() - (resp.request().timing().responseEnd >= 0 ? resp.request().timing().responseEnd - resp.request().timing().requestStart : 0);

@@ -1,6 +1,6 @@
 import { Alert, Badge, Button, Group, List, Modal, Pagination, Paper, SegmentedControl, Select, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
-import { useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useBlocker, useNavigate, useParams } from 'react-router';
 import { ApiError, type FieldError, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
@@ -122,6 +122,14 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       if (current()) setView('form');
     }
   };
+
+  // One function for the page's life, reaching the current switchView: the
+  // rule forms are memoized and keep the one they were given.
+  const switchViewNow = useRef(switchView);
+  useEffect(() => {
+    switchViewNow.current = switchView;
+  });
+  const editInYaml = useCallback(() => switchViewNow.current('yaml'), []);
 
   const editing = view === 'yaml' ? yamlDoc : working;
   useEffect(() => {
@@ -312,7 +320,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
                   readOnly={!canEdit}
                   onChange={(nr) => setWorking((w) => withRule(w, kind, i, () => nr))}
                   onRemove={() => setWorking((w) => withRule(w, kind, i, () => undefined))}
-                  onEditYaml={() => switchView('yaml')}
+                  onEditYaml={editInYaml}
                 />
               ))}
               {pages > 1 && <Pagination total={pages} value={page} onChange={setPage} aria-label="Pages" />}

@@ -47,9 +47,15 @@ describe('kind: service documents in the form', () => {
     expect(labelled(svc, 'Path prefix')).toBe(true);
     for (const l of ['Protocol', 'Timeout', 'TLS server name', 'Health check path']) expect(labelled(svc, l), l).toBe(false);
     expect(svc).not.toContain('Add target');
+    for (const t of ['Upstream TLS', 'Health check', 'Outlier detection']) expect(svc, t).not.toContain(`>${t}</summary>`);
     const gw = html({ kind: 'routes', rule: route });
-    for (const l of ['Protocol', 'Timeout', 'TLS server name', 'Health check path']) expect(labelled(gw, l), l).toBe(true);
+    // A gateway route's optional sections are there, folded: their fields are made when first unfolded.
+    for (const t of ['Upstream', 'Upstream TLS', 'Health check', 'Outlier detection']) expect(gw, t).toMatch(new RegExp(`<summary[^>]*>${t}</summary>`));
+    for (const l of ['TLS server name', 'Health check path']) expect(labelled(gw, l), l).toBe(false);
     expect(gw).toContain('Add target');
+    // A section with a field set starts unfolded, with every field.
+    const set = html({ kind: 'routes', rule: { ...route, upstream: { targets: [{ url: 'http://127.0.0.1:9' }], timeout: '5s', tls: { serverName: 'orders' }, healthCheck: { path: '/healthz' } } } });
+    for (const l of ['Protocol', 'Timeout', 'TLS server name', 'Health check path']) expect(labelled(set, l), l).toBe(true);
   });
   it('limits, breakers and degrades edit resources; a cluster limit its shared bucket', () => {
     for (const [kind, rule] of [

@@ -1,5 +1,5 @@
 import { Button, Checkbox, Group, List, MultiSelect, NumberInput, Paper, Select, SimpleGrid, Stack, TagsInput, Text, Textarea, TextInput } from '@mantine/core';
-import { useState, type ReactNode } from 'react';
+import { memo, useState, type ReactNode } from 'react';
 import type { FieldError } from '../../api/client';
 import { choiceOf, claimsToTags, editValue, helpOf, ratiosToTags, tagsToClaims, tagsToInts, tagsToRatios, uncovered, visibleFields, type Ctx, type FieldSpec } from './fields';
 import { getIn, setIn, type RuleKind } from './ruleset';
@@ -25,6 +25,24 @@ type Props = {
 };
 
 const kindLabel: Record<RuleKind, string> = { routes: 'Route', identities: 'Identity', limits: 'Limit', classes: 'Class', breakers: 'Breaker', degrades: 'Degrade' };
+
+/**
+ * Folded is a section of a rule's fields that starts folded unless open;
+ * its fields are made only once it is first unfolded, so that a page of
+ * rules with their optional sections folded (cost, TLS, health check,
+ * adaptive settings, …) costs the browser only the fields it shows.
+ */
+function Folded({ title, open, children }: { title: string; open: boolean; children: () => ReactNode }) {
+  const [unfolded, setUnfolded] = useState(false);
+  return (
+    <details open={open} onToggle={(e) => e.currentTarget.open && setUnfolded(true)}>
+      <Text component="summary" size="sm" fw={600} style={{ cursor: 'pointer' }}>
+        {title}
+      </Text>
+      {(open || unfolded) && <div style={{ paddingTop: 'var(--mantine-spacing-xs)' }}>{children()}</div>}
+    </details>
+  );
+}
 
 /** under says whether path is want or a field below it. */
 const under = (path: string | undefined, want: string) => path === want || !!path?.startsWith(want + '.') || !!path?.startsWith(want + '[');
@@ -240,7 +258,7 @@ function blocksOf(shown: FieldSpec[]): Block[] {
 }
 
 /** RuleForm is the form of one rule; server errors show at their field with the field path. */
-export function RuleForm({ kind, index, rule, routeIds, classIds = [], service = false, errors, warnings = [], readOnly, onChange, onRemove, onEditYaml }: Props) {
+function RuleFormFields({ kind, index, rule, routeIds, classIds = [], service = false, errors, warnings = [], readOnly, onChange, onRemove, onEditYaml }: Props) {
   const prefix = `${kind}[${index}]`;
   const id = String(rule.id ?? '');
   const ctx: Ctx = { service };
@@ -305,13 +323,11 @@ export function RuleForm({ kind, index, rule, routeIds, classIds = [], service =
           if (!b.section) return <div key={k}>{grid(b.fields)}</div>;
           // A section is folded until one of its fields is set or has an error.
           const open = b.fields.some((f) => getIn(rule, f.path) !== undefined || errorAt(errors, `${prefix}.${f.path}`) !== undefined);
+          const fs = b.fields;
           return (
-            <details key={k} open={open}>
-              <Text component="summary" size="sm" fw={600} style={{ cursor: 'pointer' }}>
-                {b.section}
-              </Text>
-              <div style={{ paddingTop: 'var(--mantine-spacing-xs)' }}>{grid(b.fields)}</div>
-            </details>
+            <Folded key={k} title={b.section} open={open}>
+              {() => grid(fs)}
+            </Folded>
           );
         })}
       </Stack>
@@ -446,4 +462,42 @@ function ObjectList({ kind, f, prefix, ruleId, rule, ctx, errors, warnings, read
       })}
     </Stack>
   );
+}
+
+/** sameItems says whether two lists hold the same items (by reference), in order. */
+function sameItems<T>(a: readonly T[] | undefined, b: readonly T[] | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.length !== b.length) return false;
+  return a.every((x, i) => x === b[i]);
+}
+
+/**
+ * RuleForm is one rule's form. An edit makes a new object of the edited
+ * rule only, so a page of rules re-renders only the form whose rule (or
+ * whose errors, flags, route or class ids) changed. onChange and onRemove
+ * are not compared: the page's are functional updates of the rule at
+ * (kind, index), which are compared. onEditYaml must be stable (the page
+ * keeps one for its life).
+ */
+export const RuleForm = memo(
+  RuleFormFields,
+  (a, b) =>
+    a.kind === b.kind &&
+    a.index === b.index &&
+    a.rule === b.rule &&
+    a.service === b.service &&
+    a.readOnly === b.readOnly &&
+    a.onEditYaml === b.onEditYaml &&
+    sameItems(a.routeIds, b.routeIds) &&
+    sameItems(a.classIds, b.classIds) &&
+    sameItems(ownItems(a.errors, a), ownItems(b.errors, b)) &&
+    sameItems(ownItems(a.warnings ?? [], a), ownItems(b.warnings ?? [], b)),
+);
+
+/** ownItems are the errors or flags about p's rule (by index or by id): the ones its form shows. */
+function ownItems<T extends { path?: string }>(items: readonly T[], p: Props): T[] {
+  if (items.length === 0) return [];
+  const byIndex = `${p.kind}[${p.index}]`;
+  const byId = `${p.kind}[${String(p.rule.id ?? '')}]`;
+  return items.filter((x) => under(x.path, byIndex) || under(x.path, byId));
 }
