@@ -281,7 +281,8 @@ async function main() {
       await p.getByRole('button', { name: 'Save draft' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
       // editor2 has unsaved edits: the stream's announcement is a notice, nothing is reloaded under them.
-      await o.getByRole('alert', { name: 'Another save' }).filter({ hasText: /editor saved the draft \d+ s ago/ }).waitFor();
+      // (An alert is named by its title.)
+      await o.getByRole('alert', { name: /^editor saved the draft \d+ s ago$/ }).waitFor();
       assert.equal(await field(o, 'Period').inputValue(), '2m');
       await o.getByRole('button', { name: 'Save draft' }).click();
       await o.getByRole('status', { name: 'Merge' }).filter({ hasText: "Merged with editor's save (their change to limits[orders-limit].rate kept)." }).waitFor();
@@ -299,7 +300,7 @@ async function main() {
       await field(o, 'Period').fill('1m');
       await p.getByRole('button', { name: 'Save draft' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
-      await o.getByRole('alert', { name: 'Another save' }).waitFor();
+      await o.getByRole('alert', { name: /^editor saved the draft/ }).waitFor();
       await o.getByRole('button', { name: 'Save draft' }).click();
       const dialog = o.getByRole('dialog', { name: 'Someone else saved this draft' });
       await dialog.waitFor();

@@ -14,7 +14,7 @@ export function SaveNotice({ save, onReload, onCompare }: { save: DraftSave; onR
     return () => clearInterval(t);
   }, []);
   return (
-    <Alert color="yellow" title={`${save.actor} saved the draft ${ago(save.at, now)}`} aria-label="Another save">
+    <Alert color="yellow" title={`${save.actor} saved the draft ${ago(save.at, now)}`}>
       <Text size="sm" mb="xs">
         Your unsaved edits are based on the draft before that save. Compare merges their save into your edits (asking only where you both changed the same field); reload drops your edits.
       </Text>
