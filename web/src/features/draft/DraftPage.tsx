@@ -1,6 +1,6 @@
 import { Alert, Badge, Button, Group, List, Modal, Pagination, Paper, SegmentedControl, Select, Stack, Tabs, Text, Textarea, TextInput, Title } from '@mantine/core';
 import { useQueryClient } from '@tanstack/react-query';
-import { useCallback, useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useBlocker, useNavigate, useParams } from 'react-router';
 import { ApiError, type FieldError, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
@@ -19,7 +19,7 @@ import { dropLocalDraft, keepLocalDraft, localDraftKey, readLocalDraft, type Loc
 import { documentKindHelp, documentKinds } from './fields';
 import { RuleForm } from './RuleForm';
 import { ago, mergedNote, newerSave, reconcile, resolve, useDraftSaves, whoSaved, type Reconciled } from './collab';
-import { ConflictDialog, SaveNotice } from './Collab';
+import { ConflictDialog, SaveNotice } from './SaveConflict';
 import { fromYaml, isService, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withDocKind, withRule, type RuleKind } from './ruleset';
 
 const pageSize = 10;
@@ -64,6 +64,10 @@ function DraftEditor({ ns, loaded, note: reloadNote, onReloaded }: { ns: string;
   const [saved, setSaved] = useState(false);
   const [conflict, setConflict] = useState<Reconciled | null>(null);
   const [note, setNote] = useState<string | null>(reloadNote);
+  // The server's document at an ETag (it normalizes, "1m" to "1m0s"): the
+  // merge's base while the tab is at that ETag, else what the tab saved.
+  const serverDoc = useRef<LoadedDraft>(loaded);
+  const mergeBase = () => (serverDoc.current.etag === etag ? serverDoc.current.doc : base);
   const [changeOpen, setChangeOpen] = useState(false);
   // Edits in progress are kept in this browser until saved or discarded; a
   // kept draft that differs from the server's is offered back on open.
@@ -180,12 +184,13 @@ function DraftEditor({ ns, loaded, note: reloadNote, onReloaded }: { ns: string;
       }
       dropLocalDraft(localStorage, storeKey);
       qc.setQueryData(keys.draft(ns), { doc, etag: next });
+      void fetchDraft(ns).then((d) => d.etag === next && (serverDoc.current = d), () => undefined);
     } catch (e) {
       setServerError(e);
       if (e instanceof ApiError && e.status === 412) {
         // Merged from base with the server's draft: saved at once unless a field changed on both sides.
         try {
-          const r = await reconcile(ns, base, doc);
+          const r = await reconcile(ns, mergeBase(), doc);
           if (r.merge.conflicts.length === 0) await save(r.merge.value, r.theirs.etag, mergedNote(whoSaved(r.theirs, latestSave), r.merge.theirs));
           else setConflict(r);
         } catch (e2) {
@@ -202,8 +207,9 @@ function DraftEditor({ ns, loaded, note: reloadNote, onReloaded }: { ns: string;
     const doc = current();
     if (!doc) return;
     try {
-      const r = await reconcile(ns, base, doc);
+      const r = await reconcile(ns, mergeBase(), doc);
       if (r.merge.conflicts.length > 0) return setConflict(r);
+      serverDoc.current = r.theirs;
       setBase(r.theirs.doc);
       setEtag(r.theirs.etag);
       setWorking(r.merge.value);
