@@ -20,11 +20,12 @@ const (
 	EventNodeJoined EventKind = "node_joined" // a node registered
 	EventNodeLeft   EventKind = "node_left"   // a node's registration ended
 	EventApplyError EventKind = "apply_error" // a node refused a version
+	EventDraft      EventKind = "draft"       // the draft was saved (Actor; Detail etag and revision)
 )
 
 // EventKinds lists every kind, for validating filters.
 var EventKinds = []EventKind{EventDegrade, EventBreaker, EventPublish, EventRollback, EventCanary,
-	EventOverride, EventNodeJoined, EventNodeLeft, EventApplyError}
+	EventOverride, EventNodeJoined, EventNodeLeft, EventApplyError, EventDraft}
 
 // Event is one thing that happened in a namespace, for the events timeline
 // and the stream. Events are stored once: Key, unique within the namespace,

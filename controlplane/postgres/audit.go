@@ -259,6 +259,9 @@ type audit struct {
 	Before    any
 	After     any
 	Emergency bool
+	// Revision is the draft's new revision, for a draft action's event
+	// (its ETag); not stored in the audit row.
+	Revision int64
 }
 
 func jsonText(v any) (*string, error) {

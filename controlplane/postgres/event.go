@@ -183,8 +183,11 @@ func (s *EventService) PruneEvents(ctx context.Context, before time.Time) (int64
 }
 
 // auditEvent is the event an audit event of action makes, if any: publishes,
-// rollbacks, canary start/promote/abort, overrides, and scheduled
-// publications cancelled when due (a publish event, to "schedule_cancelled"). It is inserted in the
+// rollbacks, canary start/promote/abort, overrides, scheduled
+// publications cancelled when due (a publish event, to "schedule_cancelled"),
+// and draft saves (a draft event whose detail carries the draft's new
+// revision and ETag, so that an editor can tell its own save from
+// another's). It is inserted in the
 // audit's transaction, keyed by the audit event's id, so it is written
 // exactly once and only if the action was.
 func auditEvent(row *auditRow, a audit) *sluice.Event {
@@ -212,6 +215,8 @@ func auditEvent(row *auditRow, a audit) *sluice.Event {
 		kind = sluice.EventCanary
 	case sluice.ActionNodeOverride, sluice.ActionNodeOverrideDel:
 		kind = sluice.EventOverride
+	case sluice.ActionDraftUpdate, sluice.ActionDraftPutRule, sluice.ActionDraftDeleteRule, sluice.ActionDraftReset:
+		kind = sluice.EventDraft
 	default:
 		return nil
 	}
@@ -233,6 +238,14 @@ func auditEvent(row *auditRow, a audit) *sluice.Event {
 	}
 	if a.Action == sluice.ActionChangeScheduleSkip {
 		e.To = "schedule_cancelled"
+	}
+	if kind == sluice.EventDraft {
+		// The ETag as GET .../draft sends it (http.draftETag).
+		detail["revision"] = a.Revision
+		detail["etag"] = `"` + strconv.FormatInt(a.Revision, 10) + `"`
+		if a.Action != sluice.ActionDraftUpdate {
+			delete(detail, "after") // a whole rule (or the reset's summary): not needed to announce a save
+		}
 	}
 	switch kind {
 	case sluice.EventCanary:

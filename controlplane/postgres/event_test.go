@@ -87,8 +87,9 @@ func TestEvents(t *testing.T) {
 	if err := json.Unmarshal(list[0].Detail, &detail); err != nil || detail.RequestID != "test" || detail.ClientAddr != "127.0.0.1" || detail.After.Reason != "bad" {
 		t.Errorf("rollback event detail %s (%v), want requestId test, clientAddr 127.0.0.1 and reason bad", list[0].Detail, err)
 	}
+	// Two draft saves, two publishes and a rollback.
 	after, _, err := events.FindEvents(ctx, sluice.EventFilter{Namespace: "shop", After: got[1].ID})
-	if err != nil || len(after) != 3 || after[0].ID <= got[1].ID || after[0].ID > after[1].ID {
+	if err != nil || len(after) != 5 || after[0].Kind != sluice.EventDraft || after[0].ID <= got[1].ID || after[0].ID > after[1].ID {
 		t.Fatalf("events after %d, oldest first: %+v %v", got[1].ID, after, err)
 	}
 	n, err := events.PruneEvents(ctx, time.Now().Add(-30*24*time.Hour))

@@ -259,6 +259,7 @@ func (s *DraftService) UpdateDraft(ctx context.Context, ns string, upd sluice.Dr
 			a.After = map[string]any{"revision": n.Revision, "checksum": n.Checksum, "rules": ruleCount(rs)}
 		}
 		out = n.draft()
+		a.Revision = n.Revision
 		return s.db.appendAudit(ctx, tx, a)
 	})
 	if err != nil {
@@ -352,7 +353,7 @@ func (s *DraftService) ResetDraft(ctx context.Context, ns string, ifRevision *in
 			return err
 		}
 		out = d.draft()
-		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionDraftReset, Object: "namespace/" + ns + "/draft", Namespace: ns,
+		return s.db.appendAudit(ctx, tx, audit{Action: sluice.ActionDraftReset, Object: "namespace/" + ns + "/draft", Namespace: ns, Revision: d.Revision,
 			Before: map[string]any{"revision": r.Revision, "checksum": r.Checksum},
 			After:  map[string]any{"revision": d.Revision, "checksum": d.Checksum, "version": n, "rules": ruleCount(rs)}})
 	})

@@ -277,25 +277,55 @@ async function main() {
       await p.screenshot({ path: join(shots, 'versions-page.png') });
     });
 
-    await step('two editors: the second save gets 412, sees the other edit and reloads it', async () => {
+    await step('two editors: the stream announces a save; different fields merge, the same field asks (issue 30, item 10)', async () => {
       const other = await signIn(browser, base, 'editor2', pw.editor2);
+      const o = other.page;
       await p.goto('/namespaces/shop/draft');
-      await other.page.goto('/namespaces/shop/draft');
-      const mine = p.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
-      const theirs = other.page.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true });
-      await mine.fill('7');
+      await o.goto('/namespaces/shop/draft');
+      const field = (page, label) => page.getByRole('group', { name: 'Limit orders-limit' }).getByLabel(label, { exact: true });
+      const draft = async () => (await stack.api.ok('GET', '/api/v1/namespaces/shop/draft')).data.limits[0];
+      // Different fields: editor changes the rate, editor2 the period; both save, both edits survive.
+      await field(p, 'Rate').fill('7');
+      await field(o, 'Period').fill('2m');
       await p.getByRole('button', { name: 'Save draft' }).click();
       await p.getByText('Saved', { exact: true }).waitFor();
-      await theirs.fill('9');
-      await other.page.getByRole('button', { name: 'Save draft' }).click();
-      const dialog = other.page.getByRole('dialog', { name: 'Someone else saved this draft' });
+      // editor2 has unsaved edits: the stream's announcement is a notice, nothing is reloaded under them.
+      // (An alert is named by its title.)
+      await o.getByRole('alert', { name: /^editor saved the draft \d+ s ago$/ }).waitFor();
+      assert.equal(await field(o, 'Period').inputValue(), '2m');
+      await o.getByRole('button', { name: 'Save draft' }).click();
+      await o.getByRole('status', { name: 'Merge' }).filter({ hasText: "Merged with editor's save (their change to limits[orders-limit].rate kept)." }).waitFor();
+      assert.equal(await field(o, 'Rate').inputValue(), '7');
+      let d = await draft();
+      assert.equal(d.rate, 7, "editor's rate survived");
+      // (The server writes durations normalized: 2m as 2m0s.)
+      assert.match(d.period, /^2m(0s)?$/, "editor2's period survived");
+      // editor had no unsaved edits: the announced save is reloaded, and said so.
+      await p.getByRole('status', { name: 'Merge' }).filter({ hasText: /editor2 saved the draft .*; it was reloaded/ }).waitFor();
+      assert.match(await field(p, 'Period').inputValue(), /^2m(0s)?$/);
+
+      // The same field: only it is asked about; the other field editor2 changed is merged.
+      await field(p, 'Rate').fill('9');
+      await field(o, 'Rate').fill('6');
+      await field(o, 'Period').fill('1m');
+      await p.getByRole('button', { name: 'Save draft' }).click();
+      await p.getByText('Saved', { exact: true }).waitFor();
+      await o.getByRole('alert', { name: /^editor saved the draft/ }).waitFor();
+      await o.getByRole('button', { name: 'Save draft' }).click();
+      const dialog = o.getByRole('dialog', { name: 'Someone else saved this draft' });
       await dialog.waitFor();
-      await dialog.getByRole('region', { name: 'Their draft and yours' }).waitFor();
-      await dialog.getByRole('button', { name: 'Load their version' }).click();
+      const rows = dialog.getByRole('table', { name: 'Conflicting fields' }).getByRole('row');
+      assert.equal(await rows.count(), 2, 'a header and the one conflicting field');
+      await rows.nth(1).getByText('limits[orders-limit].rate').waitFor();
+      assert.ok(await dialog.getByRole('button', { name: 'Save merged draft' }).isDisabled(), 'nothing is saved before the choice');
+      await rows.nth(1).getByText('Theirs', { exact: true }).click();
+      await dialog.getByRole('button', { name: 'Save merged draft' }).click();
       await dialog.waitFor({ state: 'hidden' });
-      assert.equal(await other.page.getByRole('group', { name: 'Limit orders-limit' }).getByLabel('Rate', { exact: true }).inputValue(), '7');
-      const draft = await stack.api.ok('GET', '/api/v1/namespaces/shop/draft');
-      assert.equal(draft.data.limits[0].rate, 7, 'nothing was silently overwritten');
+      d = await draft();
+      assert.equal(d.rate, 9, "their rate, as chosen");
+      assert.match(d.period, /^1m(0s)?$/, "editor2's period merged");
+      await p.getByRole('status', { name: 'Merge' }).filter({ hasText: /editor2 saved the draft/ }).waitFor();
+      await until('editor sees the merged period', async () => /^1m(0s)?$/.test(await field(p, 'Period').inputValue()));
       await other.context.close();
     });
 

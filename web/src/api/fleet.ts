@@ -19,4 +19,4 @@ export type CohortFigures = S['CohortFigures'];
 export type StatPoint = number[];
 
 /** eventKinds are every event kind, in the order the filters offer them. */
-export const eventKinds: EventKind[] = ['degrade', 'breaker', 'publish', 'rollback', 'canary', 'override', 'node_joined', 'node_left', 'apply_error'];
+export const eventKinds: EventKind[] = ['degrade', 'breaker', 'publish', 'rollback', 'canary', 'override', 'node_joined', 'node_left', 'apply_error', 'draft'];

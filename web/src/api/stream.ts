@@ -1,13 +1,13 @@
 // The namespace's live stream (GET /api/v1/namespaces/{ns}/stream, server-
 // sent events `node`, `stats`, `event`, `publication`, `reload`), feeding the one
-// query cache: stats updates are merged into every stats query of the
+// query cache (and onStreamEvent's listeners, with each event): stats updates are merged into every stats query of the
 // namespace, the others invalidate the queries they make stale. One
 // EventSource per namespace however many components follow it; the
 // browser reconnects it with Last-Event-ID, and when it gives up the
 // stream is reopened with a backoff and the stats refetched.
 import type { QueryClient } from '@tanstack/react-query';
 import { useEffect, useSyncExternalStore } from 'react';
-import type { Stats, StatsTick } from './fleet';
+import type { FleetEvent, Stats, StatsTick } from './fleet';
 import { keys } from './keys';
 import { mergeStats } from '../features/traffic/series';
 
@@ -16,6 +16,18 @@ export type StreamState = 'connecting' | 'live' | 'reconnecting';
 type Entry = { users: number; es: EventSource | null; state: StreamState; listeners: Set<() => void>; retry?: ReturnType<typeof setTimeout>; backoff: number };
 
 const streams = new Map<string, Entry>();
+const eventListeners = new Map<string, Set<(e: FleetEvent) => void>>();
+
+/** onStreamEvent calls l with each event of ns's stream (while someone follows it, see useStream); it returns the unsubscribe. */
+export function onStreamEvent(ns: string, l: (e: FleetEvent) => void): () => void {
+  let set = eventListeners.get(ns);
+  if (!set) eventListeners.set(ns, (set = new Set()));
+  set.add(l);
+  return () => {
+    set.delete(l);
+    if (set.size === 0) eventListeners.delete(ns);
+  };
+}
 
 function setState(e: Entry, s: StreamState) {
   if (e.state === s) return;
@@ -81,8 +93,10 @@ function open(qc: QueryClient, ns: string, e: Entry) {
     void qc.invalidateQueries({ queryKey: keys.namespace(ns) });
     if (e.users > 0) open(qc, ns, e);
   });
-  es.addEventListener('event', () => {
+  es.addEventListener('event', (ev) => {
     void qc.invalidateQueries({ queryKey: keys.events(ns) });
+    const e = parse(ev as MessageEvent) as FleetEvent | undefined;
+    if (e && typeof e.kind === 'string') for (const l of eventListeners.get(ns) ?? []) l(e);
   });
   es.addEventListener('node', () => {
     void qc.invalidateQueries({ queryKey: keys.nodes(ns) });

@@ -4,7 +4,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useBlocker, useNavigate, useParams } from 'react-router';
 import { ApiError, type FieldError, type RuleSet } from '../../api/client';
 import { keys } from '../../api/keys';
-import { MergeDiff, YamlEditor } from '../../components/code';
+import { YamlEditor } from '../../components/code';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, when } from '../../components/Page';
 import { allows, useMe } from '../auth/session';
@@ -18,6 +18,8 @@ import { ResetDraftButton } from './ResetDraft';
 import { dropLocalDraft, keepLocalDraft, localDraftKey, readLocalDraft, type LocalDraft } from './localDraft';
 import { documentKindHelp, documentKinds } from './fields';
 import { RuleForm } from './RuleForm';
+import { ago, mergedNote, newerSave, reconcile, resolve, useDraftSaves, whoSaved, type Reconciled } from './collab';
+import { ConflictDialog, SaveNotice } from './SaveConflict';
 import { fromYaml, isService, lineOfPath, MaxYamlBytes, newRule, routeIds, ruleKinds, sameRuleSet, toYaml, withDocKind, withRule, type RuleKind } from './ruleset';
 
 const pageSize = 10;
@@ -28,18 +30,21 @@ export function DraftPage() {
   const ns = useParams().ns!;
   const draft = useDraft(ns);
   const [generation, setGeneration] = useState(0);
+  const [note, setNote] = useState<string | null>(null);
+  const reloaded = useCallback((n?: string) => {
+    setNote(n ?? null);
+    setGeneration((g) => g + 1);
+  }, []);
   return (
     <Page title={`Draft of ${ns}`} crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
       {draft.isPending && <Loading />}
       <ErrorAlert error={draft.error} />
-      {draft.data && <DraftEditor key={generation} ns={ns} loaded={draft.data} onReloaded={() => setGeneration((g) => g + 1)} />}
+      {draft.data && <DraftEditor key={generation} ns={ns} loaded={draft.data} note={note} onReloaded={reloaded} />}
     </Page>
   );
 }
 
-type Conflict = { theirs: LoadedDraft };
-
-function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDraft; onReloaded: () => void }) {
+function DraftEditor({ ns, loaded, note: reloadNote, onReloaded }: { ns: string; loaded: LoadedDraft; note: string | null; onReloaded: (note?: string) => void }) {
   const me = useMe();
   const qc = useQueryClient();
   const navigate = useNavigate();
@@ -57,7 +62,12 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   const [serverError, setServerError] = useState<unknown>(null);
   const [saving, setSaving] = useState(false);
   const [saved, setSaved] = useState(false);
-  const [conflict, setConflict] = useState<Conflict | null>(null);
+  const [conflict, setConflict] = useState<Reconciled | null>(null);
+  const [note, setNote] = useState<string | null>(reloadNote);
+  // The server's document at an ETag (it normalizes, "1m" to "1m0s"): the
+  // merge's base while the tab is at that ETag, else what the tab saved.
+  const serverDoc = useRef<LoadedDraft>(loaded);
+  const mergeBase = () => (serverDoc.current.etag === etag ? serverDoc.current.doc : base);
   const [changeOpen, setChangeOpen] = useState(false);
   // Edits in progress are kept in this browser until saved or discarded; a
   // kept draft that differs from the server's is offered back on open.
@@ -71,6 +81,25 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
   // Every edit makes a new object, so a reference check finds them; the
   // YAML view is compared with the text it was opened with.
   const dirty = working !== base || (view === 'yaml' && yamlText !== yamlBase);
+  // Another save of this draft, announced by the stream: reloaded at once
+  // when this tab has no unsaved edits, else offered to compare (merge).
+  const latestSave = useDraftSaves(ns);
+  const announced = newerSave(latestSave, etag, saving);
+  useEffect(() => {
+    if (!announced || dirty || conflict) return;
+    let live = true;
+    void fetchDraft(ns).then(
+      (d) => {
+        if (!live) return;
+        qc.setQueryData(keys.draft(ns), d);
+        onReloaded(`${announced.actor} saved the draft ${ago(announced.at)}; it was reloaded (you had no unsaved edits).`);
+      },
+      (e: unknown) => live && setServerError(e),
+    );
+    return () => {
+      live = false;
+    };
+  }, [announced, dirty, conflict, ns, qc, onReloaded]);
 
   // The server checks what the user sees (the form's document, or the YAML
   // once it parses), 300 ms after the last edit: errors and risk flags per
@@ -143,7 +172,7 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
     setKept(null);
   };
 
-  const save = async (doc: RuleSet | null, ifMatch = etag) => {
+  const save = async (doc: RuleSet | null, ifMatch = etag, merged?: string): Promise<void> => {
     if (!doc) return;
     setSaving(true);
     setSaved(false);
@@ -155,19 +184,47 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
       setServerError(null);
       setConflict(null);
       setSaved(true);
+      setNote(merged ?? null);
+      if (merged && view === 'yaml') {
+        const y = toYaml(doc);
+        setYamlText(y);
+        setYamlBase(y);
+      }
       dropLocalDraft(localStorage, storeKey);
       qc.setQueryData(keys.draft(ns), { doc, etag: next });
+      void fetchDraft(ns).then((d) => d.etag === next && (serverDoc.current = d), () => undefined);
     } catch (e) {
       setServerError(e);
       if (e instanceof ApiError && e.status === 412) {
+        // Merged from base with the server's draft: saved at once unless a field changed on both sides.
         try {
-          setConflict({ theirs: await fetchDraft(ns) });
+          const r = await reconcile(ns, mergeBase(), doc);
+          if (r.merge.conflicts.length === 0) await save(r.merge.value, r.theirs.etag, mergedNote(whoSaved(r.theirs, latestSave), r.merge.theirs));
+          else setConflict(r);
         } catch (e2) {
           setServerError(e2);
         }
       }
     } finally {
       setSaving(false);
+    }
+  };
+
+  /** compare merges the announced save into the edits: left unsaved when nothing conflicts, else the dialog asks. */
+  const compare = async () => {
+    const doc = current();
+    if (!doc) return;
+    try {
+      const r = await reconcile(ns, mergeBase(), doc);
+      if (r.merge.conflicts.length > 0) return setConflict(r);
+      serverDoc.current = r.theirs;
+      setBase(r.theirs.doc);
+      setEtag(r.theirs.etag);
+      setWorking(r.merge.value);
+      if (view === 'yaml') setView('form');
+      setNote(`${mergedNote(whoSaved(r.theirs, latestSave), r.merge.theirs)} Save to keep your edits on top.`);
+    } catch (e) {
+      setServerError(e);
     }
   };
 
@@ -219,6 +276,24 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
           )}
         </Group>
       </Group>
+      {note && (
+        <Alert color="blue" role="status" withCloseButton onClose={() => setNote(null)} aria-label="Merge">
+          {note}
+        </Alert>
+      )}
+      {announced && dirty && !conflict && (
+        <SaveNotice
+          save={announced}
+          onCompare={() => void compare()}
+          onReload={() => {
+            dropLocalDraft(localStorage, storeKey);
+            void fetchDraft(ns).then((d) => {
+              qc.setQueryData(keys.draft(ns), d);
+              onReloaded(`Reloaded ${announced.actor}'s save; your edits were dropped.`);
+            }, setServerError);
+          }}
+        />
+      )}
       {!canEdit && <Alert color="gray">You can read this draft; editing needs the editor role.</Alert>}
       {kept && (
         <Alert color="blue" title={`Unsaved edits from ${when(kept.at)} were kept in this browser`}>
@@ -339,31 +414,18 @@ function DraftEditor({ ns, loaded, onReloaded }: { ns: string; loaded: LoadedDra
         />
       )}
 
-      <Modal opened={conflict !== null} onClose={() => setConflict(null)} title="Someone else saved this draft" size="xl">
-        {conflict && (
-          <Stack>
-            <Text>
-              The draft changed on the server since you opened it. Left: their version; right: yours. Load theirs (your edits are dropped), or keep yours and save it over theirs.
-            </Text>
-            <MergeDiff a={toYaml(conflict.theirs.doc)} b={toYaml(working)} label="Their draft and yours" />
-            <Group justify="flex-end">
-              <Button
-                variant="default"
-                onClick={() => {
-                  dropLocalDraft(localStorage, storeKey);
-                  qc.setQueryData(keys.draft(ns), conflict.theirs);
-                  onReloaded();
-                }}
-              >
-                Load their version
-              </Button>
-              <Button color="orange" onClick={() => save(working, conflict.theirs.etag)}>
-                Save mine over theirs
-              </Button>
-            </Group>
-          </Stack>
-        )}
-      </Modal>
+      <ConflictDialog
+        conflict={conflict}
+        who={conflict ? whoSaved(conflict.theirs, latestSave) : ''}
+        saving={saving}
+        onClose={() => setConflict(null)}
+        onLoadTheirs={() => {
+          dropLocalDraft(localStorage, storeKey);
+          if (conflict) qc.setQueryData(keys.draft(ns), conflict.theirs);
+          onReloaded();
+        }}
+        onSave={(choices) => conflict && void save(resolve(conflict, choices), conflict.theirs.etag, `Saved, merged with ${whoSaved(conflict.theirs, latestSave)}'s save.`)}
+      />
 
       <OpenChange ns={ns} opened={changeOpen} check={check.data} doc={working} onClose={() => setChangeOpen(false)} onOpened={(id) => navigate(`/namespaces/${ns}/changes/${id}`)} />
 

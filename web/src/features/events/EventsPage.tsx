@@ -21,6 +21,7 @@ const kindColor: Record<string, string> = {
   node_joined: 'teal',
   node_left: 'gray',
   apply_error: 'red',
+  draft: 'gray',
 };
 
 function local(d: Date): string {
