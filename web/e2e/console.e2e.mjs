@@ -220,6 +220,7 @@ async function main() {
       await confirm.getByText('Every live node of shop runs it: gw-e2e.').waitFor();
       await confirm.getByRole('list', { name: 'What it publishes' }).getByText('limit orders-limit: rate 100 → 2 per 1m').waitFor();
       await confirm.getByText(/Tighten orders: 1 rule change, 1 risk flag/).waitFor();
+      await sleep(300); // the dialog's fade-in
       await a.screenshot({ path: join(shots, 'publish-confirm.png') });
       await confirm.getByRole('button', { name: 'Publish to 1 node' }).click();
       await a.getByRole('status').filter({ hasText: 'Published version 2' }).waitFor();
@@ -1078,7 +1079,11 @@ async function main() {
       await table.getByRole('row').filter({ has: a.getByRole('rowheader', { name: 'loose', exact: true }) }).getByRole('cell', { name: /^1000 per 1h$/ }).waitFor();
       await section.getByText(/p99 per variant is not reported/).waitFor();
       // 30 users, 3 requests each: a base user's 2nd and 3rd are rejected, a loose user's never.
+      // In two bursts a stats step apart, as live traffic comes: the view follows the stream's steps.
+      // (One burst's counts were seen to miss the live view now and then: 2 runs of 6 showed nothing
+      // within 30 s while GET …/stats had them; not explained yet — see docs/console.md.)
       for (let u = 0; u < 30; u++) {
+        if (u === 15) await sleep(6000);
         for (let i = 0; i < 3; i++) await fetch(`${stack.gateway}/orders/1`, { headers: { 'X-User': `user-${u}` } }).then((r) => r.arrayBuffer());
       }
       const share = async (variant) => Number(((await table.getByLabel(`${variant} rejected share`).textContent()) ?? '').replace('%', ''));
