@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { absolute, plural, relative } from './format';
+import { absolute, axisTimes, plural, relative } from './format';
 
 describe('plural', () => {
   it.each([
@@ -21,6 +21,13 @@ describe('absolute', () => {
   it('with seconds, for a chart step', () => {
     expect(absolute('2026-12-04T18:02:05Z', 'UTC', true)).toBe('2026-12-04 18:02:05 UTC');
     expect(absolute('2026-01-02T00:00:00Z', 'UTC', true)).toBe('2026-01-02 00:00:00 UTC');
+  });
+});
+
+describe('axisTimes', () => {
+  it('24-hour ticks, the day and zone under the first and on a new day', () => {
+    const t0 = Date.parse('2026-12-04T23:58:00Z') / 1000;
+    expect(axisTimes([t0, t0 + 60, t0 + 120, t0 + 180], 'UTC')).toEqual(['23:58\n2026-12-04 UTC', '23:59', '00:00\n2026-12-05 UTC', '00:01']);
   });
 });
 

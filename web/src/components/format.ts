@@ -25,6 +25,22 @@ export function absolute(t: string | Date | null | undefined, timeZone?: string,
   return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}${seconds ? `:${parts.second}` : ''} ${parts.timeZoneName}`;
 }
 
+/**
+ * axisTimes labels a time axis's ticks (unix seconds) the console's way,
+ * not uPlot's locale default ("1:48am 12/5/26"): "01:48" (24-hour, in
+ * timeZone, the browser's by default), and under the first tick and any
+ * tick on a new day, that day and the zone: "01:48\n2026-12-05 UTC".
+ */
+export function axisTimes(ticks: number[], timeZone?: string): string[] {
+  let day = '';
+  return ticks.map((t) => {
+    const [date, time, zone] = absolute(new Date(t * 1000), timeZone).split(' ');
+    if (date === day) return time;
+    day = date;
+    return `${time}\n${date} ${zone}`;
+  });
+}
+
 /** relative is how long before (or after) now t is: "just now", "5 min ago", "in 2 h", "3 d ago". */
 export function relative(t: string | Date | null | undefined, now: number = Date.now()): string {
   if (!t) return '';

@@ -6,6 +6,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { isolated } from './series';
+import { axisTimes } from '../../components/format';
 
 export type Line = { label: string; color: string; values: (number | null)[] };
 
@@ -79,7 +80,7 @@ export class LiveChart {
           },
         },
       },
-      axes: [{}, { size: 56, values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(+v.toFixed(2)))) }],
+      axes: [{ size: 50, values: (_u, ticks) => axisTimes(ticks) }, { size: 56, values: (_u, vals) => vals.map((v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k` : String(+v.toFixed(2)))) }],
       // A value between two gaps (a step reported alone) is a dot: a line needs two.
       series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: true, size: 5, fill: l.color, filter: (u: uPlot, si: number) => isolated(u.data[si] as (number | null)[]) } }))],
       plugins: [thresholdPlugin(() => this.threshold)],
