@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sluicegw/sluice/api"
 )
 
@@ -109,7 +111,12 @@ routes:
 			go func() {
 				_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
 			}()
-			time.Sleep(api.DefaultWriteTimeout + 3*time.Second)
+			// The gateway's write deadline runs from when its writes stall:
+			// once the client's receive queue stops growing (the sockets are
+			// full), not from when the requests were sent — on a loaded
+			// machine filling them can take seconds.
+			stalledAt := waitReceiveQueueStill(t, c, time.Second, 30*time.Second)
+			time.Sleep(time.Until(stalledAt.Add(api.DefaultWriteTimeout + 3*time.Second)))
 			got := countAnswers(c, asked, func(r *http.Response, _ int64) bool { return r.StatusCode == http.StatusNotFound })
 			t.Logf("%s: %d of %d answers", engine, got, asked)
 			if got == asked {
@@ -121,6 +128,38 @@ routes:
 
 // sendBufferMax is the largest send buffer the kernel grows a TCP socket
 // to (tcp_wmem's maximum), or 0 when it cannot be read.
+// waitReceiveQueueStill waits until the bytes waiting in c's receive queue
+// (SIOCINQ) are the same for still, and returns when they stopped
+// changing; it fails the test after limit.
+func waitReceiveQueueStill(t *testing.T, c net.Conn, still, limit time.Duration) time.Time {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() int {
+		n := -1
+		_ = rc.Control(func(fd uintptr) {
+			if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+				n = v
+			}
+		})
+		return n
+	}
+	deadline := time.Now().Add(limit)
+	last, since := queued(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if n := queued(); n != last || n <= 0 {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= still {
+			return since
+		}
+	}
+	t.Fatalf("the receive queue still changed after %v (last %d bytes)", limit, last)
+	return time.Time{}
+}
+
 func sendBufferMax() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
 	if err != nil {
