@@ -929,16 +929,9 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := sp.fleet[k].get(b)
-		if v == nil {
-			continue
+		if p := tickPoint(sp.fleet[k], b, resSec); p != nil {
+			t.Series = append(t.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: [][]float64{p}})
 		}
-		p := make([]float64, 1+ruleN)
-		p[0] = float64(b * resSec)
-		for i := range ruleN {
-			p[1+i] = float64(v[i])
-		}
-		t.Series = append(t.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: [][]float64{p}})
 	}
 	vks := make([]string, 0, len(sp.variants))
 	for k := range sp.variants {
@@ -946,17 +939,10 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	}
 	sort.Strings(vks)
 	for _, k := range vks {
-		v := sp.variants[k].get(b)
-		if v == nil {
-			continue
+		if p := tickPoint(sp.variants[k], b, resSec); p != nil {
+			rule, variant := splitVariantKey(k)
+			t.Variants = append(t.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Points: [][]float64{p}})
 		}
-		p := make([]float64, 1+ruleN)
-		p[0] = float64(b * resSec)
-		for i := range ruleN {
-			p[1+i] = float64(v[i])
-		}
-		rule, variant := splitVariantKey(k)
-		t.Variants = append(t.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Points: [][]float64{p}})
 	}
 	ids := make([]string, 0, len(sp.nodes))
 	for id := range sp.nodes {
@@ -969,6 +955,21 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 		}
 	}
 	return t
+}
+
+// tickPoint is r's point of step b as StatsColumns order it (the step's
+// start in unix seconds, then the rule figures), or nil when r has none.
+func tickPoint(r *ring, b, resSec int64) []float64 {
+	v := r.get(b)
+	if v == nil {
+		return nil
+	}
+	p := make([]float64, 1+ruleN)
+	p[0] = float64(b * resSec)
+	for i := range ruleN {
+		p[1+i] = float64(v[i])
+	}
+	return p
 }
 
 // Namespaces lists the namespaces with reports.

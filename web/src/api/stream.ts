@@ -95,8 +95,8 @@ function open(qc: QueryClient, ns: string, e: Entry) {
   });
   es.addEventListener('event', (ev) => {
     void qc.invalidateQueries({ queryKey: keys.events(ns) });
-    const e = parse(ev as MessageEvent) as FleetEvent | undefined;
-    if (e && typeof e.kind === 'string') for (const l of eventListeners.get(ns) ?? []) l(e);
+    const fe = parse(ev as MessageEvent) as FleetEvent | undefined;
+    if (fe && typeof fe.kind === 'string') for (const l of eventListeners.get(ns) ?? []) l(fe);
   });
   es.addEventListener('node', () => {
     void qc.invalidateQueries({ queryKey: keys.nodes(ns) });
