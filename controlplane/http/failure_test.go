@@ -52,13 +52,30 @@ func TestPublishWhileEtcdIsDown(t *testing.T) {
 	if p.Checksum != v3.Checksum {
 		t.Fatalf("checksum %s, want %s", p.Checksum, v3.Checksum)
 	}
+	// etcd holds version 3; its publication is marked published once the
+	// publisher has its write acknowledged. Under load a write that landed
+	// can still time out (opTimeout 500 ms): the publication then stays
+	// pending until its retry finds the write done, so wait for every row.
 	var vs struct{ Items []sluice.Version }
-	ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ap.must(http.StatusOK, "GET", "/api/v1/namespaces/shop/versions", nil).decode(t, &vs)
+		done := true
+		for _, v := range vs.Items {
+			done = done && v.Publication.State == sluice.PublicationPublished
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, v := range vs.Items {
+				if v.Publication.State != sluice.PublicationPublished {
+					t.Fatalf("version %d: %+v", v.Number, v.Publication)
+				}
+			}
+		}
+	}
 	var revs []int64
 	for _, v := range vs.Items {
-		for v.Publication.State != sluice.PublicationPublished {
-			t.Fatalf("version %d: %+v", v.Number, v.Publication)
-		}
 		revs = append(revs, *v.Publication.EtcdRevision)
 	}
 	if !(revs[0] > revs[1] && revs[1] > revs[2]) {

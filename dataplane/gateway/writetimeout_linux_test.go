@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluicegw/sluice/api"
 )
 
@@ -111,12 +109,22 @@ routes:
 			go func() {
 				_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
 			}()
-			// The gateway's write deadline runs from when its writes stall:
-			// once the client's receive queue stops growing (the sockets are
-			// full), not from when the requests were sent — on a loaded
-			// machine filling them can take seconds.
-			stalledAt := waitReceiveQueueStill(t, c, time.Second, 30*time.Second)
-			time.Sleep(time.Until(stalledAt.Add(api.DefaultWriteTimeout + 3*time.Second)))
+			// The gateway's write deadline runs from when its writes stall,
+			// which on a loaded machine can be seconds after the requests
+			// were sent (its send buffer grows to tcp_wmem's maximum as it
+			// writes). Its socket's queues (from /proc/net/tcp: what it has
+			// not read, what it has not sent) tell: once neither moves, it
+			// neither reads nor writes. They must then be still for a write
+			// timeout and 3 s, or the wait starts again.
+			for limit := time.Now().Add(90 * time.Second); ; {
+				stalledAt, q := waitPeerQueuesStill(t, c, time.Second, time.Until(limit))
+				time.Sleep(time.Until(stalledAt.Add(api.DefaultWriteTimeout + 3*time.Second)))
+				// Still the same, or no longer an open connection (the
+				// gateway gave up): it stalled for that long.
+				if now := peerQueues(t, c); now == q || !strings.HasPrefix(now, "01 ") {
+					break
+				}
+			}
 			got := countAnswers(c, asked, func(r *http.Response, _ int64) bool { return r.StatusCode == http.StatusNotFound })
 			t.Logf("%s: %d of %d answers", engine, got, asked)
 			if got == asked {
@@ -128,36 +136,46 @@ routes:
 
 // sendBufferMax is the largest send buffer the kernel grows a TCP socket
 // to (tcp_wmem's maximum), or 0 when it cannot be read.
-// waitReceiveQueueStill waits until the bytes waiting in c's receive queue
-// (SIOCINQ) are the same for still, and returns when they stopped
-// changing; it fails the test after limit.
-func waitReceiveQueueStill(t *testing.T, c net.Conn, still, limit time.Duration) time.Time {
+// peerQueues is the state and the send and receive queues, as
+// /proc/net/tcp shows them ("01 tx:rx" in hex; 01 is ESTABLISHED), of the
+// socket at the other end of c (both on this machine), or "" when it is
+// gone.
+func peerQueues(t *testing.T, c net.Conn) string {
 	t.Helper()
-	rc, err := c.(syscall.Conn).SyscallConn()
+	local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	queued := func() int {
-		n := -1
-		_ = rc.Control(func(fd uintptr) {
-			if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
-				n = v
-			}
-		})
-		return n
-	}
-	deadline := time.Now().Add(limit)
-	last, since := queued(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		if n := queued(); n != last || n <= 0 {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= still {
-			return since
+	// The peer's socket: its local port is c's remote one, its remote c's local one.
+	want := fmt.Sprintf(":%04X", remote.Port)
+	peer := fmt.Sprintf(":%04X", local.Port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasSuffix(f[1], want) && strings.HasSuffix(f[2], peer) {
+			return f[3] + " " + f[4]
 		}
 	}
-	t.Fatalf("the receive queue still changed after %v (last %d bytes)", limit, last)
-	return time.Time{}
+	return ""
+}
+
+// waitPeerQueuesStill waits until the queues of c's peer socket are the
+// same for still, and returns when they stopped changing and what they
+// are; it fails the test after limit.
+func waitPeerQueuesStill(t *testing.T, c net.Conn, still, limit time.Duration) (time.Time, string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	last, since := peerQueues(t, c), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if q := peerQueues(t, c); q != last {
+			last, since = q, time.Now()
+		} else if time.Since(since) >= still {
+			return since, q
+		}
+	}
+	t.Fatalf("the gateway's socket queues still moved after %v (last %s)", limit, last)
+	return time.Time{}, ""
 }
 
 func sendBufferMax() int {
