@@ -186,7 +186,7 @@ func TestTLSCertificateRotatedUnderLoad(t *testing.T) {
 	// poll between the two renames of a rotation is refused too).
 	for _, want := range []string{`sluice_tls_cert_reloads_total{result="ok"} 5`, "sluice_tls_cert_not_after_seconds "} {
 		if !strings.Contains(string(metrics), want) {
-			t.Errorf("metrics lack %q", want)
+			t.Errorf("metrics lack %q; they have %q", want, regexp.MustCompile(`(?m)^sluice_tls_cert_reloads_total.*$`).FindAll(metrics, -1))
 		}
 	}
 	if m := regexp.MustCompile(`sluice_tls_cert_reloads_total\{result="error"\} ([0-9]+)`).FindSubmatch(metrics); m == nil || string(m[1]) == "0" {
