@@ -655,8 +655,17 @@ async function main() {
         let tipText = '';
         let hovered = 0;
         for (let dx = 2; dx < box.width && hovered === 0; dx += 3) {
-          await a.mouse.move(box.x + box.width - dx, box.y + box.height / 2);
-          await tip.waitFor({ timeout: 5_000 });
+          // A stream update redraws the chart and drops the hover until
+          // the pointer moves again: move it by a pixel and look again.
+          for (let tries = 0; ; tries++) {
+            await a.mouse.move(box.x + box.width - dx, box.y + box.height / 2 + (tries % 2));
+            try {
+              await tip.waitFor({ timeout: 1_000 });
+              break;
+            } catch (e) {
+              if (tries >= 9) throw e;
+            }
+          }
           tipText = (await tip.textContent()) ?? '';
           hovered = Number(tipText.match(/rejected([\d.]+)\/s/)?.[1] ?? 0);
         }
