@@ -462,7 +462,8 @@ func (u *Upstream) errorHandler(w http.ResponseWriter, r *http.Request, err erro
 		rec.bodyStalled = true
 	case (rec.timedOut.Load() || rec.pastDue()) && rec.clientDeadline:
 		answer.WriteProblem(rec, r, http.StatusGatewayTimeout, "Gateway timeout", clientDeadlineDetail)
-	case rec.timedOut.Load() || rec.pastDue():
+	case rec.timedOut.Load() || rec.pastDue() || rec.body != nil && rec.body.pastRoute.Load():
+		rec.timedOut.Store(true) // the Outcome's Timeout
 		if rec.body != nil && rec.body.cut.Load() && r.ProtoMajor == 1 {
 			// The timeout ended the body's reading half way: the
 			// connection cannot be read on. (An HTTP/2 stream ends
@@ -636,6 +637,11 @@ type bodyReader struct {
 	timeout  time.Duration
 	timedOut atomic.Bool // a read failed by the bodyTimeout deadline
 	cut      atomic.Bool // interrupt ended the body before its end; set under mu
+	// pastRoute: a read failed because the route's deadline passed, as
+	// the fasthttp engine's body (fastReqBody, bridged) says with
+	// errRouteDeadline: its deadline is the route's counted from the
+	// engine's start, a little before Forward's timer fires.
+	pastRoute atomic.Bool
 
 	mu    sync.Mutex
 	last  time.Time // deadline last set at
@@ -661,6 +667,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		b.ended = true
 		if !b.cut.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 			b.timedOut.Store(true)
+		}
+		if errors.As(err, new(errRouteDeadline)) {
+			b.pastRoute.Store(true)
 		}
 		b.mu.Unlock()
 	}
