@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Button, Checkbox, Group, List, Paper, Stack, Text, Textarea, TextInput, Title, Tooltip } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Checkbox, Group, List, Paper, Stack, Text, Textarea, Title, Tooltip } from '@mantine/core';
 import { useEffect, useMemo, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router';
 import type { Change, Limit } from '../../api/client';
@@ -15,7 +15,7 @@ import { useCanary } from '../nodes/hooks';
 import { useRollout, useVersionDoc, useVersions } from '../versions/hooks';
 import { applyDiff } from './applyDiff';
 import { stateColor } from './ChangesPage';
-import { useChange, useChangeAction, usePublish, useUnschedule } from './hooks';
+import { useChange, useChangeAction, usePublish } from './hooks';
 import { PreviewSection, PreviewSummary } from './PreviewPanel';
 import { PublishPanel } from './PublishPanel';
 import { summarize, warningsOf } from './summary';
@@ -78,9 +78,7 @@ export function ChangePage() {
   const q = useChange(ns, id);
   const action = useChangeAction(ns, id);
   const publish = usePublish(ns, id);
-  const unschedule = useUnschedule(ns, id);
   const [comment, setComment] = useState('');
-  const [publishAt, setPublishAt] = useState('');
   // Approving a flagged change needs each flag confirmed (by its index).
   const [confirmed, setConfirmed] = useState<ReadonlySet<number>>(new Set());
   const [kept, setKept] = useState(false);
@@ -112,9 +110,6 @@ export function ChangePage() {
   const canPublish = canReview && c.state === 'approved' && !c.stale;
   const publishedNow = publish.data && 'number' in publish.data ? publish.data : undefined;
   const publishedVersion = publishedNow?.number ?? c.publishedVersion ?? undefined;
-  // A datetime-local value is local time; the API takes RFC 3339.
-  const scheduleAt = publishAt ? new Date(publishAt) : undefined;
-  const scheduleValid = scheduleAt !== undefined && !Number.isNaN(scheduleAt.getTime());
   // The change's limits (scope, key) for the preview's figures.
   const limits = (view.after as { limits?: Limit[] } | undefined)?.limits;
   const previewable = c.state === 'open' || c.state === 'approved';
@@ -210,7 +205,7 @@ export function ChangePage() {
       )}
 
       {publishedVersion !== undefined && <Rollout ns={ns} n={publishedVersion} follow={publishedNow !== undefined} />}
-      <ErrorAlert error={action.error ?? publish.error ?? unschedule.error} />
+      <ErrorAlert error={action.error ?? publish.error} />
 
       {canReview && (c.state === 'open' || c.state === 'approved') && (
         <Paper withBorder p="md" component="section" aria-label="Review">
@@ -257,19 +252,6 @@ export function ChangePage() {
               </Button>
             </Group>
             {canPublish && <PublishPanel ns={ns} c={c} lines={lines} warnings={warnings.length} newest={newest} publish={publish} />}
-            {canPublish && (
-              <Group wrap="wrap" align="flex-end">
-                <TextInput type="datetime-local" label="Publish at" description="Your local time; the control plane publishes it then" value={publishAt} onChange={(e) => setPublishAt(e.currentTarget.value)} />
-                <Button variant="light" disabled={!scheduleValid} loading={publish.isPending && !!publish.variables} onClick={() => scheduleAt && publish.mutate(scheduleAt.toISOString())}>
-                  {c.publishAt ? 'Reschedule' : 'Schedule'}
-                </Button>
-                {c.publishAt && (
-                  <Button variant="default" onClick={() => unschedule.mutate()} loading={unschedule.isPending}>
-                    Cancel schedule
-                  </Button>
-                )}
-              </Group>
-            )}
             {block && c.state === 'open' && (
               <Text size="sm" c="dimmed" id="approve-block">
                 {block}

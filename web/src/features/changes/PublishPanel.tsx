@@ -1,25 +1,50 @@
 // The change page's Publish: to every node, or as a canary on the nodes a
 // selector matches (judged by the analysis or by hand), each confirmed
-// with its scope: the version, the nodes and what the change does.
-import { Button, Group, List, SegmentedControl, Stack, Text } from '@mantine/core';
+// with its scope: the version, the nodes and what the change does. To
+// every node it may instead be scheduled ("Publish at"); a canary may not
+// (the API refuses at with canary), so its row is hidden for a canary.
+import { Button, Group, List, SegmentedControl, Stack, Text, TextInput } from '@mantine/core';
 import { useState } from 'react';
 import type { Change } from '../../api/client';
 import { ConfirmDialog } from '../../components/ConfirmDialog';
+import { ErrorAlert } from '../../components/ErrorAlert';
 import { plural } from '../../components/format';
 import { CanaryFields, canaryNodes, CanaryScope, useCanaryOptions } from '../canary/CanaryForm';
 import { CanaryStatus } from '../canary/CanaryStatus';
 import { usePublishCanary } from '../canary/hooks';
 import { useNodes } from '../namespaces/hooks';
 import { useCanary } from '../nodes/hooks';
-import type { usePublish } from './hooks';
+import { type usePublish, useUnschedule } from './hooks';
 import { publishScope } from './publishScope';
 import type { SummaryLine } from './summary';
 
 const shown = 8;
 
-/** PublishPanel publishes the approved change c as version newest+1, after a confirmation naming its scope. */
-export function PublishPanel({ ns, c, lines, warnings, newest, publish }: { ns: string; c: Change; lines: SummaryLine[]; warnings: number; newest: number; publish: ReturnType<typeof usePublish> }) {
-  const [scope, setScope] = useState<'all' | 'canary'>('all');
+/**
+ * PublishPanel publishes the approved change c as version newest+1, after a
+ * confirmation naming its scope, or schedules its publication to every node;
+ * defaultScope is the choice it opens with.
+ */
+export function PublishPanel({
+  ns,
+  c,
+  lines,
+  warnings,
+  newest,
+  publish,
+  defaultScope = 'all',
+}: {
+  ns: string;
+  c: Change;
+  lines: SummaryLine[];
+  warnings: number;
+  newest: number;
+  publish: ReturnType<typeof usePublish>;
+  defaultScope?: 'all' | 'canary';
+}) {
+  const [scope, setScope] = useState<'all' | 'canary'>(defaultScope);
+  const [publishAt, setPublishAt] = useState('');
+  const unschedule = useUnschedule(ns, c.id!);
   const [confirming, setConfirming] = useState(false);
   const o = useCanaryOptions();
   const nodes = useNodes(ns).data?.items;
@@ -31,6 +56,9 @@ export function PublishPanel({ ns, c, lines, warnings, newest, publish }: { ns: 
   const pending = canary ? publishCanary.isPending : publish.isPending && !publish.variables;
   const error = canary ? publishCanary.error : publish.error;
   const ok = !active && (!canary || o.ok);
+  // A datetime-local value is local time; the API takes RFC 3339.
+  const scheduleAt = publishAt ? new Date(publishAt) : undefined;
+  const scheduleValid = scheduleAt !== undefined && !Number.isNaN(scheduleAt.getTime());
   const go = () => {
     const done = { onSuccess: () => setConfirming(false) };
     if (canary) publishCanary.mutate({ id: c.id!, selector: o.selector!, analysis: o.analysis }, done);
@@ -62,6 +90,24 @@ export function PublishPanel({ ns, c, lines, warnings, newest, publish }: { ns: 
           {canary ? 'Publish as a canary' : 'Publish'}
         </Button>
       </Group>
+      {(!canary || c.publishAt) && (
+        <Group wrap="wrap" align="flex-end">
+          {!canary && (
+            <>
+              <TextInput type="datetime-local" label="Publish at" description="Your local time; the control plane publishes it then" value={publishAt} onChange={(e) => setPublishAt(e.currentTarget.value)} />
+              <Button variant="light" disabled={!scheduleValid} loading={publish.isPending && !!publish.variables} onClick={() => scheduleAt && publish.mutate(scheduleAt.toISOString())}>
+                {c.publishAt ? 'Reschedule' : 'Schedule'}
+              </Button>
+            </>
+          )}
+          {c.publishAt && (
+            <Button variant="default" onClick={() => unschedule.mutate()} loading={unschedule.isPending}>
+              Cancel schedule
+            </Button>
+          )}
+        </Group>
+      )}
+      <ErrorAlert error={unschedule.error} />
       <ConfirmDialog opened={confirming && ok} title={s.title} confirm={s.confirm} loading={pending} error={error} onClose={() => setConfirming(false)} onConfirm={go}>
         <Text size="sm" fw={600}>
           #{c.id} {c.title}: {plural(lines.length, 'rule change')}

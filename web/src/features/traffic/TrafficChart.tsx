@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import type { FleetEvent } from '../../api/fleet';
 import { absolute } from '../../components/format';
-import { alignedData, LiveChart, type Line } from './chart';
+import { alignedData, LiveChart, type Hover, type Line } from './chart';
 import { eventLabel, legendStats, placeMarkers, type Marker } from './series';
 
 /** fmtRate writes a per-second rate with its unit; "no data" when there is none. */
@@ -12,9 +12,6 @@ export function fmtRate(v: number | null | undefined): string {
   if (v === undefined || v === null) return 'no data';
   return `${v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)}/s`;
 }
-
-/** Hover is the step under the pointer: its grid index and where the pointer is over the plot. */
-type Hover = { idx: number; left: number; top: number };
 
 function sameMarkers(a: Marker[], b: Marker[]): boolean {
   return a.length === b.length && a.every((m, i) => Math.abs(m.x - b[i].x) < 0.5 && m.events.length === b[i].events.length && m.events[0].id === b[i].events[0].id);
@@ -50,7 +47,9 @@ export function TrafficChart({
   const chart = useRef<LiveChart | null>(null);
   const [markers, setMarkers] = useState<{ left: number; top: number; height: number; list: Marker[] }>({ left: 0, top: 0, height: 0, list: [] });
   const eventsRef = useRef(events);
+  // The step under the pointer (left and top over the chart's box); the chart places it after every draw.
   const [hover, setHover] = useState<Hover | null>(null);
+  const pointer = useRef<{ x: number; y: number } | null>(null);
   const shape = lines.map((l) => `${l.label}\u0000${l.color}`).join('\u0001');
 
   useEffect(() => {
@@ -69,9 +68,15 @@ export function TrafficChart({
         return prev.left === next.left && prev.top === next.top && prev.height === next.height && sameMarkers(prev.list, list) ? prev : next;
       });
     };
-    const onCursor = (u: uPlot, idx: number | null, left: number, top: number) => setHover(idx === null ? null : { idx, left: u.over.offsetLeft + left, top: u.over.offsetTop + top });
-    const c = new LiveChart(el.current, { width, height, lines: lines.map(({ label, color }) => ({ label, color })), threshold, onDraw, onCursor }, alignedData(grid, lines.map((l) => l.values)));
+    const onHover = (u: uPlot, h: Hover | null) =>
+      setHover((prev) => {
+        const next = h && { t: h.t, left: u.over.offsetLeft + h.left, top: u.over.offsetTop + h.top };
+        return prev === next || (prev && next && prev.t === next.t && prev.left === next.left && prev.top === next.top) ? prev : next;
+      });
+    const c = new LiveChart(el.current, { width, height, lines: lines.map(({ label, color }) => ({ label, color })), threshold, onDraw, onHover }, alignedData(grid, lines.map((l) => l.values)));
     chart.current = c;
+    // A chart rebuilt under a still pointer (its lines changed) hovers where the pointer is.
+    c.pointer(pointer.current);
     return () => {
       c.destroy();
       chart.current = null;
@@ -85,22 +90,35 @@ export function TrafficChart({
   }, [grid, lines]);
   useEffect(() => chart.current?.setThreshold(threshold), [threshold]);
   useEffect(() => chart.current?.resize(width, height), [width, height]);
+  // The hovered step's index in the grid rendered now; none once it has scrolled out of the range.
+  const at = hover ? grid.indexOf(hover.t) : -1;
 
   return (
     <Box component="figure" m={0} aria-label={title}>
-      <Box ref={box} pos="relative">
+      <Box
+        ref={box}
+        pos="relative"
+        onPointerMove={(e) => {
+          pointer.current = { x: e.clientX, y: e.clientY };
+          chart.current?.pointer(pointer.current);
+        }}
+        onPointerLeave={() => {
+          pointer.current = null;
+          chart.current?.pointer(null);
+        }}
+      >
         <div ref={el} role="img" aria-label={`${title}: per-second rates over time${threshold !== undefined ? `, threshold ${fmtRate(threshold)}` : ''}`} />
-        {hover && hover.idx < grid.length && (
+        {hover && at >= 0 && (
           <Paper
             role="tooltip"
-            aria-label={`Values at ${absolute(new Date(grid[hover.idx] * 1000), undefined, true)}`}
+            aria-label={`Values at ${absolute(new Date(hover.t * 1000), undefined, true)}`}
             shadow="sm"
             withBorder
             p={6}
             style={{ position: 'absolute', left: hover.left + 12 > width - 190 ? hover.left - 190 : hover.left + 12, top: Math.max(0, hover.top - 10), pointerEvents: 'none', zIndex: 3, minWidth: 160 }}
           >
             <Text size="xs" fw={600}>
-              {absolute(new Date(grid[hover.idx] * 1000), undefined, true)}
+              {absolute(new Date(hover.t * 1000), undefined, true)}
             </Text>
             {lines.map((l) => (
               <Group key={l.label} gap={4} wrap="nowrap" justify="space-between">
@@ -109,7 +127,7 @@ export function TrafficChart({
                   {l.label}
                 </Text>
                 <Text size="xs" ff="monospace">
-                  {fmtRate(l.values[hover.idx])}
+                  {fmtRate(l.values[at])}
                 </Text>
               </Group>
             ))}

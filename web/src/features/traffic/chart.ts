@@ -1,14 +1,18 @@
 // The canvas chart behind every live traffic chart: uPlot with a time axis,
 // one line per series, the limit's threshold drawn as a dashed line, a
 // hook that reports where event markers go, and one that reports the step
-// under the pointer (the page draws the hover tooltip). No React here, so the
+// under the pointer (the page draws the hover tooltip), placed again after
+// every draw so that it stays under a still pointer as live data scrolls by. No React here, so the
 // browser benchmark (web/e2e/bench.mjs) measures exactly what the page runs.
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { isolated } from './series';
+import { isolated, stepAt } from './series';
 import { axisTimes } from '../../components/format';
 
 export type Line = { label: string; color: string; values: (number | null)[] };
+
+/** Hover is the step under the pointer: its time (unix seconds), and where the pointer is in CSS pixels of the plot area. */
+export type Hover = { t: number; left: number; top: number };
 
 export type ChartSpec = {
   width: number;
@@ -19,8 +23,8 @@ export type ChartSpec = {
   threshold?: number;
   /** Called after every draw, with the chart, to place markers (x of a time: u.valToPos(t, 'x')). */
   onDraw?: (u: uPlot) => void;
-  /** Called as the pointer moves over the plot: the grid index under it (null when it leaves) and where it is, in CSS pixels of the plot area. */
-  onCursor?: (u: uPlot, idx: number | null, left: number, top: number) => void;
+  /** Called after every draw and pointer move (see pointer): the step under the pointer, or null when the pointer is off the plot or past the data. */
+  onHover?: (u: uPlot, h: Hover | null) => void;
 };
 
 /** palette colours per-node lines; allowed/rejected/shed have their own colours. */
@@ -62,9 +66,13 @@ function thresholdPlugin(get: () => number | undefined): uPlot.Plugin {
 export class LiveChart {
   readonly u: uPlot;
   private threshold: number | undefined;
+  private onHover: ChartSpec['onHover'];
+  /** Where the pointer is (client coordinates) while it is over the chart, markers included; null when it is not. */
+  private at: { x: number; y: number } | null = null;
 
   constructor(el: HTMLElement, spec: ChartSpec, data: uPlot.AlignedData) {
     this.threshold = spec.threshold;
+    this.onHover = spec.onHover;
     const opts: uPlot.Options = {
       width: spec.width,
       height: spec.height,
@@ -85,20 +93,37 @@ export class LiveChart {
       series: [{}, ...spec.lines.map((l) => ({ label: l.label, stroke: l.color, width: 1.5, spanGaps: false, points: { show: true, size: 5, fill: l.color, filter: (u: uPlot, si: number) => isolated(u.data[si] as (number | null)[]) } }))],
       plugins: [thresholdPlugin(() => this.threshold)],
       hooks: {
-        ...(spec.onDraw ? { draw: [spec.onDraw] } : {}),
-        ...(spec.onCursor
-          ? {
-              setCursor: [
-                (u: uPlot) => {
-                  const { idx, left, top } = u.cursor;
-                  spec.onCursor!(u, idx === undefined || idx === null || left === undefined || left < 0 ? null : idx, left ?? 0, top ?? 0);
-                },
-              ],
-            }
-          : {}),
+        // The hover is placed again after each draw (new data, a resize): the pointer has not moved, what is under it has.
+        draw: [...(spec.onDraw ? [spec.onDraw] : []), (u: uPlot) => this.placeHover(u)],
       },
     };
     this.u = new uPlot(opts, data, el);
+  }
+
+  /**
+   * pointer tells the chart where the pointer is (client coordinates) while
+   * it is over the chart, event markers included, or null when it left. The
+   * chart keeps it, rather than relying on uPlot's cursor, which a rebuilt
+   * chart starts without and which a marker passing under a still pointer
+   * takes away (uPlot's plot area gets a mouseleave): the hover then stays
+   * until the pointer really leaves.
+   */
+  pointer(p: { x: number; y: number } | null) {
+    this.at = p;
+    this.placeHover(this.u);
+  }
+
+  private placeHover(u: uPlot) {
+    if (!this.onHover) return;
+    const p = this.at;
+    const r = p ? u.over.getBoundingClientRect() : undefined;
+    const left = p && r ? p.x - r.left : -1;
+    const top = p && r ? p.y - r.top : -1;
+    const idx = r && left >= 0 && top >= 0 && left <= r.width && top <= r.height ? stepAt(u.data[0] as number[], u.posToVal(left, 'x')) : null;
+    if (idx === null) return this.onHover(u, null);
+    // uPlot's crosshair follows when it lost the pointer (a rebuilt chart, or a marker that passed under it).
+    if ((u.cursor.left ?? -1) < 0) u.setCursor({ left, top }, false);
+    this.onHover(u, { t: u.data[0][idx], left, top });
   }
 
   update(data: uPlot.AlignedData) {

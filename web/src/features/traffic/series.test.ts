@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FleetEvent, StatPoint, Stats } from '../../api/fleet';
-import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, threshold, timeGrid, legendStats, isolated, variantSeries, variantTotals, variantShares } from './series';
+import { eventLabel, fleetSeries, latest, markerEvents, mergePoints, mergeStats, parseDuration, placeMarkers, rates, stepSeconds, threshold, timeGrid, legendStats, isolated, variantSeries, variantTotals, variantShares, stepAt } from './series';
 
 describe('parseDuration', () => {
   it.each([
@@ -237,5 +237,37 @@ describe('markers', () => {
     expect(eventLabel({ id: 1, at: '', kind: 'node_joined', node: 'gw-2' })).toBe('node joined on gw-2');
     // A canary event has no state before it: no "?" (B2).
     expect(eventLabel({ id: 1, at: '', kind: 'canary', to: 'abort', version: 7, actor: 'sluice' })).toBe('canary abort v7 by sluice');
+  });
+});
+
+describe('stepAt (the hovered step, placed again after every redraw)', () => {
+  const grid = timeGrid(1000, 1300, 5); // 1000, 1005, ..., 1300
+  it.each([
+    { desc: 'on a step', t: 1150, want: 30 },
+    { desc: 'nearer the earlier step', t: 1152.4, want: 30 },
+    { desc: 'nearer the later step', t: 1152.6, want: 31 },
+    { desc: 'half a step before the first', t: 997.5, want: 0 },
+    { desc: 'half a step after the last', t: 1302.5, want: 60 },
+    { desc: 'before the data', t: 997.4, want: null },
+    { desc: 'past the data', t: 1302.6, want: null },
+    { desc: 'not a time', t: NaN, want: null },
+  ])('$desc: $t', (c) => expect(stepAt(grid, c.t)).toBe(c.want));
+
+  it('has no step on an empty grid, and the one step of a grid of one', () => {
+    expect(stepAt([], 1000)).toBeNull();
+    expect(stepAt([1000], 5000)).toBe(0);
+  });
+
+  it('under a still pointer, a stream update shows the values now under it; a range that no longer reaches it hides it', () => {
+    // The pointer stays at 3/4 of the plot's width while the 5 minutes shown move on by one step.
+    const at = (g: number[]) => stepAt(g, g[0] + 0.75 * (g[g.length - 1] - g[0]))!;
+    const before = timeGrid(1000, 1300, 5);
+    const after = timeGrid(1005, 1305, 5);
+    expect(before[at(before)]).toBe(1225);
+    expect(after[at(after)]).toBe(1230);
+    // The step hovered before is one the new grid still has (the tooltip keeps it until the chart redraws) ...
+    expect(after.indexOf(before[at(before)])).toBe(at(before) - 1);
+    // ... and a step that scrolled out of the range is not found: the tooltip hides.
+    expect(after.indexOf(before[0])).toBe(-1);
   });
 });

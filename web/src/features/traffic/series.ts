@@ -130,6 +130,26 @@ export function timeGrid(since: number, until: number, step: number): number[] {
   return out;
 }
 
+/**
+ * stepAt is the index of grid's step nearest t (unix seconds): the step a
+ * pointer at time t hovers. null when grid is empty or t lies more than half
+ * a step beyond its first or last step (the pointer is past the data).
+ */
+export function stepAt(grid: number[], t: number): number | null {
+  const n = grid.length;
+  if (n === 0 || !Number.isFinite(t)) return null;
+  const half = n > 1 ? (grid[n - 1] - grid[0]) / (n - 1) / 2 : Infinity;
+  if (t < grid[0] - half || t > grid[n - 1] + half) return null;
+  let lo = 0;
+  let hi = n - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (grid[mid] <= t) lo = mid;
+    else hi = mid;
+  }
+  return t - grid[lo] <= grid[hi] - t ? lo : hi;
+}
+
 export type Measure = 'allowed' | 'rejected' | 'shed';
 const column: Record<Measure, 1 | 2 | 3> = { allowed: 1, rejected: 2, shed: 3 };
 
