@@ -72,3 +72,46 @@ describe('kind: service documents in the form', () => {
     expect(labelled(html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', rate: 1 } }), 'Shared bucket')).toBe(false);
   });
 });
+
+describe('selects with a default', () => {
+  /** selectShows is the text the select labelled label shows (Mantine's input value). */
+  const selectShows = (h: string, label: string) => {
+    const id = h.match(new RegExp(`<label[^>]*for="([^"]+)"[^>]*>${label}<`))?.[1];
+    expect(id, `a select labelled ${label}`).toBeTruthy();
+    const input = h.match(new RegExp(`<input[^>]*id="${id!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"[^>]*>`))?.[0] ?? '';
+    return input.match(/ value="([^"]*)"/)?.[1];
+  };
+
+  it('an unset scope shows node, marked as the default (as the server normalizes it), and the rule is left as it is', () => {
+    const rule = { id: 'l', algorithm: 'token_bucket', rate: 5, period: '1s' };
+    const h = html({ kind: 'limits', rule });
+    expect(selectShows(h, 'Scope')).toBe('node (default)');
+    expect(rule).toEqual({ id: 'l', algorithm: 'token_bucket', rate: 5, period: '1s' });
+    // Picking the shown default again is Mantine's deselect (null): the field stays absent, nothing is written.
+    const scope = fields.limits.find((f) => f.path === 'scope')!;
+    expect(scope.default).toBe('node');
+    expect(editValue(rule, scope, undefined)).toEqual(rule);
+  });
+
+  it('a set scope shows its value; cluster shows its own defaults for mode and onStoreError', () => {
+    expect(selectShows(html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', scope: 'node' } }), 'Scope')).toBe('node (default)');
+    const h = html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', scope: 'cluster' } });
+    expect(selectShows(h, 'Scope')).toBe('cluster');
+    expect(selectShows(h, 'Cluster mode')).toBe('exact (default)');
+    expect(selectShows(h, 'When Redis fails')).toBe('local (default)');
+    expect(selectShows(html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', scope: 'cluster', mode: 'batched' } }), 'Cluster mode')).toBe('batched');
+  });
+
+  it('an unset cookie decoding shows percent, the default; a value the schema lacks is still shown', () => {
+    expect(selectShows(html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', key: ['cookie:sid'] } }), 'Cookie decoding')).toBe('percent (default)');
+    expect(selectShows(html({ kind: 'limits', rule: { id: 'l', algorithm: 'token_bucket', scope: 'zone' } }), 'Scope')).toBe('zone');
+  });
+
+  it('a select without one value for absent shows what absent means instead', () => {
+    // The Upstream section opens when one of its fields is set.
+    const h = html({ kind: 'routes', rule: { id: 'r', match: { pathPrefix: '/' }, upstream: { targets: [{ url: 'http://a' }], timeout: '5s' } } });
+    expect(selectShows(h, 'Protocol')).toBe('');
+    expect(h).toMatch(/<input[^>]*placeholder="by each target&#x27;s scheme"[^>]*id="routes\[0\]\.upstream\.protocol"/);
+    expect(selectShows(html({ kind: 'limits', rule: { id: 'l', algorithm: 'quota', rate: 5 } }), 'Calendar')).toBe('');
+  });
+});

@@ -100,7 +100,17 @@ function Field({ kind, f, helpPath, value, error, warning, readOnly, routeIds, c
         />
       );
     case 'select':
-      return <Select {...common} data={[...new Set([...(f.options ?? []), ...(typeof value === 'string' ? [value] : [])])]} value={(value as string) ?? null} onChange={(v) => onValue(v ?? undefined)} clearable={!f.required} placeholder={f.placeholder} />;
+      // Absent, a field with a default shows it (the server's value), marked; picking it again (a deselect) keeps it absent.
+      return (
+        <Select
+          {...common}
+          data={[...new Set([...(f.options ?? []), ...(value !== undefined ? [String(value)] : [])])].map((o) => ({ value: o, label: o === f.default ? `${o} (default)` : o }))}
+          value={value !== undefined ? String(value) : (f.default ?? null)}
+          onChange={(v) => onValue(v ?? undefined)}
+          clearable={!f.required && value !== undefined}
+          placeholder={f.placeholder}
+        />
+      );
     case 'oneof':
       return (
         <Select

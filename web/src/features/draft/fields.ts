@@ -46,6 +46,13 @@ export type FieldSpec = {
   keepEmpty?: boolean;
   /** required: a select that cannot be cleared. */
   required?: boolean;
+  /**
+   * default is the value the server takes when the field is absent (api
+   * Normalize, api/canonical.go): a select shows it, marked "(default)",
+   * while the rule does not set it, and writes nothing unless the user picks
+   * another value.
+   */
+  default?: string;
   /** section groups optional fields under a heading, folded until one of them is set. */
   section?: string;
   /** item are the fields of one element of a 'list' field, relative to the element. */
@@ -171,7 +178,7 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'match.hosts', label: 'Hosts', type: 'tags', help: 'Empty matches every host.' },
     { path: 'match.headers', label: 'Headers', type: 'claims', placeholder: 'X-Canary=true' },
     { path: 'upstream.targets', label: 'Targets', type: 'list', item: targetFields, itemLabel: 'Target', newItem: () => ({ url: '' }), when: gateway },
-    { path: 'upstream.protocol', label: 'Protocol', type: 'select', options: enumOf('Upstream', 'protocol'), when: gateway, section: 'Upstream' },
+    { path: 'upstream.protocol', label: 'Protocol', type: 'select', options: enumOf('Upstream', 'protocol'), placeholder: "by each target's scheme", when: gateway, section: 'Upstream' },
     { path: 'upstream.timeout', label: 'Timeout', type: 'text', placeholder: '30s', when: gateway, section: 'Upstream' },
     { path: 'upstream.bodyTimeout', label: 'Body timeout', type: 'text', placeholder: '10s', when: gateway, section: 'Upstream' },
     { path: 'upstream.writeTimeout', label: 'Write timeout', type: 'text', placeholder: '10s', when: gateway, section: 'Upstream' },
@@ -194,17 +201,17 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'resources', label: 'Resources', type: 'tags', placeholder: 'orders.Create', when: service('resources') },
     { path: 'algorithm', label: 'Algorithm', type: 'select', options: enumOf('Limit', 'algorithm'), required: true, help: 'quota: an exact count per day, week, month or fixed period, kept in Redis (scope: cluster) across restarts and rule changes.' },
     { path: 'rate', label: 'Rate', type: 'number', when: either((r) => algo(r) !== 'adaptive', has('rate')), help: 'Requests (or cost units) per period; for concurrency, how many in flight at once; for a quota, how many per period.' },
-    { path: 'calendar', label: 'Calendar', type: 'select', options: enumOf('Limit', 'calendar'), when: either(isQuota, has('calendar')) },
+    { path: 'calendar', label: 'Calendar', type: 'select', options: enumOf('Limit', 'calendar'), placeholder: 'none: the period', when: either(isQuota, has('calendar')) },
     { path: 'timezone', label: 'Time zone', type: 'text', placeholder: 'UTC', when: either((r) => isQuota(r) && r.calendar !== undefined, has('timezone')) },
     { path: 'period', label: 'Period', type: 'text', placeholder: '1s', when: (r) => (!(isQuota(r) && r.calendar !== undefined) && !['adaptive', 'concurrency'].includes(algo(r))) || (r.period !== undefined && !(isQuota(r) && r.calendar !== undefined)), help: 'A quota: a fixed period (720h), instead of a calendar.' },
     { path: 'burst', label: 'Burst', type: 'number', help: "The token bucket's capacity or the leaky bucket's queue; empty means the rate.", when: either(algoIn('token_bucket', 'leaky_bucket'), has('burst')) },
     { path: 'maxDelay', label: 'Max delay', type: 'text', placeholder: '0s', help: 'How long a request may wait for its turn in the leaky bucket.', when: either(algoIn('leaky_bucket'), has('maxDelay')) },
     { path: 'key', label: 'Key', type: 'tags', moreHelp: `${keyHelp} Empty means global.` },
     { path: 'ipv6Prefix', label: 'IPv6 prefix', type: 'number', placeholder: '64', when: either((r) => keyHas(r, (k) => k === 'ip'), has('ipv6Prefix')) },
-    { path: 'cookieDecoding', label: 'Cookie decoding', type: 'select', options: enumOf('Limit', 'cookieDecoding'), when: either((r) => keyHas(r, (k) => k.startsWith('cookie:')), has('cookieDecoding')) },
-    { path: 'scope', label: 'Scope', type: 'select', options: enumOf('Limit', 'scope'), help: 'node: counters in each gateway; cluster: shared through Redis (a quota needs it).' },
-    { path: 'mode', label: 'Cluster mode', type: 'select', options: enumOf('Limit', 'mode'), help: 'exact: every decision asks Redis; batched: each node spends a local share and syncs it.', when: either(cluster, has('mode')) },
-    { path: 'onStoreError', label: 'When Redis fails', type: 'select', options: enumOf('Limit', 'onStoreError'), help: 'local: the limit ÷ live nodes, in each node; allow; deny.', when: either(cluster, has('onStoreError')) },
+    { path: 'cookieDecoding', label: 'Cookie decoding', type: 'select', options: enumOf('Limit', 'cookieDecoding'), default: 'percent', when: either((r) => keyHas(r, (k) => k.startsWith('cookie:')), has('cookieDecoding')) },
+    { path: 'scope', label: 'Scope', type: 'select', options: enumOf('Limit', 'scope'), default: 'node', help: 'node: counters in each gateway; cluster: shared through Redis (a quota needs it).' },
+    { path: 'mode', label: 'Cluster mode', type: 'select', options: enumOf('Limit', 'mode'), default: 'exact', help: 'exact: every decision asks Redis; batched: each node spends a local share and syncs it.', when: either(cluster, has('mode')) },
+    { path: 'onStoreError', label: 'When Redis fails', type: 'select', options: enumOf('Limit', 'onStoreError'), default: 'local', help: 'local: the limit ÷ live nodes, in each node; allow; deny.', when: either(cluster, has('onStoreError')) },
     { path: 'bucket', label: 'Shared bucket', type: 'text', placeholder: 'orders-budget', when: either((r) => cluster(r) && !isQuota(r), has('bucket')) },
     { path: 'shadow', label: 'Shadow (count, never reject)', type: 'bool' },
     { path: 'exempt', label: 'Exempt clients', type: 'tags', placeholder: '10.0.0.0/8', help: 'Client CIDRs or addresses never limited.' },
