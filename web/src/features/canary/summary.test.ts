@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Node, Version } from '../../api/client';
-import { analysisText, canarySummary, fleetCounts, fleetText, publishedVersion } from './summary';
+import { analysisText, canarySummary, fleetCounts, fleetText, publishedVersion, rolledBack } from './summary';
 
 const analysis = { window: '60s', onPass: 'hold' as const };
 
@@ -37,6 +37,27 @@ describe('publishedVersion', () => {
   });
   it('nothing published', () => {
     expect(publishedVersion([v(1, 'canary')], 1)).toBeUndefined();
+  });
+});
+
+describe('rolledBack', () => {
+  const v = (number: number, kind: 'ruleset' | 'canary' | 'promote' | 'abort', rollbackOf?: number): Version => ({ number, publication: { kind }, ...(rollbackOf ? { rollbackOf } : {}) }) as Version;
+  it('marks the version the rollback replaced', () => {
+    expect(rolledBack([v(5, 'ruleset', 3), v(4, 'ruleset'), v(3, 'ruleset')])).toEqual(new Map([[4, 5]]));
+  });
+  it('past an aborted canary: the version the nodes ran, not the one numbered before the rollback', () => {
+    expect(rolledBack([v(6, 'ruleset', 3), v(5, 'abort'), v(4, 'ruleset'), v(3, 'ruleset')])).toEqual(new Map([[4, 6]]));
+  });
+  it('a promoted canary rolled back from; two rollbacks in a row', () => {
+    expect(rolledBack([v(8, 'ruleset', 5), v(7, 'ruleset', 6), v(6, 'promote'), v(5, 'ruleset')])).toEqual(
+      new Map([
+        [7, 8],
+        [6, 7],
+      ]),
+    );
+  });
+  it('no older version on the page: nothing marked', () => {
+    expect(rolledBack([v(9, 'ruleset', 2)])).toEqual(new Map());
   });
 });
 

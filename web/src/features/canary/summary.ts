@@ -73,6 +73,23 @@ export function publishedVersion(versions: Version[], canaryVersion?: number): n
   return versions.find((v) => v.number !== canaryVersion && v.publication?.kind !== 'canary' && v.publication?.kind !== 'abort')?.number;
 }
 
+/**
+ * rolledBack maps each version a rollback rolled back from to that
+ * rollback's number: the version every node ran when the rollback was made
+ * (publishedVersion of the older versions), not simply the one numbered
+ * before it, which may be a canary that was aborted. versions are newest
+ * first.
+ */
+export function rolledBack(versions: Version[]): Map<number, number> {
+  const out = new Map<number, number>();
+  versions.forEach((v, i) => {
+    if (!v.rollbackOf || v.number === undefined) return;
+    const from = publishedVersion(versions.slice(i + 1));
+    if (from !== undefined && !out.has(from)) out.set(from, v.number);
+  });
+  return out;
+}
+
 export type FleetCounts = { live: number; current: number; canary: number; behind: number; ahead: number; published?: number };
 
 /**

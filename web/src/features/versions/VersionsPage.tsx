@@ -4,7 +4,7 @@ import { Link, useNavigate, useParams } from 'react-router';
 import { ErrorAlert } from '../../components/ErrorAlert';
 import { Loading, Page, When } from '../../components/Page';
 import { CanaryStatus } from '../canary/CanaryStatus';
-import { publishedVersion } from '../canary/summary';
+import { publishedVersion, rolledBack } from '../canary/summary';
 import { useChanges } from '../changes/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useCanary } from '../nodes/hooks';
@@ -26,7 +26,7 @@ export function VersionsPage() {
   // and the versions a later rollback rolled back from.
   const canary = useCanary(ns).data;
   const current = publishedVersion(items, canary?.version);
-  const rolledBackBy = new Map(items.filter((v) => v.rollbackOf).map((v) => [(v.number ?? 0) - 1, v.number]));
+  const rolledBackBy = rolledBack(items);
   return (
     <Page title="Versions" crumbs={nsCrumbs(ns)} actions={<NamespaceNav ns={ns} />}>
       {q.isPending && <Loading />}
