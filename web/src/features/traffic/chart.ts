@@ -69,6 +69,8 @@ export class LiveChart {
   private onHover: ChartSpec['onHover'];
   /** Where the pointer is (client coordinates) while it is over the chart, markers included; null when it is not. */
   private at: { x: number; y: number } | null = null;
+  /** Whether onHover was last told of a step (so that a draw without a pointer does not call it again). */
+  private hovering = false;
 
   constructor(el: HTMLElement, spec: ChartSpec, data: uPlot.AlignedData) {
     this.threshold = spec.threshold;
@@ -110,17 +112,23 @@ export class LiveChart {
    */
   pointer(p: { x: number; y: number } | null) {
     this.at = p;
-    this.placeHover(this.u);
+    this.placeHover(this.u, true);
   }
 
-  private placeHover(u: uPlot) {
+  /** placeHover tells onHover the step under the pointer; that there is none only when it had told of one, or when told to (a pointer call). */
+  private placeHover(u: uPlot, tell = false) {
     if (!this.onHover) return;
     const p = this.at;
     const r = p ? u.over.getBoundingClientRect() : undefined;
     const left = p && r ? p.x - r.left : -1;
     const top = p && r ? p.y - r.top : -1;
     const idx = r && left >= 0 && top >= 0 && left <= r.width && top <= r.height ? stepAt(u.data[0] as number[], u.posToVal(left, 'x')) : null;
-    if (idx === null) return this.onHover(u, null);
+    if (idx === null) {
+      if (this.hovering || tell) this.onHover(u, null);
+      this.hovering = false;
+      return;
+    }
+    this.hovering = true;
     // uPlot's crosshair follows when it lost the pointer (a rebuilt chart, or a marker that passed under it).
     if ((u.cursor.left ?? -1) < 0) u.setCursor({ left, top }, false);
     this.onHover(u, { t: u.data[0][idx], left, top });
