@@ -436,3 +436,65 @@ func resolveItems(tb testing.TB, d schemaNode, prop string) string {
 	}
 	return strings.TrimPrefix(ref, "#/$defs/")
 }
+
+// TestSchemaDefaultsAreNormalizes: every "default" api/schema.json gives a
+// limit's field (the console's form shows it for an absent field) is what
+// Normalize takes for it: a limit that sets the field to its default and
+// one that leaves it out are the same rule set, and another value of the
+// field's enum is not.
+func TestSchemaDefaultsAreNormalizes(t *testing.T) {
+	root := loadSchema(t)
+	limit := root["$defs"].(schemaNode)["Limit"].(schemaNode)["properties"].(schemaNode)
+	seen := 0
+	for _, name := range slices.Sorted(maps.Keys(limit)) {
+		prop := resolve(t, root, limit[name].(schemaNode), map[string]bool{})
+		def, ok := prop["default"]
+		if !ok {
+			continue
+		}
+		seen++
+		t.Run(name, func(t *testing.T) {
+			enum, _ := prop["enum"].([]any)
+			if !slices.Contains(enum, def) {
+				t.Fatalf("default %v is not in the enum %v", def, enum)
+			}
+			canonical := func(field string) string {
+				t.Helper()
+				scope := "\n    scope: cluster"
+				if name == "scope" {
+					scope = ""
+				}
+				doc := fmt.Sprintf(`namespace: d
+routes:
+  - {id: r, match: {pathPrefix: /}, upstream: {targets: [{url: "http://127.0.0.1:1"}]}}
+limits:
+  - id: l
+    routes: [r]
+    algorithm: token_bucket
+    rate: 10
+    key: ["cookie:sid"]%s%s
+`, scope, field)
+				rs, err := Decode([]byte(doc))
+				if err != nil {
+					t.Fatalf("%s: %v", field, err)
+				}
+				if err := rs.Validate(); err != nil {
+					t.Fatalf("%s: %v", field, err)
+				}
+				return string(rs.Canonical())
+			}
+			absent := canonical("")
+			if got := canonical(fmt.Sprintf("\n    %s: %v", name, def)); got != absent {
+				t.Errorf("%s: %v normalizes to\n%s\nbut leaving it out to\n%s", name, def, got, absent)
+			}
+			for _, other := range enum {
+				if other != def && canonical(fmt.Sprintf("\n    %s: %v", name, other)) == absent {
+					t.Errorf("%s: %v normalizes as leaving it out does; the default is %v", name, other, def)
+				}
+			}
+		})
+	}
+	if seen == 0 {
+		t.Fatal("no limit field has a default in schema.json")
+	}
+}

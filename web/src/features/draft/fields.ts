@@ -63,7 +63,7 @@ export type FieldSpec = {
   newItem?: (rule: Rule) => Rule;
 };
 
-type Def = { description?: string; $ref?: string; properties?: Record<string, Def>; items?: Def; enum?: string[] };
+type Def = { description?: string; $ref?: string; properties?: Record<string, Def>; items?: Def; enum?: string[]; default?: unknown };
 const defs = (schema as unknown as { $defs: Record<string, Def> }).$defs;
 
 function resolve(d: Def | undefined): Def | undefined {
@@ -87,6 +87,17 @@ function enumOf(def: string, path: string): string[] {
   const e = resolve(schemaAt(def, path))?.enum;
   if (!e) throw new Error(`api/schema.json: ${def}.${path} has no enum`);
   return e;
+}
+
+/**
+ * defaultOf is the value the server takes for an absent field, as
+ * api/schema.json's "default" says (api/defaults_test.go holds it to
+ * Normalize's).
+ */
+function defaultOf(def: string, path: string): string {
+  const d = resolve(schemaAt(def, path))?.default;
+  if (typeof d !== 'string') throw new Error(`api/schema.json: ${def}.${path} has no default`);
+  return d;
 }
 
 /** JWTAlgorithms are the signature algorithms an identity may accept (api.JWTAlgorithms): never none, never HS*. */
@@ -208,10 +219,10 @@ export const fields: Record<RuleKind, FieldSpec[]> = {
     { path: 'maxDelay', label: 'Max delay', type: 'text', placeholder: '0s', help: 'How long a request may wait for its turn in the leaky bucket.', when: either(algoIn('leaky_bucket'), has('maxDelay')) },
     { path: 'key', label: 'Key', type: 'tags', moreHelp: `${keyHelp} Empty means global.` },
     { path: 'ipv6Prefix', label: 'IPv6 prefix', type: 'number', placeholder: '64', when: either((r) => keyHas(r, (k) => k === 'ip'), has('ipv6Prefix')) },
-    { path: 'cookieDecoding', label: 'Cookie decoding', type: 'select', options: enumOf('Limit', 'cookieDecoding'), default: 'percent', when: either((r) => keyHas(r, (k) => k.startsWith('cookie:')), has('cookieDecoding')) },
-    { path: 'scope', label: 'Scope', type: 'select', options: enumOf('Limit', 'scope'), default: 'node', help: 'node: counters in each gateway; cluster: shared through Redis (a quota needs it).' },
-    { path: 'mode', label: 'Cluster mode', type: 'select', options: enumOf('Limit', 'mode'), default: 'exact', help: 'exact: every decision asks Redis; batched: each node spends a local share and syncs it.', when: either(cluster, has('mode')) },
-    { path: 'onStoreError', label: 'When Redis fails', type: 'select', options: enumOf('Limit', 'onStoreError'), default: 'local', help: 'local: the limit ÷ live nodes, in each node; allow; deny.', when: either(cluster, has('onStoreError')) },
+    { path: 'cookieDecoding', label: 'Cookie decoding', type: 'select', options: enumOf('Limit', 'cookieDecoding'), default: defaultOf('Limit', 'cookieDecoding'), when: either((r) => keyHas(r, (k) => k.startsWith('cookie:')), has('cookieDecoding')) },
+    { path: 'scope', label: 'Scope', type: 'select', options: enumOf('Limit', 'scope'), default: defaultOf('Limit', 'scope'), help: 'node: counters in each gateway; cluster: shared through Redis (a quota needs it).' },
+    { path: 'mode', label: 'Cluster mode', type: 'select', options: enumOf('Limit', 'mode'), default: defaultOf('Limit', 'mode'), help: 'exact: every decision asks Redis; batched: each node spends a local share and syncs it.', when: either(cluster, has('mode')) },
+    { path: 'onStoreError', label: 'When Redis fails', type: 'select', options: enumOf('Limit', 'onStoreError'), default: defaultOf('Limit', 'onStoreError'), help: 'local: the limit ÷ live nodes, in each node; allow; deny.', when: either(cluster, has('onStoreError')) },
     { path: 'bucket', label: 'Shared bucket', type: 'text', placeholder: 'orders-budget', when: either((r) => cluster(r) && !isQuota(r), has('bucket')) },
     { path: 'shadow', label: 'Shadow (count, never reject)', type: 'bool' },
     { path: 'exempt', label: 'Exempt clients', type: 'tags', placeholder: '10.0.0.0/8', help: 'Client CIDRs or addresses never limited.' },
