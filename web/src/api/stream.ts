@@ -39,15 +39,42 @@ function setState(e: Entry, s: StreamState) {
  * applyStats merges a stream stats update into every stats query of ns
  * (query key: ns, range seconds or a custom range's fixed start, node): a
  * fleet query takes the fleet-wide series (and per-variant series), a
- * node's query that node's.
+ * node's query that node's. A query whose GET is in flight folds the update
+ * into the GET's answer once it comes (foldTicks): the stream sends each
+ * step once, and the answer may have been computed before the step was
+ * whole (or before the step's data came at all).
  */
 export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
+  ticks.push({ seq: tickSeq++, ns, update });
+  if (ticks.length > maxTicks) ticks.splice(0, ticks.length - maxTicks);
   for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
-    const [, , , range, node] = q.queryKey as [string, string, string, number | string, string];
-    // A custom range keeps everything from its fixed start.
-    const since = typeof range === 'string' ? Number(range.slice('from:'.length)) : nowSeconds - range;
-    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node)) : prev));
+    const [, , , range, node] = q.queryKey as [string, string, string, number | `from:${number}`, string];
+    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeTick(prev, update, range, node, nowSeconds) : prev));
   }
+}
+
+/** mergeTick merges update into the stats of a query of range (seconds back from now, or a custom range's fixed start) and node ('' for the fleet). */
+function mergeTick(prev: Stats, update: StatsTick, range: number | `from:${number}`, node: string | undefined, nowSeconds: number): Stats {
+  // A custom range keeps everything from its fixed start.
+  const since = typeof range === 'string' ? Number(range.slice('from:'.length)) : nowSeconds - range;
+  return mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node));
+}
+
+// The stats updates of the last maxTicks steps (every namespace's), numbered, for the stats queries whose GET was in flight
+// when they came (tickMark, foldTicks).
+const maxTicks = 120;
+const ticks: { seq: number; ns: string; update: StatsTick }[] = [];
+let tickSeq = 0;
+
+/** tickMark is where the stats updates stand: a stats query takes it before its GET, and folds what came since into the answer (foldTicks). */
+export function tickMark(): number {
+  return tickSeq;
+}
+
+/** foldTicks merges into a stats query's GET answer (ns, range, node: its key's) the updates of ns that came since mark, in order. */
+export function foldTicks(data: Stats, ns: string, range: number | `from:${number}`, node: string | undefined, mark: number, nowSeconds = Date.now() / 1000): Stats {
+  for (const t of ticks) if (t.seq >= mark && t.ns === ns) data = mergeTick(data, t.update, range, node, nowSeconds);
+  return data;
 }
 
 function parse(ev: MessageEvent): unknown {
