@@ -2,7 +2,7 @@ import { QueryClient } from '@tanstack/react-query';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Stats } from './fleet';
 import { keys } from './keys';
-import { applyStats } from './stream';
+import { applyStats, follow } from './stream';
 import { statsQuery } from '../features/traffic/hooks';
 
 describe('applyStats', () => {
@@ -111,5 +111,47 @@ describe('applyStats', () => {
       await f.done;
       expect(qc.getQueryData<Stats>(keys.stats('shop', 300, undefined))!.variants).toEqual([]);
     });
+  });
+});
+
+describe('follow', () => {
+  // A stand-in for the browser's EventSource (node has none): the test plays the browser's part.
+  class BrowserEventSource {
+    static CLOSED = 2;
+    static last: BrowserEventSource;
+    readyState = 0;
+    onopen: (() => void) | null = null;
+    onerror: (() => void) | null = null;
+    constructor(readonly url: string) {
+      BrowserEventSource.last = this;
+    }
+    addEventListener() {}
+    close() {
+      this.readyState = BrowserEventSource.CLOSED;
+    }
+  }
+  beforeEach(() => {
+    vi.stubGlobal('EventSource', BrowserEventSource);
+  });
+  afterEach(() => {
+    vi.unstubAllGlobals();
+  });
+
+  it('refetches the stats once the browser has reconnected a stream that ended (the steps pushed meanwhile are not replayed)', () => {
+    const qc = new QueryClient();
+    const key = keys.stats('shop', 300, undefined);
+    qc.setQueryData(key, { step: '5s', series: [] });
+    const stop = follow(qc, 'shop');
+    const es = BrowserEventSource.last;
+    es.readyState = 1;
+    es.onopen!();
+    expect(qc.getQueryState(key)!.isInvalidated).toBe(false);
+    // The server ended the stream (its lifetime, a slow reader): the browser reconnects by itself.
+    es.readyState = 0;
+    es.onerror!();
+    es.readyState = 1;
+    es.onopen!();
+    expect(qc.getQueryState(key)!.isInvalidated).toBe(true);
+    stop();
   });
 });

@@ -13,7 +13,16 @@ import { mergeStats } from '../features/traffic/series';
 
 export type StreamState = 'connecting' | 'live' | 'reconnecting';
 
-type Entry = { users: number; es: EventSource | null; state: StreamState; listeners: Set<() => void>; retry?: ReturnType<typeof setTimeout>; backoff: number };
+type Entry = {
+  users: number;
+  es: EventSource | null;
+  state: StreamState;
+  listeners: Set<() => void>;
+  retry?: ReturnType<typeof setTimeout>;
+  backoff: number;
+  // gap: the browser is reconnecting a stream that ended; the stats steps pushed meanwhile are lost.
+  gap?: boolean;
+};
 
 const streams = new Map<string, Entry>();
 const eventListeners = new Map<string, Set<(e: FleetEvent) => void>>();
@@ -91,6 +100,12 @@ function open(qc: QueryClient, ns: string, e: Entry) {
   e.es = es;
   es.onopen = () => {
     e.backoff = 1000;
+    if (e.gap) {
+      // The browser reconnected with Last-Event-ID: the server replays the events missed, never the stats
+      // steps (each is pushed once), so the stats are refetched (and the steps pushed meanwhile folded in).
+      e.gap = false;
+      void qc.invalidateQueries({ queryKey: keys.stats(ns) });
+    }
     setState(e, 'live');
   };
   es.onerror = () => {
@@ -105,7 +120,10 @@ function open(qc: QueryClient, ns: string, e: Entry) {
         open(qc, ns, e);
       }, e.backoff);
       e.backoff = Math.min(e.backoff * 2, 30_000);
-    } else setState(e, 'reconnecting');
+    } else {
+      e.gap = true;
+      setState(e, 'reconnecting');
+    }
   };
   es.addEventListener('stats', (ev) => {
     const u = parse(ev as MessageEvent) as StatsTick | undefined;
@@ -145,22 +163,25 @@ function entry(ns: string): Entry {
   return e;
 }
 
+/** follow opens ns's live stream, or joins it if open, until the returned function is called (useStream's effect). */
+export function follow(qc: QueryClient, ns: string): () => void {
+  const e = entry(ns);
+  e.users++;
+  if (!e.es && !e.retry) open(qc, ns, e);
+  return () => {
+    e.users--;
+    if (e.users > 0) return;
+    e.es?.close();
+    e.es = null;
+    if (e.retry) clearTimeout(e.retry);
+    e.retry = undefined;
+    streams.delete(ns);
+  };
+}
+
 /** useStream follows ns's live stream while the calling component is mounted, and says whether it is connected. */
 export function useStream(qc: QueryClient, ns: string): StreamState {
-  useEffect(() => {
-    const e = entry(ns);
-    e.users++;
-    if (!e.es && !e.retry) open(qc, ns, e);
-    return () => {
-      e.users--;
-      if (e.users > 0) return;
-      e.es?.close();
-      e.es = null;
-      if (e.retry) clearTimeout(e.retry);
-      e.retry = undefined;
-      streams.delete(ns);
-    };
-  }, [qc, ns]);
+  useEffect(() => follow(qc, ns), [qc, ns]);
   return useSyncExternalStore(
     (l) => {
       const e = entry(ns);
