@@ -89,12 +89,78 @@ type LimitCounts struct {
 }
 
 // VariantCounts are one variant's decisions since boot
-// (sluice_limit_decisions_total{variant}).
+// (sluice_limit_decisions_total{variant}), and the latency histogram of the
+// requests it let through (sluice_limit_variant_request_duration_seconds):
+// those it allowed or shadow-rejected and the whole chain of limits
+// admitted, each with its request's whole duration as the node's Latency
+// counts it. Latency is absent from a node that does not count it; its
+// total is at most Allowed+ShadowRejected (VariantCounts.LatencyBound).
 type VariantCounts struct {
-	Variant        string `json:"variant"`
-	Allowed        int64  `json:"allowed"`
-	Rejected       int64  `json:"rejected"`
-	ShadowRejected int64  `json:"shadowRejected,omitempty"`
+	Variant        string         `json:"variant"`
+	Allowed        int64          `json:"allowed"`
+	Rejected       int64          `json:"rejected"`
+	ShadowRejected int64          `json:"shadowRejected,omitempty"`
+	Latency        *LatencyCounts `json:"latency,omitempty"`
+}
+
+// LatencyBound is the most requests v's latency histogram may count: those
+// it let through (allowed or shadow-rejected). A request is counted as
+// decided before its duration is observed, and a node reads its histogram
+// before its decisions, so an honest report never counts more.
+func (v VariantCounts) LatencyBound() int64 { return v.Allowed + v.ShadowRejected }
+
+// Total is the number of requests l counts (the +Inf bucket); 0 for none.
+func (l LatencyCounts) Total() int64 {
+	if len(l.Counts) == 0 {
+		return 0
+	}
+	return l.Counts[len(l.Counts)-1]
+}
+
+// check reports through bad every problem of l, a histogram at path: bounds
+// other than LatencyBounds (none at all is no histogram), not one count per
+// bound plus +Inf, a negative count or one below the previous bucket's.
+func (l LatencyCounts) check(path string, bad func(path, msg string)) {
+	if len(l.Counts) == 0 && len(l.Bounds) == 0 {
+		return
+	}
+	if !slices.Equal(l.Bounds, LatencyBounds) {
+		bad(path+".bounds", fmt.Sprintf("must be exactly api.LatencyBounds (%d bounds), not %d bounds", len(LatencyBounds), len(l.Bounds)))
+	} else if len(l.Counts) != len(l.Bounds)+1 {
+		bad(path+".counts", "must hold one count per bound plus +Inf")
+	}
+	for i := range l.Counts {
+		if l.Counts[i] < 0 || i > 0 && l.Counts[i] < l.Counts[i-1] {
+			bad(fmt.Sprintf("%s.counts[%d]", path, i), "must be >= 0 and never below the previous count")
+			break
+		}
+	}
+}
+
+// latencyBack returns back's error for the first bucket of now below the
+// same bucket of before (what names the histogram). A histogram absent from
+// now (or of another length) counts zero in every bucket: one cannot be
+// dropped and sent again lower within a boot. Nothing before is nothing to
+// compare.
+func latencyBack(what string, now, before []int64, back func(string, int64, int64) error) error {
+	for i, b := range before {
+		var c int64
+		if len(now) == len(before) {
+			c = now[i]
+		}
+		if err := back(fmt.Sprintf("%s.counts[%d]", what, i), c, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// counts is l's counts, nil for no histogram.
+func (l *LatencyCounts) counts() []int64 {
+	if l == nil {
+		return nil
+	}
+	return l.Counts
 }
 
 // Transition counts one kind of state change since boot.
@@ -236,19 +302,7 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 	neg("requests.class4xx", q.Class4xx)
 	neg("requests.class5xx", q.Class5xx)
 	neg("applyErrors", r.ApplyErrors)
-	if l := r.Latency; len(l.Counts) != 0 || len(l.Bounds) != 0 {
-		if !slices.Equal(l.Bounds, LatencyBounds) {
-			bad("latency.bounds", fmt.Sprintf("must be exactly api.LatencyBounds (%d bounds), not %d bounds", len(LatencyBounds), len(l.Bounds)))
-		} else if len(l.Counts) != len(l.Bounds)+1 {
-			bad("latency.counts", "must hold one count per bound plus +Inf")
-		}
-		for i := range l.Counts {
-			if l.Counts[i] < 0 || i > 0 && l.Counts[i] < l.Counts[i-1] {
-				bad(fmt.Sprintf("latency.counts[%d]", i), "must be >= 0 and never below the previous count")
-				break
-			}
-		}
-	}
+	r.Latency.check("latency", bad)
 	seen := map[string]bool{}
 	id := func(path, kind, rule string) {
 		switch {
@@ -299,6 +353,12 @@ func (r *Report) Check(now time.Time, skew time.Duration) Errors {
 			neg(vp+".allowed", vc.Allowed)
 			neg(vp+".rejected", vc.Rejected)
 			neg(vp+".shadowRejected", vc.ShadowRejected)
+			if l := vc.Latency; l != nil {
+				l.check(vp+".latency", bad)
+				if t, most := l.Total(), vc.LatencyBound(); t > most {
+					bad(vp+".latency.counts", fmt.Sprintf("counts %d requests, more than the %d the variant let through (allowed + shadowRejected)", t, most))
+				}
+			}
 		}
 	}
 	for i, b := range r.Breakers {
@@ -439,12 +499,8 @@ func (r *Report) Follows(prev *Report) error {
 			return err
 		}
 	}
-	if len(r.Latency.Counts) == len(prev.Latency.Counts) {
-		for i := range r.Latency.Counts {
-			if err := back(fmt.Sprintf("latency.counts[%d]", i), r.Latency.Counts[i], prev.Latency.Counts[i]); err != nil {
-				return err
-			}
-		}
+	if err := latencyBack("latency", r.Latency.Counts, prev.Latency.Counts, back); err != nil {
+		return err
 	}
 	pl := map[string]LimitCounts{}
 	for _, l := range prev.Limits {
@@ -479,6 +535,9 @@ func (r *Report) Follows(prev *Report) error {
 				if err := back("limit "+l.Rule+" variant "+v.Variant+" "+c.what, c.now, c.before); err != nil {
 					return err
 				}
+			}
+			if err := latencyBack("limit "+l.Rule+" variant "+v.Variant+" latency", v.Latency.counts(), w.Latency.counts(), back); err != nil {
+				return err
 			}
 		}
 	}
@@ -549,7 +608,7 @@ func printable(s string) bool {
 // MaxIncrease returns the largest increase of any of r's counters over
 // base's (the previous report of its boot; the zero Report for a boot's
 // counts since it started): requests, latency buckets, limit decisions,
-// limit decisions per variant, breaker refusals, degrade sheds, transitions
+// limit decisions and latency buckets per variant, breaker refusals, degrade sheds, transitions
 // and apply errors. The caller compares it with what a node can serve in the
 // time between the two (see DefaultMaxNodeRPS).
 func (r *Report) MaxIncrease(base *Report) int64 {
@@ -562,13 +621,19 @@ func (r *Report) MaxIncrease(base *Report) int64 {
 	up(q.Class4xx, p.Class4xx)
 	up(q.Class5xx, p.Class5xx)
 	up(r.ApplyErrors, base.ApplyErrors)
-	for i, c := range r.Latency.Counts {
-		var b int64
-		if i < len(base.Latency.Counts) {
-			b = base.Latency.Counts[i]
+	hist := func(now, before *LatencyCounts) {
+		if now == nil {
+			return
 		}
-		up(c, b)
+		for i, c := range now.Counts {
+			var b int64
+			if before != nil && i < len(before.Counts) {
+				b = before.Counts[i]
+			}
+			up(c, b)
+		}
 	}
+	hist(&r.Latency, &base.Latency)
 	pl := map[string]LimitCounts{}
 	for _, l := range base.Limits {
 		pl[l.Rule] = l
@@ -587,6 +652,7 @@ func (r *Report) MaxIncrease(base *Report) int64 {
 			up(v.Allowed, w.Allowed)
 			up(v.Rejected, w.Rejected)
 			up(v.ShadowRejected, w.ShadowRejected)
+			hist(v.Latency, w.Latency)
 		}
 	}
 	trans := func(now, before []Transition) {

@@ -71,6 +71,35 @@ func TestReportCheck(t *testing.T) {
 		}, wants: []string{"limits[0].variants[1].variant"}},
 		{desc: "variant id invalid", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "<b>x</b>"}} }, wants: []string{"limits[0].variants[0].variant"}},
 		{desc: "negative variant count", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Rejected: -1}} }, wants: []string{"limits[0].variants[0].rejected"}},
+		{desc: "variant latency", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 3, Rejected: 9, ShadowRejected: 2,
+				Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1, 4, 5)}}}
+		}},
+		{desc: "variant latency empty", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Latency: &LatencyCounts{}}}
+		}},
+		{desc: "forged variant latency: more requests than the variant let through", edit: func(r *Report) {
+			// 3 allowed + 2 shadow-rejected; its 9 rejections were answered
+			// 429 and are not in the histogram.
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 3, Rejected: 9, ShadowRejected: 2,
+				Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1, 4, 6)}}}
+		}, wants: []string{"limits[0].variants[0].latency.counts"}},
+		{desc: "forged variant latency: bounds of its choosing", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 30,
+				Latency: &LatencyCounts{Bounds: []float64{0.1, 1}, Counts: []int64{5, 9, 10}}}}
+		}, wants: []string{"limits[0].variants[0].latency.bounds"}},
+		{desc: "forged variant latency: decreasing", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 30,
+				Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(5, 4, 10)}}}
+		}, wants: []string{"limits[0].variants[0].latency.counts[1]"}},
+		{desc: "forged variant latency: negative", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 30,
+				Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(-1, 4, 10)}}}
+		}, wants: []string{"limits[0].variants[0].latency.counts[0]"}},
+		{desc: "forged variant latency: without +Inf", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 30,
+				Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1, 4, 10)[:len(LatencyBounds)]}}}
+		}, wants: []string{"limits[0].variants[0].latency.counts"}},
 		{desc: "more variants than a limit can have", edit: func(r *Report) {
 			for i := range MaxVariants + 2 {
 				r.Limits[0].Variants = append(r.Limits[0].Variants, VariantCounts{Variant: fmt.Sprintf("v%d", i)})
@@ -151,13 +180,31 @@ func TestReportFollows(t *testing.T) {
 		}},
 		{desc: "a variant dropped (a version without it)", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants = r.Limits[0].Variants[:1] }},
 		{desc: "variant backwards", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants[1].Rejected = 0 }, want: "limit per-ip variant strict rejected went backwards"},
+		{desc: "variant latency up", edit: func(r *Report) {
+			r.Seq = 3
+			r.Limits[0].Variants[1].Latency = &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(2, 3)}
+		}},
+		{desc: "variant latency backwards", edit: func(r *Report) {
+			r.Seq = 3
+			r.Limits[0].Variants[1].Latency = &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(0, 3)}
+		}, want: "limit per-ip variant strict latency.counts[0] went backwards"},
+		{desc: "variant latency dropped, to be sent again lower", edit: func(r *Report) { r.Seq = 3; r.Limits[0].Variants[1].Latency = nil },
+			want: "limit per-ip variant strict latency.counts[0] went backwards"},
+		{desc: "a variant's first latency", edit: func(r *Report) {
+			r.Seq = 3
+			r.Limits[0].Variants[0].Latency = &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1)}
+		}},
+		{desc: "node latency dropped, to be sent again lower", edit: func(r *Report) { r.Seq = 3; r.Latency = LatencyCounts{} },
+			want: "latency.counts[0] went backwards"},
 	}
-	prev.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1}, {Variant: "strict", Allowed: 3, Rejected: 1}}
+	prev.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1},
+		{Variant: "strict", Allowed: 3, Rejected: 1, Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1, 3)}}}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			r := goodReport(now)
-			r.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1}, {Variant: "strict", Allowed: 3, Rejected: 1}}
+			r.Limits[0].Variants = []VariantCounts{{Variant: BaseVariant, Allowed: 5, Rejected: 1},
+				{Variant: "strict", Allowed: 3, Rejected: 1, Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(1, 3)}}}
 			tc.edit(r)
 			err := r.Follows(prev)
 			switch {
@@ -233,6 +280,12 @@ func TestReportMaxIncrease(t *testing.T) {
 		{desc: "a transition", edit: func(r *Report) { r.Degrades[0].Transitions[0].Count += 4500 }, want: 4500},
 		{desc: "a new rule counts whole", edit: func(r *Report) { r.Limits = append(r.Limits, LimitCounts{Rule: "new", Allowed: 99}) }, want: 99},
 		{desc: "a new variant counts whole", edit: func(r *Report) { r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Rejected: 77}} }, want: 77},
+		{desc: "a variant's latency bucket", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Allowed: 90, Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(3, 88)}}}
+		}, want: 90},
+		{desc: "a variant's latency alone", edit: func(r *Report) {
+			r.Limits[0].Variants = []VariantCounts{{Variant: "strict", Latency: &LatencyCounts{Bounds: LatencyBounds, Counts: latencyCounts(3, 88)}}}
+		}, want: 88},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

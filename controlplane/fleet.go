@@ -100,8 +100,10 @@ type StatsSeries struct {
 
 // VariantStatsSeries is one variant's decisions per step of a limit with
 // variants (api.LimitVariant; api.BaseVariant for the clients no variant
-// takes), fleet-wide (Node empty) or on one node; points as StatsSeries'
-// (StatsColumns; shed and breakerRejected are always 0).
+// takes), fleet-wide (Node empty) or on one node; each point is a
+// StatsSeries' (shed and breakerRejected always 0) and the p99 in seconds
+// of the requests the variant let through in that step (VariantColumns; 0
+// without any).
 type VariantStatsSeries struct {
 	Rule    string      `json:"rule"`
 	Variant string      `json:"variant"`
@@ -121,19 +123,22 @@ type NodeStatsSeries struct {
 var (
 	StatsColumns     = []string{"unixSeconds", "allowed", "rejected", "shed", "shadowRejected", "breakerRejected"}
 	NodeStatsColumns = []string{"unixSeconds", "requests", "rejected", "class2xx", "class4xx", "class5xx", "p99Seconds"}
+	VariantColumns   = []string{"unixSeconds", "allowed", "rejected", "shed", "shadowRejected", "breakerRejected", "p99Seconds"}
 )
 
 // Stats is the answer to a StatsQuery.
 type Stats struct {
-	Namespace   string             `json:"namespace"`
-	Step        string             `json:"step"`
-	StepSeconds int64              `json:"stepSeconds"`
-	Since       time.Time          `json:"since"`
-	Until       time.Time          `json:"until"`
-	Columns     []string           `json:"columns"`
-	NodeColumns []string           `json:"nodeColumns"`
-	Series      []*StatsSeries     `json:"series"`
-	Nodes       []*NodeStatsSeries `json:"nodes"`
+	Namespace   string    `json:"namespace"`
+	Step        string    `json:"step"`
+	StepSeconds int64     `json:"stepSeconds"`
+	Since       time.Time `json:"since"`
+	Until       time.Time `json:"until"`
+	Columns     []string  `json:"columns"`
+	NodeColumns []string  `json:"nodeColumns"`
+	// VariantColumns name the elements of the variants' points.
+	VariantColumns []string           `json:"variantColumns"`
+	Series         []*StatsSeries     `json:"series"`
+	Nodes          []*NodeStatsSeries `json:"nodes"`
 	// Variants are the per-variant series of the limits with variants.
 	Variants []*VariantStatsSeries `json:"variants"`
 }

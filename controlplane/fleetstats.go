@@ -220,13 +220,41 @@ const (
 // histogram.
 var nodeWidth = nLatency + len(api.LatencyBounds) + 1
 
+// A variant vector is a rule vector, then the per-bucket (not cumulative)
+// counts of the variant's latency histogram from vLatency on.
+const vLatency = ruleN
+
+var variantWidth = vLatency + len(api.LatencyBounds) + 1
+
+// latencyDeltas adds to out (per-bucket, not cumulative) the requests the
+// cumulative histogram now counts beyond before (nil or a shorter one:
+// none before). now must hold len(out) counts (api.Report.Check fixed the
+// bounds); otherwise nothing is added.
+func latencyDeltas(out []int64, now, before []int64) {
+	if len(now) != len(out) {
+		return
+	}
+	at := func(c []int64, i int) int64 {
+		if i < 0 || i >= len(c) {
+			return 0
+		}
+		return c[i]
+	}
+	for i := range now {
+		cum := now[i] - at(before, i)
+		below := at(now, i-1) - at(before, i-1)
+		out[i] += cum - below
+	}
+}
+
 type fleetSpace struct {
 	quotas map[quotaWindow]*quotaFold // quota usage of the windows not yet over
 	nodes  map[string]*fleetNode
 	fleet  map[string]*ring // rule key → fleet-wide sums
 	kinds  map[string]string
 	// variants are the limits' per-variant sums, fleet-wide
-	// (variantKey → ring of rule vectors: allowed, rejected, shadow).
+	// (variantKey → ring of variant vectors: allowed, rejected, shadow,
+	// latency buckets).
 	variants map[string]*ring
 	total    *ring // fleet-wide node vector
 	regs     map[string]Registration
@@ -443,22 +471,10 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 	add(n4xx, q.Class4xx-p.Class4xx)
 	add(n5xx, q.Class5xx-p.Class5xx)
 	nv[nVersion] = version
-	if len(r.Latency.Counts) == len(api.LatencyBounds)+1 { // api.Report.Check fixed the bounds
-		prevCounts := base.Latency.Counts
-		for i, c := range r.Latency.Counts {
-			cum := c
-			if i < len(prevCounts) {
-				cum -= prevCounts[i]
-			}
-			below := int64(0)
-			if i > 0 {
-				below = r.Latency.Counts[i-1]
-				if i-1 < len(prevCounts) {
-					below -= prevCounts[i-1]
-				}
-			}
-			add(nLatency+i, cum-below)
-		}
+	lat := make([]int64, len(api.LatencyBounds)+1)
+	latencyDeltas(lat, r.Latency.Counts, base.Latency.Counts)
+	for i, d := range lat {
+		add(nLatency+i, d)
 	}
 	rule := func(kind, id string, d [ruleN]int64) {
 		k := ruleKey(kind, id)
@@ -495,14 +511,22 @@ func (f *Fleet) storeDeltas(sp *fleetSpace, n *fleetNode, b int64, base, r *api.
 			k := variantKey(l.Rule, v.Variant)
 			nr, fr := n.variants[k], sp.variants[k]
 			if nr == nil {
-				nr = newRing(f.slots, ruleN)
+				nr = newRing(f.slots, variantWidth)
 				n.variants[k] = nr
 			}
 			if fr == nil {
-				fr = newRing(f.slots, ruleN)
+				fr = newRing(f.slots, variantWidth)
 				sp.variants[k] = fr
 			}
-			d := [ruleN]int64{rAllowed: v.Allowed - w.Allowed, rRejected: v.Rejected - w.Rejected, rShadow: v.ShadowRejected - w.ShadowRejected}
+			d := make([]int64, variantWidth)
+			d[rAllowed], d[rRejected], d[rShadow] = v.Allowed-w.Allowed, v.Rejected-w.Rejected, v.ShadowRejected-w.ShadowRejected
+			if v.Latency != nil {
+				var before []int64
+				if w.Latency != nil {
+					before = w.Latency.Counts
+				}
+				latencyDeltas(d[vLatency:], v.Latency.Counts, before)
+			}
 			a, c := nr.at(b), fr.at(b)
 			for i, x := range d {
 				a[i] += x
@@ -648,36 +672,14 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 	resSec, stepSec := int64(res/time.Second), int64(step/time.Second)
 	from, to := since.Unix()/resSec, now.Unix()/resSec
 	out := &Stats{Namespace: q.Namespace, Step: step.String(), StepSeconds: stepSec, Since: since.UTC(), Until: now.UTC(),
-		Columns: StatsColumns, NodeColumns: NodeStatsColumns, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}, Variants: []*VariantStatsSeries{}}
+		Columns: StatsColumns, NodeColumns: NodeStatsColumns, VariantColumns: VariantColumns, Series: []*StatsSeries{}, Nodes: []*NodeStatsSeries{}, Variants: []*VariantStatsSeries{}}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	sp := f.spaces[q.Namespace]
 	if sp == nil {
 		return out, nil
 	}
-	rulePoints := func(r *ring) [][]float64 {
-		var pts [][]float64
-		var cur []float64
-		for b := from; b <= to; b++ {
-			v := r.get(b)
-			if v == nil {
-				continue
-			}
-			t := (b * resSec) / stepSec * stepSec
-			if cur == nil || int64(cur[0]) != t {
-				cur = make([]float64, 1+ruleN)
-				cur[0] = float64(t)
-				pts = append(pts, cur)
-			}
-			for i := range ruleN {
-				cur[1+i] += float64(v[i])
-			}
-		}
-		if pts == nil {
-			pts = [][]float64{}
-		}
-		return pts
-	}
+	series := func(r *ring) [][]float64 { return rulePoints(r, false, from, to, resSec, stepSec) }
 	keys := make([]string, 0, len(sp.fleet))
 	for k := range sp.fleet {
 		if q.Rule == "" || k[len(sp.kinds[k])+1:] == q.Rule {
@@ -697,12 +699,13 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 		sort.Strings(vks)
 		for _, k := range vks {
 			rule, variant := splitVariantKey(k)
-			out.Variants = append(out.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Node: node, Points: rulePoints(rings[k])})
+			out.Variants = append(out.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Node: node,
+				Points: rulePoints(rings[k], true, from, to, resSec, stepSec)})
 		}
 	}
 	if q.Node == "" {
 		for _, k := range keys {
-			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: rulePoints(sp.fleet[k])})
+			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: series(sp.fleet[k])})
 		}
 		variants(sp.variants, "")
 		if sp.total != nil {
@@ -716,7 +719,7 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 	}
 	for _, k := range keys {
 		if r := n.rules[k]; r != nil {
-			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Node: q.Node, Points: rulePoints(r)})
+			out.Series = append(out.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Node: q.Node, Points: series(r)})
 		}
 	}
 	variants(n.variants, q.Node)
@@ -724,6 +727,46 @@ func (f *Fleet) FindStats(_ context.Context, q StatsQuery) (*Stats, error) {
 		out.Nodes = append(out.Nodes, &NodeStatsSeries{Node: q.Node, Points: nodePoints(n.nodeVec, api.LatencyBounds, from, to, resSec, stepSec)})
 	}
 	return out, nil
+}
+
+// rulePoints sums a rule ring's steps into points of StatsColumns; with
+// p99, a variant ring's into points of VariantColumns (the p99 of the
+// latency its steps counted last).
+func rulePoints(r *ring, p99 bool, from, to, resSec, stepSec int64) [][]float64 {
+	pts := [][]float64{}
+	var cur []float64
+	var hist []int64
+	flush := func() {
+		if cur != nil && p99 {
+			cur[1+ruleN] = P99(api.LatencyBounds, hist)
+		}
+	}
+	for b := from; b <= to; b++ {
+		v := r.get(b)
+		if v == nil {
+			continue
+		}
+		t := (b * resSec) / stepSec * stepSec
+		if cur == nil || int64(cur[0]) != t {
+			flush()
+			if p99 {
+				cur = make([]float64, 2+ruleN)
+				hist = make([]int64, len(v)-vLatency)
+			} else {
+				cur = make([]float64, 1+ruleN)
+			}
+			cur[0] = float64(t)
+			pts = append(pts, cur)
+		}
+		for i := range ruleN {
+			cur[1+i] += float64(v[i])
+		}
+		for i := range hist {
+			hist[i] += v[vLatency+i]
+		}
+	}
+	flush()
+	return pts
 }
 
 // nodePoints sums a node ring's steps into points of NodeStatsColumns.
@@ -929,7 +972,7 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if p := tickPoint(sp.fleet[k], b, resSec); p != nil {
+		if p := tickPoint(sp.fleet[k], false, b, resSec); p != nil {
 			t.Series = append(t.Series, &StatsSeries{Rule: k[len(sp.kinds[k])+1:], Kind: sp.kinds[k], Points: [][]float64{p}})
 		}
 	}
@@ -939,7 +982,7 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	}
 	sort.Strings(vks)
 	for _, k := range vks {
-		if p := tickPoint(sp.variants[k], b, resSec); p != nil {
+		if p := tickPoint(sp.variants[k], true, b, resSec); p != nil {
 			rule, variant := splitVariantKey(k)
 			t.Variants = append(t.Variants, &VariantStatsSeries{Rule: rule, Variant: variant, Points: [][]float64{p}})
 		}
@@ -957,19 +1000,13 @@ func (f *Fleet) Tick(ns string, b int64) *StatsTick {
 	return t
 }
 
-// tickPoint is r's point of step b as StatsColumns order it (the step's
-// start in unix seconds, then the rule figures), or nil when r has none.
-func tickPoint(r *ring, b, resSec int64) []float64 {
-	v := r.get(b)
-	if v == nil {
+// tickPoint is r's point of step b as rulePoints makes it (StatsColumns;
+// VariantColumns with p99), or nil when r has none.
+func tickPoint(r *ring, p99 bool, b, resSec int64) []float64 {
+	if r.get(b) == nil {
 		return nil
 	}
-	p := make([]float64, 1+ruleN)
-	p[0] = float64(b * resSec)
-	for i := range ruleN {
-		p[1+i] = float64(v[i])
-	}
-	return p
+	return rulePoints(r, p99, b, b, resSec, resSec)[0]
 }
 
 // Namespaces lists the namespaces with reports.

@@ -359,10 +359,25 @@ func TestFleetVariants(t *testing.T) {
 		r.Limits[0].Variants = []api.VariantCounts{{Variant: api.BaseVariant, Allowed: base[0], Rejected: base[1]}, {Variant: "strict", Allowed: strict[0], Rejected: strict[1]}}
 		return r
 	}
+	// withLatency gives strict's latency: fast requests of at most 10ms,
+	// slow ones in (250ms, 500ms].
+	withLatency := func(r *api.Report, fast, slow int64) *api.Report {
+		c := make([]int64, len(api.LatencyBounds)+1)
+		for i := range c {
+			if api.LatencyBounds[min(i, len(api.LatencyBounds)-1)] >= 0.01 || i == len(api.LatencyBounds) {
+				c[i] += fast
+			}
+			if i == len(api.LatencyBounds) || api.LatencyBounds[i] >= 0.5 {
+				c[i] += slow
+			}
+		}
+		r.Limits[0].Variants[1].Latency = &api.LatencyCounts{Bounds: api.LatencyBounds, Counts: c}
+		return r
+	}
 	for _, r := range []*api.Report{
-		withVariants(rep("gw-1", "a", 1, t0.Add(1*time.Second), 1, 100, 10, 0), [2]int64{80, 0}, [2]int64{10, 10}),
-		withVariants(rep("gw-1", "a", 2, t0.Add(6*time.Second), 1, 200, 30, 0), [2]int64{150, 5}, [2]int64{20, 25}),
-		withVariants(rep("gw-2", "b", 1, t0.Add(2*time.Second), 1, 50, 5, 0), [2]int64{40, 0}, [2]int64{5, 5}),
+		withLatency(withVariants(rep("gw-1", "a", 1, t0.Add(1*time.Second), 1, 100, 10, 0), [2]int64{80, 0}, [2]int64{10, 10}), 10, 0),
+		withLatency(withVariants(rep("gw-1", "a", 2, t0.Add(6*time.Second), 1, 200, 30, 0), [2]int64{150, 5}, [2]int64{20, 25}), 10, 10),
+		withLatency(withVariants(rep("gw-2", "b", 1, t0.Add(2*time.Second), 1, 50, 5, 0), [2]int64{40, 0}, [2]int64{5, 5}), 5, 0),
 	} {
 		if _, err := f.Ingest(ctx, "shop", r, key(3)); err != nil {
 			t.Fatal(err)
@@ -372,22 +387,34 @@ func TestFleetVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(st.VariantColumns, VariantColumns) || VariantColumns[len(VariantColumns)-1] != "p99Seconds" {
+		t.Errorf("variant columns %v", st.VariantColumns)
+	}
 	got := map[string][]float64{}
+	p99 := map[string]float64{}
 	for _, v := range st.Variants {
-		if v.Node != "" || v.Rule != "per-ip" || len(v.Points) != 1 {
+		if v.Node != "" || v.Rule != "per-ip" || len(v.Points) != 1 || len(v.Points[0]) != len(VariantColumns) {
 			t.Fatalf("fleet variant series %+v", v)
 		}
 		got[v.Variant] = v.Points[0][1:3]
+		p99[v.Variant] = v.Points[0][len(VariantColumns)-1]
 	}
 	want := map[string][]float64{api.BaseVariant: {150 + 40, 5}, "strict": {20 + 5, 25 + 5}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("fleet variants %v, want %v", got, want)
 	}
+	// strict let through 15 fast and 10 slow requests (gw-1's two reports
+	// and gw-2's): the 99th percentile, 24.75th, is 9.75/10 into (0.25, 0.5].
+	// base reported no latency: 0.
+	if want := map[string]float64{api.BaseVariant: 0, "strict": 0.25 + 0.25*9.75/10}; !reflect.DeepEqual(p99, want) {
+		t.Errorf("fleet variants' p99 %v, want %v", p99, want)
+	}
 	st, err = f.FindStats(ctx, StatsQuery{Namespace: "shop", Step: time.Minute, Since: t0, Node: "gw-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Variants) != 2 || st.Variants[1].Node != "gw-2" || st.Variants[1].Variant != "strict" || st.Variants[1].Points[0][2] != 5 {
+	if len(st.Variants) != 2 || st.Variants[1].Node != "gw-2" || st.Variants[1].Variant != "strict" || st.Variants[1].Points[0][2] != 5 ||
+		st.Variants[1].Points[0][6] != P99(api.LatencyBounds, []int64{0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) {
 		t.Errorf("gw-2's variants %+v", st.Variants)
 	}
 	if st, _ := f.FindStats(ctx, StatsQuery{Namespace: "shop", Rule: "other"}); len(st.Variants) != 0 {
@@ -395,8 +422,9 @@ func TestFleetVariants(t *testing.T) {
 	}
 	// gw-1's second report, at t0+6s, is step t0+5s: Tick pushes its deltas.
 	tick := f.Tick("shop", t0.Add(5*time.Second).Unix()/5)
-	if len(tick.Variants) != 2 || tick.Variants[1].Variant != "strict" || tick.Variants[1].Points[0][1] != 10 || tick.Variants[1].Points[0][2] != 15 {
-		t.Errorf("tick variants %+v, want strict +10 allowed +15 rejected", tick.Variants)
+	if len(tick.Variants) != 2 || tick.Variants[1].Variant != "strict" || tick.Variants[1].Points[0][1] != 10 || tick.Variants[1].Points[0][2] != 15 ||
+		tick.Variants[1].Points[0][6] != 0.25+0.25*9.9/10 {
+		t.Errorf("tick variants %+v, want strict +10 allowed +15 rejected, p99 of its 10 slow requests", tick.Variants)
 	}
 
 	for _, tc := range []struct {
@@ -405,8 +433,10 @@ func TestFleetVariants(t *testing.T) {
 		reason string
 	}{
 		{"a variant the limit lacks", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 5}), RefusedUnknownRules},
-		{"a variant count beyond what a node serves", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{3e9, 5}), RefusedImplausible},
+		{"a variant count beyond what a node serves", withLatency(withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{3e9, 5}), 5, 0), RefusedImplausible},
 		{"a variant count going backwards", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 4}), RefusedBackwards},
+		{"a variant latency going backwards", withLatency(withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 5}), 4, 0), RefusedBackwards},
+		{"a variant latency dropped", withVariants(rep("gw-2", "b", 2, t0.Add(7*time.Second), 1, 60, 5, 0), [2]int64{50, 0}, [2]int64{5, 5}), RefusedBackwards},
 	} {
 		if tc.reason == RefusedUnknownRules {
 			tc.r.Limits[0].Variants[1].Variant = "loose"

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -517,6 +519,38 @@ limits:
 	m := scrape(t, b.admin)
 	if want := fmt.Sprintf(`sluice_limit_decisions_total{class="",decision="reject",rule="per-user",tier="",variant="strict"} %d`, len(onB)); !strings.Contains(m, want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+	// The variants' latency (sluice_limit_variant_request_duration_seconds)
+	// counts the requests each let through, not its 429s: strict's clients
+	// had their first request of two forwarded, base's both. The upstream
+	// answers in about 1ms: every variant's p99 is well under a second.
+	hist := func(variant, series string) float64 {
+		re := regexp.MustCompile(`(?m)^sluice_limit_variant_request_duration_seconds_` + series + `\{rule="per-user",variant="` + variant + `"[^}]*\} (\S+)$`)
+		g := re.FindStringSubmatch(m)
+		if g == nil {
+			t.Fatalf("/metrics lacks the %s %s of variant %s", series, "sluice_limit_variant_request_duration_seconds", variant)
+		}
+		v, err := strconv.ParseFloat(g[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for variant, want := range map[string]int{"strict": len(onB), api.BaseVariant: 2 * (len(users) - len(onB))} {
+		n := hist(variant, "count")
+		if int(n) != want {
+			t.Errorf("variant %s: latency counts %g requests, want the %d it let through", variant, n, want)
+		}
+		// p99 ≤ 1s: at least 99% of the requests in the le="1" bucket.
+		re := regexp.MustCompile(`(?m)^sluice_limit_variant_request_duration_seconds_bucket\{rule="per-user",variant="` + variant + `",le="1"\} (\S+)$`)
+		g := re.FindStringSubmatch(m)
+		if g == nil {
+			t.Fatalf("/metrics lacks variant %s's le=1 bucket", variant)
+		}
+		under, _ := strconv.ParseFloat(g[1], 64)
+		if mean := hist(variant, "sum") / n; under < 0.99*n || mean <= 0 || mean > 1 {
+			t.Errorf("variant %s: %g of %g requests within 1s, mean %gs: implausible for a 1ms upstream", variant, under, n, mean)
+		}
 	}
 }
 

@@ -138,6 +138,9 @@ type rule struct {
 	tierMatch []classify.ClaimMatch // each tier's claims; empty: every caller
 	byClass   []decCounters         // per class index, for limits with a reserve; nil otherwise
 	dc        decCounters           // the m* counters above, for counters
+	// lat is the variant's latency histogram (a rule of a limit with
+	// variants: its base or one variant); nil otherwise.
+	lat prometheus.Observer
 }
 
 // decCounters are one rule's decision counters for one class.
@@ -325,6 +328,9 @@ func compileOne(l api.Limit, prev *rule, opts Options, now int64, variant, tier 
 		dc := newDecCounters(m, l.ID, "", variant, tier)
 		ru.mAllow, ru.mReject, ru.mShadow, ru.mExempt, ru.mStoreErr = dc.allow, dc.reject, dc.shadow, dc.exempt, dc.storeErr
 		ru.dc = dc
+		if variant != "" {
+			ru.lat = m.VariantLatency(l.ID, variant)
+		}
 		if p.resv != nil {
 			for _, id := range opts.Classes.IDs() {
 				ru.byClass = append(ru.byClass, newDecCounters(m, l.ID, id, variant, tier))
@@ -540,6 +546,10 @@ func (c *Chain) Admit(w http.ResponseWriter, r *http.Request, info RequestInfo) 
 // serves: keyed on the parts the route's KeyCheck recorded in v (ReadView,
 // which must have passed), costed on v's header and content length, and
 // logged with v's request id and trace context. It writes rejections to w.
+// On ok, v.Latencies holds the latency histograms of the limits with
+// variants that let the request through (the variant each picked), for the
+// caller to observe the request's duration in once it is answered; on a
+// refusal it holds none.
 func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), ok bool) {
 	if c == nil {
 		return noop, true
@@ -605,11 +615,17 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 			if ru.l.Shadow {
 				inc(m.shadow)
 				v.Decisions.Add(ru.l.ID, reqview.DecisionShadow)
+				if ru.lat != nil {
+					v.Latencies.Add(ru.lat)
+				}
 				s.logReject(v, ru, &c.specs[c.keyIdx[i]], d, now)
 				continue
 			}
 			inc(m.reject)
 			v.Decisions.Add(ru.l.ID, reqview.DecisionReject)
+			if v.Latencies.Len() > 0 {
+				v.Latencies.Reset() // a variant that let it through does not count a 429
+			}
 			for j := range tk {
 				tk[j].refund(v.Context(), now)
 			}
@@ -619,6 +635,9 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 		}
 		inc(m.allow)
 		v.Decisions.Add(ru.l.ID, reqview.DecisionAdmit)
+		if ru.lat != nil {
+			v.Latencies.Add(ru.lat) // observed with the request's duration (the request path)
+		}
 		tk = append(tk, t)
 		if ru.class == classConcurrency {
 			conc++
@@ -633,6 +652,9 @@ func (c *Chain) AdmitView(w http.ResponseWriter, v *reqview.View) (done func(), 
 	}
 	if delay > 0 {
 		if err := s.wait(v.Context(), delay); err != nil {
+			if v.Latencies.Len() > 0 {
+				v.Latencies.Reset()
+			}
 			now = s.now()
 			for j := range tk {
 				tk[j].refund(context.Background(), now)

@@ -17,6 +17,7 @@ type Metrics struct {
 	Requests           *prometheus.CounterVec   // sluice_requests_total{route,code}
 	RequestDuration    *prometheus.HistogramVec // sluice_request_duration_seconds{route}
 	LimitDecisions     *prometheus.CounterVec   // sluice_limit_decisions_total{rule,decision,class,variant,tier}; see LimitDecision
+	VariantDuration    *prometheus.HistogramVec // sluice_limit_variant_request_duration_seconds{rule,variant}; see VariantLatency
 	IdentityDecisions  *prometheus.CounterVec   // sluice_identity_decisions_total{identity,result}: valid, missing, invalid
 	BreakerState       *prometheus.GaugeVec     // sluice_breaker_state{rule}
 	BreakerTransitions *prometheus.CounterVec   // sluice_breaker_transitions_total{rule,from,to}
@@ -78,6 +79,10 @@ func New() *Metrics {
 		LimitDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_limit_decisions_total", Help: "Limit decisions, by rule and decision; class for limits with reserved capacity, variant for limits with variants, tier for limits with tiers (empty otherwise).",
 		}, []string{"rule", "decision", "class", "variant", "tier"}),
+		VariantDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_limit_variant_request_duration_seconds", Help: "Time from request to response of the requests a limit with variants let through (allowed or shadow-rejected, and admitted by every limit of the route), by rule and variant.",
+			Buckets: durationBuckets[:],
+		}, []string{"rule", "variant"}),
 		IdentityDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_identity_decisions_total", Help: "Token checks of identities, by identity and result: valid, missing (no token; answered 401 when the identity requires one), invalid (answered 401).",
 		}, []string{"identity", "result"}),
@@ -139,7 +144,7 @@ func New() *Metrics {
 			Name: "sluice_evloop_handoffs_total", Help: "Connections the event-loop engine handed to the fasthttp engine, by reason: h2c, http10, upgrade, body, expect, route, stream.",
 		}, []string{"reason"}),
 	}
-	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.IdentityDecisions, m.BreakerState, m.BreakerTransitions,
+	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.VariantDuration, m.IdentityDecisions, m.BreakerState, m.BreakerTransitions,
 		m.DegradeLevel, m.DegradeTransitions, m.DegradeShed, m.BreakerRejections, m.RulesetVersion, m.RulesetApplyErrors,
 		m.RulesetApplies, m.StoreErrors, m.StoreRepairs, m.LogsDropped, m.AccessLogDropped, m.Panics,
 		m.AdaptiveLimit, m.TargetHealthy, m.TargetEjections, m.LoopConnections, m.LoopHandoffs,
@@ -156,7 +161,8 @@ type Live struct {
 
 // Prune deletes every per-route and per-rule series whose route or rule is
 // not in live: sluice_requests_total and sluice_request_duration_seconds by
-// route, sluice_limit_decisions_total by limit, sluice_breaker_state and
+// route, sluice_limit_decisions_total and
+// sluice_limit_variant_request_duration_seconds by limit, sluice_breaker_state and
 // sluice_breaker_transitions_total by breaker, sluice_degrade_level,
 // sluice_degrade_transitions_total and sluice_degrade_shed_total by degrade
 // rule. The gateway calls it after each swap, so that a node does not keep
@@ -180,6 +186,7 @@ func (m *Metrics) Prune(live Live) int {
 	n += prune(m.Requests, "route", routes)
 	n += prune(m.RequestDuration, "route", routes)
 	n += prune(m.LimitDecisions, "rule", limits)
+	n += prune(m.VariantDuration, "rule", limits)
 	n += prune(m.AdaptiveLimit, "rule", limits)
 	n += prune(m.TargetHealthy, "route", routes)
 	n += prune(m.TargetEjections, "route", routes)
@@ -240,4 +247,12 @@ func prune(v vec, label string, keep map[string]bool) int {
 // for a caller no tier takes).
 func (m *Metrics) LimitDecision(rule, decision, class, variant, tier string) prometheus.Counter {
 	return m.LimitDecisions.WithLabelValues(rule, decision, class, variant, tier)
+}
+
+// VariantLatency returns the sluice_limit_variant_request_duration_seconds
+// histogram of one variant of a limit with variants (variant is a variant
+// id or api.BaseVariant): what the request path observes the request's
+// duration in, once, for each limit with variants that let it through.
+func (m *Metrics) VariantLatency(rule, variant string) prometheus.Observer {
+	return m.VariantDuration.WithLabelValues(rule, variant)
 }

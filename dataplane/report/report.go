@@ -8,8 +8,13 @@
 // to the node's registration lease so that it disappears with the node.
 //
 // A limit with variants is also reported per variant (api.VariantCounts,
-// from the decisions' variant label), so that the console can set the
-// variants side by side.
+// from the decisions' variant label, and the latency histogram of the
+// requests each variant let through,
+// sluice_limit_variant_request_duration_seconds), so that the console can
+// set the variants side by side. The histograms are read before the
+// decisions, and a variant's counters restart together (sums.group), so
+// that a variant's latency never counts more requests than it let through
+// (what the control plane checks).
 //
 // The request path does no work for reporting: the Reporter only reads, off
 // the request path, counters that exist anyway. Counters are cumulative so
@@ -248,6 +253,26 @@ func (r *Reporter) Collect() *api.Report {
 	rep.Preview = st.Preview
 	rep.Quotas = quotas(st.Rules, st.Quotas, rep.At)
 	if rs := st.Rules; rs != nil {
+		// The variants' latency, per bucket (not cumulative; +Inf last) by
+		// rule/variant: read before the decisions, which count each of
+		// its requests before it is observed.
+		lat := map[string][]float64{}
+		collectHistograms(m.VariantDuration, func(l labels, h *dto.Histogram) {
+			k := l.get("rule") + "/" + l.get("variant")
+			b := lat[k]
+			if b == nil {
+				b = make([]float64, len(api.LatencyBounds)+1)
+				lat[k] = b
+			}
+			var below uint64
+			for i, bk := range h.GetBucket() {
+				if i < len(b)-1 {
+					b[i] += float64(bk.GetCumulativeCount() - below)
+				}
+				below = bk.GetCumulativeCount()
+			}
+			b[len(b)-1] += float64(h.GetSampleCount() - below)
+		})
 		// decisions by rule/decision, and by rule/variant/decision for the
 		// limits with variants (the series' variant label; "" otherwise).
 		decisions := map[string]float64{}
@@ -273,12 +298,7 @@ func (r *Reporter) Collect() *api.Report {
 					ids = append(ids, v.ID)
 				}
 				for _, vr := range ids {
-					k := id + "/" + vr + "/"
-					c.Variants = append(c.Variants, api.VariantCounts{Variant: vr,
-						Allowed:        r.sums.add("variant/"+k+"allow", decisions[k+metrics.DecisionAllow]),
-						Rejected:       r.sums.add("variant/"+k+"reject", decisions[k+metrics.DecisionReject]),
-						ShadowRejected: r.sums.add("variant/"+k+"shadow", decisions[k+metrics.DecisionShadowDeny]),
-					})
+					c.Variants = append(c.Variants, r.variant(id, vr, decisions, lat[id+"/"+vr]))
 				}
 			}
 			rep.Limits = append(rep.Limits, c)
@@ -307,6 +327,34 @@ func (r *Reporter) Collect() *api.Report {
 		}
 	}
 	return rep
+}
+
+// variant returns the counts of variant vr of limit id from the decisions
+// (by rule/variant/decision) and its latency's per-bucket readings (nil
+// for none): monotonic sums of one group, restarting together, with the
+// latency cumulative, left out while it counts nothing.
+func (r *Reporter) variant(id, vr string, decisions map[string]float64, lat []float64) api.VariantCounts {
+	k := id + "/" + vr + "/"
+	keys := []string{"variant/" + k + "allow", "variant/" + k + "reject", "variant/" + k + "shadow"}
+	readings := []float64{decisions[k+metrics.DecisionAllow], decisions[k+metrics.DecisionReject], decisions[k+metrics.DecisionShadowDeny]}
+	for i := range len(api.LatencyBounds) + 1 {
+		keys = append(keys, "variant/"+k+"latency/"+strconv.Itoa(i))
+		var x float64
+		if lat != nil {
+			x = lat[i]
+		}
+		readings = append(readings, x)
+	}
+	got := r.sums.group(keys, readings)
+	c := api.VariantCounts{Variant: vr, Allowed: got[0], Rejected: got[1], ShadowRejected: got[2]}
+	counts := got[3:]
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	if counts[len(counts)-1] > 0 {
+		c.Latency = &api.LatencyCounts{Bounds: api.LatencyBounds, Counts: counts}
+	}
+	return c
 }
 
 // quotas keeps, of us, the usages of quotas of rs in the window holding at
@@ -358,6 +406,37 @@ func (s sums) add(key string, reading float64) int64 {
 	}
 	c.last = reading
 	return int64(c.total)
+}
+
+// group is add for counters that restart together (one variant's
+// decisions and latency buckets, whose series a rule's removal deletes at
+// once): when any reading is below its last one, every reading counts
+// whole, as counts since the restart. So an order that holds between the
+// readings at every read (a variant's latency counts no more than its
+// allowed and shadow-rejected decisions) holds between the sums.
+func (s sums) group(keys []string, readings []float64) []int64 {
+	restarted := false
+	cs := make([]*sum, len(keys))
+	for i, key := range keys {
+		c := s[key]
+		if c == nil {
+			c = &sum{}
+			s[key] = c
+		}
+		cs[i] = c
+		restarted = restarted || readings[i] < c.last
+	}
+	out := make([]int64, len(keys))
+	for i, c := range cs {
+		if restarted {
+			c.total += readings[i]
+		} else {
+			c.total += readings[i] - c.last
+		}
+		c.last = readings[i]
+		out[i] = int64(c.total)
+	}
+	return out
 }
 
 // transitions returns each from→to count of one rule as a monotonic sum,
@@ -423,6 +502,22 @@ func collect(c prometheus.Collector, f func(labels, float64)) {
 		case pb.Gauge != nil:
 			f(pb.GetLabel(), pb.GetGauge().GetValue())
 		}
+	}
+}
+
+// collectHistograms calls f with every series of c (a histogram vector).
+func collectHistograms(c prometheus.Collector, f func(labels, *dto.Histogram)) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	for mt := range ch {
+		var pb dto.Metric
+		if mt.Write(&pb) != nil || pb.Histogram == nil {
+			continue
+		}
+		f(pb.GetLabel(), pb.GetHistogram())
 	}
 }
 

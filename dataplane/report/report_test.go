@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/api"
@@ -400,5 +402,132 @@ limits:
 	base, loose := lim.Variants[0], lim.Variants[1]
 	if base.Allowed == 0 || loose.Allowed == 0 || base.Rejected != 2*base.Allowed || loose.Rejected != 0 {
 		t.Errorf("base %+v loose %+v: want both used, base rejecting 2 of 3, loose none", base, loose)
+	}
+}
+
+// TestCollectVariantLatency: each variant of a limit with variants reports
+// the latency histogram of the requests it let through and the route's
+// other limits admitted (sluice_limit_variant_request_duration_seconds):
+// cumulative over api.LatencyBounds, bucket for bucket the node's
+// histogram, never the requests answered 429, and no more than the
+// variant allowed (what the control plane checks).
+func TestCollectVariantLatency(t *testing.T) {
+	t.Parallel()
+	const doc = `namespace: shop
+routes:
+  - id: api
+    match: {pathPrefix: /api}
+    upstream: {targets: [{url: "http://127.0.0.1:1"}]}
+limits:
+  - id: per-user
+    routes: [api]
+    key: ["header:X-User"]
+    algorithm: fixed_window
+    rate: 1
+    period: 1h
+    variants:
+      - {id: loose, weight: 50, rate: 1000}
+  - id: plain
+    routes: [api]
+    algorithm: fixed_window
+    rate: 50
+    period: 1h
+`
+	m := metrics.New()
+	s := mustSnapshot(t, m, doc)
+	r := mustReporter(t, Settings{Client: nopPutter{}, Namespace: "shop", NodeID: "gw-1", Metrics: m,
+		State: func() State { return State{Version: s.Version, Rules: s.Rules} }})
+	first := r.Collect()
+	for _, l := range first.Limits {
+		for _, v := range l.Variants {
+			if v.Latency != nil {
+				t.Errorf("variant %s/%s reports latency %v before any request", l.Rule, v.Variant, v.Latency)
+			}
+		}
+	}
+	for u := range 40 {
+		for range 3 {
+			req := httptest.NewRequest(http.MethodGet, "/api/x", nil)
+			req.Header.Set("X-User", "user-"+strings.Repeat("x", u))
+			s.ServeHTTP(httptest.NewRecorder(), req)
+		}
+	}
+	rep := r.Collect()
+	if errs := rep.Check(time.Now(), 0); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+	if err := rep.Follows(first); err != nil {
+		t.Fatal(err)
+	}
+	var lim, plain api.LimitCounts
+	for _, l := range rep.Limits {
+		switch l.Rule {
+		case "per-user":
+			lim = l
+		case "plain":
+			plain = l
+		}
+	}
+	if plain.Rejected == 0 || plain.Allowed != 50 {
+		t.Fatalf("plain %+v: want 50 allowed and some rejected (the requests per-user let through past 50)", plain)
+	}
+	var total int64
+	for _, v := range lim.Variants {
+		if v.Latency == nil {
+			t.Fatalf("variant %s: no latency (allowed %d)", v.Variant, v.Allowed)
+		}
+		if !slices.Equal(v.Latency.Bounds, api.LatencyBounds) || len(v.Latency.Counts) != len(api.LatencyBounds)+1 {
+			t.Fatalf("variant %s latency %+v: not over api.LatencyBounds", v.Variant, v.Latency)
+		}
+		// Bucket for bucket the node's Prometheus histogram.
+		h := &dto.Metric{}
+		if err := m.VariantDuration.WithLabelValues("per-user", v.Variant).(prometheus.Histogram).Write(h); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range h.GetHistogram().GetBucket() {
+			if got := v.Latency.Counts[i]; got != int64(b.GetCumulativeCount()) {
+				t.Errorf("variant %s bucket le=%g: report %d, histogram %d", v.Variant, b.GetUpperBound(), got, b.GetCumulativeCount())
+			}
+		}
+		if got, want := v.Latency.Total(), int64(h.GetHistogram().GetSampleCount()); got != want {
+			t.Errorf("variant %s: report counts %d requests, histogram %d", v.Variant, got, want)
+		}
+		if v.Latency.Total() > v.LatencyBound() {
+			t.Errorf("variant %s counts %d requests, more than the %d it let through", v.Variant, v.Latency.Total(), v.LatencyBound())
+		}
+		total += v.Latency.Total()
+	}
+	// Every request per-user let through reached plain; those plain
+	// refused (429) are in no variant's latency.
+	if total != plain.Allowed {
+		t.Errorf("the variants' latency counts %d requests; plain admitted %d of the %d per-user let through", total, plain.Allowed, lim.Allowed)
+	}
+}
+
+// TestSumsGroupRestartTogether: the counters of a group (a variant's
+// decisions and latency buckets) restart together, so that a latency that
+// counts no more than the decisions at every reading counts no more in the
+// sums, across a restart that per-counter sums miscount.
+func TestSumsGroupRestartTogether(t *testing.T) {
+	t.Parallel()
+	keys := []string{"allowed", "latency"}
+	s := sums{}
+	// Read: 10 allowed, 10 observed. The series restart (the rule removed
+	// and added back) and read 11 allowed, 5 observed.
+	s.group(keys, []float64{10, 10})
+	got := s.group(keys, []float64{11, 5})
+	if got[1] > got[0] {
+		t.Errorf("group sums: %d observed of %d allowed", got[1], got[0])
+	}
+	if want := []int64{21, 15}; !slices.Equal(got, want) {
+		t.Errorf("group sums %v, want %v (every reading whole once any restarted)", got, want)
+	}
+	// The same readings summed one counter at a time (sums.add) would
+	// count 15 observed of 11 allowed.
+	one := sums{}
+	one.add("allowed", 10)
+	one.add("latency", 10)
+	if a, l := one.add("allowed", 11), one.add("latency", 5); l <= a {
+		t.Errorf("per-counter sums %d observed of %d allowed: the case group exists for no longer arises", l, a)
 	}
 }

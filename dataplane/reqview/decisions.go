@@ -38,3 +38,50 @@ func (d *Decisions) All() []Decision {
 	}
 	return d.list
 }
+
+// Observer takes one request's duration in seconds (a Prometheus histogram:
+// prometheus.Observer).
+type Observer interface{ Observe(seconds float64) }
+
+// Latencies are the histograms a request's duration goes to once it is
+// answered, beyond its route's: those of the limits with variants that let
+// it through (each variant's sluice_limit_variant_request_duration_seconds).
+// The limits add them as they decide (Add) and the request path observes
+// the duration where it records the route's (Observe). The zero value holds
+// none; a request of a route without variants never adds one and costs a
+// length check. Two fit without an allocation.
+type Latencies struct {
+	buf  [2]Observer
+	n    int
+	more []Observer
+}
+
+// Add adds o to the histograms the request's duration goes to.
+func (l *Latencies) Add(o Observer) {
+	if l.n < len(l.buf) {
+		l.buf[l.n] = o
+	} else {
+		l.more = append(l.more, o)
+	}
+	l.n++
+}
+
+// Reset forgets every histogram added (a request refused after a variant
+// let it through is not its variant's to count).
+func (l *Latencies) Reset() {
+	l.buf, l.n, l.more = [2]Observer{}, 0, l.more[:0]
+}
+
+// Len is the number of histograms added.
+func (l *Latencies) Len() int { return l.n }
+
+// Observe observes seconds in every histogram added.
+func (l *Latencies) Observe(seconds float64) {
+	for i := 0; i < l.n; i++ {
+		if i < len(l.buf) {
+			l.buf[i].Observe(seconds)
+		} else {
+			l.more[i-len(l.buf)].Observe(seconds)
+		}
+	}
+}

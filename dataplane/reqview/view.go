@@ -95,6 +95,9 @@ type View struct {
 	// Decisions collects the rules' decisions for the request's span; nil
 	// (nothing collected) unless the gateway records one for this request.
 	Decisions *Decisions
+	// Latencies are the histograms of the limits with variants that let
+	// the request through, which its duration goes to once answered.
+	Latencies Latencies
 
 	checked checked
 }

@@ -167,7 +167,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// tiers and classes read.
 	if ir := rt.identity; ir != nil && !s.checkIdentity(x, v, ir, s.wall()) {
 		v.Decisions.Add(ir.verifier.ID(), reqview.DecisionRefuse)
-		s.finish(rt, sp, start, s.now(), http.StatusUnauthorized)
+		s.finish(rt, sp, nil, start, s.now(), http.StatusUnauthorized)
 		return false
 	}
 	// A request whose key parts could be read two ways is refused before
@@ -175,7 +175,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 	// checked are kept in v for degrade and limits.
 	if err := rt.keys.ReadView(v); err != nil {
 		answer.WriteProblemID(x, v.Header(), v.RequestID, http.StatusBadRequest, "Ambiguous request", err.Error())
-		s.finish(rt, sp, start, s.now(), http.StatusBadRequest)
+		s.finish(rt, sp, nil, start, s.now(), http.StatusBadRequest)
 		return false
 	}
 	v.Class = s.classes.Classify(v, rt.id) // priority class: degrade's shedOrder, limits' reserve
@@ -186,7 +186,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 		if shed, _ := d.AdmitView(v, start); shed {
 			v.Decisions.Add(d.Rule(), reqview.DecisionShed)
 			d.WriteFallbackView(x, v, start)
-			s.finish(rt, sp, start, s.now(), x.Status())
+			s.finish(rt, sp, nil, start, s.now(), x.Status())
 			return false
 		}
 	}
@@ -197,7 +197,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			if status == 0 {
 				status = statusClientClosed // gone while waiting in a leaky bucket
 			}
-			s.finish(rt, sp, start, s.now(), status)
+			s.finish(rt, sp, nil, start, s.now(), status)
 			return false
 		}
 		if h, ok := x.(doneHolder); !ok || !h.HoldDone(done) {
@@ -211,7 +211,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			s.limits.LogDecision(v, slog.LevelWarn, reqview.MsgBreaker, b.Rule(), "refuse")
 			v.Decisions.Add(b.Rule(), reqview.DecisionRefuse)
 			b.WriteFallbackMethod(x, v.Method, v.Header(), start)
-			s.finish(rt, sp, start, s.now(), x.Status())
+			s.finish(rt, sp, &v.Latencies, start, s.now(), x.Status())
 			return false
 		}
 		ticket = t
@@ -221,17 +221,17 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 		// The body is written after Serve returns: the outcome is
 		// recorded once it is, with how it ended.
 		p := pendingReports.Get().(*pendingReport)
-		*p = pendingReport{s: s, rt: rt, sp: sp, ticket: ticket, start: start, out: out}
+		*p = pendingReport{s: s, rt: rt, sp: sp, ticket: ticket, start: start, out: out, lat: v.Latencies}
 		h.holdReport(p)
 		return false
 	}
-	s.report(rt, sp, ticket, start, out)
+	s.report(rt, sp, &v.Latencies, ticket, start, out)
 	return out.Aborted
 }
 
 // report records a forwarded request's outcome: breaker, degrade, and its
-// route's series (finish).
-func (s *Snapshot) report(rt *route, sp *reqSpan, ticket breaker.Ticket, start int64, out proxy.Outcome) {
+// route's series and lat (finish).
+func (s *Snapshot) report(rt *route, sp *reqSpan, lat *reqview.Latencies, ticket breaker.Ticket, start int64, out proxy.Outcome) {
 	end := s.now()
 	failed := rt.breaker.IsFailure(out.Status, out.Err != nil) // a nil breaker counts 5xx
 	if b := rt.breaker; b != nil && out.ClientGone {
@@ -249,7 +249,7 @@ func (s *Snapshot) report(rt *route, sp *reqSpan, ticket breaker.Ticket, start i
 	if !out.ClientGone {
 		s.recordPreview(rt.id, end, !failed)
 	}
-	s.finish(rt, sp, start, end, out.Status)
+	s.finish(rt, sp, lat, start, end, out.Status)
 }
 
 // recordPreview feeds a forwarded request's upstream outcome to the running
@@ -282,24 +282,30 @@ type pendingReport struct {
 	ticket breaker.Ticket
 	start  int64
 	out    proxy.Outcome
+	lat    reqview.Latencies // the request's (View.Latencies), for finish
 }
 
 var pendingReports = sync.Pool{New: func() any { return new(pendingReport) }}
 
 // end records the outcome, as the body ended (see proxy.Upstream.EndFast).
 func (p *pendingReport) end(err error) {
-	s, rt, sp, ticket, start, out := p.s, p.rt, p.sp, p.ticket, p.start, p.out
+	s, rt, sp, ticket, start, out, lat := p.s, p.rt, p.sp, p.ticket, p.start, p.out, p.lat
 	*p = pendingReport{}
 	pendingReports.Put(p)
-	s.report(rt, sp, ticket, start, rt.upstream.EndFast(out, err))
+	s.report(rt, sp, &lat, ticket, start, rt.upstream.EndFast(out, err))
 }
 
 // finish records one answered request: its route's series, the node's
-// totals (metrics.Served), and its span, if it is traced (sp not nil).
-func (s *Snapshot) finish(rt *route, sp *reqSpan, start, end int64, status int) {
+// totals (metrics.Served), the histograms of the limit variants that let it
+// through (lat, nil before the limits decided), and its span, if it is
+// traced (sp not nil).
+func (s *Snapshot) finish(rt *route, sp *reqSpan, lat *reqview.Latencies, start, end int64, status int) {
 	secs := float64(end-start) / 1e9
 	rt.codes.inc(status)
 	rt.duration.Observe(secs)
+	if lat != nil {
+		lat.Observe(secs)
+	}
 	s.metrics.Served.Record(status, secs)
 	sp.end(rt, end, status)
 }

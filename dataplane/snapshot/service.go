@@ -231,6 +231,7 @@ type Pass struct {
 	ticket breaker.Ticket
 	start  int64
 	done   func()
+	lat    reqview.Latencies // the limit variants that let it through (View.Latencies)
 }
 
 // Enter decides on one guarded call or request before its work, in the
@@ -267,6 +268,7 @@ func (s *Service) Enter(w http.ResponseWriter, g *Guarded, v *reqview.View) (p P
 			return Pass{}, false
 		}
 		p.done = done
+		p.lat = v.Latencies
 	}
 	if b := g.breaker; b != nil {
 		t, err := b.Allow(start)
@@ -294,9 +296,12 @@ func (p *Pass) Start() int64 { return p.start }
 // a panic) and gone (the caller went away: no outcome) feed the breaker and
 // the degrade plan as a gateway's forward does, its duration the breaker's
 // slow calls, and the limits' concurrency slots (and adaptive limits' RTT)
-// are released.
+// are released. Its duration, from Enter to now (what the caller records
+// in the node's figures), goes to the histograms of the limit variants that
+// let it through.
 func (p *Pass) End(now int64, failed, gone bool) {
 	g := p.g
+	p.lat.Observe(float64(now-p.start) / 1e9)
 	if b := g.breaker; b != nil {
 		if gone {
 			b.Release(p.ticket)

@@ -1,8 +1,9 @@
 import { QueryClient } from '@tanstack/react-query';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Stats } from './fleet';
 import { keys } from './keys';
-import { applyStats } from './stream';
+import { applyStats, follow } from './stream';
+import { statsQuery } from '../features/traffic/hooks';
 
 describe('applyStats', () => {
   const loaded = (t0: number): Stats => ({
@@ -59,5 +60,98 @@ describe('applyStats', () => {
     qc.getQueryCache().build(qc, { queryKey: keys.stats('shop', 300, undefined) });
     applyStats(qc, 'shop', tick(1010), 1300);
     expect(qc.getQueryData(keys.stats('shop', 300, undefined))).toBeUndefined();
+  });
+
+  // The race behind the console e2e's variants step that now and then never showed a burst: a step's
+  // tick that comes while the stats query's GET is in flight was dropped (no data yet) or merged into
+  // data the GET's answer then replaced, and that answer was computed before the step was whole. The
+  // stream sends each step once, so the view never showed it while GET …/stats had it.
+  describe('a tick that comes while the GET is in flight', () => {
+    const variantTick = (t: number) => ({ ...tick(t), variants: [{ rule: 'r', variant: 'loose', points: [[t, 45, 0, 0, 0, 0, 0.004]] }] });
+    // The clock at 1300 s, as the updates below are applied.
+    beforeEach(() => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(1300_000);
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    const fetching = (qc: QueryClient) => {
+      let answer!: (s: Stats) => void;
+      // staleTime 0: fetch even over loaded data, as a refetch does.
+      const done = qc.fetchQuery({ ...statsQuery('shop', 300, undefined, () => new Promise<Stats>((r) => (answer = r))), staleTime: 0 });
+      return { answer: (s: Stats) => answer(s), done };
+    };
+    it('is kept for the first answer', async () => {
+      const qc = new QueryClient();
+      const f = fetching(qc);
+      applyStats(qc, 'shop', variantTick(1010), 1300);
+      f.answer({ ...loaded(1000), variants: [] }); // computed before step 1010 was whole
+      await f.done;
+      const got = qc.getQueryData<Stats>(keys.stats('shop', 300, undefined))!;
+      expect(got.variants!.map((s) => [s.variant, s.points])).toEqual([['loose', [[1010, 45, 0, 0, 0, 0, 0.004]]]]);
+      expect(got.series.find((s) => !s.node)!.points.map((p) => p[0])).toEqual([1000, 1005, 1010]);
+    });
+    it('survives a refetch’s answer', async () => {
+      const qc = new QueryClient();
+      qc.setQueryData(keys.stats('shop', 300, undefined), { ...loaded(1000), variants: [] });
+      const f = fetching(qc); // a refetch (the stream was reopened)
+      applyStats(qc, 'shop', variantTick(1010), 1300);
+      f.answer({ ...loaded(1000), variants: [] });
+      await f.done;
+      const got = qc.getQueryData<Stats>(keys.stats('shop', 300, undefined))!;
+      expect(got.variants!.map((s) => [s.variant, s.points.map((p) => p[0])])).toEqual([['loose', [1010]]]);
+    });
+    it('of another namespace, or before the GET started, is not folded in', async () => {
+      const qc = new QueryClient();
+      applyStats(qc, 'shop', variantTick(1005), 1300);
+      const f = fetching(qc);
+      applyStats(qc, 'other', variantTick(1010), 1300);
+      f.answer({ ...loaded(1000), variants: [] });
+      await f.done;
+      expect(qc.getQueryData<Stats>(keys.stats('shop', 300, undefined))!.variants).toEqual([]);
+    });
+  });
+});
+
+describe('follow', () => {
+  // A stand-in for the browser's EventSource (node has none): the test plays the browser's part.
+  class BrowserEventSource {
+    static CLOSED = 2;
+    static last: BrowserEventSource;
+    readyState = 0;
+    onopen: (() => void) | null = null;
+    onerror: (() => void) | null = null;
+    constructor(readonly url: string) {
+      BrowserEventSource.last = this;
+    }
+    addEventListener() {}
+    close() {
+      this.readyState = BrowserEventSource.CLOSED;
+    }
+  }
+  beforeEach(() => {
+    vi.stubGlobal('EventSource', BrowserEventSource);
+  });
+  afterEach(() => {
+    vi.unstubAllGlobals();
+  });
+
+  it('refetches the stats once the browser has reconnected a stream that ended (the steps pushed meanwhile are not replayed)', () => {
+    const qc = new QueryClient();
+    const key = keys.stats('shop', 300, undefined);
+    qc.setQueryData(key, { step: '5s', series: [] });
+    const stop = follow(qc, 'shop');
+    const es = BrowserEventSource.last;
+    es.readyState = 1;
+    es.onopen!();
+    expect(qc.getQueryState(key)!.isInvalidated).toBe(false);
+    // The server ended the stream (its lifetime, a slow reader): the browser reconnects by itself.
+    es.readyState = 0;
+    es.onerror!();
+    es.readyState = 1;
+    es.onopen!();
+    expect(qc.getQueryState(key)!.isInvalidated).toBe(true);
+    stop();
   });
 });

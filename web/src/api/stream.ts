@@ -13,7 +13,16 @@ import { mergeStats } from '../features/traffic/series';
 
 export type StreamState = 'connecting' | 'live' | 'reconnecting';
 
-type Entry = { users: number; es: EventSource | null; state: StreamState; listeners: Set<() => void>; retry?: ReturnType<typeof setTimeout>; backoff: number };
+type Entry = {
+  users: number;
+  es: EventSource | null;
+  state: StreamState;
+  listeners: Set<() => void>;
+  retry?: ReturnType<typeof setTimeout>;
+  backoff: number;
+  // gap: the browser is reconnecting a stream that ended; the stats steps pushed meanwhile are lost.
+  gap?: boolean;
+};
 
 const streams = new Map<string, Entry>();
 const eventListeners = new Map<string, Set<(e: FleetEvent) => void>>();
@@ -39,15 +48,42 @@ function setState(e: Entry, s: StreamState) {
  * applyStats merges a stream stats update into every stats query of ns
  * (query key: ns, range seconds or a custom range's fixed start, node): a
  * fleet query takes the fleet-wide series (and per-variant series), a
- * node's query that node's.
+ * node's query that node's. A query whose GET is in flight folds the update
+ * into the GET's answer once it comes (foldTicks): the stream sends each
+ * step once, and the answer may have been computed before the step was
+ * whole (or before the step's data came at all).
  */
 export function applyStats(qc: QueryClient, ns: string, update: StatsTick, nowSeconds = Date.now() / 1000) {
+  ticks.push({ seq: tickSeq++, ns, update });
+  if (ticks.length > maxTicks) ticks.splice(0, ticks.length - maxTicks);
   for (const q of qc.getQueryCache().findAll({ queryKey: keys.stats(ns) })) {
-    const [, , , range, node] = q.queryKey as [string, string, string, number | string, string];
-    // A custom range keeps everything from its fixed start.
-    const since = typeof range === 'string' ? Number(range.slice('from:'.length)) : nowSeconds - range;
-    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node)) : prev));
+    const [, , , range, node] = q.queryKey as [string, string, string, number | `from:${number}`, string];
+    qc.setQueryData<Stats>(q.queryKey, (prev) => (prev ? mergeTick(prev, update, range, node, nowSeconds) : prev));
   }
+}
+
+/** mergeTick merges update into the stats of a query of range (seconds back from now, or a custom range's fixed start) and node ('' for the fleet). */
+function mergeTick(prev: Stats, update: StatsTick, range: number | `from:${number}`, node: string | undefined, nowSeconds: number): Stats {
+  // A custom range keeps everything from its fixed start.
+  const since = typeof range === 'string' ? Number(range.slice('from:'.length)) : nowSeconds - range;
+  return mergeStats(prev, update, since, (s) => (node ? s.node === node : !s.node));
+}
+
+// The stats updates of the last maxTicks steps (every namespace's), numbered, for the stats queries whose GET was in flight
+// when they came (tickMark, foldTicks).
+const maxTicks = 120;
+const ticks: { seq: number; ns: string; update: StatsTick }[] = [];
+let tickSeq = 0;
+
+/** tickMark is where the stats updates stand: a stats query takes it before its GET, and folds what came since into the answer (foldTicks). */
+export function tickMark(): number {
+  return tickSeq;
+}
+
+/** foldTicks merges into a stats query's GET answer (ns, range, node: its key's) the updates of ns that came since mark, in order. */
+export function foldTicks(data: Stats, ns: string, range: number | `from:${number}`, node: string | undefined, mark: number, nowSeconds = Date.now() / 1000): Stats {
+  for (const t of ticks) if (t.seq >= mark && t.ns === ns) data = mergeTick(data, t.update, range, node, nowSeconds);
+  return data;
 }
 
 function parse(ev: MessageEvent): unknown {
@@ -64,6 +100,12 @@ function open(qc: QueryClient, ns: string, e: Entry) {
   e.es = es;
   es.onopen = () => {
     e.backoff = 1000;
+    if (e.gap) {
+      // The browser reconnected with Last-Event-ID: the server replays the events missed, never the stats
+      // steps (each is pushed once), so the stats are refetched (and the steps pushed meanwhile folded in).
+      e.gap = false;
+      void qc.invalidateQueries({ queryKey: keys.stats(ns) });
+    }
     setState(e, 'live');
   };
   es.onerror = () => {
@@ -78,7 +120,10 @@ function open(qc: QueryClient, ns: string, e: Entry) {
         open(qc, ns, e);
       }, e.backoff);
       e.backoff = Math.min(e.backoff * 2, 30_000);
-    } else setState(e, 'reconnecting');
+    } else {
+      e.gap = true;
+      setState(e, 'reconnecting');
+    }
   };
   es.addEventListener('stats', (ev) => {
     const u = parse(ev as MessageEvent) as StatsTick | undefined;
@@ -118,22 +163,25 @@ function entry(ns: string): Entry {
   return e;
 }
 
+/** follow opens ns's live stream, or joins it if open, until the returned function is called (useStream's effect). */
+export function follow(qc: QueryClient, ns: string): () => void {
+  const e = entry(ns);
+  e.users++;
+  if (!e.es && !e.retry) open(qc, ns, e);
+  return () => {
+    e.users--;
+    if (e.users > 0) return;
+    e.es?.close();
+    e.es = null;
+    if (e.retry) clearTimeout(e.retry);
+    e.retry = undefined;
+    streams.delete(ns);
+  };
+}
+
 /** useStream follows ns's live stream while the calling component is mounted, and says whether it is connected. */
 export function useStream(qc: QueryClient, ns: string): StreamState {
-  useEffect(() => {
-    const e = entry(ns);
-    e.users++;
-    if (!e.es && !e.retry) open(qc, ns, e);
-    return () => {
-      e.users--;
-      if (e.users > 0) return;
-      e.es?.close();
-      e.es = null;
-      if (e.retry) clearTimeout(e.retry);
-      e.retry = undefined;
-      streams.delete(ns);
-    };
-  }, [qc, ns]);
+  useEffect(() => follow(qc, ns), [qc, ns]);
   return useSyncExternalStore(
     (l) => {
       const e = entry(ns);

@@ -12,6 +12,7 @@ import { Loading, Page } from '../../components/Page';
 import { useRecentEvents } from '../events/hooks';
 import { NamespaceNav, nsCrumbs } from '../namespaces/NamespacePage';
 import { useNodes } from '../namespaces/hooks';
+import { ms } from '../nodes/NodesPage';
 import { useVersionDoc, useVersions } from '../versions/hooks';
 import { measureColor, palette, type Line } from './chart';
 import { maxNodeCharts, ranges, retainedSeconds, useNodesStats, useStats, type StatsWindow } from './hooks';
@@ -57,6 +58,11 @@ function customRange(from: number, to: number, now: number): { from: number; to:
 /** shortPeriod drops a Go duration's zero tail: "1h0m0s" is "1h", "1m0s" "1m". */
 function shortPeriod(p: string): string {
   return p.replace(/([hm])0s$/, '$1').replace(/h0m$/, 'h');
+}
+
+/** fmtP99 writes a p99 in seconds as the nodes' pages do (ms); "–" without requests. */
+function fmtP99(v: number | undefined): string {
+  return v === undefined ? '–' : ms(v);
 }
 
 /** fmtShare writes a share (0-1) as a percentage. */
@@ -279,7 +285,8 @@ export function TrafficPage() {
                     <Table.Th ta="right">Allowed</Table.Th>
                     <Table.Th ta="right">Rejected</Table.Th>
                     <Table.Th ta="right">Rejected share</Table.Th>
-                    <Table.Th ta="right">p99</Table.Th>
+                    <Table.Th ta="right">p99 last step</Table.Th>
+                    <Table.Th ta="right">p99 worst step</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
                 <Table.Tbody>
@@ -297,15 +304,19 @@ export function TrafficPage() {
                       <Table.Td ta="right" aria-label={`${v.id} rejected share`}>
                         {fmtShare(v.totals.rejectedShare)}
                       </Table.Td>
-                      <Table.Td ta="right" c="dimmed">
-                        not reported
+                      <Table.Td ta="right" aria-label={`${v.id} p99`}>
+                        {fmtP99(v.totals.p99Last)}
+                      </Table.Td>
+                      <Table.Td ta="right" aria-label={`${v.id} worst p99`}>
+                        {fmtP99(v.totals.p99Max)}
                       </Table.Td>
                     </Table.Tr>
                   ))}
                 </Table.Tbody>
               </Table>
               <Text size="xs" c="dimmed" mb="xs">
-                Allowed and rejected are per-second means over the range. p99 per variant is not reported: nodes report latency per node, not per variant.
+                Allowed and rejected are per-second means over the range. p99 is the 99th percentile of the durations of the requests each variant let
+                through (allowed or shadow-rejected, and admitted by the route's other limits; not its 429s), per {step} s step: the newest step's and the range's worst.
               </Text>
               <SimpleGrid cols={{ base: 1, md: Math.min(variants.length, 3) }}>
                 {variants.map((v) => (

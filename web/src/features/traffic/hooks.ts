@@ -2,6 +2,7 @@ import { useQueries, useQuery } from '@tanstack/react-query';
 import type { Stats } from '../../api/fleet';
 import { client, unwrap } from '../../api/client';
 import { keys } from '../../api/keys';
+import { foldTicks, tickMark } from '../../api/stream';
 
 /** ranges are the windows the traffic page offers, in seconds (5 minutes to the hour the control plane keeps); a custom range picks its own start and end within that hour. */
 export const ranges = [
@@ -23,16 +24,24 @@ export type StatsWindow = number | `from:${number}`;
  * (useStream) keeps it current, so it is refetched only when the stream
  * had to be reopened.
  */
-const statsQuery = (ns: string, range: StatsWindow, node?: string) => ({
+export const statsQuery = (ns: string, range: StatsWindow, node?: string, get: () => Promise<Stats> = () => getStats(ns, range, node)) => ({
   queryKey: keys.stats(ns, range, node),
   staleTime: Infinity,
-  queryFn: () =>
-    unwrap(
-      client.GET('/api/v1/namespaces/{ns}/stats', {
-        params: { path: { ns }, query: { since: new Date(typeof range === 'number' ? Date.now() - range * 1000 : Number(range.slice('from:'.length)) * 1000).toISOString(), step: '5s', ...(node ? { node } : {}) } },
-      }),
-    ),
+  // The stream's updates that come while the GET is in flight are folded into its answer (see applyStats).
+  queryFn: async () => {
+    const mark = tickMark();
+    return foldTicks(await get(), ns, range, node, mark);
+  },
 });
+
+/** getStats is GET …/stats of the window at 5 s steps (one node's series with node). */
+function getStats(ns: string, range: StatsWindow, node?: string): Promise<Stats> {
+  return unwrap(
+    client.GET('/api/v1/namespaces/{ns}/stats', {
+      params: { path: { ns }, query: { since: new Date(typeof range === 'number' ? Date.now() - range * 1000 : Number(range.slice('from:'.length)) * 1000).toISOString(), step: '5s', ...(node ? { node } : {}) } },
+    }),
+  );
+}
 
 export function useStats(ns: string, range: StatsWindow, node?: string, enabled = true) {
   return useQuery({ ...statsQuery(ns, range, node), enabled });

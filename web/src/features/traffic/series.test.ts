@@ -197,6 +197,32 @@ describe('variants', () => {
     expect(variantTotals([], 1000, 1010).rejectedShare).toBeUndefined();
   });
 
+  it('takes the highest node’s p99 for a step of summed nodes, not the sum', () => {
+    const withP99: Stats = {
+      step: '5s',
+      series: [],
+      variants: [
+        { rule: 'l', variant: 'strict', node: 'gw-1', points: [[1000, 1, 4, 0, 0, 0, 0.012], [1005, 2, 2, 0, 0, 0, 0]] },
+        { rule: 'l', variant: 'strict', node: 'gw-2', points: [[1000, 3, 1, 0, 0, 0, 0.3], [1005, 3, 1, 0, 0, 0, 0.004]] },
+      ],
+    };
+    expect(variantSeries(withP99, 'l')).toEqual([{ variant: 'strict', points: [[1000, 4, 5, 0, 0, 0, 0.3], [1005, 5, 3, 0, 0, 0, 0.004]] }]);
+  });
+
+  it('gives the newest and the worst step’s p99 over a range, none without requests let through', () => {
+    const pts = [
+      [995, 50, 50, 0, 0, 0, 9],
+      [1000, 1, 4, 0, 0, 0, 0.25],
+      [1005, 5, 3, 0, 0, 0, 0.012],
+      [1010, 0, 7, 0, 0, 0, 0],
+    ];
+    expect(variantTotals(pts, 1000, 1010)).toMatchObject({ allowed: 6, rejected: 14, p99Last: 0.012, p99Max: 0.25 });
+    const none = variantTotals([[1010, 0, 7, 0, 0, 0, 0]], 1000, 1010);
+    expect([none.p99Last, none.p99Max]).toEqual([undefined, undefined]);
+    // An older control plane's points have no p99.
+    expect(variantTotals([[1000, 1, 4, 0]], 1000, 1010).p99Last).toBeUndefined();
+  });
+
   it('lists the shares clients get: base takes what the variants leave, a variant inherits what it does not set', () => {
     expect(variantShares({ algorithm: 'token_bucket', rate: 10, period: '1s', variants: [{ id: 'a', weight: 10, rate: 100 }, { id: 'b', weight: 25, period: '1m' }] })).toEqual([
       { id: 'base', weight: 65, rate: 10, period: '1s', algorithm: 'token_bucket' },

@@ -338,10 +338,15 @@ export function eventLabel(e: FleetEvent): string {
   return parts.join(' ');
 }
 
+/** variantP99Column is where a variant point holds the p99 (seconds) of the requests the variant let through in its step (the API's variantColumns). */
+export const variantP99Column = 6;
+
 /**
  * variantSeries are a limit's per-variant series, one per variant id
  * (sorted, base first): the control plane's fleet-wide ones where it sent
- * them, else the sum of the nodes' (the each-node view loads those).
+ * them, else the sum of the nodes' (the each-node view loads those). The
+ * nodes' p99s do not add up: a step's is the highest node's, a bound on
+ * the fleet's (no more than 1% of any node's requests took longer).
  */
 export function variantSeries(stats: Stats | undefined, rule: string): { variant: string; points: StatPoint[] }[] {
   const fleet = new Map<string, StatPoint[]>();
@@ -357,7 +362,7 @@ export function variantSeries(stats: Stats | undefined, rule: string): { variant
     for (const pt of s.points) {
       const p = sum.get(pt[0]);
       if (!p) sum.set(pt[0], [...pt]);
-      else for (let i = 1; i < pt.length; i++) p[i] = (p[i] ?? 0) + pt[i];
+      else for (let i = 1; i < pt.length; i++) p[i] = i === variantP99Column ? Math.max(p[i] ?? 0, pt[i]) : (p[i] ?? 0) + pt[i];
     }
   }
   for (const [v, sum] of nodes) if (!fleet.has(v)) fleet.set(v, [...sum.values()].sort((x, y) => x[0] - y[0]));
@@ -366,20 +371,41 @@ export function variantSeries(stats: Stats | undefined, rule: string): { variant
     .sort((a, b) => (a.variant === 'base' ? -1 : b.variant === 'base' ? 1 : a.variant.localeCompare(b.variant)));
 }
 
-/** VariantTotals are a variant's decisions over a range: totals, per-second means, and the share rejected. */
-export type VariantTotals = { allowed: number; rejected: number; allowedPerSecond: number; rejectedPerSecond: number; rejectedShare?: number };
+/**
+ * VariantTotals are a variant's decisions over a range: totals, per-second
+ * means, and the share rejected; and the p99 (seconds) of the requests it
+ * let through: the newest step's and the range's worst step's (a p99 over
+ * the range cannot be had from the steps' p99s), undefined without any.
+ */
+export type VariantTotals = { allowed: number; rejected: number; allowedPerSecond: number; rejectedPerSecond: number; rejectedShare?: number; p99Last?: number; p99Max?: number };
 
 /** variantTotals sums a variant's points in [since, until] (unix seconds); the means are over that span, the share undefined without decisions. */
 export function variantTotals(points: StatPoint[], since: number, until: number): VariantTotals {
   let allowed = 0;
   let rejected = 0;
+  let p99Last: number | undefined;
+  let p99Max: number | undefined;
   for (const p of points) {
     if (p[0] < since - 1e-9 || p[0] > until) continue;
     allowed += Math.max(0, p[1]);
     rejected += Math.max(0, p[2]);
+    // A step without requests let through has p99 0 (none is an older control plane's point).
+    const q = p[variantP99Column];
+    if (q !== undefined && Number.isFinite(q) && q > 0) {
+      p99Last = q;
+      p99Max = Math.max(p99Max ?? 0, q);
+    }
   }
   const span = Math.max(1, until - since);
-  return { allowed, rejected, allowedPerSecond: allowed / span, rejectedPerSecond: rejected / span, rejectedShare: allowed + rejected > 0 ? rejected / (allowed + rejected) : undefined };
+  return {
+    allowed,
+    rejected,
+    allowedPerSecond: allowed / span,
+    rejectedPerSecond: rejected / span,
+    rejectedShare: allowed + rejected > 0 ? rejected / (allowed + rejected) : undefined,
+    p99Last,
+    p99Max,
+  };
 }
 
 /** VariantShare is one variant of a limit as its clients get it: its share of clients and its rate. */
