@@ -437,12 +437,12 @@ func resolveItems(tb testing.TB, d schemaNode, prop string) string {
 	return strings.TrimPrefix(ref, "#/$defs/")
 }
 
-// TestSchemaDefaultsAreNormalizes: every "default" api/schema.json gives a
+// TestSchemaDefaultsMatchNormalize: every "default" api/schema.json gives a
 // limit's field (the console's form shows it for an absent field) is what
 // Normalize takes for it: a limit that sets the field to its default and
 // one that leaves it out are the same rule set, and another value of the
 // field's enum is not.
-func TestSchemaDefaultsAreNormalizes(t *testing.T) {
+func TestSchemaDefaultsMatchNormalize(t *testing.T) {
 	root := loadSchema(t)
 	limit := root["$defs"].(schemaNode)["Limit"].(schemaNode)["properties"].(schemaNode)
 	seen := 0

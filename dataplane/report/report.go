@@ -394,15 +394,27 @@ type sums map[string]*sum
 type sum struct{ last, total float64 }
 
 func (s sums) add(key string, reading float64) int64 {
+	c := s.sum(key)
+	return c.advance(reading, reading < c.last)
+}
+
+// sum is key's running sum, new at zero.
+func (s sums) sum(key string) *sum {
 	c := s[key]
 	if c == nil {
 		c = &sum{}
 		s[key] = c
 	}
-	if reading >= c.last {
-		c.total += reading - c.last
-	} else {
+	return c
+}
+
+// advance takes the counter's new reading: its growth since the last one,
+// or the whole reading when the counter restarted.
+func (c *sum) advance(reading float64, restarted bool) int64 {
+	if restarted {
 		c.total += reading
+	} else {
+		c.total += reading - c.last
 	}
 	c.last = reading
 	return int64(c.total)
@@ -418,23 +430,12 @@ func (s sums) group(keys []string, readings []float64) []int64 {
 	restarted := false
 	cs := make([]*sum, len(keys))
 	for i, key := range keys {
-		c := s[key]
-		if c == nil {
-			c = &sum{}
-			s[key] = c
-		}
-		cs[i] = c
-		restarted = restarted || readings[i] < c.last
+		cs[i] = s.sum(key)
+		restarted = restarted || readings[i] < cs[i].last
 	}
 	out := make([]int64, len(keys))
 	for i, c := range cs {
-		if restarted {
-			c.total += readings[i]
-		} else {
-			c.total += readings[i] - c.last
-		}
-		c.last = readings[i]
-		out[i] = int64(c.total)
+		out[i] = c.advance(readings[i], restarted)
 	}
 	return out
 }
@@ -482,9 +483,9 @@ func (l labels) get(name string) string {
 	return ""
 }
 
-// collect calls f with every series of c (a counter or gauge vector) and its
-// value. It reads the collector directly, not the whole registry.
-func collect(c prometheus.Collector, f func(labels, float64)) {
+// series calls f with every series of c as written (pb is reused between
+// calls). It reads the collector directly, not the whole registry.
+func series(c prometheus.Collector, f func(pb *dto.Metric)) {
 	ch := make(chan prometheus.Metric, 64)
 	go func() {
 		c.Collect(ch)
@@ -493,32 +494,32 @@ func collect(c prometheus.Collector, f func(labels, float64)) {
 	var pb dto.Metric
 	for mt := range ch {
 		pb.Reset()
-		if mt.Write(&pb) != nil {
-			continue
+		if mt.Write(&pb) == nil {
+			f(&pb)
 		}
+	}
+}
+
+// collect calls f with every series of c (a counter or gauge vector) and its
+// value.
+func collect(c prometheus.Collector, f func(labels, float64)) {
+	series(c, func(pb *dto.Metric) {
 		switch {
 		case pb.Counter != nil:
 			f(pb.GetLabel(), pb.GetCounter().GetValue())
 		case pb.Gauge != nil:
 			f(pb.GetLabel(), pb.GetGauge().GetValue())
 		}
-	}
+	})
 }
 
 // collectHistograms calls f with every series of c (a histogram vector).
 func collectHistograms(c prometheus.Collector, f func(labels, *dto.Histogram)) {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		c.Collect(ch)
-		close(ch)
-	}()
-	for mt := range ch {
-		var pb dto.Metric
-		if mt.Write(&pb) != nil || pb.Histogram == nil {
-			continue
+	series(c, func(pb *dto.Metric) {
+		if pb.Histogram != nil {
+			f(pb.GetLabel(), pb.GetHistogram())
 		}
-		f(pb.GetLabel(), pb.GetHistogram())
-	}
+	})
 }
 
 func counterValue(c prometheus.Counter) float64 {
