@@ -457,23 +457,34 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	switch {
 	case status != 0:
 		// Refused below, before anything reads the request.
-	case !h.IsHTTP11():
-		// HTTP/1.0, its own keep-alive and framing: the fasthttp
-		// engine's, as a protocol switch and a chunked or long body.
-		cl.handOver(data, metrics.HandoffHTTP10)
-		return -1, true
 	case seen&seenUpgrade != 0:
+		// A protocol switch: the connection leaves HTTP/1.1.
 		cl.handOver(data, metrics.HandoffUpgrade)
 		return -1, true
-	case bodyLen < 0, bodyLen > proxy.LoopBodyMax:
-		cl.handOver(data, metrics.HandoffBody)
+	case !h.IsHTTP11():
+		// HTTP/1.0, its own keep-alive and framing: served off the loop.
+		kind := offWhole
+		if bodyLen != 0 {
+			kind = offStream
+		}
+		cl.scanned, cl.inBody = 0, false
+		ctx.Request.SetURI(&cl.uri)
+		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, metrics.HandoffHTTP10)
+		return -1, true
+	case bodyLen < 0, bodyLen > proxy.LoopBodyMax, bodyLen > 0 && len(data)-n < int(bodyLen) && ctx.Request.MayContinue():
+		// A body that streams in: off the loop; behind Expect, the
+		// client waits for 100 Continue, which is sent once the request
+		// is let through.
+		kind, reason := offStream, metrics.HandoffBody
+		if ctx.Request.MayContinue() {
+			kind, reason = offExpect, metrics.HandoffExpect
+		}
+		cl.scanned, cl.inBody = 0, false
+		ctx.Request.SetURI(&cl.uri)
+		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, reason)
 		return -1, true
 	case bodyLen > 0:
 		if len(data)-n < int(bodyLen) {
-			if ctx.Request.MayContinue() {
-				cl.handOver(data, metrics.HandoffExpect) // the client waits for 100 Continue
-				return -1, true
-			}
 			cl.bound, cl.inBody = cl.bodyBound(), true
 			return 0, false
 		}
@@ -483,12 +494,15 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	cl.scanned, cl.inBody = 0, false
 	ctx.Request.SetURI(&cl.uri)
 	var res snapshot.LoopResult
-	if s := cl.ls.e.n.fastPrelude(ctx, status, why, seen); s != nil {
+	s := cl.ls.e.n.fastPrelude(ctx, status, why, seen)
+	if s != nil {
 		res = s.ServeLoop(ctx, &ids, cl)
 	}
 	switch res {
 	case snapshot.LoopDeclined:
-		cl.handOver(data, metrics.HandoffRoute)
+		// Targets that need net/http's transports: off the loop, the
+		// prelude run.
+		cl.offLoop(&offRequest{kind: offWhole, s: s, ids: ids}, data, n, metrics.HandoffRoute)
 		return -1, true
 	case snapshot.LoopForwarding, snapshot.LoopDeciding:
 		cl.busy = true
@@ -736,7 +750,8 @@ func (cl *loopClient) stream() {
 			_ = nc.Close()
 			return
 		}
-		cl.adopt(nc, pre)
+		_ = nc.SetDeadline(time.Time{})
+		cl.resume(nc, pre)
 	}()
 }
 
@@ -750,6 +765,9 @@ var loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16
 type connView struct {
 	local, remote net.Addr
 	nc            net.Conn
+	// wd: a write deadline was set on nc (by the request path, for an
+	// answer served off the loop: offloop_linux.go).
+	wd bool
 }
 
 var errOnLoop = errors.New("the connection is served by an event loop")
@@ -780,6 +798,7 @@ func (v *connView) RemoteAddr() net.Addr { return v.remote }
 
 func (v *connView) SetDeadline(t time.Time) error {
 	if v.nc != nil {
+		v.wd = true
 		return v.nc.SetDeadline(t)
 	}
 	return nil
@@ -794,6 +813,7 @@ func (v *connView) SetReadDeadline(t time.Time) error {
 
 func (v *connView) SetWriteDeadline(t time.Time) error {
 	if v.nc != nil {
+		v.wd = true
 		return v.nc.SetWriteDeadline(t)
 	}
 	return nil

@@ -242,12 +242,14 @@ func connUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string
 	return ln.Addr().String()
 }
 
-// TestLoopHandsOver: what a loop does not serve itself goes to the fasthttp
-// engine with the bytes read so far, and is served there: h2c with prior
-// knowledge, HTTP/1.0, a protocol switch, chunked and long bodies, a body
-// behind Expect: 100-continue, a route whose targets are not cleartext
-// HTTP/1.1 (h2c), and an answer whose body streams (after which the connection goes on, on the
-// fasthttp engine). Each is counted by reason.
+// TestLoopHandsOver: what a loop does not serve on the loop itself is
+// served off it, on a goroutine, and the connection then comes back to the
+// loop: HTTP/1.0, chunked and long bodies, a body behind Expect:
+// 100-continue (which closes the connection), a route whose targets are
+// not cleartext HTTP/1.1 (h2c), and an answer whose body streams; h2c with
+// prior knowledge leaves HTTP/1.1 for good. Each is counted by reason, and
+// a request after one served off the loop, on the same connection, is
+// counted again: the loop served it.
 func TestLoopHandsOver(t *testing.T) {
 	big := strings.Repeat("b", 200<<10)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -305,8 +307,38 @@ routes:
 		fmt.Sprintf("HTTP/1.1 /long %d ", len(long)))
 	check(metrics.HandoffRoute, exchange(t, addr, "GET /h2c HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0], "HTTP/2.0 /h2c 0 ")
 
-	// Expect: 100-continue with the body not sent yet: the fasthttp
-	// engine says 100 Continue, then the body comes.
+	// One connection through each kind, pipelined, each request after
+	// the last: every one is counted, so the loop had the connection
+	// back each time; the HTTP/1.0 request asked to be kept alive.
+	pipe := "GET /old HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n" +
+		"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+		fmt.Sprintf("POST /long HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(long), long) +
+		"GET /h2c HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /old HTTP/1.0\r\nHost: x\r\n\r\n"
+	rs := exchange(t, addr, pipe, 6)
+	bodies := []string{"HTTP/1.1 /old 0 ", "HTTP/1.1 /c 3 ", fmt.Sprintf("HTTP/1.1 /long %d ", len(long)), "HTTP/2.0 /h2c 0 ", "chunked answer", "HTTP/1.1 /old 0 "}
+	for i, r := range rs {
+		if got := bodyOf(r); r.StatusCode != 200 || got != bodies[i] {
+			t.Fatalf("pipelined answer %d: %d %.60q, want %.60q", i, r.StatusCode, got, bodies[i])
+		}
+	}
+	if got := rs[0].Header.Get("Connection"); !strings.EqualFold(got, "keep-alive") {
+		t.Fatalf("HTTP/1.0 keep-alive answer: Connection %q", got)
+	}
+	if !rs[5].Close {
+		t.Fatal("HTTP/1.0 answer without keep-alive: the connection should close")
+	}
+	for reason, k := range map[string]int{metrics.HandoffHTTP10: 2, metrics.HandoffBody: 2, metrics.HandoffRoute: 1, metrics.HandoffStream: 1} {
+		want[reason] += k
+	}
+	if h := handoffs(t, n); h[metrics.HandoffHTTP10] != want[metrics.HandoffHTTP10] || h[metrics.HandoffBody] != want[metrics.HandoffBody] ||
+		h[metrics.HandoffRoute] != want[metrics.HandoffRoute] || h[metrics.HandoffStream] != want[metrics.HandoffStream] {
+		t.Fatalf("pipelined: served off the loop %v, want %v", h, want)
+	}
+
+	// Expect: 100-continue with the body not sent yet: 100 Continue once
+	// the request is let through, then the body comes.
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -334,11 +366,12 @@ routes:
 	_, _ = io.WriteString(c2, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
 	check(metrics.HandoffStream, readAnswers(t, br2, 1)[0], big)
 	_, _ = io.WriteString(c2, "GET /chunked HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
-	rs := readAnswers(t, br2, 2)
+	rs = readAnswers(t, br2, 2)
 	if bodyOf(rs[0]) != "chunked answer" || bodyOf(rs[1]) != "HTTP/1.1 /next 0 " {
 		t.Fatalf("after the streamed answer: %q %q", bodyOf(rs[0]), bodyOf(rs[1]))
 	}
-	// Those were the fasthttp engine's: one hand-over for the connection.
+	// The connection was back on the loop for the second streamed answer.
+	want[metrics.HandoffStream]++
 	c3, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

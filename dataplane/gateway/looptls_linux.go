@@ -161,7 +161,7 @@ func (v *tlsView) ConnectionState() tls.ConnectionState { return v.tc.Connection
 // that holds the fewest connections. It runs on the dispatcher's goroutine
 // for tc; false leaves tc to the caller, blocking as it was (a connection
 // of another listener, a socket that cannot be duplicated, a drain).
-func (e *loopEngine) serveTLS(tc *tls.Conn) bool {
+func (e *loopEngine) serveTLS(tc *tls.Conn, pre []byte) bool {
 	rc, ok := tc.NetConn().(*recordConn)
 	if !ok || e.draining.Load() {
 		return false
@@ -186,7 +186,7 @@ func (e *loopEngine) serveTLS(tc *tls.Conn) bool {
 	taken := false
 	_ = ls.l.Call(func() {
 		taken = true
-		ls.adoptTLS(fd, tc, rc)
+		ls.adoptTLS(fd, tc, rc, pre)
 	})
 	if !taken {
 		unix.Close(fd) // the loop ended first
@@ -197,12 +197,12 @@ func (e *loopEngine) serveTLS(tc *tls.Conn) bool {
 // adoptTLS registers a TLS connection on the loop and serves what its
 // handshake's reads brought with them (a first request that came with the
 // client's Finished is in the tls.Conn already, and epoll will not say so).
-func (ls *loopState) adoptTLS(fd int, tc *tls.Conn, rc *recordConn) {
+func (ls *loopState) adoptTLS(fd int, tc *tls.Conn, rc *recordConn, pre []byte) {
 	if ls.e.draining.Load() {
 		unix.Close(fd)
 		return
 	}
-	cl := &loopClient{ls: ls, tls: &loopTLS{tc: tc, rc: rc}}
+	cl := &loopClient{ls: ls, tls: &loopTLS{tc: tc, rc: rc}, buf: pre}
 	cl.view.local, cl.view.remote = rc.local, rc.remote
 	cl.tls.view = tlsView{connView: &cl.view, tc: tc}
 	if !ls.add(fd, cl) {

@@ -14,4 +14,4 @@ func newTLSListener(l net.Listener, cfg *tls.Config) net.Listener {
 }
 
 // serveTLS: no event loop serves TLS here (nor anything else).
-func (e *loopEngine) serveTLS(*tls.Conn) bool { return false }
+func (e *loopEngine) serveTLS(*tls.Conn, []byte) bool { return false }

@@ -211,7 +211,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		if loops, err = n.startLoops(d, ls.Traffic, nloops); err != nil {
 			return fmt.Errorf("starting the event loops: %w", err)
 		}
-		d.tlsLoop = loops.serveTLS // TLS HTTP/1.1 too, after its handshake
+		d.tlsLoop = func(tc *tls.Conn) bool { return loops.serveTLS(tc, nil) } // TLS HTTP/1.1 too, after its handshake
 	}
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
