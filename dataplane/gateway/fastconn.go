@@ -56,6 +56,7 @@ type fastConn struct {
 }
 
 func (c *fastConn) track() *fastTrack { return &c.t }
+func (c *fastConn) holdH2C(up *h2cUpgrade) bool { return c.t.holdH2C(up) }
 func (c *fastConn) lastRead() []byte  { return c.last }
 
 func (c *fastConn) Read(b []byte) (int, error) {
@@ -79,6 +80,7 @@ type fastTLSConn struct {
 }
 
 func (c *fastTLSConn) track() *fastTrack { return &c.t }
+func (c *fastTLSConn) holdH2C(up *h2cUpgrade) bool { return c.t.holdH2C(up) }
 func (c *fastTLSConn) lastRead() []byte  { return c.last }
 
 func (c *fastTLSConn) Read(b []byte) (int, error) {
@@ -175,6 +177,13 @@ func newTrackedTLS(tc *tls.Conn, pre []byte, now time.Time) trackedConn {
 
 // trackOf returns c's tracking, or nil for a connection the dispatcher did
 // not hand over (a test serving the engine directly).
+// holdH2C takes an h2c upgrade for the dispatcher, after fasthttp's
+// hijack.
+func (t *fastTrack) holdH2C(up *h2cUpgrade) bool {
+	t.upgrade = up
+	return false
+}
+
 func trackOf(c net.Conn) *fastTrack {
 	if tc, ok := c.(trackedConn); ok {
 		return tc.track()

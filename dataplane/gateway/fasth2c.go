@@ -76,8 +76,8 @@ func hasToken(lines [][]byte, tok string) bool {
 // hand over.
 func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	h := &ctx.Request.Header
-	t := trackOf(ctx.Conn())
-	if t == nil || ctx.IsTLS() || !h2cFits(proxy.FastContentLength(h)) {
+	hold, ok := ctx.Conn().(h2cHolder)
+	if !ok || ctx.IsTLS() || !h2cFits(proxy.FastContentLength(h)) {
 		return false
 	}
 	settings, ok := h2cSettings(h)
@@ -116,7 +116,9 @@ func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.RemoteAddr = ctx.RemoteAddr().String()
 	up := &h2cUpgrade{req: r, settings: settings, conn: make(chan net.Conn, 1), served: make(chan struct{})}
-	t.upgrade = up
+	if hold.holdH2C(up) {
+		return true // the engine answers 101 and serves the session
+	}
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		// The HTTP/2 server sets its own deadlines: none of the engine's
@@ -129,6 +131,12 @@ func (n *Node) upgradeFast(ctx *fasthttp.RequestCtx) bool {
 	})
 	return true
 }
+
+// h2cHolder is a client connection an h2c upgrade is handed to (through
+// the request context's Conn), for the engine to serve the session once
+// the handler returns (dispatcher.serveUpgraded); holdH2C reports whether
+// it did so without fasthttp's hijack.
+type h2cHolder interface{ holdH2C(*h2cUpgrade) bool }
 
 // h2cSettings decodes the request's one HTTP2-Settings header.
 func h2cSettings(h *fasthttp.RequestHeader) ([]byte, bool) {

@@ -458,8 +458,15 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	case status != 0:
 		// Refused below, before anything reads the request.
 	case seen&seenUpgrade != 0:
-		// A protocol switch: the connection leaves HTTP/1.1.
-		cl.handOver(data, metrics.HandoffUpgrade)
+		// A protocol switch (a WebSocket, h2c), or a request served as
+		// HTTP/1.1 without one: off the loop.
+		kind := offWhole
+		if bodyLen != 0 {
+			kind = offStream
+		}
+		cl.scanned, cl.inBody = 0, false
+		ctx.Request.SetURI(&cl.uri)
+		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, metrics.HandoffUpgrade)
 		return -1, true
 	case !h.IsHTTP11():
 		// HTTP/1.0, its own keep-alive and framing: served off the loop.
@@ -768,6 +775,20 @@ type connView struct {
 	// wd: a write deadline was set on nc (by the request path, for an
 	// answer served off the loop: offloop_linux.go).
 	wd bool
+	// An upgrade the request path switched the connection to, for the
+	// off-loop request to carry out once its answer is out: a WebSocket's
+	// relay (hijack), an h2c session (h2c).
+	hijack func(net.Conn)
+	h2c    *h2cUpgrade
+}
+
+// Hijack takes an upgrade's relay (proxy.Hijacker).
+func (v *connView) Hijack(handler func(net.Conn)) { v.hijack = handler }
+
+// holdH2C takes an h2c upgrade (h2cHolder).
+func (v *connView) holdH2C(up *h2cUpgrade) bool {
+	v.h2c = up
+	return true
 }
 
 var errOnLoop = errors.New("the connection is served by an event loop")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/internal/evloop"
+	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
 
@@ -117,23 +118,43 @@ func (r *offRequest) serve() {
 			body = ctx.Request.BodyStream()
 		}
 	}
+	view := &r.cl.view
 	if run {
-		if r.s != nil {
+		switch {
+		case r.s != nil:
 			r.s.ServeFast(ctx, ctx.IsTLS(), true, &r.ids)
-		} else {
+		case r.status == 0 && r.seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx):
+			if up := view.h2c; up != nil {
+				// Switched to HTTP/2: the session takes the connection.
+				pre := r.rest
+				if br != nil {
+					pre = r.unread(br, src)
+				}
+				r.end()
+				c := proxy.Prefixed(r.nc, pre)
+				up.conn <- c
+				r.cl.ls.e.d.serveUpgraded(up)
+				_ = c.Close()
+				return
+			}
+			closeConn = true // a malformed upgrade, answered
+		default:
 			n.serveFast(ctx, r.status, r.why, r.seen, &r.ids)
 		}
 	}
 	closeConn = closeConn || ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || n.draining.Load()
-	if closeConn {
+	switch {
+	case view.hijack != nil:
+		// A switch (101): its Connection stays "Upgrade".
+	case closeConn:
 		ctx.Response.SetConnectionClose()
-	} else if !ctx.Request.Header.IsHTTP11() {
+	case !ctx.Request.Header.IsHTTP11():
 		ctx.Response.Header.Set("Connection", "keep-alive") // HTTP/1.0's keep-alive is asked for and confirmed
 	}
 	if ctx.Request.Header.IsHead() {
 		ctx.Response.SkipBody = true
 	}
-	if !r.cl.view.wd {
+	if !view.wd {
 		// The gateway's own answer (a forwarded one set the route's
 		// writeTimeout, or streams bounded write by write).
 		_ = r.nc.SetWriteDeadline(time.Now().Add(api.DefaultWriteTimeout))
@@ -147,6 +168,21 @@ func (r *offRequest) serve() {
 	bw.Reset(nil)
 	loopWriters.Put(bw)
 	_ = ctx.Response.CloseBodyStream() // a failed write left it open
+	if relay := view.hijack; relay != nil {
+		// Switched (101): the relay has the connection until it ends.
+		pre := r.rest
+		if br != nil {
+			pre = r.unread(br, src)
+		}
+		r.end()
+		if err == nil {
+			c := proxy.Prefixed(r.nc, pre)
+			_ = c.SetDeadline(time.Time{})
+			relay(c)
+		}
+		_ = r.nc.Close()
+		return
+	}
 	if err == nil && !closeConn && body != nil {
 		// What the answer left of the body is read and dropped, within
 		// the body's bound, so that the next request is found after it.
@@ -155,16 +191,9 @@ func (r *offRequest) serve() {
 			closeConn = true
 		}
 	}
-	var pre []byte
-	switch {
-	case br != nil:
-		// What the reader holds, then what it did not take of rest.
-		pre, _ = br.Peek(br.Buffered())
-		pre = append(append([]byte(nil), pre...), src.pre...)
-		br.Reset(nil)
-		offReaders.Put(br)
-	default:
-		pre = r.rest
+	pre := r.rest
+	if br != nil {
+		pre = r.unread(br, src)
 	}
 	r.end()
 	if err != nil || closeConn {
@@ -175,13 +204,25 @@ func (r *offRequest) serve() {
 	r.cl.resume(r.nc, pre)
 }
 
+// unread returns what was read of the connection and not served: what br
+// holds, then what it did not take of rest (src's); br goes back to its
+// pool.
+func (r *offRequest) unread(br *bufio.Reader, src *preReader) []byte {
+	b, _ := br.Peek(br.Buffered())
+	b = append(append([]byte(nil), b...), src.pre...)
+	br.Reset(nil)
+	offReaders.Put(br)
+	return b
+}
+
 // end releases the request's context.
 func (r *offRequest) end() {
 	ctx := r.ctx
 	_ = ctx.Request.CloseBodyStream()
 	ctx.Request.Reset()
 	ctx.Response.Reset()
-	r.cl.view.nc = nil
+	v := &r.cl.view
+	v.nc, v.hijack, v.h2c = nil, nil, nil
 	loopCtxs.Put(ctx)
 }
 

@@ -952,7 +952,7 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 	ctx.Response.Header.Set("Upgrade", "websocket")
 	ctx.Response.SetStatusCode(http.StatusSwitchingProtocols)
 	ctx.Response.SkipBody = true
-	ctx.Hijack(func(c net.Conn) {
+	hijack(ctx, func(c net.Conn) {
 		_ = c.SetDeadline(time.Time{})
 		done := make(chan struct{}, 2)
 		go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
@@ -970,6 +970,21 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 		up.Close()
 	})
 	return Outcome{Status: http.StatusSwitchingProtocols, Upgraded: true, Duration: time.Since(start)}
+}
+
+// Hijacker is a client connection (a request context's Conn) whose engine
+// takes an upgrade's handler itself, and runs it with the connection once
+// the 101 is written; a fasthttp server's takes it through
+// RequestCtx.Hijack.
+type Hijacker interface{ Hijack(handler func(net.Conn)) }
+
+// hijack hands handler to ctx's engine, to run once the answer is out.
+func hijack(ctx *fasthttp.RequestCtx, handler func(net.Conn)) {
+	if hj, ok := ctx.Conn().(Hijacker); ok {
+		hj.Hijack(handler)
+		return
+	}
+	ctx.Hijack(handler)
 }
 
 func closeWrite(c net.Conn) {
