@@ -139,38 +139,33 @@ func TestBridgedTrailers(t *testing.T) {
 		{desc: "no trailers", path: "/plain",
 			want: trailerAnswer{Status: 200, Body: "abc", CL: -1}},
 	}
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			_, base, _ := MustStart(t, bridgedTargets(t))
-			tr := &http.Transport{}
-			defer tr.CloseIdleConnections()
-			c := &http.Client{Transport: tr}
-			for _, target := range []string{"/h2c", "/https"} {
-				for _, tc := range cases {
-					want := tc.want
-					if tc.departs != nil {
-						want = *tc.departs
-					}
-					req, err := http.NewRequest("GET", base+target+tc.path, nil)
-					if tc.grpc {
-						req, err = http.NewRequest("POST", base+target+tc.path, strings.NewReader("\x00\x00\x00\x00\x01x"))
-						req.Header.Set("Content-Type", "application/grpc")
-						req.Header.Set("Te", "trailers")
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, h := doTrailers(t, c, req)
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("%s %s: the client gets %+v\nwant %+v", target, tc.desc, got, want)
-					}
-					if ids := h.Values("X-Request-Id"); len(ids) != 1 || ids[0] == "" {
-						t.Errorf("%s %s: X-Request-Id %q", target, tc.desc, ids)
-					}
-				}
+	_, base, _ := MustStart(t, bridgedTargets(t))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for _, target := range []string{"/h2c", "/https"} {
+		for _, tc := range cases {
+			want := tc.want
+			if tc.departs != nil {
+				want = *tc.departs
 			}
-		})
+			req, err := http.NewRequest("GET", base+target+tc.path, nil)
+			if tc.grpc {
+				req, err = http.NewRequest("POST", base+target+tc.path, strings.NewReader("\x00\x00\x00\x00\x01x"))
+				req.Header.Set("Content-Type", "application/grpc")
+				req.Header.Set("Te", "trailers")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, h := doTrailers(t, c, req)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s: the client gets %+v\nwant %+v", target, tc.desc, got, want)
+			}
+			if ids := h.Values("X-Request-Id"); len(ids) != 1 || ids[0] == "" {
+				t.Errorf("%s %s: X-Request-Id %q", target, tc.desc, ids)
+			}
+		}
 	}
 }
 
@@ -179,7 +174,6 @@ func TestBridgedTrailers(t *testing.T) {
 // X-Request-Id in the header, once: the name is not declared to the client,
 // and the other trailers are relayed.
 func TestBridgedTrailersDeclaringRequestID(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,20 +208,15 @@ routes:
 // engine without the Trailer field either (net/http's server writes the
 // one ReverseProxy declares, as it does for any HTTP/1.0 client).
 func TestBridgedTrailersHTTP10Client(t *testing.T) {
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			_, base, _ := MustStart(t, bridgedTargets(t))
-			for _, path := range []string{"/h2c/mixed", "/https/mixed"} {
-				resp, b := getHTTP10(t, base, path)
-				if string(b) != "abc" {
-					t.Errorf("%s: body %q", path, b)
-				}
-				if len(resp.Trailer) > 0 || resp.Header["Trailer"] != nil {
-					t.Errorf("%s: an HTTP/1.0 client got trailers: Trailer %v, header %v", path, resp.Trailer, resp.Header)
-				}
-			}
-		})
+	_, base, _ := MustStart(t, bridgedTargets(t))
+	for _, path := range []string{"/h2c/mixed", "/https/mixed"} {
+		resp, b := getHTTP10(t, base, path)
+		if string(b) != "abc" {
+			t.Errorf("%s: body %q", path, b)
+		}
+		if len(resp.Trailer) > 0 || resp.Header["Trailer"] != nil {
+			t.Errorf("%s: an HTTP/1.0 client got trailers: Trailer %v, header %v", path, resp.Trailer, resp.Header)
+		}
 	}
 }
 

@@ -46,70 +46,67 @@ breakers:
     errorRatio: 0.5
     openFor: 10s
 `, up)
-	for _, engine := range testEngines() {
-		for _, framing := range []string{"len=1", "len=0"} {
-			t.Run(engine+"/"+framing, func(t *testing.T) {
-				t.Setenv(EngineEnv, engine)
-				n, base, adminURL := MustStart(t, rules)
-				c := &http.Client{}
-				defer c.CloseIdleConnections()
-				fetch := func(cut bool) (int, int, error) {
-					q := "?" + framing
-					if cut {
-						q += "&cut=1"
+	for _, framing := range []string{"len=1", "len=0"} {
+		t.Run(framing, func(t *testing.T) {
+			n, base, adminURL := MustStart(t, rules)
+			c := &http.Client{}
+			defer c.CloseIdleConnections()
+			fetch := func(cut bool) (int, int, error) {
+				q := "?" + framing
+				if cut {
+					q += "&cut=1"
+				}
+				resp, err := c.Get(base + "/x" + q)
+				if err != nil {
+					return 0, 0, err
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				return resp.StatusCode, len(b), err
+			}
+			for range 6 {
+				if code, got, err := fetch(false); code != 200 || got != size || err != nil {
+					t.Fatalf("whole response: %d, %d bytes, %v", code, got, err)
+				}
+			}
+			breakerState := func() string {
+				var st struct {
+					Breakers []struct{ Rule, State string }
+				}
+				adminJSON(t, adminURL+"/breakers", &st)
+				if len(st.Breakers) != 1 {
+					t.Fatalf("breakers %+v", st)
+				}
+				return st.Breakers[0].State
+			}
+			if s := breakerState(); s != "closed" {
+				t.Fatalf("after whole responses the breaker is %s", s)
+			}
+			for i := range 6 {
+				code, got, err := fetch(true)
+				if code == http.StatusServiceUnavailable {
+					if i < 4 {
+						t.Fatalf("the breaker opened after %d cut responses, before minRequests", i)
 					}
-					resp, err := c.Get(base + "/x" + q)
-					if err != nil {
-						return 0, 0, err
-					}
-					defer resp.Body.Close()
-					b, err := io.ReadAll(resp.Body)
-					return resp.StatusCode, len(b), err
+					break
 				}
-				for range 6 {
-					if code, got, err := fetch(false); code != 200 || got != size || err != nil {
-						t.Fatalf("whole response: %d, %d bytes, %v", code, got, err)
-					}
+				if err == nil && got == size {
+					t.Fatalf("cut response %d read whole (%d bytes)", i, got)
 				}
-				breakerState := func() string {
-					var st struct {
-						Breakers []struct{ Rule, State string }
-					}
-					adminJSON(t, adminURL+"/breakers", &st)
-					if len(st.Breakers) != 1 {
-						t.Fatalf("breakers %+v", st)
-					}
-					return st.Breakers[0].State
-				}
-				if s := breakerState(); s != "closed" {
-					t.Fatalf("after whole responses the breaker is %s", s)
-				}
-				for i := range 6 {
-					code, got, err := fetch(true)
-					if code == http.StatusServiceUnavailable {
-						if i < 4 {
-							t.Fatalf("the breaker opened after %d cut responses, before minRequests", i)
-						}
-						break
-					}
-					if err == nil && got == size {
-						t.Fatalf("cut response %d read whole (%d bytes)", i, got)
-					}
-				}
-				if s := breakerState(); s != "open" {
-					t.Fatalf("after cut responses the breaker is %s, want open", s)
-				}
-				if code, _, _ := fetch(false); code != http.StatusServiceUnavailable {
-					t.Fatalf("with the breaker open: %d, want 503", code)
-				}
-				if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "200")); got < 10 {
-					t.Errorf("sluice_requests_total{route=api,code=200} %v, want the 6 whole and 4+ cut responses", got)
-				}
-				if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "499")); got != 0 {
-					t.Errorf("%v responses recorded as the client gone", got)
-				}
-			})
-		}
+			}
+			if s := breakerState(); s != "open" {
+				t.Fatalf("after cut responses the breaker is %s, want open", s)
+			}
+			if code, _, _ := fetch(false); code != http.StatusServiceUnavailable {
+				t.Fatalf("with the breaker open: %d, want 503", code)
+			}
+			if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "200")); got < 10 {
+				t.Errorf("sluice_requests_total{route=api,code=200} %v, want the 6 whole and 4+ cut responses", got)
+			}
+			if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues("api", "499")); got != 0 {
+				t.Errorf("%v responses recorded as the client gone", got)
+			}
+		})
 	}
 }
 
@@ -145,54 +142,51 @@ breakers:
     errorRatio: 0.5
     openFor: 10s
 `, up, h2cAddr)
-	for _, engine := range testEngines() {
-		for _, route := range []string{"api", "h2c"} {
-			t.Run(engine+"/"+route, func(t *testing.T) {
-				t.Setenv(EngineEnv, engine)
-				n, base, adminURL := MustStart(t, rules)
-				c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-				if _, err := io.WriteString(c, "GET /"+route+"/stream HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
-					t.Fatal(err)
-				}
-				// Stop reading: the gateway's writes stall, then fail.
-				gone := n.metrics.Requests.WithLabelValues(route, "499")
-				stopped := time.Now()
-				deadline := stopped.Add(5 * time.Second) // half the engines' default
-				for testutil.ToFloat64(gone) == 0 {
-					if time.Now().After(deadline) {
-						mfs, _ := n.metrics.Registry.Gather()
-						for _, mf := range mfs {
-							if mf.GetName() == "sluice_requests_total" {
-								t.Logf("%v", mf.GetMetric())
-							}
+	for _, route := range []string{"api", "h2c"} {
+		t.Run(route, func(t *testing.T) {
+			n, base, adminURL := MustStart(t, rules)
+			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, "GET /"+route+"/stream HTTP/1.1\r\nHost: g\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+				t.Fatal(err)
+			}
+			// Stop reading: the gateway's writes stall, then fail.
+			gone := n.metrics.Requests.WithLabelValues(route, "499")
+			stopped := time.Now()
+			deadline := stopped.Add(5 * time.Second) // half the engines' default
+			for testutil.ToFloat64(gone) == 0 {
+				if time.Now().After(deadline) {
+					mfs, _ := n.metrics.Registry.Gather()
+					for _, mf := range mfs {
+						if mf.GetName() == "sluice_requests_total" {
+							t.Logf("%v", mf.GetMetric())
 						}
-						t.Fatal("the stalled client was not recorded as gone (499) within 5s: writeTimeout 300ms")
 					}
-					time.Sleep(20 * time.Millisecond)
+					t.Fatal("the stalled client was not recorded as gone (499) within 5s: writeTimeout 300ms")
 				}
-				t.Logf("recorded gone %v after the client stopped reading", time.Since(stopped).Round(time.Millisecond))
-				var st struct {
-					Breakers []struct{ Rule, Route, State string }
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("recorded gone %v after the client stopped reading", time.Since(stopped).Round(time.Millisecond))
+			var st struct {
+				Breakers []struct{ Rule, Route, State string }
+			}
+			adminJSON(t, adminURL+"/breakers", &st)
+			for _, b := range st.Breakers {
+				if b.State != "closed" {
+					t.Fatalf("breakers %+v, want closed", st)
 				}
-				adminJSON(t, adminURL+"/breakers", &st)
-				for _, b := range st.Breakers {
-					if b.State != "closed" {
-						t.Fatalf("breakers %+v, want closed", st)
-					}
-				}
-				if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues(route, "200")); got != 0 {
-					t.Fatalf("recorded as 200 %v times", got)
-				}
-			})
-		}
+			}
+			if got := testutil.ToFloat64(n.metrics.Requests.WithLabelValues(route, "200")); got != 0 {
+				t.Fatalf("recorded as 200 %v times", got)
+			}
+		})
 	}
 }
 
@@ -221,22 +215,18 @@ routes:
   - {id: plain, match: {pathPrefix: /plain/}, upstream: {writeTimeout: 300ms, targets: [{url: %q}]}}
   - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {writeTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
 `, plain, h2cAddr)
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
-			client := &http.Client{Timeout: 20 * time.Second}
-			for _, path := range []string{"/plain/events", "/h2c/events"} {
-				resp, err := client.Get(base + path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || string(got) != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
-					t.Fatalf("%s: stream %q, %v; want the three events whole", path, got, err)
-				}
-			}
-		})
+	t.Parallel()
+	_, base, _ := MustStartConfig(t, rules, Config{})
+	client := &http.Client{Timeout: 20 * time.Second}
+	for _, path := range []string{"/plain/events", "/h2c/events"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(got) != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
+			t.Fatalf("%s: stream %q, %v; want the three events whole", path, got, err)
+		}
 	}
 }

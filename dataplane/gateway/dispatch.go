@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -23,22 +22,17 @@ import (
 // knowledge.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// dispatcher hands each traffic connection to the server of its protocol,
-// decided once per connection: on a TLS connection (a listener that yields
-// *tls.Conn, such as tls.NewListener) by ALPN, "h2" to the HTTP/2 server
-// and "http/1.1" or none to the HTTP/1 engine; on a cleartext connection by
-// its first bytes, the h2c preface to the HTTP/2 server and anything else to
-// the HTTP/1 engine (where an "Upgrade: h2c" request is still served as
-// HTTP/2: fasth2c.go). The HTTP/1 engine is h1fast, a fasthttp.Server that
-// serves each connection on its dispatch goroutine (serveFast), or an event
-// loop (tlsLoop, and the loops that accept cleartext connections
-// themselves); h1 serves no connection: it carries the HTTP/2
-// configuration and its graceful shutdown. It is safe for concurrent use.
+// dispatcher hands each connection of the TLS listener to the server of
+// its protocol, decided once by the handshake's ALPN: "h2" to the HTTP/2
+// server, "http/1.1" or none to an event loop (tlsLoop); and serves as
+// HTTP/2 a cleartext connection an event loop hands over because it opened
+// with the h2c preface (adopt). h1 serves no connection: it carries the
+// HTTP/2 configuration and its graceful shutdown. It is safe for
+// concurrent use.
 type dispatcher struct {
-	h1      *http.Server     // HTTP/2's base configuration; never serves
-	h1fast  *fasthttp.Server // the HTTP/1 engine
-	h2      *http2.Server    // configured on h1 (graceful shutdown)
-	handler http.Handler     // what HTTP/2 connections serve
+	h1      *http.Server  // HTTP/2's base configuration; never serves
+	h2      *http2.Server // configured on h1 (graceful shutdown)
+	handler http.Handler  // what HTTP/2 connections serve
 	// sniffTimeout bounds the wait for a connection's first bytes or TLS
 	// handshake (the server's ReadHeaderTimeout).
 	sniffTimeout time.Duration
@@ -51,26 +45,23 @@ type dispatcher struct {
 	// guard wraps the connection of every HTTP/2 session (Node.guardH2:
 	// rapid reset); nil serves it as it is.
 	guard func(net.Conn) net.Conn
-	// tlsLoop, when set, takes a TLS connection whose handshake chose
-	// HTTP/1.1 (or nothing) to an event loop (loopEngine.serveTLS); false
-	// leaves it to the fasthttp engine.
+	// tlsLoop takes a TLS connection whose handshake chose HTTP/1.1 (or
+	// nothing) to an event loop (loopEngine.serveTLS); false closes it (a
+	// drain).
 	tlsLoop func(*tls.Conn) bool
 
-	mu        sync.Mutex
-	pending   map[net.Conn]struct{} // connections not yet dispatched
-	closed    bool
-	h2conns   sync.WaitGroup           // HTTP/2 connections being served
-	fastConns map[trackedConn]struct{} // connections h1fast serves
-	fastWG    sync.WaitGroup           // their goroutines (and h2c sessions)
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // connections not yet dispatched
+	closed  bool
+	h2conns sync.WaitGroup // HTTP/2 connections being served
 }
 
-func newDispatcher(h1 *http.Server, h2 *http2.Server, h1fast *fasthttp.Server, handler http.Handler) (*dispatcher, error) {
+func newDispatcher(h1 *http.Server, h2 *http2.Server, handler http.Handler) (*dispatcher, error) {
 	if err := http2.ConfigureServer(h1, h2); err != nil {
 		return nil, err
 	}
-	return &dispatcher{h1: h1, h1fast: h1fast, h2: h2, handler: handler,
-		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{},
-		fastConns: map[trackedConn]struct{}{}}, nil
+	return &dispatcher{h1: h1, h2: h2, handler: handler,
+		sniffTimeout: h1.ReadHeaderTimeout, pending: map[net.Conn]struct{}{}}, nil
 }
 
 // serve accepts connections from ln and dispatches each until ln is closed.
@@ -130,13 +121,6 @@ func (d *dispatcher) adopt(c net.Conn) {
 	go d.dispatch(c)
 }
 
-// adoptTLS serves tc, a TLS connection of HTTP/1.1 an event loop hands
-// over, on the fasthttp engine, on a goroutine of its own; pre (plaintext
-// the loop read and did not serve) is read first.
-func (d *dispatcher) adoptTLS(tc *tls.Conn, pre []byte) {
-	go d.serveTracked(newTrackedTLS(tc, pre, time.Now()))
-}
-
 // dispatch decides c's protocol and hands it on.
 func (d *dispatcher) dispatch(c net.Conn) {
 	h2, conn, err := d.sniff(c)
@@ -145,10 +129,11 @@ func (d *dispatcher) dispatch(c net.Conn) {
 		return
 	}
 	if !h2 {
-		if tc, ok := conn.(*tls.Conn); ok && d.tlsLoop != nil && d.tlsLoop(tc) {
-			return
+		// HTTP/1.1 over TLS, to a loop; a cleartext connection comes here
+		// only with the h2c preface.
+		if tc, ok := conn.(*tls.Conn); !ok || d.tlsLoop == nil || !d.tlsLoop(tc) {
+			conn.Close()
 		}
-		d.serveFast(conn)
 		return
 	}
 	d.mu.Lock()
@@ -229,9 +214,9 @@ func sniffed(c net.Conn, br *bufio.Reader) net.Conn {
 }
 
 // shutdown stops dispatching: connections still being sniffed are closed,
-// the HTTP/1 engine drains (drainFast), HTTP/2 connections start their
-// graceful shutdown (http.Server.Shutdown of h1, on which x/net hangs it),
-// and shutdown waits for the HTTP/2 connections to finish, until ctx ends.
+// HTTP/2 connections start their graceful shutdown (http.Server.Shutdown
+// of h1, on which x/net hangs it), and shutdown waits for the HTTP/2
+// connections to finish, until ctx ends.
 func (d *dispatcher) shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
@@ -239,13 +224,8 @@ func (d *dispatcher) shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	d.mu.Unlock()
-	fastErr := make(chan error, 1)
-	go func() { fastErr <- d.drainFast(ctx) }()
 	d.h2base().SetKeepAlivesEnabled(false) // as Shutdown does h1's: sessions end as streams close
 	err := d.h1.Shutdown(ctx)              // HTTP/2's graceful shutdown hangs on it
-	if ferr := <-fastErr; err == nil {
-		err = ferr
-	}
 	done := make(chan struct{})
 	go func() { d.h2conns.Wait(); close(done) }()
 	select {

@@ -27,14 +27,13 @@ const emfileLimit = 64
 // emfileHelperEnv set, it is a gateway whose RLIMIT_NOFILE is emfileLimit,
 // serving until its standard input closes; it prints its traffic address.
 func TestEMFILEHelper(t *testing.T) {
-	engine := os.Getenv(emfileHelperEnv)
-	if engine == "" {
+	if os.Getenv(emfileHelperEnv) == "" {
 		t.Skip("a helper process of TestAcceptBackoff")
 	}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: emfileLimit, Max: emfileLimit}); err != nil {
 		t.Fatal(err)
 	}
-	_, base, _ := MustStartConfig(t, "namespace: emfile\nroutes: []\n", Config{HTTP1Engine: engine})
+	_, base, _ := MustStartConfig(t, "namespace: emfile\nroutes: []\n", Config{})
 	fmt.Printf("ADDR %s\n", strings.TrimPrefix(base, "http://"))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
@@ -50,81 +49,76 @@ func TestAcceptBackoff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gateway processes")
 	}
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestEMFILEHelper$", "-test.v")
-			cmd.Env = append(os.Environ(), emfileHelperEnv+"="+engine)
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				stdin.Close()
-				done := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(10 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
-			})
-			addr := ""
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
-					addr = a
-					break
-				}
-			}
-			if addr == "" {
-				t.Fatal("the helper gateway did not start")
-			}
-			go func() { _, _ = io.Copy(io.Discard, stdout) }()
-			if status := getStatus(t, addr); status != http.StatusNotFound {
-				t.Fatalf("before: status %d, want 404", status)
-			}
-			var conns []net.Conn
-			for range 300 {
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				conns = append(conns, c)
-			}
-			time.Sleep(200 * time.Millisecond) // the helper accepts what it can
-			before := cpuTicks(t, cmd.Process.Pid)
-			start := time.Now()
-			time.Sleep(time.Second)
-			used := float64(cpuTicks(t, cmd.Process.Pid)-before) / 100 / time.Since(start).Seconds()
-			t.Logf("%s: %.0f %% of a core with its descriptors used up", engine, used*100)
-			if used > 0.2 {
-				t.Errorf("the gateway used %.0f %% of a core while out of descriptors, want under 20 %%", used*100)
-			}
-			for _, c := range conns {
-				c.Close()
-			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				status := getStatusErr(addr)
-				if status == http.StatusNotFound {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after the connections closed: no answer (%d)", status)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEMFILEHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), emfileHelperEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := ""
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("the helper gateway did not start")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if status := getStatus(t, addr); status != http.StatusNotFound {
+		t.Fatalf("before: status %d, want 404", status)
+	}
+	var conns []net.Conn
+	for range 300 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond) // the helper accepts what it can
+	before := cpuTicks(t, cmd.Process.Pid)
+	start := time.Now()
+	time.Sleep(time.Second)
+	used := float64(cpuTicks(t, cmd.Process.Pid)-before) / 100 / time.Since(start).Seconds()
+	t.Logf("%.0f %% of a core with its descriptors used up", used*100)
+	if used > 0.2 {
+		t.Errorf("the gateway used %.0f %% of a core while out of descriptors, want under 20 %%", used*100)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status := getStatusErr(addr)
+		if status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the connections closed: no answer (%d)", status)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -3,13 +3,16 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/proxy"
@@ -146,4 +149,90 @@ func h2cSettings(h *fasthttp.RequestHeader) ([]byte, bool) {
 	}
 	s, err := base64.RawURLEncoding.DecodeString(string(vs[0]))
 	return s, err == nil
+}
+
+// serveUpgraded answers an h2c upgrade with 101 and serves the connection
+// as HTTP/2, its upgrade request as stream 1, as x/net's h2c handler does.
+func (d *dispatcher) serveUpgraded(up *h2cUpgrade) {
+	conn := <-up.conn
+	defer close(up.served)
+	if _, err := conn.Write([]byte(h2cSwitching)); err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the upgrade request's context ends with the session
+	sc := &sessionConn{Conn: conn, local: conn.LocalAddr(), remote: conn.RemoteAddr()}
+	defer sc.end()
+	d.h2.ServeConn(d.guarded(sc), &http2.ServeConnOpts{Context: ctx, BaseConfig: d.h2base(), Handler: d.handler,
+		UpgradeRequest: up.req.WithContext(ctx), Settings: up.settings})
+}
+
+// sessionConn is a hijacked connection lent to an HTTP/2 session. The
+// engine recycles the connection's wrapper as soon as the hijack handler
+// returns, and x/net's server can still be writing a frame from a goroutine
+// of its own after ServeConn returned: end, called before the handler
+// returns, ends the calls in flight (a deadline in the past) and waits for
+// them, and every call after it fails with net.ErrClosed instead of
+// reaching the recycled wrapper (a nil dereference that took the process
+// down).
+type sessionConn struct {
+	net.Conn
+	local, remote net.Addr
+	mu            sync.RWMutex
+	ended         bool
+}
+
+func (c *sessionConn) end() {
+	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+}
+
+func (c *sessionConn) Read(b []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *sessionConn) Write(b []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *sessionConn) Close() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *sessionConn) SetDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetDeadline(t) })
+}
+func (c *sessionConn) SetReadDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetReadDeadline(t) })
+}
+func (c *sessionConn) SetWriteDeadline(t time.Time) error {
+	return c.guard(func() error { return c.Conn.SetWriteDeadline(t) })
+}
+func (c *sessionConn) LocalAddr() net.Addr  { return c.local }
+func (c *sessionConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *sessionConn) guard(f func() error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ended {
+		return net.ErrClosed
+	}
+	return f()
 }

@@ -7,131 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/api"
-	"github.com/sluicegw/sluice/dataplane/internal/evloop"
 	"github.com/sluicegw/sluice/dataplane/proxy"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
-
-// HTTP/1.1 engines (Config.HTTP1Engine).
-const (
-	// EngineFastHTTP, the default where event loops are not built (every
-	// system but Linux: loopengine_other.go), serves HTTP/1.1 with valyala/fasthttp
-	// and forwards to cleartext HTTP/1.1 targets with fasthttp's request
-	// writer and response parser over the gateway's own keep-alive pools
-	// (https and h2c targets through net/http's transports, bridged).
-	EngineFastHTTP = "fasthttp"
-	// EngineLoop serves HTTP/1.1, cleartext and TLS (looptls_linux.go),
-	// on event loops (package evloop: Linux only), one per processor, with
-	// the fasthttp engine's parser and request path, forwarding to
-	// cleartext HTTP/1.1 targets on the loops; what a loop cannot serve
-	// without blocking goes to the fasthttp engine (see
-	// loopengine_linux.go).
-	EngineLoop = "evloop"
-)
-
-// EngineEnv names the environment variable that chooses the HTTP/1.1 engine
-// when Config.HTTP1Engine is empty (so that a test suite can run on either).
-const EngineEnv = "SLUICE_HTTP1_ENGINE"
-
-// DefaultEngine is the HTTP/1.1 engine when none is named: EngineLoop
-// where event loops are built (Linux), else EngineFastHTTP.
-var DefaultEngine = func() string {
-	if evloop.Supported {
-		return EngineLoop
-	}
-	return EngineFastHTTP
-}()
-
-// ParseEngine checks an HTTP/1.1 engine name; "" is the default (EngineEnv,
-// else DefaultEngine).
-func ParseEngine(s string) (string, error) {
-	if s == "" {
-		s = os.Getenv(EngineEnv)
-	}
-	if s == "" {
-		s = DefaultEngine
-	}
-	switch s {
-	case EngineFastHTTP:
-		return EngineFastHTTP, nil
-	case EngineLoop:
-		if !evloop.Supported {
-			return "", fmt.Errorf("HTTP/1.1 engine %q: event loops are built for Linux only", s)
-		}
-		return EngineLoop, nil
-	}
-	return "", fmt.Errorf("HTTP/1.1 engine %q: want %q or %q", s, EngineLoop, EngineFastHTTP)
-}
-
-// newFastServer is the fasthttp HTTP/1.1 engine: the same request path as
-// ServeHTTP (strict parsing, loop check, snapshot.Serve), bodies streamed
-// both ways. The dispatcher serves each connection with it (ServeConn) and
-// drains them (see fastconn.go).
-//
-// The Date header is fasthttp's own: a response header drops a Date set by
-// hand ("managed automatically"), and fasthttp renders it from a cache that
-// one process-wide goroutine refreshes every second, started by the first
-// response the process writes (sync.Once) and never stopped. It is the one
-// goroutine of the engine's that outlives a node's Run, once per process,
-// however many nodes run (TestRunWaitsForEveryGoroutine names it);
-// NoDefaultDate would avoid it only by sending no Date, which RFC 9110
-// §6.6.1 requires of the gateway's answers and of responses it forwards.
-func (n *Node) newFastServer() *fasthttp.Server {
-	return &fasthttp.Server{
-		Handler:        n.handleFast,
-		ErrorHandler:   fastError,
-		HeaderReceived: n.fastHeaderReceived,
-		ExpectHandler:  n.expectFast,
-		ConnState:      fastState,
-		// The header's bound; bodies are bounded per route as they are
-		// forwarded (bodyTimeout, writeTimeout).
-		ReadTimeout: ReadHeaderTimeout,
-		// The bound on writing an answer to a client that does not take
-		// it: the gateway's own answers; a forwarded one has the route's
-		// writeTimeout (proxy.Upstream.ForwardFast sets it).
-		WriteTimeout:                 api.DefaultWriteTimeout,
-		IdleTimeout:                  IdleTimeout,
-		ReadBufferSize:               proxy.MaxHeaderBytes,
-		StreamRequestBody:            true,
-		DisablePreParseMultipartForm: true,
-		NoDefaultServerHeader:        true,
-		NoDefaultContentType:         true,
-		SecureErrorLogMessage:        true,
-		Logger:                       quietLogger{},
-	}
-}
-
-// fastHeaderReceived bounds the wait for a request's body, which the engine
-// starts reading (up to 8 KiB) before the handler runs, by the shortest
-// bodyTimeout of the current rules: the request's route is not known yet.
-func (n *Node) fastHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if !proxy.FastHasBody(h) {
-		return fasthttp.RequestConfig{}
-	}
-	s := n.current.Load()
-	if s == nil {
-		return fasthttp.RequestConfig{ReadTimeout: api.DefaultBodyTimeout}
-	}
-	c := n.fastBody.Load()
-	if c == nil || c.s != s {
-		c = &bodyBound{s: s, d: s.MinBodyTimeout()}
-		n.fastBody.Store(c)
-	}
-	return fasthttp.RequestConfig{ReadTimeout: c.d}
-}
-
-// bodyBound is a snapshot's shortest bodyTimeout, cached.
-type bodyBound struct {
-	s *snapshot.Snapshot
-	d time.Duration
-}
 
 type quietLogger struct{}
 
@@ -163,23 +46,6 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 func headerTooLarge(ctx *fasthttp.RequestCtx) {
 	snapshot.WriteProblemFast(ctx, http.StatusRequestHeaderFieldsTooLarge, "Request header too large",
 		"the request header exceeds the gateway's limit")
-}
-
-// handleFast is the fasthttp engine's handler: an "Upgrade: h2c" request
-// switches the connection to HTTP/2 (upgradeFast), any other is served by
-// serveFast; while the node drains, an answer says "Connection: close", so
-// that the connection ends after it (the dispatcher drains the engine's
-// connections itself: see fastconn.go).
-func (n *Node) handleFast(ctx *fasthttp.RequestCtx) {
-	var ids snapshot.RequestIDs
-	status, why, seen := strictFast(&ctx.Request.Header, &ids)
-	if status == 0 && seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx) {
-		return
-	}
-	n.serveFast(ctx, status, why, seen, &ids)
-	if n.draining.Load() && !ctx.Hijacked() {
-		ctx.SetConnectionClose()
-	}
 }
 
 // serveFast is ServeHTTP for the fasthttp engine, given what strictFast

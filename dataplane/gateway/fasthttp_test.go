@@ -67,12 +67,11 @@ func TestStrictFast(t *testing.T) {
 	}
 }
 
-// TestFastEngineForwards: a node on the fasthttp engine forwards with the
+// TestEngineForwards: a node forwards with the
 // same request headers as net/http's (X-Forwarded-*, Via, X-Request-Id,
 // traceparent), streams a body both ways, answers HEAD, and keeps the
 // connection alive across requests.
-func TestFastEngineForwards(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
+func TestEngineForwards(t *testing.T) {
 	seen := make(chan http.Header, 8)
 	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Clone()
@@ -179,10 +178,9 @@ func newH2CUpstream(tb testing.TB, h http.Handler) string {
 	return ln.Addr().String()
 }
 
-// TestFastEngineH2CTarget: on the fasthttp engine an h2c target is reached
+// TestEngineH2CTarget: an h2c target is reached
 // through net/http's HTTP/2 transport, the bodies streamed through.
-func TestFastEngineH2CTarget(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
+func TestEngineH2CTarget(t *testing.T) {
 	addr := newH2CUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Proto", r.Proto)
@@ -207,32 +205,26 @@ routes:
 	}
 }
 
-// TestFastEngineHugeHeader: a request header over proxy.MaxHeaderBytes is
-// answered 431 (problem+json) and the connection closed, on either engine.
-func TestFastEngineHugeHeader(t *testing.T) {
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
+// TestEngineHugeHeader: a request header over proxy.MaxHeaderBytes is
+// answered 431 (problem+json) and the connection closed.
+func TestEngineHugeHeader(t *testing.T) {
+	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: fast
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 `, up))
-			addr := strings.TrimPrefix(base, "http://")
-			req := "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 100<<10) + "\r\n\r\n"
-			status, closed := sendStrict(t, addr, req)
-			if status != http.StatusRequestHeaderFieldsTooLarge || !closed {
-				t.Fatalf("status %d (closed %v), want 431 and the connection closed", status, closed)
-			}
-		})
+	addr := strings.TrimPrefix(base, "http://")
+	req := "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 100<<10) + "\r\n\r\n"
+	status, closed := sendStrict(t, addr, req)
+	if status != http.StatusRequestHeaderFieldsTooLarge || !closed {
+		t.Fatalf("status %d (closed %v), want 431 and the connection closed", status, closed)
 	}
 }
 
-// TestFastEngineDate: every answer of the fasthttp engine carries one
+// TestEngineDate: every answer of the engine carries one
 // current Date (forwarded, the gateway's own, a parse error, a response cut
 // before its header went out).
-func TestFastEngineDate(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
+func TestEngineDate(t *testing.T) {
 	up := newPlainUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/cut" {
 			w.Header().Set("Content-Length", "10")

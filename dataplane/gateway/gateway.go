@@ -70,13 +70,9 @@ type Config struct {
 	// from the cluster store (redislimit.Store.QuotaUsage) for the rules rs
 	// the node runs, for its reports.
 	QuotaUsage func(ns string, rs *api.RuleSet) []api.QuotaUsage
-	// HTTP1Engine serves HTTP/1.1 connections (cleartext, and TLS with ALPN
-	// http/1.1 or none): EngineLoop or EngineFastHTTP; empty means the
-	// SLUICE_HTTP1_ENGINE environment variable, else DefaultEngine. HTTP/2
-	// (h2, h2c) is served by x/net/http2 either way.
-	HTTP1Engine string
-	// EventLoops is the number of event loops of EngineLoop; 0 means one
-	// per processor (GOMAXPROCS).
+	// EventLoops is the number of event loops serving HTTP/1.1 (cleartext,
+	// and TLS with ALPN http/1.1 or none; HTTP/2 is x/net/http2's); 0 means
+	// one per processor (GOMAXPROCS).
 	EventLoops int
 	// Snapshot carries options for compiling rule sets (cluster limiter
 	// factory and so on); its Metrics and Logger are filled from the node's.
@@ -105,7 +101,6 @@ type Node struct {
 
 	current  atomic.Pointer[snapshot.Snapshot]
 	preview  atomic.Pointer[preview.Preview] // the running preview (FollowEtcd); nil: none
-	fastBody atomic.Pointer[bodyBound]       // the fasthttp engine's body bound
 	draining atomic.Bool
 	drained  atomic.Bool // an operator override drains the node
 

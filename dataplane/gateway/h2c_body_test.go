@@ -52,45 +52,40 @@ routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 60s}}
 `, up)
 	const ask = "Host: g.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			_, base, _ := MustStart(t, rules)
-			addr := strings.TrimPrefix(base, "http://")
-			for _, chunked := range []bool{false, true} {
-				got.Store(-1)
-				idle := rssBytes(t)
-				peak := atomic.Int64{}
-				stop := make(chan struct{})
-				sampled := make(chan struct{})
-				go func() {
-					defer close(sampled)
-					tick := time.NewTicker(5 * time.Millisecond)
-					defer tick.Stop()
-					for {
-						if r := rssBytes(t); r > peak.Load() {
-							peak.Store(r)
-						}
-						select {
-						case <-stop:
-							return
-						case <-tick.C:
-						}
-					}
-				}()
-				status, body := sendBigUpgrade(t, addr, ask, size, chunked)
-				close(stop)
-				<-sampled
-				if status != http.StatusOK || body != strconv.Itoa(size) || got.Load() != size {
-					t.Fatalf("chunked %v: status %d, body %q, upstream got %d bytes; want 200 and %d", chunked, status, body, got.Load(), size)
+	_, base, _ := MustStart(t, rules)
+	addr := strings.TrimPrefix(base, "http://")
+	for _, chunked := range []bool{false, true} {
+		got.Store(-1)
+		idle := rssBytes(t)
+		peak := atomic.Int64{}
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if r := rssBytes(t); r > peak.Load() {
+					peak.Store(r)
 				}
-				if grew := peak.Load() - idle; grew > 32<<20 {
-					t.Errorf("chunked %v: RSS grew by %d MB during the upload (idle %d MB), want at most 32", chunked, grew>>20, idle>>20)
-				} else {
-					t.Logf("chunked %v: RSS grew by %.1f MB (idle %d MB)", chunked, float64(grew)/(1<<20), idle>>20)
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
 				}
 			}
-		})
+		}()
+		status, body := sendBigUpgrade(t, addr, ask, size, chunked)
+		close(stop)
+		<-sampled
+		if status != http.StatusOK || body != strconv.Itoa(size) || got.Load() != size {
+			t.Fatalf("chunked %v: status %d, body %q, upstream got %d bytes; want 200 and %d", chunked, status, body, got.Load(), size)
+		}
+		if grew := peak.Load() - idle; grew > 32<<20 {
+			t.Errorf("chunked %v: RSS grew by %d MB during the upload (idle %d MB), want at most 32", chunked, grew>>20, idle>>20)
+		} else {
+			t.Logf("chunked %v: RSS grew by %.1f MB (idle %d MB)", chunked, float64(grew)/(1<<20), idle>>20)
+		}
 	}
 }
 

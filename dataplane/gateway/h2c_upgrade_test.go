@@ -132,30 +132,25 @@ routes:
 		{"not asked in Connection", "GET /a HTTP/1.1\r\nHost: g.test\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n", "", http.StatusOK, ""},
 		{"bad framing is refused first", "POST /p HTTP/1.1\r\n" + ask + "Content-Length: 3\r\nContent-Length: 4\r\n", "abc", http.StatusBadRequest, ""},
 	}
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			_, base, _ := MustStart(t, rules)
-			addr := strings.TrimPrefix(base, "http://")
-			for _, tc := range tests {
-				t.Run(tc.desc, func(t *testing.T) {
-					status, a := h2cUpgradeRequest(t, addr, tc.head, tc.body)
-					if status != tc.wantStatus {
-						t.Fatalf("HTTP/1 status %d, want %d", status, tc.wantStatus)
-					}
-					if a == nil {
-						return
-					}
-					if a.status != "200" || a.body != tc.wantBody {
-						t.Fatalf("stream 1: %s %q, want 200 %q", a.status, a.body, tc.wantBody)
-					}
-					if a.header["X-Request-Id"] == "" {
-						t.Errorf("no X-Request-Id on stream 1: %v", a.header)
-					}
-					if v := a.header["X-Upstream-Upgrade"]; v != "" {
-						t.Errorf("the upstream received Upgrade %q", v)
-					}
-				})
+	_, base, _ := MustStart(t, rules)
+	addr := strings.TrimPrefix(base, "http://")
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			status, a := h2cUpgradeRequest(t, addr, tc.head, tc.body)
+			if status != tc.wantStatus {
+				t.Fatalf("HTTP/1 status %d, want %d", status, tc.wantStatus)
+			}
+			if a == nil {
+				return
+			}
+			if a.status != "200" || a.body != tc.wantBody {
+				t.Fatalf("stream 1: %s %q, want 200 %q", a.status, a.body, tc.wantBody)
+			}
+			if a.header["X-Request-Id"] == "" {
+				t.Errorf("no X-Request-Id on stream 1: %v", a.header)
+			}
+			if v := a.header["X-Upstream-Upgrade"]; v != "" {
+				t.Errorf("the upstream received Upgrade %q", v)
 			}
 		})
 	}

@@ -28,49 +28,44 @@ import (
 func TestHeaderCapEveryEngine(t *testing.T) {
 	t.Parallel()
 	ca := testca.New(t, "header cap CA")
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			_, ls, _, _ := tlsNode(t, ca, Config{HTTP1Engine: engine})
-			clear, sec := ls.Traffic.Addr().String(), ls.TLSAddr().String()
-			dialTLS := func(proto string) func() (net.Conn, error) {
-				return func() (net.Conn, error) {
-					return tls.Dial("tcp", sec, &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{proto}})
-				}
+	_, ls, _, _ := tlsNode(t, ca, Config{})
+	clear, sec := ls.Traffic.Addr().String(), ls.TLSAddr().String()
+	dialTLS := func(proto string) func() (net.Conn, error) {
+		return func() (net.Conn, error) {
+			return tls.Dial("tcp", sec, &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{proto}})
+		}
+	}
+	dialClear := func() (net.Conn, error) { return net.Dial("tcp", clear) }
+	for _, size := range []int{proxy.MaxHeaderBytes, proxy.MaxHeaderBytes + 1, 68000, 70000} {
+		want := http.StatusOK
+		if size > proxy.MaxHeaderBytes {
+			want = http.StatusRequestHeaderFieldsTooLarge
+		}
+		for _, tc := range []struct {
+			desc string
+			dial func() (net.Conn, error)
+			h2   bool
+		}{
+			{"HTTP/1.1", dialClear, false},
+			{"HTTP/1.1 over TLS", dialTLS("http/1.1"), false},
+			{"h2c", dialClear, true},
+			{"h2 over TLS", dialTLS("h2"), true},
+		} {
+			c, err := tc.dial()
+			if err != nil {
+				t.Fatal(err)
 			}
-			dialClear := func() (net.Conn, error) { return net.Dial("tcp", clear) }
-			for _, size := range []int{proxy.MaxHeaderBytes, proxy.MaxHeaderBytes + 1, 68000, 70000} {
-				want := http.StatusOK
-				if size > proxy.MaxHeaderBytes {
-					want = http.StatusRequestHeaderFieldsTooLarge
-				}
-				for _, tc := range []struct {
-					desc string
-					dial func() (net.Conn, error)
-					h2   bool
-				}{
-					{"HTTP/1.1", dialClear, false},
-					{"HTTP/1.1 over TLS", dialTLS("http/1.1"), false},
-					{"h2c", dialClear, true},
-					{"h2 over TLS", dialTLS("h2"), true},
-				} {
-					c, err := tc.dial()
-					if err != nil {
-						t.Fatal(err)
-					}
-					var status int
-					if tc.h2 {
-						status = h2HeaderSized(t, c, size)
-					} else {
-						status = h1HeaderSized(t, c, size)
-					}
-					c.Close()
-					if status != want {
-						t.Errorf("%s, a header of %d bytes: %d, want %d", tc.desc, size, status, want)
-					}
-				}
+			var status int
+			if tc.h2 {
+				status = h2HeaderSized(t, c, size)
+			} else {
+				status = h1HeaderSized(t, c, size)
 			}
-		})
+			c.Close()
+			if status != want {
+				t.Errorf("%s, a header of %d bytes: %d, want %d", tc.desc, size, status, want)
+			}
+		}
 	}
 }
 

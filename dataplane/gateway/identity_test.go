@@ -44,58 +44,53 @@ identities:
 limits:
   - {id: per-user, routes: [api], key: [jwt:sub], algorithm: token_bucket, rate: 2, period: 1h}
 `, up.URL, up.URL, jwks.URL, file)
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			n, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
-			if ids := n.Status().Identities; len(ids) != 2 || ids[0].ID != "users" || ids[0].Keys != 3 || ids[1].Keys != 3 {
-				t.Fatalf("status identities %+v", ids)
-			}
-			do := func(path string, h http.Header) *http.Response {
-				t.Helper()
-				req, _ := http.NewRequest("GET", base+path, nil)
-				for k, vs := range h {
-					req.Header[k] = vs
-				}
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				return res
-			}
-			now := time.Now()
-			for _, bt := range is.BadTokens(t, "shop-api", now) {
-				h := http.Header{"Authorization": {"Bearer " + bt.Token}}
-				if bt.Twice {
-					h.Add("Authorization", "Bearer "+bt.Token)
-				}
-				res := do("/api/x", h)
-				if res.StatusCode == http.StatusRequestHeaderFieldsTooLarge && bt.Desc == "huge token" {
-					continue
-				}
-				if res.StatusCode != http.StatusUnauthorized || res.Header.Get("Www-Authenticate") != `Bearer error="invalid_token"` {
-					t.Errorf("%s: status %d, WWW-Authenticate %q", bt.Desc, res.StatusCode, res.Header.Get("Www-Authenticate"))
-				}
-			}
-			for i, c := range []struct {
-				kid, sub string
-				want     int
-			}{{"rsa1", "alice", 200}, {"ec1", "alice", 200}, {"ed1", "alice", 429}, {"ed1", "bob", 200}} {
-				tok := is.Sign(t, c.kid, is.Claims(c.sub, "shop-api", now, nil))
-				if res := do("/api/x", http.Header{"Authorization": {"Bearer " + tok}}); res.StatusCode != c.want {
-					t.Errorf("good token %d (%s, %s): status %d, want %d", i, c.kid, c.sub, res.StatusCode, c.want)
-				}
-			}
-			// The cookie identity requires a token.
-			if res := do("/files/x", nil); res.StatusCode != http.StatusUnauthorized {
-				t.Errorf("files without a token: %d", res.StatusCode)
-			}
-			tok := is.Sign(t, "ec1", is.Claims("carol", "any", now, nil))
-			if res := do("/files/x", http.Header{"Cookie": {"session=" + tok}}); res.StatusCode != 200 {
-				t.Errorf("files with a cookie token: %d", res.StatusCode)
-			}
-		})
+	n, base, _ := MustStartConfig(t, rules, Config{})
+	if ids := n.Status().Identities; len(ids) != 2 || ids[0].ID != "users" || ids[0].Keys != 3 || ids[1].Keys != 3 {
+		t.Fatalf("status identities %+v", ids)
+	}
+	do := func(path string, h http.Header) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		for k, vs := range h {
+			req.Header[k] = vs
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	now := time.Now()
+	for _, bt := range is.BadTokens(t, "shop-api", now) {
+		h := http.Header{"Authorization": {"Bearer " + bt.Token}}
+		if bt.Twice {
+			h.Add("Authorization", "Bearer "+bt.Token)
+		}
+		res := do("/api/x", h)
+		if res.StatusCode == http.StatusRequestHeaderFieldsTooLarge && bt.Desc == "huge token" {
+			continue
+		}
+		if res.StatusCode != http.StatusUnauthorized || res.Header.Get("Www-Authenticate") != `Bearer error="invalid_token"` {
+			t.Errorf("%s: status %d, WWW-Authenticate %q", bt.Desc, res.StatusCode, res.Header.Get("Www-Authenticate"))
+		}
+	}
+	for i, c := range []struct {
+		kid, sub string
+		want     int
+	}{{"rsa1", "alice", 200}, {"ec1", "alice", 200}, {"ed1", "alice", 429}, {"ed1", "bob", 200}} {
+		tok := is.Sign(t, c.kid, is.Claims(c.sub, "shop-api", now, nil))
+		if res := do("/api/x", http.Header{"Authorization": {"Bearer " + tok}}); res.StatusCode != c.want {
+			t.Errorf("good token %d (%s, %s): status %d, want %d", i, c.kid, c.sub, res.StatusCode, c.want)
+		}
+	}
+	// The cookie identity requires a token.
+	if res := do("/files/x", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("files without a token: %d", res.StatusCode)
+	}
+	tok := is.Sign(t, "ec1", is.Claims("carol", "any", now, nil))
+	if res := do("/files/x", http.Header{"Cookie": {"session=" + tok}}); res.StatusCode != 200 {
+		t.Errorf("files with a cookie token: %d", res.StatusCode)
 	}
 }

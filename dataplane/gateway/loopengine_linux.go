@@ -56,9 +56,14 @@ type loopEngine struct {
 	lfd   int      // the listener's socket, duplicated for the loops
 	loops []*loopState
 	wg    sync.WaitGroup // the loops' goroutines
-	// streams counts the goroutines writing answers whose bodies stream
-	// (before they hand their connection to the dispatcher).
+	// streams counts the goroutines serving connections off the loops:
+	// answers whose bodies stream, requests served off the loop
+	// (offloop_linux.go), and the upgrades they switch to; off holds their
+	// connections, which a drain that runs out of time closes.
 	streams sync.WaitGroup
+	offMu   sync.Mutex
+	off     map[net.Conn]struct{}
+	relays  map[net.Conn]struct{} // upgrades' relays (not waited for)
 	// deciding counts the goroutines deciding requests off the loops
 	// (loopClient.Offload).
 	deciding sync.WaitGroup
@@ -91,7 +96,7 @@ func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngin
 	if err != nil {
 		return nil, err
 	}
-	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd}
+	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd, off: map[net.Conn]struct{}{}, relays: map[net.Conn]struct{}{}}
 	// Every loop is made (an epoll and an eventfd each) before any
 	// accepts: connections accepted by the first would otherwise take the
 	// descriptors the next needs, under a burst at start-up with a low
@@ -155,6 +160,7 @@ func (e *loopEngine) drain(ctx context.Context) error {
 			select {
 			case <-streams:
 				e.stopLoops()
+				e.closeOff() // the upgrades' relays
 				return nil
 			default:
 			}
@@ -163,6 +169,7 @@ func (e *loopEngine) drain(ctx context.Context) error {
 		case <-ctx.Done():
 			err = ctx.Err()
 			e.stopLoops()
+			e.closeOff()
 			<-streams // their connections are closed: they end
 			return err
 		case <-tick.C:
@@ -694,10 +701,10 @@ func (cl *loopClient) forget() {
 	cl.buf = nil
 }
 
-// handOver takes the connection off the loop, with pending (what was read
-// and not served: the request at hand and what follows it), to the
-// dispatcher, which serves it on the fasthttp engine (or HTTP/2 for the
-// h2c preface); reason is counted (sluice_evloop_handoffs_total).
+// handOver takes a cleartext connection that opened with the h2c preface
+// off the loop for good, with pending (what was read of it), to the
+// dispatcher, which serves it as HTTP/2; reason is counted
+// (sluice_evloop_handoffs_total).
 func (cl *loopClient) handOver(pending []byte, reason string) {
 	cl.ls.e.n.metrics.LoopHandoffs.WithLabelValues(reason).Inc()
 	pre := append([]byte(nil), pending...)
@@ -707,7 +714,7 @@ func (cl *loopClient) handOver(pending []byte, reason string) {
 		cl.ls.e.n.log.Debug("handing a connection over failed", "err", err)
 		return
 	}
-	cl.adopt(nc, pre)
+	cl.ls.e.d.adopt(proxy.Prefixed(nc, pre))
 }
 
 // stream writes an answer whose body streams from a goroutine, off the
@@ -737,9 +744,7 @@ func (cl *loopClient) stream() {
 	if closeConn {
 		ctx.Response.SetConnectionClose()
 	}
-	e.streams.Add(1)
-	go func() {
-		defer e.streams.Done()
+	e.goOff(nc, func() {
 		bw := loopWriters.Get().(*bufio.Writer)
 		bw.Reset(nc)
 		err := ctx.Response.Write(bw) // closes the body stream when it ends
@@ -759,7 +764,7 @@ func (cl *loopClient) stream() {
 		}
 		_ = nc.SetDeadline(time.Time{})
 		cl.resume(nc, pre)
-	}()
+	})
 }
 
 var loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}

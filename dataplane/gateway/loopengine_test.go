@@ -26,7 +26,6 @@ import (
 // startLoop runs a node on the event-loop engine with rules.
 func startLoop(t *testing.T, rules string) (*Node, string) {
 	t.Helper()
-	t.Setenv(EngineEnv, EngineLoop)
 	n, base, _ := MustStart(t, rules)
 	return n, strings.TrimPrefix(base, "http://")
 }
@@ -474,7 +473,6 @@ func TestLoopBodyTimeout(t *testing.T) {
 // request in flight is answered with "Connection: close", and the node
 // stops once it is out.
 func TestLoopDrain(t *testing.T) {
-	t.Setenv(EngineEnv, EngineLoop)
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -531,5 +529,81 @@ func TestLoopDrain(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// TestDrainOffLoop: a drain waits for a request served off the loop (a
+// chunked upload still coming), whose answer says "Connection: close", but
+// not for a WebSocket relay, which it closes once the requests are done;
+// Serve then returns without error.
+func TestDrainOffLoop(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %d", len(b))
+	}))
+	t.Cleanup(up.Close)
+	ws := newSwitchingUpstream(t)
+	n := New(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
+	rules := fmt.Sprintf(`namespace: loop
+routes:
+  - {id: ws, match: {pathPrefix: /ws}, upstream: {targets: [{url: "http://%s"}]}}
+  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
+`, ws.ln.Addr(), up.URL)
+	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := n.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx, ls) }()
+	addr := ls.Traffic.Addr().String()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+
+	sock, sbr := dial()
+	_, _ = io.WriteString(sock, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	if r, err := http.ReadResponse(sbr, nil); err != nil || r.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", r, err)
+	}
+	_, _ = io.WriteString(sock, "ping\n")
+	if line, err := sbr.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("through the relay: %q %v", line, err)
+	}
+
+	upload, ubr := dial()
+	_, _ = io.WriteString(upload, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+	time.Sleep(100 * time.Millisecond) // the upload is under way
+	cancel()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned (%v) with an upload still coming", err)
+	default:
+	}
+	_, _ = io.WriteString(upload, "2\r\nde\r\n0\r\n\r\n")
+	r := readAnswers(t, ubr, 1)[0]
+	if bodyOf(r) != "got 5" || !r.Close {
+		t.Fatalf("the upload: %q, close %v", bodyOf(r), r.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("Serve did not return: it waited for the WebSocket")
+	}
+	if _, err := sbr.ReadByte(); err != io.EOF {
+		t.Fatalf("the WebSocket after the drain: %v, want it closed", err)
 	}
 }

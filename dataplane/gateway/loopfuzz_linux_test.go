@@ -50,7 +50,7 @@ func FuzzLoopFraming(f *testing.F) {
 	_, base, _ := MustStartConfig(f, fmt.Sprintf(`namespace: fuzz
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
-`, up.url), Config{HTTP1Engine: EngineLoop, Logger: panicWatchLogger(&panics)})
+`, up.url), Config{Logger: panicWatchLogger(&panics)})
 	addr := strings.TrimPrefix(base, "http://")
 
 	f.Fuzz(func(t *testing.T, input, cuts []byte) {

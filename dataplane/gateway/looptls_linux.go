@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicegw/sluice/dataplane/internal/evloop"
-	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
 // TLS HTTP/1.1 on the event loops. crypto/tls reads and writes a net.Conn,
@@ -294,14 +293,4 @@ func (cl *loopClient) detach() (net.Conn, error) {
 	rc := cl.tls.rc
 	rc.lc, rc.nc = nil, nc
 	return cl.tls.tc, nil
-}
-
-// adopt hands a detached connection (nc, detach's) to the dispatcher, pre
-// (what the loop read and did not serve) to be read first.
-func (cl *loopClient) adopt(nc net.Conn, pre []byte) {
-	if cl.tls != nil {
-		cl.ls.e.d.adoptTLS(cl.tls.tc, pre)
-		return
-	}
-	cl.ls.e.d.adopt(proxy.Prefixed(nc, pre))
 }

@@ -30,7 +30,6 @@ func loopTLSNode(t *testing.T, up string, extra Config) (*Node, string, *testca.
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.Leaf(t, time.Time{}, time.Time{}, "127.0.0.1").Write(t, certFile, keyFile)
 	extra.ListenTLS, extra.TLSCertFile, extra.TLSKeyFile = "127.0.0.1:0", certFile, keyFile
-	extra.HTTP1Engine = EngineLoop
 	n, ls := MustStartListeners(t, fmt.Sprintf(`namespace: looptls
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
@@ -212,7 +211,7 @@ func TestLoopTLSHandsOver(t *testing.T) {
 routes:
   - {id: ws, match: {pathPrefix: /chat}, upstream: {targets: [{url: "http://%s"}]}}
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
-`, ws.ln.Addr(), up), Config{ListenTLS: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile, HTTP1Engine: EngineLoop})
+`, ws.ln.Addr(), up), Config{ListenTLS: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile})
 	addr := ls.TLSAddr().String()
 
 	tc, _ := dialLoopTLS(t, addr, ca, 0)
@@ -283,7 +282,6 @@ routes:
 // whose answer says "Connection: close", and closes an idle TLS
 // connection.
 func TestLoopTLSDrain(t *testing.T) {
-	t.Setenv(EngineEnv, EngineLoop)
 	started := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {

@@ -90,7 +90,6 @@ func TestLoopServesWaitingLimits(t *testing.T) {
 				st = loopStore(t, loopRedis)
 				cfg.Snapshot.Cluster = st.Cluster
 			}
-			t.Setenv(EngineEnv, EngineLoop)
 			n, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: loopwait
 routes:
   - {id: limited, match: {pathPrefix: /limited}, upstream: {targets: [{url: %q}]}}
@@ -147,7 +146,6 @@ limits:
 // until stop, which returns what Serve returned.
 func startLoopNode(t *testing.T, rules string, cfg Config) (n *Node, addr string, stop func() error) {
 	t.Helper()
-	t.Setenv(EngineEnv, EngineLoop)
 	cfg.Listen, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	n = New(cfg)
@@ -302,7 +300,6 @@ func TestLoopDecisionEnds(t *testing.T) {
 // limit): a quick request behind a delayed one waits its turn.
 func TestLoopPipelinedAcrossDecisions(t *testing.T) {
 	up := echoUpstream(t)
-	t.Setenv(EngineEnv, EngineLoop)
 	n, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: loopwait
 routes:
   - {id: wait, match: {pathPrefix: /wait}, upstream: {targets: [{url: %[1]q}]}}

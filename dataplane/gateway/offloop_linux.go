@@ -83,11 +83,59 @@ func (cl *loopClient) offLoop(r *offRequest, data []byte, used int, reason strin
 	}
 	r.nc = nc
 	cl.view.nc, cl.view.wd = nc, false // deadlines set on ctx.Conn() reach it
+	e.goOff(nc, r.serve)
+}
+
+// goOff runs serve, which serves c off the loops, on a goroutine the
+// engine's drain waits for (streams), c among those a drain closes when it
+// runs out of time (off).
+func (e *loopEngine) goOff(c net.Conn, serve func()) {
+	e.offMu.Lock()
+	e.off[c] = struct{}{}
+	e.offMu.Unlock()
 	e.streams.Add(1)
 	go func() {
 		defer e.streams.Done()
-		r.serve()
+		defer e.dropOff(c)
+		serve()
 	}()
+}
+
+// dropOff forgets c (goOff's): it is closed, or back on a loop.
+func (e *loopEngine) dropOff(c net.Conn) {
+	e.offMu.Lock()
+	delete(e.off, c)
+	e.offMu.Unlock()
+}
+
+// relay runs an upgrade's relay with c on a goroutine of its own, which a
+// drain does not wait for: a WebSocket has no end a drain could wait for.
+// The drain closes c once the requests it waits for are done (closeOff).
+func (e *loopEngine) relay(c net.Conn, relay func(net.Conn)) {
+	e.offMu.Lock()
+	e.relays[c] = struct{}{}
+	e.offMu.Unlock()
+	go func() {
+		defer func() {
+			e.offMu.Lock()
+			delete(e.relays, c)
+			e.offMu.Unlock()
+		}()
+		relay(c)
+		_ = c.Close()
+	}()
+}
+
+// closeOff closes the connections served off the loops.
+func (e *loopEngine) closeOff() {
+	e.offMu.Lock()
+	defer e.offMu.Unlock()
+	for c := range e.off {
+		_ = c.Close()
+	}
+	for c := range e.relays {
+		_ = c.Close()
+	}
 }
 
 // serve serves the request, writes its answer, and gives the connection
@@ -175,12 +223,13 @@ func (r *offRequest) serve() {
 			pre = r.unread(br, src)
 		}
 		r.end()
-		if err == nil {
-			c := proxy.Prefixed(r.nc, pre)
-			_ = c.SetDeadline(time.Time{})
-			relay(c)
+		if err != nil {
+			_ = r.nc.Close()
+			return
 		}
-		_ = r.nc.Close()
+		c := proxy.Prefixed(r.nc, pre)
+		_ = c.SetDeadline(time.Time{})
+		r.cl.ls.e.relay(c, relay)
 		return
 	}
 	if err == nil && !closeConn && body != nil {
@@ -248,6 +297,7 @@ func (p *preReader) Read(b []byte) (int, error) {
 // it closes nc when the loop is gone or the engine drains.
 func (cl *loopClient) resume(nc net.Conn, pre []byte) {
 	e := cl.ls.e
+	e.dropOff(nc) // the loop's again: a drain ends it there
 	if cl.tls != nil {
 		if !e.serveTLS(cl.tls.tc, pre) {
 			_ = nc.Close()

@@ -86,20 +86,16 @@ func (u *countingUpstream) settled() int64 {
 // most as many connections (plus the two the limit admits).
 func TestRapidReset(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			up := newCountingUpstream(t, 2*time.Millisecond)
-			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: rapid
+	up := newCountingUpstream(t, 2*time.Millisecond)
+	_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: rapid
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 5s}}
 limits:
   - {id: two, algorithm: concurrency, rate: 2}
-`, up.url), Config{HTTP1Engine: engine})
-			addr := strings.TrimPrefix(base, "http://")
-			for _, lag := range []int{0, 10} {
-				rapidResetOnce(t, up, addr, lag)
-			}
-		})
+`, up.url), Config{})
+	addr := strings.TrimPrefix(base, "http://")
+	for _, lag := range []int{0, 10} {
+		rapidResetOnce(t, up, addr, lag)
 	}
 }
 
@@ -196,46 +192,42 @@ func rapidReset(t *testing.T, addr string, n, lag int) (int, *http2.GoAwayFrame)
 // upstream at most once each, on every engine.
 func TestOpenSendClose(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			up := newCountingUpstream(t, 20*time.Millisecond)
-			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: osc
+	up := newCountingUpstream(t, 20*time.Millisecond)
+	_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: osc
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}], timeout: 5s}}
-`, up.url), Config{HTTP1Engine: engine})
-			addr := strings.TrimPrefix(base, "http://")
-			const clients, parallel = 2000, 50
-			var wg sync.WaitGroup
-			next := atomic.Int64{}
-			for range parallel {
-				wg.Go(func() {
-					for i := next.Add(1); i <= clients; i = next.Add(1) {
-						c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						_, _ = fmt.Fprintf(c, "GET /osc/%d HTTP/1.1\r\nHost: g.test\r\n\r\n", i)
-						c.Close()
-					}
-				})
-			}
-			wg.Wait()
-			reqs := up.settled()
-			up.mu.Lock()
-			defer up.mu.Unlock()
-			twice := 0
-			for p, k := range up.paths {
-				if k > 1 {
-					twice++
-					if twice <= 3 {
-						t.Errorf("%s reached the upstream %d times", p, k)
-					}
+`, up.url), Config{})
+	addr := strings.TrimPrefix(base, "http://")
+	const clients, parallel = 2000, 50
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range parallel {
+		wg.Go(func() {
+			for i := next.Add(1); i <= clients; i = next.Add(1) {
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
 				}
+				_, _ = fmt.Fprintf(c, "GET /osc/%d HTTP/1.1\r\nHost: g.test\r\n\r\n", i)
+				c.Close()
 			}
-			t.Logf("%d requests reached the upstream (of %d sent), %d twice or more, on %d connections", reqs, clients, twice, up.conns.Load())
 		})
 	}
+	wg.Wait()
+	reqs := up.settled()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	twice := 0
+	for p, k := range up.paths {
+		if k > 1 {
+			twice++
+			if twice <= 3 {
+				t.Errorf("%s reached the upstream %d times", p, k)
+			}
+		}
+	}
+	t.Logf("%d requests reached the upstream (of %d sent), %d twice or more, on %d connections", reqs, clients, twice, up.conns.Load())
 }
 
 // TestConcurrencyCountsH2Streams: a concurrency limit counts HTTP/2

@@ -75,92 +75,87 @@ func scriptedUpstream(tb testing.TB, answers ...string) string {
 // upstream's "Connection: close" closes the upstream's connection, not the
 // client's: the next request on the same client connection is answered.
 func TestRelayedAnswerHeader(t *testing.T) {
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			up := scriptedUpstream(t,
-				"HTTP/1.0 200 Fine Thanks\r\nConnection: close\r\nX-Request-Id: from-upstream\r\nServer: up/1\r\n"+
-					"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nKeep-Alive: timeout=1\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok",
-				"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nX-Second: yes\r\n\r\n"+
-					"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n",
-				"HTTP/1.1 200 OK\r\nratelimit-policy: \"app\";q=5\r\nContent-Length: 1\r\n\r\nz")
-			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: relay
+	up := scriptedUpstream(t,
+		"HTTP/1.0 200 Fine Thanks\r\nConnection: close\r\nX-Request-Id: from-upstream\r\nServer: up/1\r\n"+
+			"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nKeep-Alive: timeout=1\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nX-Second: yes\r\n\r\n"+
+			"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nratelimit-policy: \"app\";q=5\r\nContent-Length: 1\r\n\r\nz")
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: relay
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 limits:
   - {id: per-ip, key: [ip], algorithm: token_bucket, rate: 1000, period: 1s, burst: 1000}
 `, up))
-			c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			br := bufio.NewReader(c)
-			get := func(id string) (*http.Response, string, string) {
-				t.Helper()
-				if _, err := fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: front.test\r\nX-Request-Id: %s\r\n\r\n", id); err != nil {
-					t.Fatal(err)
-				}
-				// The status line as sent, then the rest.
-				line, err := br.ReadString('\n')
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(line), br)), &http.Request{Method: "GET"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return resp, strings.TrimRight(line, "\r\n"), string(b)
-			}
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	get := func(id string) (*http.Response, string, string) {
+		t.Helper()
+		if _, err := fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: front.test\r\nX-Request-Id: %s\r\n\r\n", id); err != nil {
+			t.Fatal(err)
+		}
+		// The status line as sent, then the rest.
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(line), br)), &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, strings.TrimRight(line, "\r\n"), string(b)
+	}
 
-			resp, line, body := get("client-1")
-			if line != "HTTP/1.1 200 OK" || body != "ok" {
-				t.Errorf("first answer: %q, body %q", line, body)
-			}
-			if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-1" {
-				t.Errorf("X-Request-Id %q, want the gateway's (the client's valid one), once", got)
-			}
-			if got := resp.Header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
-				t.Errorf("Set-Cookie %q", got)
-			}
-			if resp.Header.Get("Server") != "up/1" || resp.Header.Get("X-Kept") != "yes" {
-				t.Errorf("Server %q X-Kept %q", resp.Header.Get("Server"), resp.Header.Get("X-Kept"))
-			}
-			if v, ok := resp.Header["Keep-Alive"]; ok {
-				t.Errorf("the client got Keep-Alive: %q", v)
-			}
-			for _, k := range []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
-				if got := resp.Header.Values(k); len(got) != 1 {
-					t.Errorf("%s: %q, want one", k, got)
-				}
-			}
-			if resp.Close {
-				t.Errorf("the upstream's Connection: close reached the client")
-			}
+	resp, line, body := get("client-1")
+	if line != "HTTP/1.1 200 OK" || body != "ok" {
+		t.Errorf("first answer: %q, body %q", line, body)
+	}
+	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-1" {
+		t.Errorf("X-Request-Id %q, want the gateway's (the client's valid one), once", got)
+	}
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
+		t.Errorf("Set-Cookie %q", got)
+	}
+	if resp.Header.Get("Server") != "up/1" || resp.Header.Get("X-Kept") != "yes" {
+		t.Errorf("Server %q X-Kept %q", resp.Header.Get("Server"), resp.Header.Get("X-Kept"))
+	}
+	if v, ok := resp.Header["Keep-Alive"]; ok {
+		t.Errorf("the client got Keep-Alive: %q", v)
+	}
+	for _, k := range []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+		if got := resp.Header.Values(k); len(got) != 1 {
+			t.Errorf("%s: %q, want one", k, got)
+		}
+	}
+	if resp.Close {
+		t.Errorf("the upstream's Connection: close reached the client")
+	}
 
-			resp, line, body = get("client-2")
-			if line != "HTTP/1.1 201 Created" || body != "abc" {
-				t.Errorf("second answer: %q, body %q", line, body)
-			}
-			if resp.Header.Get("X-Second") != "yes" || resp.Header.Get("X-Request-Id") != "client-2" {
-				t.Errorf("second answer's header: %v", resp.Header)
-			}
-			if got := resp.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "1000" {
-				t.Errorf("X-RateLimit-Limit %q", got)
-			}
+	resp, line, body = get("client-2")
+	if line != "HTTP/1.1 201 Created" || body != "abc" {
+		t.Errorf("second answer: %q, body %q", line, body)
+	}
+	if resp.Header.Get("X-Second") != "yes" || resp.Header.Get("X-Request-Id") != "client-2" {
+		t.Errorf("second answer's header: %v", resp.Header)
+	}
+	if got := resp.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "1000" {
+		t.Errorf("X-RateLimit-Limit %q", got)
+	}
 
-			// An upstream's own RateLimit field stays, beside the gateway's.
-			resp, _, body = get("client-3")
-			if got := resp.Header.Values("Ratelimit-Policy"); body != "z" || len(got) != 2 || !slices.Contains(got, `"app";q=5`) {
-				t.Errorf("RateLimit-Policy %q (body %q), want the upstream's and the gateway's", got, body)
-			}
-		})
+	// An upstream's own RateLimit field stays, beside the gateway's.
+	resp, _, body = get("client-3")
+	if got := resp.Header.Values("Ratelimit-Policy"); body != "z" || len(got) != 2 || !slices.Contains(got, `"app";q=5`) {
+		t.Errorf("RateLimit-Policy %q (body %q), want the upstream's and the gateway's", got, body)
 	}
 }
 
@@ -171,7 +166,6 @@ limits:
 // upstream's was sent), and the failures count as the upstream's (the
 // route's 5xx series).
 func TestSmallBodyCutOff(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
 	up := scriptedUpstream(t,
 		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nonly part of it",
 		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part, then nothing<stall>",

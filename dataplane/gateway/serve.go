@@ -177,8 +177,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	}
 	// traffic serves no connection: it is HTTP/2's base configuration
 	// (dispatcher.h2base) and carries its graceful shutdown. HTTP/1.1 is
-	// the fasthttp engine's (and the event loops', which hand it what they
-	// do not serve themselves).
+	// the event loops'.
 	traffic := &http.Server{
 		// Streams' bodies and responses are bounded per route
 		// (bodyTimeout, writeTimeout: see proxy.Upstream.Forward); the
@@ -186,11 +185,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 	}
-	engine, err := ParseEngine(n.cfg.HTTP1Engine)
-	if err != nil {
-		return err
-	}
-	d, err := newDispatcher(traffic, h2s, n.newFastServer(), n)
+	d, err := newDispatcher(traffic, h2s, n)
 	if err != nil {
 		return fmt.Errorf("configuring HTTP/2: %w", err)
 	}
@@ -203,16 +198,13 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	adm := &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 2 * time.Minute, // /debug/pprof/profile takes 30s by default
 		IdleTimeout:  IdleTimeout, MaxHeaderBytes: 64 << 10}
-	var loops *loopEngine
-	nloops := 0
-	if engine == EngineLoop {
-		// Started once the servers they hand connections to are set up.
-		nloops = loopCount(n.cfg.EventLoops)
-		if loops, err = n.startLoops(d, ls.Traffic, nloops); err != nil {
-			return fmt.Errorf("starting the event loops: %w", err)
-		}
-		d.tlsLoop = func(tc *tls.Conn) bool { return loops.serveTLS(tc, nil) } // TLS HTTP/1.1 too, after its handshake
+	// Started once the servers they hand connections to are set up.
+	nloops := loopCount(n.cfg.EventLoops)
+	loops, err := n.startLoops(d, ls.Traffic, nloops)
+	if err != nil {
+		return fmt.Errorf("starting the event loops: %w", err)
 	}
+	d.tlsLoop = func(tc *tls.Conn) bool { return loops.serveTLS(tc, nil) } // TLS HTTP/1.1 too, after its handshake
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
 	run := func(serve func() error) {
@@ -228,11 +220,8 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.TLS != nil {
 		trafficLns = append(trafficLns, ls.TLS)
 	}
-	for _, l := range trafficLns {
-		if loops != nil && l == ls.Traffic {
-			continue // the loops accept from it
-		}
-		run(func() error { return d.serve(l) })
+	if ls.TLS != nil {
+		run(func() error { return d.serve(ls.TLS) }) // the loops accept from ls.Traffic
 	}
 	run(func() error { return adm.Serve(ls.Admin) })
 	reloadCtx, stopReload := context.WithCancel(ctx)
@@ -244,10 +233,7 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	if ls.TLS != nil {
 		attrs = append(attrs, "listenTLS", ls.TLS.Addr().String())
 	}
-	attrs = append(attrs, "http1Engine", engine, "gomaxprocs", runtime.GOMAXPROCS(0))
-	if loops != nil {
-		attrs = append(attrs, "eventLoops", nloops)
-	}
+	attrs = append(attrs, "gomaxprocs", runtime.GOMAXPROCS(0), "eventLoops", nloops)
 	n.log.Info("gateway serving", attrs...)
 	var serveErr error
 	select {
@@ -266,16 +252,11 @@ func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	for _, l := range trafficLns {
 		l.Close() // stop accepting; the dispatcher's serve loops return
 	}
-	var loopErr chan error
-	if loops != nil {
-		loopErr = make(chan error, 1)
-		go func() { loopErr <- loops.drain(sctx) }()
-	}
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- loops.drain(sctx) }()
 	err = d.shutdown(sctx)
-	if loopErr != nil {
-		if lerr := <-loopErr; err == nil {
-			err = lerr
-		}
+	if lerr := <-loopErr; err == nil {
+		err = lerr
 	}
 	close(stopReaper)
 	_ = adm.Shutdown(sctx)

@@ -150,44 +150,37 @@ routes:
 		}
 	}
 
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine, Snapshot: snapshot.Options{Tracer: tp}})
-			do := http.DefaultClient.Do
-			for _, tc := range []struct{ method, path string }{
-				{http.MethodGet, "/h1/get"}, {http.MethodPost, "/h1/post"}, {http.MethodGet, "/h2c/get"}, {http.MethodPost, "/h2c/post"},
-			} {
-				t.Run(tc.method+tc.path, func(t *testing.T) {
-					check(t, do, tc.method, base+tc.path, true)
-					check(t, do, tc.method, base+tc.path, false)
-				})
-			}
-			if engine != testEngines()[0] {
-				return // HTTP/2 is served alike whatever the HTTP/1.1 engine
-			}
-			cc := h2cConns(t, base, 1)[0]
-			for _, path := range []string{"/h1/h2", "/h2c/h2"} {
-				t.Run("HTTP/2 "+path, func(t *testing.T) {
-					check(t, cc.RoundTrip, http.MethodPost, base+path, true)
-					check(t, cc.RoundTrip, http.MethodGet, base+path, false)
-				})
-			}
-			t.Run("gRPC", func(t *testing.T) {
-				gc, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer gc.Close()
-				call := func(req *http.Request) (*http.Response, error) {
-					ctx := metadata.AppendToOutgoingContext(req.Context(), "traceparent", req.Header.Get("Traceparent"), "tracestate", req.Header.Get("Tracestate"))
-					if _, err := invoke(ctx, gc, "Unary", "x"); err != nil {
-						return nil, err
-					}
-					return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
-				}
-				check(t, call, http.MethodPost, "grpc", true)
-				check(t, call, http.MethodPost, "grpc", false)
-			})
+	_, base, _ := MustStartConfig(t, rules, Config{Snapshot: snapshot.Options{Tracer: tp}})
+	do := http.DefaultClient.Do
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/h1/get"}, {http.MethodPost, "/h1/post"}, {http.MethodGet, "/h2c/get"}, {http.MethodPost, "/h2c/post"},
+	} {
+		t.Run(tc.method+tc.path, func(t *testing.T) {
+			check(t, do, tc.method, base+tc.path, true)
+			check(t, do, tc.method, base+tc.path, false)
 		})
 	}
+	cc := h2cConns(t, base, 1)[0]
+	for _, path := range []string{"/h1/h2", "/h2c/h2"} {
+		t.Run("HTTP/2 "+path, func(t *testing.T) {
+			check(t, cc.RoundTrip, http.MethodPost, base+path, true)
+			check(t, cc.RoundTrip, http.MethodGet, base+path, false)
+		})
+	}
+	t.Run("gRPC", func(t *testing.T) {
+		gc, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gc.Close()
+		call := func(req *http.Request) (*http.Response, error) {
+			ctx := metadata.AppendToOutgoingContext(req.Context(), "traceparent", req.Header.Get("Traceparent"), "tracestate", req.Header.Get("Tracestate"))
+			if _, err := invoke(ctx, gc, "Unary", "x"); err != nil {
+				return nil, err
+			}
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+		}
+		check(t, call, http.MethodPost, "grpc", true)
+		check(t, call, http.MethodPost, "grpc", false)
+	})
 }

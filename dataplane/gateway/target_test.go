@@ -70,54 +70,49 @@ func TestTargetsHostsPathsRefused(t *testing.T) {
 		{"%5c", "GET", "shop.example.com", "/api%5corders", http.StatusBadRequest},
 		{"UTF-8 escaped", "GET", "shop.example.com", "/caf%C3%A9", http.StatusOK},
 	}
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			var reached atomic.Int32
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				reached.Add(1)
-				fmt.Fprintf(w, "host route")
-			}))
-			t.Cleanup(up.Close)
-			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				reached.Add(1)
-				fmt.Fprintf(w, "catch-all")
-			}))
-			t.Cleanup(other.Close)
-			rules := fmt.Sprintf(`namespace: targets
+	var reached atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		fmt.Fprintf(w, "host route")
+	}))
+	t.Cleanup(up.Close)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		fmt.Fprintf(w, "catch-all")
+	}))
+	t.Cleanup(other.Close)
+	rules := fmt.Sprintf(`namespace: targets
 routes:
   - {id: shop, match: {hosts: [shop.example.com], pathPrefix: /}, upstream: {targets: [{url: %q}]}}
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 `, up.URL, other.URL)
-			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
-			addr := strings.TrimPrefix(base, "http://")
-			for _, tc := range tests {
-				before := reached.Load()
-				if got := sendRawStatus(t, addr, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\n", tc.method, tc.target, tc.host)); got != tc.want {
-					t.Errorf("HTTP/1.1 %s: %d, want %d", tc.desc, got, tc.want)
-				}
-				if tc.want != http.StatusOK && reached.Load() != before {
-					t.Errorf("HTTP/1.1 %s reached an upstream", tc.desc)
-				}
-				if tc.method != "GET" {
-					continue // HTTP/2 has no such request lines
-				}
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := h2Status(t, c, tc.host, tc.target)
-				c.Close()
-				if got == 0 && tc.want != http.StatusOK {
-					t.Logf("h2c %s: refused by the HTTP/2 server (RST_STREAM)", tc.desc)
-				} else if got != tc.want {
-					t.Errorf("h2c %s: %d, want %d", tc.desc, got, tc.want)
-				}
-				if tc.want != http.StatusOK && reached.Load() != before {
-					t.Errorf("h2c %s reached an upstream", tc.desc)
-				}
-			}
-		})
+	_, base, _ := MustStartConfig(t, rules, Config{})
+	addr := strings.TrimPrefix(base, "http://")
+	for _, tc := range tests {
+		before := reached.Load()
+		if got := sendRawStatus(t, addr, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\n", tc.method, tc.target, tc.host)); got != tc.want {
+			t.Errorf("HTTP/1.1 %s: %d, want %d", tc.desc, got, tc.want)
+		}
+		if tc.want != http.StatusOK && reached.Load() != before {
+			t.Errorf("HTTP/1.1 %s reached an upstream", tc.desc)
+		}
+		if tc.method != "GET" {
+			continue // HTTP/2 has no such request lines
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := h2Status(t, c, tc.host, tc.target)
+		c.Close()
+		if got == 0 && tc.want != http.StatusOK {
+			t.Logf("h2c %s: refused by the HTTP/2 server (RST_STREAM)", tc.desc)
+		} else if got != tc.want {
+			t.Errorf("h2c %s: %d, want %d", tc.desc, got, tc.want)
+		}
+		if tc.want != http.StatusOK && reached.Load() != before {
+			t.Errorf("h2c %s reached an upstream", tc.desc)
+		}
 	}
 }
 
@@ -158,48 +153,43 @@ func TestPathRuleMatchesGo(t *testing.T) {
 		}
 		return "other"
 	}
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			upstream := func(name string) string {
-				m := http.NewServeMux()
-				for _, p := range patterns {
-					m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-						fmt.Fprintf(w, "%s %s %s", name, p, r.URL.EscapedPath())
-					})
-				}
-				s := httptest.NewServer(m)
-				t.Cleanup(s.Close)
-				return s.URL
-			}
-			a, b := upstream("A"), upstream("B")
-			_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: gopaths
+	upstream := func(name string) string {
+		m := http.NewServeMux()
+		for _, p := range patterns {
+			m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "%s %s %s", name, p, r.URL.EscapedPath())
+			})
+		}
+		s := httptest.NewServer(m)
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	a, b := upstream("A"), upstream("B")
+	_, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: gopaths
 routes:
   - {id: orders, match: {path: /api/orders}, upstream: {targets: [{url: %q}]}}
   - {id: tree, match: {pathPrefix: /api/orders/}, upstream: {targets: [{url: %q}]}}
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
-`, a, a, b), Config{HTTP1Engine: engine})
-			addr := strings.TrimPrefix(base, "http://")
-			for _, p := range paths {
-				body := getBody(t, addr, p)
-				var name, upPattern, forwarded string
-				if _, err := fmt.Sscan(body, &name, &upPattern, &forwarded); err != nil {
-					t.Errorf("%s: answer %q", p, body)
-					continue
-				}
-				gw := map[string]string{"A": "orders", "B": "other"}[name]
-				// The upstream's view of what the gateway forwarded is the
-				// gateway's always; Go's view of the path as sent is too
-				// when the gateway forwarded it as sent (it resolves
-				// "%2e" segments, which Go's ServeMux keeps as a segment
-				// named ".", and the upstream gets the resolved path).
-				asSent := forwarded == p || goRoute(p) == goRoute(forwarded)
-				if gw != family(upPattern) || asSent && gw != family(goRoute(p)) {
-					t.Errorf("%s: the gateway routed it as %s (forwarded as %s), Go's ServeMux as %s (%q), the upstream as %s (%q)",
-						p, gw, forwarded, family(goRoute(p)), goRoute(p), family(upPattern), upPattern)
-				}
-			}
-		})
+`, a, a, b), Config{})
+	addr := strings.TrimPrefix(base, "http://")
+	for _, p := range paths {
+		body := getBody(t, addr, p)
+		var name, upPattern, forwarded string
+		if _, err := fmt.Sscan(body, &name, &upPattern, &forwarded); err != nil {
+			t.Errorf("%s: answer %q", p, body)
+			continue
+		}
+		gw := map[string]string{"A": "orders", "B": "other"}[name]
+		// The upstream's view of what the gateway forwarded is the
+		// gateway's always; Go's view of the path as sent is too
+		// when the gateway forwarded it as sent (it resolves
+		// "%2e" segments, which Go's ServeMux keeps as a segment
+		// named ".", and the upstream gets the resolved path).
+		asSent := forwarded == p || goRoute(p) == goRoute(forwarded)
+		if gw != family(upPattern) || asSent && gw != family(goRoute(p)) {
+			t.Errorf("%s: the gateway routed it as %s (forwarded as %s), Go's ServeMux as %s (%q), the upstream as %s (%q)",
+				p, gw, forwarded, family(goRoute(p)), goRoute(p), family(upPattern), upPattern)
+		}
 	}
 }
 

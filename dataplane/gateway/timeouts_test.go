@@ -238,16 +238,15 @@ func TestStalledBodyTimeouts(t *testing.T) {
 	h2cAddr := newH2CUpstream(t, up.Config.Handler)
 	for _, tc := range []struct {
 		desc                 string
-		engine               string
 		timeout, bodyTimeout string
 		status               int
 		detail               string
 		h2c                  bool
 	}{
-		{desc: "fasthttp, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
-		{desc: "fasthttp, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
-		{desc: "fasthttp bridge to h2c, route timeout first", engine: EngineFastHTTP, timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms", h2c: true},
-		{desc: "fasthttp bridge to h2c, body timeout first", engine: EngineFastHTTP, timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms", h2c: true},
+		{desc: "route timeout first", timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms"},
+		{desc: "body timeout first", timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms"},
+		{desc: "bridge to h2c, route timeout first", timeout: "200ms", bodyTimeout: "5s", status: http.StatusGatewayTimeout, detail: "within 200ms", h2c: true},
+		{desc: "bridge to h2c, body timeout first", timeout: "5s", bodyTimeout: "200ms", status: http.StatusRequestTimeout, detail: "nothing arrived for 200ms", h2c: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			target := up.URL
@@ -259,7 +258,7 @@ routes:
   - id: upload
     match: {pathPrefix: /}
     upstream: {targets: [{url: %q}], timeout: %s, bodyTimeout: %s}
-`, target, tc.timeout, tc.bodyTimeout), Config{HTTP1Engine: tc.engine})
+`, target, tc.timeout, tc.bodyTimeout), Config{})
 			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 			if err != nil {
 				t.Fatal(err)
@@ -319,38 +318,34 @@ routes:
   - {id: plain, match: {pathPrefix: /plain/}, upstream: {bodyTimeout: 300ms, targets: [{url: %q}]}}
   - {id: h2c, match: {pathPrefix: /h2c/}, upstream: {bodyTimeout: 300ms, targets: [{url: "h2c://%s"}]}}
 `, plain, h2cAddr)
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			_, base, _ := MustStartConfig(t, rules, Config{HTTP1Engine: engine})
-			for _, path := range []string{"/plain/", "/h2c/"} {
-				for _, first := range []int{8 << 10, 100 << 10} {
-					const parts, part = 10, 1000
-					pr, pw := io.Pipe()
-					go func() {
-						_, _ = pw.Write(bytes.Repeat([]byte("x"), first))
-						for range parts {
-							time.Sleep(100 * time.Millisecond)
-							_, _ = pw.Write(bytes.Repeat([]byte("y"), part))
-						}
-						pw.Close()
-					}()
-					req, err := http.NewRequest("POST", base+path+"up", pr)
-					if err != nil {
-						t.Fatal(err)
-					}
-					req.ContentLength = int64(first + parts*part)
-					resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if want := fmt.Sprintf("%d <nil>", req.ContentLength); resp.StatusCode != 200 || string(body) != want {
-						t.Fatalf("%s, %d bytes 100ms apart: %d %s; want 200 %q", path, req.ContentLength, resp.StatusCode, body, want)
-					}
+	t.Parallel()
+	_, base, _ := MustStartConfig(t, rules, Config{})
+	for _, path := range []string{"/plain/", "/h2c/"} {
+		for _, first := range []int{8 << 10, 100 << 10} {
+			const parts, part = 10, 1000
+			pr, pw := io.Pipe()
+			go func() {
+				_, _ = pw.Write(bytes.Repeat([]byte("x"), first))
+				for range parts {
+					time.Sleep(100 * time.Millisecond)
+					_, _ = pw.Write(bytes.Repeat([]byte("y"), part))
 				}
+				pw.Close()
+			}()
+			req, err := http.NewRequest("POST", base+path+"up", pr)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			req.ContentLength = int64(first + parts*part)
+			resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("%d <nil>", req.ContentLength); resp.StatusCode != 200 || string(body) != want {
+				t.Fatalf("%s, %d bytes 100ms apart: %d %s; want 200 %q", path, req.ContentLength, resp.StatusCode, body, want)
+			}
+		}
 	}
 }

@@ -107,34 +107,29 @@ func TestRelayedTrailers(t *testing.T) {
 			}
 		}
 	})
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			up := scriptedUpstream(t, answers...)
-			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: trailers
+	up := scriptedUpstream(t, answers...)
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: trailers
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 `, up))
-			tr := &http.Transport{}
-			defer tr.CloseIdleConnections()
-			c := &http.Client{Transport: tr}
-			for _, tc := range cases {
-				want := tc.want
-				if tc.departs != nil {
-					want = *tc.departs
-				}
-				got, h := getTrailers(t, c, base+"/x")
-				if want.Status == http.StatusBadGateway {
-					got.Body, got.CL = "", 0 // the gateway's problem
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("%s: the client gets %+v\nwant %+v", tc.desc, got, want)
-				}
-				if h.Get("X-Request-Id") == "" || h.Get("Content-Type") == "text/evil" {
-					t.Errorf("%s: header %v", tc.desc, h)
-				}
-			}
-		})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for _, tc := range cases {
+		want := tc.want
+		if tc.departs != nil {
+			want = *tc.departs
+		}
+		got, h := getTrailers(t, c, base+"/x")
+		if want.Status == http.StatusBadGateway {
+			got.Body, got.CL = "", 0 // the gateway's problem
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the client gets %+v\nwant %+v", tc.desc, got, want)
+		}
+		if h.Get("X-Request-Id") == "" || h.Get("Content-Type") == "text/evil" {
+			t.Errorf("%s: header %v", tc.desc, h)
+		}
 	}
 }
 
@@ -143,7 +138,6 @@ routes:
 // out of the header: the name is not declared to the client, and the
 // other trailers are relayed.
 func TestTrailersDeclaringRequestID(t *testing.T) {
-	t.Setenv(EngineEnv, EngineFastHTTP)
 	up := scriptedUpstream(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Request-Id, X-Sum\r\n\r\n"+
 		"3\r\nabc\r\n0\r\nX-Sum: 1\r\n\r\n")
 	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: trailers
@@ -171,22 +165,17 @@ routes:
 // engine without the Trailer field either (net/http's server writes the
 // one ReverseProxy declares, as it does for any HTTP/1.0 client).
 func TestTrailersHTTP10Client(t *testing.T) {
-	for _, engine := range testEngines() {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv(EngineEnv, engine)
-			up := scriptedUpstream(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"+
-				"3\r\nabc\r\n0\r\nX-Sum: 1\r\nX-Extra: 2\r\n\r\n")
-			_, base, _ := MustStart(t, fmt.Sprintf(`namespace: trailers
+	up := scriptedUpstream(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"+
+		"3\r\nabc\r\n0\r\nX-Sum: 1\r\nX-Extra: 2\r\n\r\n")
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: trailers
 routes:
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
 `, up))
-			resp, b := getHTTP10(t, base, "/x")
-			if string(b) != "abc" {
-				t.Errorf("body %q", b)
-			}
-			if len(resp.Trailer) > 0 || resp.Header["Trailer"] != nil {
-				t.Errorf("an HTTP/1.0 client got trailers: Trailer %v, header %v", resp.Trailer, resp.Header)
-			}
-		})
+	resp, b := getHTTP10(t, base, "/x")
+	if string(b) != "abc" {
+		t.Errorf("body %q", b)
+	}
+	if len(resp.Trailer) > 0 || resp.Header["Trailer"] != nil {
+		t.Errorf("an HTTP/1.0 client got trailers: Trailer %v, header %v", resp.Trailer, resp.Header)
 	}
 }

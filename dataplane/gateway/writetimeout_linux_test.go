@@ -38,13 +38,12 @@ func TestWriteTimeoutWholeAnswers(t *testing.T) {
 	// least 800 (10 MB).
 	asked := max(800, 2*sendBufferMax()/len(body)+100)
 	for _, tc := range []struct {
-		engine, writeTimeout string
-		cut                  bool
+		writeTimeout string
+		cut          bool
 	}{
-		{EngineFastHTTP, "300ms", true}, {EngineLoop, "300ms", true},
-		{EngineFastHTTP, "", false}, {EngineLoop, "", false},
+		{"300ms", true}, {"", false},
 	} {
-		t.Run(tc.engine+"/writeTimeout="+tc.writeTimeout, func(t *testing.T) {
+		t.Run("writeTimeout="+tc.writeTimeout, func(t *testing.T) {
 			wt := ""
 			if tc.writeTimeout != "" {
 				wt = "writeTimeout: " + tc.writeTimeout + ", "
@@ -53,7 +52,7 @@ func TestWriteTimeoutWholeAnswers(t *testing.T) {
 			n, base, _ := MustStartConfig(t, fmt.Sprintf(`namespace: wt
 routes:
   - {id: api, match: {pathPrefix: /}, upstream: {%stargets: [{url: %q}]}}
-`, wt, up), Config{HTTP1Engine: tc.engine})
+`, wt, up), Config{})
 			addr := strings.TrimPrefix(base, "http://")
 			c, err := dialSmallReceiver("tcp", addr)
 			if err != nil {
@@ -65,8 +64,8 @@ routes:
 			}
 			time.Sleep(3 * time.Second)
 			got := countAnswers(c, asked, func(_ *http.Response, n int64) bool { return n == int64(len(body)) })
-			t.Logf("%s, writeTimeout %q: %d of %d answers", tc.engine, tc.writeTimeout, got, asked)
-			if h := handoffs(t, n); tc.engine == EngineLoop && len(h) != 0 {
+			t.Logf("writeTimeout %q: %d of %d answers", tc.writeTimeout, got, asked)
+			if h := handoffs(t, n); len(h) != 0 {
 				t.Fatalf("hand-overs %v: the answers were to stay on the loop", h)
 			}
 			if tc.cut && got == asked {
@@ -92,45 +91,41 @@ func TestWriteTimeoutOwnAnswers(t *testing.T) {
 		t.Skip("waits out api.DefaultWriteTimeout")
 	}
 	asked := max(20000, 2*sendBufferMax()/400+1000) // 404s of about 400 bytes
-	for _, engine := range []string{EngineFastHTTP, EngineLoop} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			_, base, _ := MustStartConfig(t, `namespace: own
+	t.Parallel()
+	_, base, _ := MustStartConfig(t, `namespace: own
 routes:
   - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: "http://127.0.0.1:9"}]}}
-`, Config{HTTP1Engine: engine})
-			c, err := dialSmallReceiver("tcp", strings.TrimPrefix(base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			// Written from a goroutine: the gateway stops reading once it
-			// cannot write, and the requests are more than its buffers.
-			go func() {
-				_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
-			}()
-			// The gateway's write deadline runs from when its writes stall,
-			// which on a loaded machine can be seconds after the requests
-			// were sent (its send buffer grows to tcp_wmem's maximum as it
-			// writes). Its socket's queues (from /proc/net/tcp: what it has
-			// not read, what it has not sent) tell: once neither moves, it
-			// neither reads nor writes. They must then be still for a write
-			// timeout and 3 s, or the wait starts again.
-			for limit := time.Now().Add(90 * time.Second); ; {
-				stalledAt, q := waitPeerQueuesStill(t, c, time.Second, time.Until(limit))
-				time.Sleep(time.Until(stalledAt.Add(api.DefaultWriteTimeout + 3*time.Second)))
-				// Still the same, or no longer an open connection (the
-				// gateway gave up): it stalled for that long.
-				if now := peerQueues(t, c); now == q || !strings.HasPrefix(now, "01 ") {
-					break
-				}
-			}
-			got := countAnswers(c, asked, func(r *http.Response, _ int64) bool { return r.StatusCode == http.StatusNotFound })
-			t.Logf("%s: %d of %d answers", engine, got, asked)
-			if got == asked {
-				t.Fatalf("all %d answers came to a client that took nothing for %v: the gateway's own answers had no write deadline", asked, api.DefaultWriteTimeout+3*time.Second)
-			}
-		})
+`, Config{})
+	c, err := dialSmallReceiver("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Written from a goroutine: the gateway stops reading once it
+	// cannot write, and the requests are more than its buffers.
+	go func() {
+		_, _ = io.WriteString(c, strings.Repeat("GET /none HTTP/1.1\r\nHost: g\r\n\r\n", asked))
+	}()
+	// The gateway's write deadline runs from when its writes stall,
+	// which on a loaded machine can be seconds after the requests
+	// were sent (its send buffer grows to tcp_wmem's maximum as it
+	// writes). Its socket's queues (from /proc/net/tcp: what it has
+	// not read, what it has not sent) tell: once neither moves, it
+	// neither reads nor writes. They must then be still for a write
+	// timeout and 3 s, or the wait starts again.
+	for limit := time.Now().Add(90 * time.Second); ; {
+		stalledAt, q := waitPeerQueuesStill(t, c, time.Second, time.Until(limit))
+		time.Sleep(time.Until(stalledAt.Add(api.DefaultWriteTimeout + 3*time.Second)))
+		// Still the same, or no longer an open connection (the
+		// gateway gave up): it stalled for that long.
+		if now := peerQueues(t, c); now == q || !strings.HasPrefix(now, "01 ") {
+			break
+		}
+	}
+	got := countAnswers(c, asked, func(r *http.Response, _ int64) bool { return r.StatusCode == http.StatusNotFound })
+	t.Logf("%d of %d answers", got, asked)
+	if got == asked {
+		t.Fatalf("all %d answers came to a client that took nothing for %v: the gateway's own answers had no write deadline", asked, api.DefaultWriteTimeout+3*time.Second)
 	}
 }
 

@@ -18,8 +18,7 @@ func TestEnvironment(t *testing.T) {
 		{"malformed duration", "SLUICE_SHUTDOWN_TIMEOUT", "30", `invalid value "30" for environment SLUICE_SHUTDOWN_TIMEOUT`},
 		{"malformed bool", "SLUICE_PPROF", "maybe", `invalid value "maybe" for environment SLUICE_PPROF`},
 		{"malformed text", "SLUICE_ENCODED_SLASHES", "sometimes", `invalid value "sometimes" for environment SLUICE_ENCODED_SLASHES`},
-		{"engine", "SLUICE_HTTP1_ENGINE", "fasthttp", ""},
-		{"unknown engine", "SLUICE_HTTP1_ENGINE", "nginx", `--http1-engine: HTTP/1.1 engine "nginx"`},
+		{"removed engine setting", "SLUICE_HTTP1_ENGINE", "fasthttp", `SLUICE_HTTP1_ENGINE="fasthttp": removed`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)

@@ -96,7 +96,6 @@ type options struct {
 	shutdownTimeout            time.Duration
 	logLevel                   string
 	pprof                      bool
-	http1Engine                string
 	eventLoops                 int
 	etcd, etcdPrefix           string
 	namespace, nodeID, labels  string
@@ -160,10 +159,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of --listen-tls, reloaded when it changes")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert, reloaded when it changes")
 	fs.BoolVar(&o.tlsStaple, "tls-ocsp-staple", false, "staple OCSP responses from the leaf's responder to TLS handshakes (the --tls-cert file must hold the issuer after the leaf)")
-	fs.StringVar(&o.http1Engine, "http1-engine", gateway.DefaultEngine, "HTTP/1.1 engine: evloop (cleartext and TLS HTTP/1.1 on epoll event loops with fasthttp's parser, Linux only, the default there; what a loop does not serve goes to fasthttp) or fasthttp (valyala/fasthttp server, request writer and response parser: the fallback, and the default on systems without event loops); HTTP/2 is served by x/net/http2 in every case")
 	tracing.Flags(fs, &o.tracing)
 	fs.BoolVar(&o.version, "version", false, "print the build (version, commit, date) and exit")
-	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops of the evloop engine; 0 means one per processor (GOMAXPROCS, which follows the cgroup CPU quota); a number lowers it")
+	fs.IntVar(&o.eventLoops, "event-loops", 0, "event loops serving HTTP/1.1 (cleartext and TLS); 0 means one per processor (GOMAXPROCS, which follows the cgroup CPU quota); a number lowers it")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-gateway --rules FILE [flags]\n\nFlags (each also read from SLUICE_<NAME>):\n")
 		fs.PrintDefaults()
@@ -212,11 +210,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case o.listenTLS == "" && o.tlsStaple:
 		return nil, errors.New("--tls-ocsp-staple needs --listen-tls ADDR with --tls-cert and --tls-key")
 	}
-	if _, err := gateway.ParseEngine(o.http1Engine); err != nil {
-		return nil, fmt.Errorf("--http1-engine: %w", err)
-	}
 	if o.eventLoops < 0 {
 		return nil, fmt.Errorf("--event-loops %d: must be 0 (the default) or more", o.eventLoops)
+	}
+	if v := os.Getenv("SLUICE_HTTP1_ENGINE"); v != "" {
+		// --http1-engine is gone: one engine serves HTTP/1.1. Its variable
+		// is refused rather than ignored, so that a setting that no
+		// longer does anything is found out.
+		return nil, fmt.Errorf("SLUICE_HTTP1_ENGINE=%q: removed (one HTTP/1.1 engine, the event loops, serves every connection); unset it", v)
 	}
 	o.etcdPassword = os.Getenv("SLUICE_ETCD_PASSWORD")
 	if o.etcdPasswordFile != "" {
@@ -360,7 +361,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		TLSCertFile:       o.tlsCert,
 		TLSKeyFile:        o.tlsKey,
 		TLSOCSPStaple:     o.tlsStaple,
-		HTTP1Engine:       o.http1Engine,
 		EventLoops:        o.eventLoops,
 	})
 

@@ -55,7 +55,7 @@ func TestEventLoopsFollowGOMAXPROCS(t *testing.T) {
 		{desc: "--event-loops lowers it", args: []string{"--event-loops", "1"}, loops: 1},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			g := startGateway(t, procsRules, append([]string{"--http1-engine", "evloop"}, tc.args...)...)
+			g := startGateway(t, procsRules, tc.args...)
 			p, ok := servingProcsLine(g.stderr.String())
 			if !ok {
 				t.Fatalf("no serving line:\n%s", g.stderr.String())
@@ -105,7 +105,7 @@ func TestGOMAXPROCSFollowsCPUQuota(t *testing.T) {
 	}
 	// The shell moves itself into the cgroup, then becomes the gateway.
 	cmd := exec.Command("/bin/sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, dir,
-		binary, "--rules", rules, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--http1-engine", "evloop")
+		binary, "--rules", rules, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -61,7 +61,7 @@ limits:
 `
 
 // TestTracesRequests runs a real gateway exporting to an in-process OTLP
-// receiver, on each HTTP/1.1 engine: a request with a sampled traceparent
+// receiver: a request with a sampled traceparent
 // gets a span in that trace whose parent is the caller's span, with the
 // route, each rule's decision (admit, shadow, reject), the upstream and the
 // status; a request without one starts a trace whose root span is the
@@ -69,96 +69,91 @@ limits:
 // span.
 func TestTracesRequests(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"evloop", "fasthttp"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			recv := tracingtest.Start(t)
-			up, sentParent := tracedUpstream(t)
-			g := startGateway(t, fmt.Sprintf(tracedRules, up.URL), "--http1-engine", engine,
-				"--otlp-endpoint", recv.URL, "--otlp-sample-ratio", "1")
-			get := func(id, traceparent string) int {
-				req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/orders", nil)
-				req.Header.Set("X-Request-Id", id)
-				req.Header.Set("X-Api-Key", "k1")
-				if traceparent != "" {
-					req.Header.Set("Traceparent", traceparent)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode
-			}
-			const (
-				tid1 = "4bf92f3577b34da6a3ce929d0e0e4736"
-				pid1 = "00f067aa0ba902b7"
-				tid3 = "11111111111111111111111111111111"
-				tid4 = "22222222222222222222222222222222"
-			)
-			if c := get("req-1", "00-"+tid1+"-"+pid1+"-01"); c != 200 {
-				t.Fatalf("request 1: status %d", c)
-			}
-			s := recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid1 })
-			if s.ParentID() != pid1 || s.Name != "GET api" {
-				t.Errorf("span %q parent %s, want \"GET api\" under the caller's %s", s.Name, s.ParentID(), pid1)
-			}
-			if got, want := sentParent("req-1"), "00-"+tid1+"-"+s.SpanID()+"-01"; got != want {
-				t.Errorf("upstream got traceparent %q, want %q: the gateway's span its parent", got, want)
-			}
-			want := map[string]string{"sluice.route": "api", "sluice.decision.per-key": "admit", "sluice.decision.shadow-tight": "admit",
-				"sluice.upstream": up.URL, "http.response.status_code": "200", "http.request.method": "GET", "url.path": "/api/orders"}
-			for k, v := range want {
-				if got := s.Attr(k); got != v {
-					t.Errorf("span attribute %s = %q, want %q", k, got, v)
-				}
-			}
-			if s.Resource["service.name"] != "sluice-gateway" || s.Resource["service.version"] == "" {
-				t.Errorf("resource %v: want service.name sluice-gateway and a service.version", s.Resource)
-			}
-			if d := s.EndTimeUnixNano - s.StartTimeUnixNano; s.StartTimeUnixNano == 0 || d <= 0 || d > uint64(10*time.Second) {
-				t.Errorf("span from %d to %d", s.StartTimeUnixNano, s.EndTimeUnixNano)
-			}
+	recv := tracingtest.Start(t)
+	up, sentParent := tracedUpstream(t)
+	g := startGateway(t, fmt.Sprintf(tracedRules, up.URL),
+		"--otlp-endpoint", recv.URL, "--otlp-sample-ratio", "1")
+	get := func(id, traceparent string) int {
+		req, _ := http.NewRequest("GET", "http://"+g.addr+"/api/orders", nil)
+		req.Header.Set("X-Request-Id", id)
+		req.Header.Set("X-Api-Key", "k1")
+		if traceparent != "" {
+			req.Header.Set("Traceparent", traceparent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const (
+		tid1 = "4bf92f3577b34da6a3ce929d0e0e4736"
+		pid1 = "00f067aa0ba902b7"
+		tid3 = "11111111111111111111111111111111"
+		tid4 = "22222222222222222222222222222222"
+	)
+	if c := get("req-1", "00-"+tid1+"-"+pid1+"-01"); c != 200 {
+		t.Fatalf("request 1: status %d", c)
+	}
+	s := recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid1 })
+	if s.ParentID() != pid1 || s.Name != "GET api" {
+		t.Errorf("span %q parent %s, want \"GET api\" under the caller's %s", s.Name, s.ParentID(), pid1)
+	}
+	if got, want := sentParent("req-1"), "00-"+tid1+"-"+s.SpanID()+"-01"; got != want {
+		t.Errorf("upstream got traceparent %q, want %q: the gateway's span its parent", got, want)
+	}
+	want := map[string]string{"sluice.route": "api", "sluice.decision.per-key": "admit", "sluice.decision.shadow-tight": "admit",
+		"sluice.upstream": up.URL, "http.response.status_code": "200", "http.request.method": "GET", "url.path": "/api/orders"}
+	for k, v := range want {
+		if got := s.Attr(k); got != v {
+			t.Errorf("span attribute %s = %q, want %q", k, got, v)
+		}
+	}
+	if s.Resource["service.name"] != "sluice-gateway" || s.Resource["service.version"] == "" {
+		t.Errorf("resource %v: want service.name sluice-gateway and a service.version", s.Resource)
+	}
+	if d := s.EndTimeUnixNano - s.StartTimeUnixNano; s.StartTimeUnixNano == 0 || d <= 0 || d > uint64(10*time.Second) {
+		t.Errorf("span from %d to %d", s.StartTimeUnixNano, s.EndTimeUnixNano)
+	}
 
-			// No traceparent: the gateway starts the trace, and its span,
-			// a root, is the parent the upstream was sent.
-			if c := get("req-2", ""); c != 200 {
-				t.Fatalf("request 2: status %d", c)
-			}
-			tp := sentParent("req-2")
-			if len(tp) != 55 || tp[53:] != "01" {
-				t.Fatalf("upstream got traceparent %q, want one the gateway started, sampled", tp)
-			}
-			s = recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tp[3:35] })
-			if s.SpanID() != tp[36:52] || s.ParentID() != "" {
-				t.Errorf("span %s parent %q; want the root span %s the upstream was sent", s.SpanID(), s.ParentID(), tp[36:52])
-			}
-			if got := s.Attr("sluice.decision.shadow-tight"); got != "shadow" {
-				t.Errorf("shadow limit's decision %q, want shadow", got)
-			}
+	// No traceparent: the gateway starts the trace, and its span,
+	// a root, is the parent the upstream was sent.
+	if c := get("req-2", ""); c != 200 {
+		t.Fatalf("request 2: status %d", c)
+	}
+	tp := sentParent("req-2")
+	if len(tp) != 55 || tp[53:] != "01" {
+		t.Fatalf("upstream got traceparent %q, want one the gateway started, sampled", tp)
+	}
+	s = recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tp[3:35] })
+	if s.SpanID() != tp[36:52] || s.ParentID() != "" {
+		t.Errorf("span %s parent %q; want the root span %s the upstream was sent", s.SpanID(), s.ParentID(), tp[36:52])
+	}
+	if got := s.Attr("sluice.decision.shadow-tight"); got != "shadow" {
+		t.Errorf("shadow limit's decision %q, want shadow", got)
+	}
 
-			// The caller did not sample: no span. The next, sampled,
-			// request's span comes after where its span would have been.
-			if c := get("req-3", "00-"+tid3+"-"+pid1+"-00"); c != 429 {
-				t.Fatalf("request 3: status %d, want 429 (per-key's burst is 2)", c)
-			}
-			if c := get("req-4", "00-"+tid4+"-"+pid1+"-01"); c != 429 {
-				t.Fatalf("request 4: status %d, want 429", c)
-			}
-			s = recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid4 })
-			if s.Attr("sluice.decision.per-key") != "reject" || s.Attr("http.response.status_code") != "429" {
-				t.Errorf("rejected request's span: per-key %q, status %q", s.Attr("sluice.decision.per-key"), s.Attr("http.response.status_code"))
-			}
-			if got := s.Attr("sluice.decision.shadow-tight"); got != "" {
-				t.Errorf("rejected request's span: shadow-tight %q, want none (per-key, first, rejected)", got)
-			}
-			for _, s := range recv.Spans() {
-				if s.TraceID() == tid3 {
-					t.Errorf("a span for the caller's unsampled trace: %v", s.Name)
-				}
-			}
-		})
+	// The caller did not sample: no span. The next, sampled,
+	// request's span comes after where its span would have been.
+	if c := get("req-3", "00-"+tid3+"-"+pid1+"-00"); c != 429 {
+		t.Fatalf("request 3: status %d, want 429 (per-key's burst is 2)", c)
+	}
+	if c := get("req-4", "00-"+tid4+"-"+pid1+"-01"); c != 429 {
+		t.Fatalf("request 4: status %d, want 429", c)
+	}
+	s = recv.Wait(t, 10*time.Second, func(s tracingtest.Span) bool { return s.TraceID() == tid4 })
+	if s.Attr("sluice.decision.per-key") != "reject" || s.Attr("http.response.status_code") != "429" {
+		t.Errorf("rejected request's span: per-key %q, status %q", s.Attr("sluice.decision.per-key"), s.Attr("http.response.status_code"))
+	}
+	if got := s.Attr("sluice.decision.shadow-tight"); got != "" {
+		t.Errorf("rejected request's span: shadow-tight %q, want none (per-key, first, rejected)", got)
+	}
+	for _, s := range recv.Spans() {
+		if s.TraceID() == tid3 {
+			t.Errorf("a span for the caller's unsampled trace: %v", s.Name)
+		}
 	}
 }
 
