@@ -25,28 +25,28 @@ import (
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
 
-// The event-loop engine (EngineLoop) serves the cleartext traffic
-// listener's HTTP/1.1, and the TLS listener's once its handshake is done
+// The HTTP/1.1 engine serves the cleartext traffic listener's
+// connections, and the TLS listener's once its handshake is done
 // (looptls_linux.go), on a few event loops (package evloop), one per
 // processor, instead of a goroutine per connection: a loop reads a
 // connection only once epoll says it is readable, so an exchange costs one
-// read and one write on each side (the goroutine engines pay two reads more
-// that find nothing, and the scheduler's hand-offs). The request path is
-// the fasthttp engine's: fasthttp parses the request and the answer, the
-// same strict checks run (strictFast), and the snapshot serves it
-// (ServeLoop), forwarding on the loop (proxy.Upstream.ForwardLoop).
+// read and one write on each side (a goroutine per connection pays two
+// reads more that find nothing, and the scheduler's hand-offs). fasthttp
+// is the codec: it parses the request and the answer; the strict checks
+// run (strictFast), and the snapshot serves the request (ServeLoop),
+// forwarding on the loop (proxy.Upstream.ForwardLoop).
 //
 // A loop serves what it can serve without blocking: HTTP/1.1 requests
 // without a body or with a body of known length up to proxy.LoopBodyMax,
 // on routes whose targets are cleartext HTTP/1.1 (snapshot.ServeLoop; a
 // decision that may wait, on a Redis-shared limit or a leaky bucket's
 // delay, is made off the loop: loopwait_linux.go), and answers whose
-// bodies are small and of known length. Everything else leaves the loop for good, with the bytes
-// read so far: the connection goes to the dispatcher, which serves it on
-// the fasthttp engine (an HTTP/1.0 client, an Upgrade, h2c, a chunked or
-// long body, a route the loop declines), or, for an answer whose body must
-// stream, a goroutine writes that answer and then hands the connection to
-// the fasthttp engine.
+// bodies are small and of known length. Any other request (HTTP/1.0, an
+// Upgrade, a chunked or long body, a body behind Expect: 100-continue, a
+// route the loop declines) is served off the loop by the same request
+// path, and so is an answer whose body streams; the connection then goes
+// back to a loop (offloop_linux.go). Only the h2c preface takes a
+// connection to the HTTP/2 server for good.
 
 // loopEngine is the event-loop engine of one Serve.
 type loopEngine struct {

@@ -52,8 +52,9 @@ const (
 	DecisionStoreError = "store_error"
 )
 
-// Reasons the event-loop engine hands a connection to the fasthttp engine
-// (sluice_evloop_handoffs_total's reason label).
+// Reasons a request is served off its event loop, on a goroutine, after
+// which its connection goes back to a loop; h2c alone leaves HTTP/1.1 for
+// good (sluice_evloop_handoffs_total's reason label).
 const (
 	HandoffH2C     = "h2c"     // the HTTP/2 preface (prior knowledge)
 	HandoffHTTP10  = "http10"  // an HTTP/1.0 request
@@ -141,7 +142,7 @@ func New() *Metrics {
 			Name: "sluice_evloop_connections", Help: "Client connections served by the event-loop engine's loops.",
 		}),
 		LoopHandoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_evloop_handoffs_total", Help: "Connections the event-loop engine handed to the fasthttp engine, by reason: h2c, http10, upgrade, body, expect, route, stream.",
+			Name: "sluice_evloop_handoffs_total", Help: "Requests the event loops served off the loop, on a goroutine (the connection then returns to a loop; h2c: to the HTTP/2 server for good), by reason: h2c, http10, upgrade, body, expect, route, stream.",
 		}, []string{"reason"}),
 	}
 	r.MustRegister(m.Requests, m.RequestDuration, m.LimitDecisions, m.VariantDuration, m.IdentityDecisions, m.BreakerState, m.BreakerTransitions,
