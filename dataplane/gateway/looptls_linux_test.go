@@ -193,11 +193,11 @@ func TestLoopTLSStalledHandshake(t *testing.T) {
 	}
 }
 
-// TestLoopTLSHandsOver: what the loop hands over from a TLS connection
-// goes on over the same TLS session on the fasthttp engine, X-Forwarded-
-// Proto still https: a streamed answer with a request pipelined behind it,
-// server-sent events that arrive as they are sent, a long upload, HTTP/1.0,
-// and a WebSocket tunnel.
+// TestLoopTLSHandsOver: what a loop serves off itself from a TLS
+// connection goes on over the same TLS session, X-Forwarded-Proto still
+// https, and the connection comes back to a loop: a streamed answer with a
+// request pipelined behind it, server-sent events that arrive as they are
+// sent, a long upload, HTTP/1.0, and a WebSocket tunnel.
 func TestLoopTLSHandsOver(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -223,7 +223,20 @@ routes:
 	}
 	_, _ = io.WriteString(tc, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
 	if got := bodyOf(readAnswers(t, br, 1)[0]); got != "GET /again  xfp=https" {
-		t.Fatalf("after the hand-over: %q", got)
+		t.Fatalf("after the streamed answer: %q", got)
+	}
+	// The connection was back on a loop after the streamed answer, and
+	// is after each request served off it: a long upload, an HTTP/1.0
+	// request kept alive and a streamed answer, pipelined, are each
+	// counted (only a loop counts).
+	long := strings.Repeat("v", 100<<10)
+	fmt.Fprintf(tc, "POST /len HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /old HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\n", len(long), long)
+	rs = readAnswers(t, br, 3)
+	if bodyOf(rs[0]) != fmt.Sprint(len(long)) || bodyOf(rs[1]) != "GET /old  xfp=https" || len(bodyOf(rs[2])) != 100<<10 {
+		t.Fatalf("pipelined off the loop: %q, %q, %d bytes", bodyOf(rs[0]), bodyOf(rs[1]), len(bodyOf(rs[2])))
+	}
+	if h := handoffs(t, n); h[metrics.HandoffStream] != 2 || h[metrics.HandoffBody] != 1 || h[metrics.HandoffHTTP10] != 1 {
+		t.Fatalf("served off the loop %v, want stream 2, body 1, http10 1", h)
 	}
 
 	sse, _ := dialLoopTLS(t, addr, ca, 0)
