@@ -50,10 +50,11 @@ func headerTooLarge(ctx *fasthttp.RequestCtx) {
 
 // serveFast is ServeHTTP for the fasthttp engine, given what strictFast
 // found of the request (and the ids it gathered).
-func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen, ids *snapshot.RequestIDs) {
+func (n *Node) serveFast(ctx *fasthttp.RequestCtx, status int, why string, seen fieldsSeen, ids *snapshot.RequestIDs) (relay func(net.Conn)) {
 	if s := n.fastPrelude(ctx, status, why, seen); s != nil {
-		s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0, ids)
+		return s.ServeFast(ctx, ctx.IsTLS(), seen&seenUpgrade == 0, ids)
 	}
+	return nil
 }
 
 // fastPrelude is what the fasthttp engines do with a request before the

@@ -780,20 +780,6 @@ type connView struct {
 	// wd: a write deadline was set on nc (by the request path, for an
 	// answer served off the loop: offloop_linux.go).
 	wd bool
-	// An upgrade the request path switched the connection to, for the
-	// off-loop request to carry out once its answer is out: a WebSocket's
-	// relay (hijack), an h2c session (h2c).
-	hijack func(net.Conn)
-	h2c    *h2cUpgrade
-}
-
-// Hijack takes an upgrade's relay (proxy.Hijacker).
-func (v *connView) Hijack(handler func(net.Conn)) { v.hijack = handler }
-
-// holdH2C takes an h2c upgrade (h2cHolder).
-func (v *connView) holdH2C(up *h2cUpgrade) bool {
-	v.h2c = up
-	return true
 }
 
 var errOnLoop = errors.New("the connection is served by an event loop")

@@ -167,32 +167,36 @@ func (r *offRequest) serve() {
 		}
 	}
 	view := &r.cl.view
+	var relay func(net.Conn) // a WebSocket's, once its 101 is out
 	if run {
+		var up *h2cUpgrade
+		handled := false
+		if r.status == 0 && r.seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) {
+			up, handled = n.upgradeFast(ctx)
+		}
 		switch {
-		case r.s != nil:
-			r.s.ServeFast(ctx, ctx.IsTLS(), true, &r.ids)
-		case r.status == 0 && r.seen&seenUpgrade != 0 && h2cRequested(&ctx.Request.Header) && n.upgradeFast(ctx):
-			if up := view.h2c; up != nil {
-				// Switched to HTTP/2: the session takes the connection.
-				pre := r.rest
-				if br != nil {
-					pre = r.unread(br, src)
-				}
-				r.end()
-				c := proxy.Prefixed(r.nc, pre)
-				up.conn <- c
-				r.cl.ls.e.d.serveUpgraded(up)
-				_ = c.Close()
-				return
+		case up != nil:
+			// Switched to HTTP/2: the session takes the connection.
+			pre := r.rest
+			if br != nil {
+				pre = r.unread(br, src)
 			}
+			r.end()
+			c := proxy.Prefixed(r.nc, pre)
+			r.cl.ls.e.d.serveUpgraded(up, c)
+			_ = c.Close()
+			return
+		case handled:
 			closeConn = true // a malformed upgrade, answered
+		case r.s != nil:
+			relay = r.s.ServeFast(ctx, ctx.IsTLS(), true, &r.ids)
 		default:
-			n.serveFast(ctx, r.status, r.why, r.seen, &r.ids)
+			relay = n.serveFast(ctx, r.status, r.why, r.seen, &r.ids)
 		}
 	}
 	closeConn = closeConn || ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || n.draining.Load()
 	switch {
-	case view.hijack != nil:
+	case relay != nil:
 		// A switch (101): its Connection stays "Upgrade".
 	case closeConn:
 		ctx.Response.SetConnectionClose()
@@ -216,7 +220,7 @@ func (r *offRequest) serve() {
 	bw.Reset(nil)
 	loopWriters.Put(bw)
 	_ = ctx.Response.CloseBodyStream() // a failed write left it open
-	if relay := view.hijack; relay != nil {
+	if relay != nil {
 		// Switched (101): the relay has the connection until it ends.
 		pre := r.rest
 		if br != nil {
@@ -270,8 +274,7 @@ func (r *offRequest) end() {
 	_ = ctx.Request.CloseBodyStream()
 	ctx.Request.Reset()
 	ctx.Response.Reset()
-	v := &r.cl.view
-	v.nc, v.hijack, v.h2c = nil, nil, nil
+	r.cl.view.nc = nil
 	loopCtxs.Put(ctx)
 }
 

@@ -877,9 +877,9 @@ func isWebSocket(h *fasthttp.RequestHeader) bool {
 }
 
 // forwardUpgradeFast forwards a WebSocket handshake over a connection of its
-// own to t and, when the upstream switches (101), joins the two connections
-// once the engine hands the client's over (Hijack). The route's timeout
-// bounds the handshake only.
+// own to t and, when the upstream switches (101), returns the relay that
+// joins the two connections (Outcome.Relay), which the engine runs once it
+// has written the 101. The route's timeout bounds the handshake only.
 func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.RequestCtx, fr FastRequest, t *target, m Match, start time.Time) Outcome {
 	fail := func(status int, err error) Outcome {
 		if status == http.StatusGatewayTimeout {
@@ -945,14 +945,14 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 		return Outcome{Status: status, Duration: time.Since(start)}
 	}
 	_ = up.SetDeadline(time.Time{})
-	// The 101 is written by the engine (HijackSetNoResponse false) with the
-	// upstream's header; then the connections are joined.
+	// The 101 is written by the engine with the upstream's header; then
+	// the connections are joined.
 	scrubFastResponse(&ctx.Response, false, false)
 	ctx.Response.Header.Set("Connection", "Upgrade")
 	ctx.Response.Header.Set("Upgrade", "websocket")
 	ctx.Response.SetStatusCode(http.StatusSwitchingProtocols)
 	ctx.Response.SkipBody = true
-	hijack(ctx, func(c net.Conn) {
+	relay := func(c net.Conn) {
 		_ = c.SetDeadline(time.Time{})
 		done := make(chan struct{}, 2)
 		go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
@@ -968,23 +968,8 @@ func (u *Upstream) forwardUpgradeFast(w http.ResponseWriter, ctx *fasthttp.Reque
 		<-done
 		<-done
 		up.Close()
-	})
-	return Outcome{Status: http.StatusSwitchingProtocols, Upgraded: true, Duration: time.Since(start)}
-}
-
-// Hijacker is a client connection (a request context's Conn) whose engine
-// takes an upgrade's handler itself, and runs it with the connection once
-// the 101 is written; a fasthttp server's takes it through
-// RequestCtx.Hijack.
-type Hijacker interface{ Hijack(handler func(net.Conn)) }
-
-// hijack hands handler to ctx's engine, to run once the answer is out.
-func hijack(ctx *fasthttp.RequestCtx, handler func(net.Conn)) {
-	if hj, ok := ctx.Conn().(Hijacker); ok {
-		hj.Hijack(handler)
-		return
 	}
-	ctx.Hijack(handler)
+	return Outcome{Status: http.StatusSwitchingProtocols, Upgraded: true, Relay: relay, Duration: time.Since(start)}
 }
 
 func closeWrite(c net.Conn) {

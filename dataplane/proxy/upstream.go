@@ -61,6 +61,11 @@ type Outcome struct {
 	// (WebSocket): Duration is then the connection's whole life, and should
 	// not be judged as a slow call.
 	Upgraded bool
+	// Relay, with Upgraded, joins the client's connection to the upstream's
+	// (ForwardFast's WebSocket): the engine runs it with the client's
+	// connection once it has written the 101, and closes the connection
+	// when it returns.
+	Relay func(client net.Conn)
 	// streamed: ForwardFast handed the body to the engine, which reports
 	// the exchange's end to the balancer (fastRespBody.Close).
 	streamed bool

@@ -18,14 +18,17 @@ import (
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
-// ServeFast serves one request from the fasthttp engine: it builds the
-// request's view from ctx without copying (see fastExchange.fill), and runs
-// Serve on it with the fasthttp Exchange. tls tells whether the client's
-// connection is TLS. The answer is in ctx.Response when it returns; a
-// forwarded body is streamed by the engine afterwards. ids, when not nil,
-// are the request's ids as a pass of the engine's over the whole raw header
-// gathered them (RequestIDs.Field); nil has ServeFast find them itself.
-func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids *RequestIDs) {
+// ServeFast serves one request the engine serves off its loop (it may
+// block): it builds the request's view from ctx without copying (see
+// fastExchange.fill), and runs Serve on it with the fasthttp Exchange. tls
+// tells whether the client's connection is TLS. The answer is in
+// ctx.Response when it returns; a forwarded body is streamed by the engine
+// afterwards. ids, when not nil, are the request's ids as a pass of the
+// engine's over the whole raw header gathered them (RequestIDs.Field); nil
+// has ServeFast find them itself. It returns the relay of a connection the
+// answer switches (a WebSocket's 101), which the engine runs once the
+// answer is out (proxy.Outcome.Relay), or nil.
+func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids *RequestIDs) (relay func(net.Conn)) {
 	x := fastExchanges.Get().(*fastExchange)
 	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
 	v := x.fill(ctx, ids)
@@ -34,8 +37,10 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids 
 	if x.done != nil { // not taken by a streamed body
 		x.done()
 	}
+	relay = x.relay
 	x.reset()
 	fastExchanges.Put(x)
+	return relay
 }
 
 // fastEnd is what a response whose body the engine streams after Serve
@@ -80,7 +85,8 @@ func (e *fastEnd) end(err error) {
 type fastExchange struct {
 	ctx       *fasthttp.RequestCtx
 	tls       bool
-	noUpgrade bool // the request has no Upgrade field (the engine's strict pass saw none)
+	noUpgrade bool           // the request has no Upgrade field (the engine's strict pass saw none)
+	relay     func(net.Conn) // a switched connection's relay (ServeFast returns it)
 	status    int
 	header    http.Header // the gateway's own answer header, copied on WriteHeader
 	view      reqview.View
@@ -126,7 +132,7 @@ func (x *fastExchange) reset() {
 		x.built = false
 	}
 	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
-	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed = nil, false, false, 0, false
+	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed, x.relay = nil, false, false, 0, false, nil
 	x.loop, x.forwarding, x.serving, x.early, x.earlyOut = nil, false, false, nil, proxy.Outcome{}
 	if x.off.s != nil {
 		x.off = loopOffload{}
@@ -376,6 +382,7 @@ func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
 		return proxy.Outcome{}
 	}
 	out := u.ForwardFast(x, x.ctx, fr, m)
+	x.relay = out.Relay
 	if x.status == 0 {
 		// The upstream's answer is in the engine's response: the gateway's
 		// fields join it. (A 502/504 ForwardFast wrote went through
