@@ -13,9 +13,9 @@
 #
 # A COMMAND is a gateway binary, optionally after environment settings,
 # to which the listen, admin and rules flags are added, e.g.
-#   scripts/bench-engine-ab.sh loop=bin/sluice-gateway \
-#     fast="bin/sluice-gateway --http1-engine fasthttp" \
-#     two="SLUICE_EVENT_LOOPS=2 bin/sluice-gateway"
+#   scripts/bench-engine-ab.sh one="bin/sluice-gateway --event-loops 1" \
+#     two="bin/sluice-gateway --event-loops 2" \
+#     auto=bin/sluice-gateway
 # Two bare paths (the old form) are named A and B.
 #
 # Environment: ROUNDS (default 5), DURATION (default 5s), CONNS (default 32),

@@ -2,9 +2,9 @@
 # make bench-insn: user-space instructions per proxied request, counted by
 # valgrind's callgrind, for nginx (proxy_pass, upstream keepalive,
 # limit_req), a bare fasthttp proxy (dataplane/internal/cmd/bareproxy
-# --engine fasthttp, the ceiling of the gateway's engine) and sluice-gateway
-# (the same per-IP token bucket as make bench-proxy, on its default engine,
-# evloop on Linux). Each proxy runs alone under callgrind; after WARM requests the
+# --engine fasthttp: fasthttp's own server and client) and sluice-gateway
+# (the same per-IP token bucket as make bench-proxy, on its one HTTP/1.1
+# engine, the event loops). Each proxy runs alone under callgrind; after WARM requests the
 # counters are zeroed, REQUESTS keep-alive requests are sent (h2load --h1,
 # 8 connections, to one nginx upstream) and the count is read. Counted
 # instructions do not depend on what else the machine runs, so this is the
@@ -12,8 +12,7 @@
 # kernel's share: loopback TCP, about 80% of nginx's time). It counts user
 # space only.
 #
-# Environment: REQUESTS (default 3000), WARM (default 1000), HTTP1_ENGINE
-# (default: the gateway's default; fasthttp to count that engine).
+# Environment: REQUESTS (default 3000), WARM (default 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -24,7 +23,6 @@ ensure_pkg h2load nghttp2-client
 
 REQUESTS=${REQUESTS:-3000}
 WARM=${WARM:-1000}
-ENGINE=${HTTP1_ENGINE:-}
 UP=18081 PX=18082 ADMIN=18083
 [ -x bin/sluice-gateway ] || die "bin/sluice-gateway is missing: run make build"
 
@@ -90,7 +88,7 @@ measure() {
 say "callgrind: $REQUESTS keep-alive requests after $WARM warm-up (h2load --h1 -c 8), each proxy alone"
 measure nginx nginx -p "$work/ngx" -c "$work/ngx/nginx.conf"
 measure bare-fast "$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$PX" --upstream "http://127.0.0.1:$UP"
-measure sluice bin/sluice-gateway ${ENGINE:+--http1-engine "$ENGINE"} --rules "$work/rules.yaml" --listen "127.0.0.1:$PX" \
+measure sluice bin/sluice-gateway --rules "$work/rules.yaml" --listen "127.0.0.1:$PX" \
 	--admin "127.0.0.1:$ADMIN" --log-level warn
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ printf "%.2fx", a/b }'; }
 echo

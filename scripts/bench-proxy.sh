@@ -3,8 +3,9 @@
 # Debian's nginx with proxy_pass, upstream keepalive and limit_req, (c)
 # sluice-gateway with the equivalent limit, (d) Caddy's reverse_proxy with
 # keep-alive, (e) a bare httputil.ReverseProxy and (f) a bare fasthttp
-# server + HostClient (dataplane/internal/cmd/bareproxy, the ceiling of the
-# gateway's fasthttp engine), for transparency; then over TLS (wrk over https, keep-alive):
+# server + HostClient (dataplane/internal/cmd/bareproxy: fasthttp's own
+# server and client, which the gateway's event loops were measured against),
+# for transparency; then over TLS (wrk over https, keep-alive):
 # nginx `ssl` vs sluice --listen-tls with the same certificate; then HTTP/2
 # with h2load: h2c and TLS h2, nginx `http2` vs sluice. Same upstream (an nginx
 # answering a fixed 13-byte body), same client settings, rounds interleaved
@@ -22,10 +23,9 @@
 # PROXY_CPUS (default: nginx's worker_processes auto and Go's default
 # GOMAXPROCS; a number N gives every proxy N workers/threads), CADDY_VERSION
 # (default v2.11.9; built once with go install into ~/.cache/sluice-bench),
-# SKIP_TLS=1 and SKIP_H2=1 leave those parts out; HTTP1_ENGINE=fasthttp runs
-# sluice-gateway with --http1-engine fasthttp (default: the gateway's default,
-# evloop on Linux). The gateway also runs on its fasthttp engine (sluice-fast),
-# for the two engines side by side.
+# SKIP_TLS=1 and SKIP_H2=1 leave those parts out. The gateway has one
+# HTTP/1.1 engine, its event loops (SLUICE_EVENT_LOOPS=N sets their number,
+# as --event-loops does).
 #
 # MODE=dedicated runs scripts/bench-dedicated.sh instead (also make
 # bench-proxy-dedicated): the proxies on dedicated cores, CPU per request
@@ -48,7 +48,7 @@ H2STREAMS=${H2STREAMS:-10}
 SKIP_TLS=${SKIP_TLS:-0}
 SKIP_H2=${SKIP_H2:-0}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
-UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096 BAREFAST=18090 GWFAST=18088 GWFASTADMIN=18089
+UP=18091 NGX=18092 GW=18093 GWADMIN=18094 BARE=18095 CADDY=18096 BAREFAST=18090
 NGXTLS=18097 GWTLS=18098 NGXH2C=18099
 PROXY_CPUS=${PROXY_CPUS:-auto}
 if [ "$PROXY_CPUS" != auto ]; then export GOMAXPROCS=$PROXY_CPUS; fi
@@ -105,16 +105,13 @@ bench_rules "$work/rules.yaml" "$UP"
 
 nginx -p "$work/up" -c "$work/up/nginx.conf" -g 'daemon off;' & pids+=($!)
 nginx -p "$work/ngx" -c "$work/ngx/nginx.conf" -g 'daemon off;' & ngx_pid=$!; pids+=($ngx_pid)
-bin/sluice-gateway ${HTTP1_ENGINE:+--http1-engine "$HTTP1_ENGINE"} --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$GWADMIN" \
+bin/sluice-gateway --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$GWADMIN" \
 	--listen-tls "127.0.0.1:$GWTLS" --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
 	--log-level warn 2>"$work/gw.log" & gw_pid=$!; pids+=($gw_pid)
 "$CADDY_BIN" run --config "$work/caddy/Caddyfile" --adapter caddyfile >"$work/caddy.log" 2>&1 & caddy_pid=$!; pids+=($caddy_pid)
 "$work/bareproxy" --listen "127.0.0.1:$BARE" --upstream "http://127.0.0.1:$UP" 2>"$work/bare.log" & bare_pid=$!; pids+=($bare_pid)
 "$work/bareproxy" --engine fasthttp --listen "127.0.0.1:$BAREFAST" --upstream "http://127.0.0.1:$UP" 2>"$work/barefast.log" & barefast_pid=$!; pids+=($barefast_pid)
-# The gateway on its fasthttp engine too, for the engines side by side.
-bin/sluice-gateway --http1-engine fasthttp --rules "$work/rules.yaml" --listen "127.0.0.1:$GWFAST" --admin "127.0.0.1:$GWFASTADMIN" \
-	--log-level warn 2>"$work/gwfast.log" & gwfast_pid=$!; pids+=($gwfast_pid)
-for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE,$BAREFAST,$GWFAST}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
+for url in http://127.0.0.1:{$UP,$NGX,$GW,$CADDY,$BARE,$BAREFAST}/ https://127.0.0.1:{$NGXTLS,$GWTLS}/; do
 	for _ in $(seq 100); do curl -kfsS -o /dev/null "$url" 2>/dev/null && break; sleep 0.1; done
 	curl -kfsS -o /dev/null "$url" || die "nothing answers at $url; see $work"
 done
@@ -129,7 +126,6 @@ for t in sluice sluice-tls sluice-h2c sluice-h2; do procs[$t]=$gw_pid; done
 procs[caddy]=$caddy_pid
 procs[bare]=$bare_pid
 procs[bare-fast]=$barefast_pid
-procs[sluice-fast]=$gwfast_pid
 
 cpu_ticks() { # pids... → utime+stime clock ticks, summed (a process's stat counts all its threads)
 	local t=0 p
@@ -182,8 +178,7 @@ run_h2load() { # name url round; h2load reports a mean, not percentiles: p50 and
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
 
 h1=(direct "http://127.0.0.1:$UP/bench" nginx "http://127.0.0.1:$NGX/bench" sluice "http://127.0.0.1:$GW/bench"
-	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench" bare-fast "http://127.0.0.1:$BAREFAST/bench"
-	sluice-fast "http://127.0.0.1:$GWFAST/bench")
+	caddy "http://127.0.0.1:$CADDY/bench" bare "http://127.0.0.1:$BARE/bench" bare-fast "http://127.0.0.1:$BAREFAST/bench")
 tls=()
 [ "$SKIP_TLS" = 1 ] || tls=(nginx-tls "https://127.0.0.1:$NGXTLS/bench" sluice-tls "https://127.0.0.1:$GWTLS/bench")
 h2=()
@@ -226,7 +221,6 @@ echo
 echo "sluice/nginx rps:            $(ratio "${M[sluice]}" "${M[nginx]}")  (target >= 0.8x); per round: $(rratio "${rps[sluice]}" "${rps[nginx]}")"
 echo "sluice/caddy rps:            $(ratio "${M[sluice]}" "${M[caddy]}")  (target >= 3x); per round: $(rratio "${rps[sluice]}" "${rps[caddy]}"); nginx/caddy: $(ratio "${M[nginx]}" "${M[caddy]}")"
 echo "sluice/bare ReverseProxy rps: $(ratio "${M[sluice]}" "${M[bare]}"); sluice/bare fasthttp rps: $(ratio "${M[sluice]}" "${M[bare-fast]}")"
-echo "sluice-fast (fasthttp engine)/nginx: rps $(ratio "${M[sluice-fast]}" "${M[nginx]}"), cpu $(ratio "${C[sluice-fast]}" "${C[nginx]}")"
 echo "cpu per request sluice/nginx: $(ratio "${C[sluice]}" "${C[nginx]}")  (target <= 1.3x); per round: $(rratio "${cpu[sluice]}" "${cpu[nginx]}")"
 echo "cpu per request caddy/nginx:  $(ratio "${C[caddy]}" "${C[nginx]}"); bare/nginx: $(ratio "${C[bare]}" "${C[nginx]}"); bare-fast/nginx: $(ratio "${C[bare-fast]}" "${C[nginx]}")"
 awk -v sp="${P99[sluice]}" -v np="${P99[nginx]}" -v dp="${P99[direct]}" 'BEGIN{

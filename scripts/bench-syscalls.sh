@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-syscalls.sh: system calls and context switches per proxied request
-# of nginx and of sluice-gateway on its engines (evloop, fasthttp), each
-# under wrk -t1 -c32 against one nginx upstream with make bench-proxy's rules,
+# of nginx and of sluice-gateway (its one HTTP/1.1 engine, the event
+# loops), each under wrk -t1 -c32 against one nginx upstream with make bench-proxy's rules,
 # counted with perf's syscall tracepoints over the proxy's processes.
 # Counts, unlike times, hold still on a shared machine; on one where a
 # system call is expensive (a guest with page-table isolation) they are most
@@ -9,7 +9,7 @@
 # kernel.perf_event_paranoid low enough for tracepoints.
 #
 # Environment: DURATION (seconds of counting per proxy, default 5),
-# BASEPORT (default 18580; uses BASEPORT..BASEPORT+5).
+# BASEPORT (default 18580; uses BASEPORT..BASEPORT+3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -22,7 +22,7 @@ perf list tracepoint 2>/dev/null | grep 'raw_syscalls:sys_enter' >/dev/null || d
 SECS=${DURATION:-5}
 SECS=${SECS%s}
 P=${BASEPORT:-18580}
-UP=$P NGX=$((P + 1)) GW=$((P + 2)) GWF=$((P + 4))
+UP=$P NGX=$((P + 1)) GW=$((P + 2))
 bench_workdir sluice-syscalls
 mkdir -p "$work/up" "$work/ngx"
 bench_upstream_conf "$work/up" "$UP"
@@ -30,11 +30,9 @@ bench_proxy_conf "$work/ngx" "$UP" "worker_processes auto;" "    listen 127.0.0.
 bench_rules "$work/rules.yaml" "$UP"
 nginx -p "$work/up" -c "$work/up/nginx.conf" -g 'daemon off;' & pids+=($!)
 nginx -p "$work/ngx" -c "$work/ngx/nginx.conf" -g 'daemon off;' & ngxpid=$!; pids+=($ngxpid)
-bin/sluice-gateway --http1-engine evloop --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$((GW + 1))" \
+bin/sluice-gateway --rules "$work/rules.yaml" --listen "127.0.0.1:$GW" --admin "127.0.0.1:$((GW + 1))" \
 	--log-level warn 2>"$work/gw.log" & gwpid=$!; pids+=($gwpid)
-bin/sluice-gateway --http1-engine fasthttp --rules "$work/rules.yaml" --listen "127.0.0.1:$GWF" --admin "127.0.0.1:$((GWF + 1))" \
-	--log-level warn 2>"$work/gwf.log" & gwfpid=$!; pids+=($gwfpid)
-for port in $UP $NGX $GW $GWF; do
+for port in $UP $NGX $GW; do
 	for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
 	curl -fsS -o /dev/null "http://127.0.0.1:$port/" || die "nothing answers on port $port; see $work"
 done
@@ -46,7 +44,7 @@ say "wrk -t1 -c32, ${SECS}s counted per proxy (after 2s of warm-up)"
 printf '%-16s %8s' proxy "req/s"
 for e in read recvfrom write writev epoll_wait epoll_pwait futex nanosleep all ctxsw; do printf ' %9s' "$e"; done
 echo
-for t in "nginx $ngxpid $NGX" "sluice-evloop $gwpid $GW" "sluice-fasthttp $gwfpid $GWF"; do
+for t in "nginx $ngxpid $NGX" "sluice-evloop $gwpid $GW"; do
 	set -- $t
 	wrk -t1 -c32 -d2s "http://127.0.0.1:$3/bench" >/dev/null
 	# wrk runs a second longer than perf counts, so that the count covers load only.
