@@ -64,6 +64,9 @@ type loopEngine struct {
 	offMu   sync.Mutex
 	off     map[net.Conn]struct{}
 	relays  map[net.Conn]struct{} // upgrades' relays (not waited for)
+	// foreignTLS warns once of TLS connections the loops cannot take
+	// (serveTLS).
+	foreignTLS sync.Once
 	// deciding counts the goroutines deciding requests off the loops
 	// (loopClient.Offload).
 	deciding sync.WaitGroup

@@ -32,12 +32,12 @@ import (
 // the connection is new) for one evloop.Conn.Write, the loop's, that
 // queues what the socket cannot take.
 //
-// A connection the loop hands over (an Upgrade, a streamed answer, HTTP/1.0,
-// a long body, a route it declines: see loopClient.handOver) leaves with its
-// tls.Conn, the recordConn reading and writing the socket blocking again
-// (evloop.Conn.Detach's net.Conn), and the plaintext the loop read and did
-// not serve, to the fasthttp engine (dispatcher.adoptTLS). The certificate,
-// its rotation and OCSP staple are the tls.Config's, as before. A TLS
+// A request served off the loop (an Upgrade, a streamed answer, HTTP/1.0,
+// a long body, a route the loop declines: offloop_linux.go) takes the
+// tls.Conn with it, the recordConn reading and writing the socket blocking
+// again (evloop.Conn.Detach's net.Conn); the connection then comes back to
+// a loop (serveTLS, with the plaintext read and not served). The
+// certificate, its rotation and OCSP staple are the tls.Config's. A TLS
 // connection the loop closes sends its close_notify first.
 
 // newTLSListener is the TLS listener of the gateway's own TLS address (and
@@ -162,7 +162,13 @@ func (v *tlsView) ConnectionState() tls.ConnectionState { return v.tc.Connection
 // of another listener, a socket that cannot be duplicated, a drain).
 func (e *loopEngine) serveTLS(tc *tls.Conn, pre []byte) bool {
 	rc, ok := tc.NetConn().(*recordConn)
-	if !ok || e.draining.Load() {
+	if !ok {
+		e.foreignTLS.Do(func() {
+			e.n.log.Warn("a TLS connection chose HTTP/1.1 on a listener not made by Node.ListenTLS: the event loops cannot take it over, so it is closed (HTTP/2 is served); make the listener with Node.ListenTLS")
+		})
+		return false
+	}
+	if e.draining.Load() {
 		return false
 	}
 	sc, ok := rc.nc.(syscall.Conn)

@@ -79,11 +79,14 @@ type Listeners struct {
 	// Traffic serves cleartext HTTP/1.1 and h2c (prior knowledge, or an
 	// "Upgrade: h2c" request).
 	Traffic net.Listener
-	// TLS, when not nil, is a listener of TLS connections (one that yields
-	// *tls.Conn, such as tls.NewListener over a bound socket, with
-	// NextProtos "h2" and "http/1.1"): each connection is served by HTTP/2
-	// when ALPN chose "h2", else by HTTP/1.1, with the same request path as
-	// Traffic. The caller owns the TLS configuration (certificates and their
+	// TLS, when not nil, is a listener of TLS connections made by
+	// Node.ListenTLS (or Listen, for Config.ListenTLS): each connection is
+	// served by HTTP/2 when ALPN chose "h2", else by HTTP/1.1 on the event
+	// loops, with the same request path as Traffic. The loops take over
+	// only the connections of those listeners (tls.Conns over the
+	// gateway's record layer): another listener's (tls.NewListener's) are
+	// served when ALPN chose "h2" and closed otherwise, with a warning.
+	// The caller owns the TLS configuration (certificates and their
 	// reload); Serve closes the listener when it stops.
 	TLS   net.Listener
 	Admin net.Listener
