@@ -212,3 +212,67 @@ routes:
 		t.Errorf("the silent connection after the drain: %v, want EOF", err)
 	}
 }
+
+// TestForeignTLSListener: a Listeners.TLS the node did not make
+// (tls.NewListener's) serves HTTP/2, and closes an HTTP/1.1 connection,
+// which the event loops cannot take over, with one warning in the log for
+// any number of them.
+func TestForeignTLSListener(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok "+r.Proto)
+	}))
+	t.Cleanup(up.Close)
+	var logs lockedBuffer
+	n := New(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rules := fmt.Sprintf("namespace: foreign\nroutes:\n  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}\n", up.URL)
+	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := n.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, roots := testCert(t)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.TLS = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	base := "https://" + raw.Addr().String()
+	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}, Timeout: 10 * time.Second}
+	resp, err := h2.Get(base + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Proto != "HTTP/2.0" || string(b) != "ok HTTP/1.1" {
+		t.Fatalf("HTTP/2: %s %q", resp.Proto, b)
+	}
+	h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	for range 3 {
+		if resp, err := h1.Get(base + "/x"); err == nil {
+			resp.Body.Close()
+			t.Fatalf("HTTP/1.1 on a foreign listener: %s, want the connection closed", resp.Status)
+		}
+	}
+	warned := 0
+	for _, l := range logs.lines(t, "a TLS connection chose HTTP/1.1 on a listener not made by Node.ListenTLS: the event loops cannot take it over, so it is closed (HTTP/2 is served); make the listener with Node.ListenTLS") {
+		if l["level"] == "WARN" {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Fatalf("%d warnings, want 1", warned)
+	}
+}
