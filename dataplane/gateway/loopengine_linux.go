@@ -464,42 +464,26 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	var ids snapshot.RequestIDs
 	status, why, seen := strictFast(h, &ids)
 	bodyLen := proxy.FastContentLength(h)
+	// reason, when set, is why the request is served off the loop, its
+	// body coming as kind says (offStream whenever it has one, but behind
+	// Expect).
+	reason, kind := "", offWhole
 	switch {
 	case status != 0:
 		// Refused below, before anything reads the request.
 	case seen&seenUpgrade != 0:
 		// A protocol switch (a WebSocket, h2c), or a request served as
-		// HTTP/1.1 without one: off the loop.
-		kind := offWhole
-		if bodyLen != 0 {
-			kind = offStream
-		}
-		cl.scanned, cl.inBody = 0, false
-		ctx.Request.SetURI(&cl.uri)
-		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, metrics.HandoffUpgrade)
-		return -1, true
+		// HTTP/1.1 without one.
+		reason = metrics.HandoffUpgrade
 	case !h.IsHTTP11():
-		// HTTP/1.0, its own keep-alive and framing: served off the loop.
-		kind := offWhole
-		if bodyLen != 0 {
-			kind = offStream
-		}
-		cl.scanned, cl.inBody = 0, false
-		ctx.Request.SetURI(&cl.uri)
-		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, metrics.HandoffHTTP10)
-		return -1, true
+		reason = metrics.HandoffHTTP10 // HTTP/1.0: its own keep-alive and framing
 	case bodyLen < 0, bodyLen > proxy.LoopBodyMax, bodyLen > 0 && len(data)-n < int(bodyLen) && ctx.Request.MayContinue():
-		// A body that streams in: off the loop; behind Expect, the
-		// client waits for 100 Continue, which is sent once the request
-		// is let through.
-		kind, reason := offStream, metrics.HandoffBody
+		// A body that streams in; behind Expect, the client waits for 100
+		// Continue, which is sent once the request is let through.
+		reason = metrics.HandoffBody
 		if ctx.Request.MayContinue() {
-			kind, reason = offExpect, metrics.HandoffExpect
+			reason, kind = metrics.HandoffExpect, offExpect
 		}
-		cl.scanned, cl.inBody = 0, false
-		ctx.Request.SetURI(&cl.uri)
-		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, reason)
-		return -1, true
 	case bodyLen > 0:
 		if len(data)-n < int(bodyLen) {
 			cl.bound, cl.inBody = cl.bodyBound(), true
@@ -510,6 +494,13 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 	}
 	cl.scanned, cl.inBody = 0, false
 	ctx.Request.SetURI(&cl.uri)
+	if reason != "" {
+		if kind == offWhole && bodyLen != 0 {
+			kind = offStream
+		}
+		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, reason)
+		return -1, true
+	}
 	var res snapshot.LoopResult
 	s := cl.ls.e.n.fastPrelude(ctx, status, why, seen)
 	if s != nil {
@@ -586,7 +577,9 @@ func (cl *loopClient) Answered() {
 		return
 	}
 	if cl.ctx.Response.IsBodyStream() {
-		cl.stream()
+		// Its body's reads block: written off the loop, after which the
+		// connection comes back with what followed the request.
+		cl.offLoop(&offRequest{kind: offAnswered}, cl.buf, 0, metrics.HandoffStream)
 		return
 	}
 	cl.respond()
@@ -718,56 +711,6 @@ func (cl *loopClient) handOver(pending []byte, reason string) {
 		return
 	}
 	cl.ls.e.d.adopt(proxy.Prefixed(nc, pre))
-}
-
-// stream writes an answer whose body streams from a goroutine, off the
-// loop (the body's reads block), then hands the connection to the
-// dispatcher for its next requests.
-func (cl *loopClient) stream() {
-	e := cl.ls.e
-	e.n.metrics.LoopHandoffs.WithLabelValues(metrics.HandoffStream).Inc()
-	ctx := cl.ctx
-	pre := append([]byte(nil), cl.buf...)
-	nc, err := cl.detach()
-	// The context goes with the answer: forget must not recycle it.
-	cl.busy = true
-	cl.forget()
-	if err != nil {
-		// The answer cannot be written: end its body (the exchange's
-		// release and report run, as for a client gone).
-		_ = ctx.Response.CloseBodyStream()
-		ctx.Request.Reset()
-		ctx.Response.Reset()
-		loopCtxs.Put(ctx)
-		return
-	}
-	view := &cl.view
-	view.nc = nc // the body's write deadlines (proxy's fastRespBody) reach the connection
-	closeConn := ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || e.n.draining.Load()
-	if closeConn {
-		ctx.Response.SetConnectionClose()
-	}
-	e.goOff(nc, func() {
-		bw := loopWriters.Get().(*bufio.Writer)
-		bw.Reset(nc)
-		err := ctx.Response.Write(bw) // closes the body stream when it ends
-		if err == nil {
-			err = bw.Flush()
-		}
-		bw.Reset(nil)
-		loopWriters.Put(bw)
-		_ = ctx.Response.CloseBodyStream() // a failed write left it open
-		ctx.Request.Reset()
-		ctx.Response.Reset()
-		view.nc = nil
-		loopCtxs.Put(ctx)
-		if err != nil || closeConn {
-			_ = nc.Close()
-			return
-		}
-		_ = nc.SetDeadline(time.Time{})
-		cl.resume(nc, pre)
-	})
 }
 
 var loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}

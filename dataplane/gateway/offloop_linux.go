@@ -38,6 +38,9 @@ const (
 	offWhole  offKind = iota // none, or whole in the request already
 	offStream                // it streams from the connection
 	offExpect                // it streams once the client hears 100 Continue
+	// offAnswered: the request was served on the loop, and its answer,
+	// whose body streams, is to be written.
+	offAnswered
 )
 
 // offRequest is a request served off the loop, and its connection.
@@ -145,7 +148,7 @@ func (r *offRequest) serve() {
 	var br *bufio.Reader
 	var src *preReader
 	var body io.Reader // the streamed body, read to its end after the answer
-	closeConn, run := false, true
+	closeConn, run := false, r.kind != offAnswered
 	switch r.kind {
 	case offExpect:
 		// Decided before the 100 goes out (continueBody); the body may
@@ -272,6 +275,7 @@ func (r *offRequest) unread(br *bufio.Reader, src *preReader) []byte {
 func (r *offRequest) end() {
 	ctx := r.ctx
 	_ = ctx.Request.CloseBodyStream()
+	_ = ctx.Response.CloseBodyStream() // an answer not written ends its exchange
 	ctx.Request.Reset()
 	ctx.Response.Reset()
 	r.cl.view.nc = nil
