@@ -607,3 +607,44 @@ routes:
 		t.Fatalf("the WebSocket after the drain: %v, want it closed", err)
 	}
 }
+
+// TestOffLoopUnreadBody: a long upload the gateway answers itself without
+// reading (no route matches: 404): what is left of the body is read and
+// dropped after the answer, and the request pipelined behind it is served on
+// the same connection, back on its loop; past 256 KiB left unread, the
+// connection closes after the answer instead.
+func TestOffLoopUnreadBody(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "up "+r.URL.Path)
+	}))
+	t.Cleanup(up.Close)
+	n, addr := startLoop(t, fmt.Sprintf("namespace: loop\nroutes:\n  - {id: api, match: {pathPrefix: /api}, upstream: {targets: [{url: %q}]}}\n", up.URL))
+	body := strings.Repeat("e", 100<<10)
+	rs := exchange(t, addr, fmt.Sprintf("POST /none HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%sGET /api/next HTTP/1.1\r\nHost: x\r\n\r\n", len(body), body), 2)
+	if rs[0].StatusCode != http.StatusNotFound || rs[0].Close || bodyOf(rs[1]) != "up /api/next" {
+		t.Fatalf("answers %d (close %v), %d %q", rs[0].StatusCode, rs[0].Close, rs[1].StatusCode, bodyOf(rs[1]))
+	}
+	if h := handoffs(t, n); h[metrics.HandoffBody] != 1 {
+		t.Fatalf("served off the loop %v, want body 1", h)
+	}
+
+	// 1 MiB unread: answered, then closed.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	big := strings.Repeat("b", 1<<20)
+	go func() {
+		_, _ = fmt.Fprintf(c, "POST /none HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(big), big)
+	}()
+	br := bufio.NewReader(c)
+	r := readAnswers(t, br, 1)[0]
+	if r.StatusCode != http.StatusNotFound {
+		t.Fatalf("1 MiB unread: %d", r.StatusCode)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("1 MiB unread: the connection stayed open")
+	}
+}
