@@ -648,3 +648,32 @@ func TestOffLoopUnreadBody(t *testing.T) {
 		t.Fatal("1 MiB unread: the connection stayed open")
 	}
 }
+
+// TestHTTP10StreamedAnswer: an answer of unknown length (the upstream's is
+// chunked) goes to an HTTP/1.0 client without a transfer coding, which it
+// could not read (RFC 9112 §6.1), its body ended by the connection's
+// close, even when the client asked to keep the connection alive.
+func TestHTTP10StreamedAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "one ")
+		w.(http.Flusher).Flush() // no Content-Length: chunked
+		_, _ = io.WriteString(w, "two")
+	}))
+	t.Cleanup(up.Close)
+	_, addr := startLoop(t, fmt.Sprintf("namespace: loop\nroutes:\n  - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}\n", up.URL))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET /s HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+	raw, err := io.ReadAll(c) // to the close
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, body, _ := strings.Cut(string(raw), "\r\n\r\n")
+	if strings.Contains(strings.ToLower(head), "transfer-encoding") || !strings.Contains(strings.ToLower(head), "connection: close") || body != "one two" {
+		t.Fatalf("answer to HTTP/1.0:\n%s\n\nbody %q", head, body)
+	}
+}

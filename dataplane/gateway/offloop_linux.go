@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"syscall"
 	"time"
@@ -198,6 +199,10 @@ func (r *offRequest) serve() {
 		}
 	}
 	closeConn = closeConn || ctx.Request.Header.ConnectionClose() || ctx.Response.ConnectionClose() || n.draining.Load()
+	// An HTTP/1.0 client reads no chunked body (RFC 9112 §6.1): an answer
+	// of unknown length runs to the connection's close instead.
+	untilClose := relay == nil && !ctx.Request.Header.IsHTTP11() && ctx.Response.IsBodyStream() && ctx.Response.Header.ContentLength() < 0
+	closeConn = closeConn || untilClose
 	switch {
 	case relay != nil:
 		// A switch (101): its Connection stays "Upgrade".
@@ -216,7 +221,12 @@ func (r *offRequest) serve() {
 	}
 	bw := loopWriters.Get().(*bufio.Writer)
 	bw.Reset(r.nc)
-	err := ctx.Response.Write(bw) // closes a body stream when it ends
+	var err error
+	if untilClose {
+		err = writeUntilClose(bw, &ctx.Response)
+	} else {
+		err = ctx.Response.Write(bw) // closes a body stream when it ends
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -258,6 +268,40 @@ func (r *offRequest) serve() {
 	}
 	_ = r.nc.SetDeadline(time.Time{})
 	r.cl.resume(r.nc, pre)
+}
+
+// writeUntilClose writes resp, whose body streams with no length known,
+// for an HTTP/1.0 client: no transfer coding, the body as it comes (each
+// piece flushed, as chunks are), ended by the connection's close.
+func writeUntilClose(bw *bufio.Writer, resp *fasthttp.Response) error {
+	h := &resp.Header
+	h.SetContentLength(-2) // identity, and Connection: close
+	h.Del("Transfer-Encoding")
+	if err := h.Write(bw); err != nil {
+		return err
+	}
+	if resp.SkipBody || h.StatusCode() < 200 || h.StatusCode() == http.StatusNoContent || h.StatusCode() == http.StatusNotModified {
+		return nil
+	}
+	body := resp.BodyStream()
+	buf := make([]byte, 16<<10)
+	for {
+		k, err := body.Read(buf)
+		if k > 0 {
+			if _, werr := bw.Write(buf[:k]); werr != nil {
+				return werr
+			}
+			if werr := bw.Flush(); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // unread returns what was read of the connection and not served: what br
