@@ -67,9 +67,14 @@ type loopEngine struct {
 	// foreignTLS warns once of TLS connections the loops cannot take
 	// (serveTLS).
 	foreignTLS sync.Once
-	// deciding counts the goroutines deciding requests off the loops
-	// (loopClient.Offload).
+	// deciding counts the decisions under way off the loops
+	// (loopClient.Offload); deciders the goroutines that run them, which
+	// take them from jobs, and end when quit is closed.
 	deciding sync.WaitGroup
+	deciders sync.WaitGroup
+	jobs     chan decideJob
+	quit     chan struct{}
+	quitOnce sync.Once
 	conns    atomic.Int64 // client connections on the loops
 	draining atomic.Bool
 }
@@ -99,7 +104,8 @@ func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngin
 	if err != nil {
 		return nil, err
 	}
-	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd, off: map[net.Conn]struct{}{}, relays: map[net.Conn]struct{}{}}
+	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd, off: map[net.Conn]struct{}{}, relays: map[net.Conn]struct{}{},
+		jobs: make(chan decideJob), quit: make(chan struct{})}
 	// Every loop is made (an epoll and an eventfd each) before any
 	// accepts: connections accepted by the first would otherwise take the
 	// descriptors the next needs, under a burst at start-up with a low
@@ -186,6 +192,8 @@ func (e *loopEngine) stopLoops() {
 	}
 	e.wg.Wait()
 	e.deciding.Wait() // their requests end as their connections did
+	e.quitOnce.Do(func() { close(e.quit) })
+	e.deciders.Wait()
 }
 
 // closeIdle closes the loop's client connections that wait for a request

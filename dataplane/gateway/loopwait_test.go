@@ -180,7 +180,7 @@ limits:
 func deciders() int {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	return strings.Count(b.String(), "gateway.(*loopClient).Offload.func")
+	return strings.Count(b.String(), "gateway.(*loopEngine).decide+") // under way, not idle deciders
 }
 
 // loopConns is the node's sluice_evloop_connections.
@@ -327,5 +327,47 @@ limits:
 	}
 	if h := handoffs(t, n); len(h) != 0 {
 		t.Errorf("handed over to the fasthttp engine: %v, want nothing", h)
+	}
+}
+
+// idleDeciders counts the goroutines kept to decide off the loops
+// (loopEngine.decider), idle or deciding.
+func idleDeciders() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2) // one stack per goroutine
+	return strings.Count(b.String(), "gateway.(*loopEngine).decider(")
+}
+
+// TestDecidersKept: decisions made off the loop one after another are run
+// by a goroutine kept for them, not one started for each (a goroutine per
+// decision grew its stack every time: 9.6 % of a batched cluster limit's
+// CPU); the engine's stop ends it.
+func TestDecidersKept(t *testing.T) {
+	up := echoUpstream(t)
+	st := loopStore(t, loopRedis)
+	before := idleDeciders()
+	_, addr, stop := startLoopNode(t, fmt.Sprintf(slowClusterRules, up.URL), Config{Snapshot: snapshot.Options{Cluster: st.Cluster}, EventLoops: 1})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := range 50 {
+		_, _ = fmt.Fprintf(c, "GET /cluster/%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+		if r := readAnswers(t, br, 1)[0]; r.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, r.StatusCode)
+		}
+	}
+	if got := idleDeciders() - before; got != 1 {
+		t.Fatalf("%d deciders after 50 decisions one after another, want 1 kept", got)
+	}
+	c.Close()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := idleDeciders() - before; got != 0 {
+		t.Fatalf("%d deciders after the stop, want 0", got)
 	}
 }

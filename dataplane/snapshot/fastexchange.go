@@ -65,6 +65,11 @@ func init() {
 		e.fn = e.end
 		return e
 	}
+	fastExchanges.New = func() any {
+		x := &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
+		x.decided = x.Decided
+		return x
+	}
 }
 
 func (e *fastEnd) end(err error) {
@@ -114,13 +119,15 @@ type fastExchange struct {
 	early      *proxy.Outcome
 	earlyOut   proxy.Outcome
 	// A decision run off the loop (offload): what Decide serves, and the
-	// forward it chose, which Decided starts on the loop.
-	off loopOffload
+	// forward it chose, which Decided starts on the loop; decided is
+	// Decided, bound once (LoopWork.DecidedFunc).
+	off     loopOffload
+	decided func()
 }
 
-var fastExchanges = sync.Pool{New: func() any {
-	return &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
-}}
+// fastExchanges' New is set in init: Decided puts an exchange back, an
+// initialization cycle for a composite literal.
+var fastExchanges sync.Pool
 
 func (x *fastExchange) reset() {
 	x.rl = limit.Fields{}

@@ -27,6 +27,9 @@ type LoopWork interface {
 	// Decided starts the forward Decide chose (LoopConn.Forward), or hands
 	// the engine the answer (LoopConn.Answered).
 	Decided()
+	// DecidedFunc is Decided as a func value, made once (not one for each
+	// request), for the loop's task queue (evloop.Loop.Post).
+	DecidedFunc() func()
 }
 
 // loopOffload is an offloaded decision's part of a fastExchange: what
@@ -67,6 +70,9 @@ func (x *fastExchange) Decide() {
 		x.done = nil
 	}
 }
+
+// DecidedFunc is x.Decided, bound once (LoopWork).
+func (x *fastExchange) DecidedFunc() func() { return x.decided }
 
 // Decided, on the loop (LoopWork), starts the forward Decide chose, which
 // ends as any other on the loop (LoopDone, then LoopConn.Answered), or
