@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,12 +183,19 @@ func TestTLSCertificateRotatedUnderLoad(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// Each rotation loads once; the bad pair is refused at least once (a
-	// poll between the two renames of a rotation is refused too).
-	for _, want := range []string{`sluice_tls_cert_reloads_total{result="ok"} 5`, "sluice_tls_cert_not_after_seconds "} {
-		if !strings.Contains(string(metrics), want) {
-			t.Errorf("metrics lack %q; they have %q", want, regexp.MustCompile(`(?m)^sluice_tls_cert_reloads_total.*$`).FindAll(metrics, -1))
-		}
+	// Each rotation loads (waitServed saw each one served), at least once:
+	// a rename that lands between the reloader's stat and its read loads
+	// the same pair again at the next poll (tlsreload.Check records the
+	// stamps it read before the files, so it never marks a pair seen that
+	// it did not load). The bad pair is refused at least once (a poll
+	// between the two renames of a rotation is refused too).
+	if m := regexp.MustCompile(`sluice_tls_cert_reloads_total\{result="ok"\} ([0-9]+)`).FindSubmatch(metrics); m == nil {
+		t.Errorf("no successful reload counted")
+	} else if k, _ := strconv.Atoi(string(m[1])); k < 5 {
+		t.Errorf("%d successful reloads, want at least one per rotation (5)", k)
+	}
+	if !strings.Contains(string(metrics), "sluice_tls_cert_not_after_seconds ") {
+		t.Errorf("metrics lack sluice_tls_cert_not_after_seconds")
 	}
 	if m := regexp.MustCompile(`sluice_tls_cert_reloads_total\{result="error"\} ([0-9]+)`).FindSubmatch(metrics); m == nil || string(m[1]) == "0" {
 		t.Errorf("no refused reload counted: %q", m)
