@@ -543,23 +543,11 @@ func TestDrainOffLoop(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	ws := newSwitchingUpstream(t)
-	n := New(Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
-	rules := fmt.Sprintf(`namespace: loop
+	_, addr, stop := startLoopNode(t, fmt.Sprintf(`namespace: loop
 routes:
   - {id: ws, match: {pathPrefix: /ws}, upstream: {targets: [{url: "http://%s"}]}}
   - {id: all, match: {pathPrefix: /}, upstream: {targets: [{url: %q}]}}
-`, ws.ln.Addr(), up.URL)
-	if err := n.Apply(context.Background(), source.Update{Data: []byte(rules), Version: 1, Source: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	ls, err := n.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx, ls) }()
-	addr := ls.Traffic.Addr().String()
+`, ws.ln.Addr(), up.URL), Config{ShutdownTimeout: 5 * time.Second})
 	dial := func() (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -583,7 +571,8 @@ routes:
 	upload, ubr := dial()
 	_, _ = io.WriteString(upload, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
 	time.Sleep(100 * time.Millisecond) // the upload is under way
-	cancel()
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-done:

@@ -94,9 +94,7 @@ func (cl *loopClient) offLoop(r *offRequest, data []byte, used int, reason strin
 // engine's drain waits for (streams), c among those a drain closes when it
 // runs out of time (off).
 func (e *loopEngine) goOff(c net.Conn, serve func()) {
-	e.offMu.Lock()
-	e.off[c] = struct{}{}
-	e.offMu.Unlock()
+	e.hold(e.off, c)
 	e.streams.Add(1)
 	go func() {
 		defer e.streams.Done()
@@ -106,9 +104,19 @@ func (e *loopEngine) goOff(c net.Conn, serve func()) {
 }
 
 // dropOff forgets c (goOff's): it is closed, or back on a loop.
-func (e *loopEngine) dropOff(c net.Conn) {
+func (e *loopEngine) dropOff(c net.Conn) { e.release(e.off, c) }
+
+// hold and release add c to and remove it from set (off, relays), under
+// offMu.
+func (e *loopEngine) hold(set map[net.Conn]struct{}, c net.Conn) {
 	e.offMu.Lock()
-	delete(e.off, c)
+	set[c] = struct{}{}
+	e.offMu.Unlock()
+}
+
+func (e *loopEngine) release(set map[net.Conn]struct{}, c net.Conn) {
+	e.offMu.Lock()
+	delete(set, c)
 	e.offMu.Unlock()
 }
 
@@ -116,15 +124,9 @@ func (e *loopEngine) dropOff(c net.Conn) {
 // drain does not wait for: a WebSocket has no end a drain could wait for.
 // The drain closes c once the requests it waits for are done (closeOff).
 func (e *loopEngine) relay(c net.Conn, relay func(net.Conn)) {
-	e.offMu.Lock()
-	e.relays[c] = struct{}{}
-	e.offMu.Unlock()
+	e.hold(e.relays, c)
 	go func() {
-		defer func() {
-			e.offMu.Lock()
-			delete(e.relays, c)
-			e.offMu.Unlock()
-		}()
+		defer e.release(e.relays, c)
 		relay(c)
 		_ = c.Close()
 	}()

@@ -726,11 +726,6 @@ func (s *fastStream) trailer() []byte {
 	return s.body.Header.TrailerHeader()
 }
 
-// discard has Close close the connection whatever the body's end (the
-// caller could not use the answer: doInto's, which has no response of its
-// own to ask it with).
-func (s *fastStream) discard() { s.closeConn = true }
-
 func (s *fastStream) Close() error {
 	if s.r == nil {
 		return nil
