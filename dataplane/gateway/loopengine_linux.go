@@ -68,7 +68,7 @@ type loopEngine struct {
 	// (serveTLS).
 	foreignTLS sync.Once
 	// deciding counts the decisions under way off the loops
-	// (loopClient.Offload); deciders the goroutines that run them, which
+	// (loopClient.offload); deciders the goroutines that run them, which
 	// take them from jobs, and end when quit is closed.
 	deciding sync.WaitGroup
 	deciders sync.WaitGroup
@@ -280,7 +280,7 @@ type loopClient struct {
 	// (inBody), when since moves on with each read that brings more.
 	bound   time.Duration
 	inBody  bool
-	busy    bool // a request is being forwarded
+	busy    bool // a request is being decided off the loop or forwarded
 	first   bool // no request yet: the h2c preface may come
 	closing bool // the answer said close: the connection ends once it is out
 	uri     fasthttp.URI
@@ -288,6 +288,10 @@ type loopClient struct {
 	// route's writeTimeout for a forwarded answer, as the fasthttp engine
 	// bounds its body; api.DefaultWriteTimeout for the gateway's own.
 	writeBound time.Duration
+	// req is the request being decided off the loop or forwarded, and
+	// decided is cl.decided, bound once (for the loop's task queue).
+	req     snapshot.LoopRequest
+	decided func()
 }
 
 // Readable reads and serves what the connection brings, unless a request
@@ -509,10 +513,10 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 		cl.offLoop(&offRequest{kind: kind, status: status, why: why, seen: seen, ids: ids}, data, n, reason)
 		return -1, true
 	}
-	var res snapshot.LoopResult
+	res, req := snapshot.LoopAnswered, snapshot.LoopRequest{}
 	s := cl.ls.e.n.fastPrelude(ctx, status, why, seen)
 	if s != nil {
-		res = s.ServeLoop(ctx, &ids, cl)
+		res, req = s.ServeLoop(ctx, &ids)
 	}
 	switch res {
 	case snapshot.LoopDeclined:
@@ -520,8 +524,12 @@ func (cl *loopClient) serveOne(data []byte) (int, bool) {
 		// prelude run.
 		cl.offLoop(&offRequest{kind: offWhole, s: s, ids: ids}, data, n, metrics.HandoffRoute)
 		return -1, true
-	case snapshot.LoopForwarding, snapshot.LoopDeciding:
+	case snapshot.LoopForward:
 		cl.busy = true
+		cl.forward(req)
+	case snapshot.LoopDecide:
+		cl.busy = true
+		cl.offload(req)
 	default:
 		cl.respond()
 	}
@@ -559,22 +567,35 @@ func (cl *loopClient) recycle() {
 	ctx.Response.Header.SetNoDefaultContentType(true)
 }
 
-// Forward starts the exchange on the connection's loop (snapshot.LoopConn).
-func (cl *loopClient) Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match) {
+// forward starts the forward the request path planned for the request
+// under way (req) on the connection's loop; its outcome comes to LoopDone.
+func (cl *loopClient) forward(req snapshot.LoopRequest) {
+	cl.req = req
 	if cl.c.Closed() {
 		// Closed while its decision ran off the loop (the loop ended):
 		// nobody takes an answer.
-		x.LoopDone(proxy.Outcome{Status: proxy.StatusClientClosed, ClientGone: true})
+		cl.LoopDone(proxy.Outcome{Status: proxy.StatusClientClosed, ClientGone: true})
 		return
 	}
+	u := req.Upstream()
 	cl.writeBound = u.WriteTimeout()
-	u.ForwardLoop(cl.ls.l, x, ctx, fr, m)
+	u.ForwardLoop(cl.ls.l, req, cl, cl.ctx, req.Request(), req.Match())
 }
 
-// Answered: the forwarded request's answer is in the context
-// (snapshot.LoopConn). An answer whose body streams is written off the
-// loop; any other now, and serving goes on.
-func (cl *loopClient) Answered() {
+// LoopDone ends the forward under way (proxy.LoopExchange): the request
+// path is told its outcome (it records it, now or once a streamed body
+// ends), and the answer is written.
+func (cl *loopClient) LoopDone(o proxy.Outcome) {
+	req := cl.req
+	cl.req = snapshot.LoopRequest{}
+	req.End(o)
+	cl.answered()
+}
+
+// answered: the request's answer is in the context, after a forward or a
+// decision made off the loop. An answer whose body streams is written off
+// the loop; any other now, and serving goes on.
+func (cl *loopClient) answered() {
 	cl.busy = false
 	if cl.c.Closed() {
 		// Gone meanwhile (the engine stopped): end what the answer holds.

@@ -9,16 +9,16 @@ import (
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
 
-// Offload runs w's decision off the loop (snapshot.LoopConn): a request of
-// a route whose limits may wait (a scope: cluster limit's Redis call, a
-// leaky bucket's delay) is decided on a goroutine of its own, so that the
-// loop's other connections are never held up by it. The connection is busy
-// meanwhile (ServeLoop said LoopDeciding): the loop reads none of it, so
+// offload runs the decision of req off the loop (ServeLoop said
+// LoopDecide): a request of a route whose limits may wait (a scope:
+// cluster limit's Redis call, a leaky bucket's delay) is decided on another
+// goroutine, so that the loop's other connections are never held up by
+// it. The connection is busy meanwhile: the loop reads none of it, so
 // pipelined requests wait their turn, and a client that closes is found
 // out once the answer is written or the next read sees the end. The
-// decision reports back with Decided on the loop (evloop.Loop.Post), which
+// decision reports back on the loop (evloop.Loop.Post: decided), which
 // starts the forward or writes the answer; a loop that ended meanwhile has
-// closed the connection, and Decided then only ends the request, on this
+// closed the connection, and decided then only ends the request, on that
 // goroutine. The engine's stop waits for these goroutines (stopLoops), and
 // its drain for their connections, as for any busy connection.
 //
@@ -27,11 +27,15 @@ import (
 // deciderIdle ends. A goroutine started per decision grew its stack for
 // each (the decision's calls are deeper than a new goroutine's stack):
 // 9.6 % of the CPU of a route with a batched cluster limit.
-func (cl *loopClient) Offload(w snapshot.LoopWork) {
+func (cl *loopClient) offload(req snapshot.LoopRequest) {
 	e, l := cl.ls.e, cl.ls.l
+	cl.req = req
+	if cl.decided == nil {
+		cl.decided = cl.decide
+	}
 	e.deciding.Add(1)
 	l.Away()
-	j := decideJob{w: w, l: l}
+	j := decideJob{cl: cl, l: l}
 	select {
 	case e.jobs <- j:
 	default:
@@ -43,10 +47,23 @@ func (cl *loopClient) Offload(w snapshot.LoopWork) {
 	l.Yield()
 }
 
-// decideJob is one offloaded decision, and the loop it reports back to.
+// decide goes on with the request whose decision was made off the loop:
+// its forward is started, or its answer written.
+func (cl *loopClient) decide() {
+	req := cl.req
+	if req.Decided() == snapshot.LoopForward {
+		cl.forward(req)
+		return
+	}
+	cl.req = snapshot.LoopRequest{}
+	cl.answered()
+}
+
+// decideJob is one offloaded decision: its connection (whose request it
+// is), and the loop it reports back to.
 type decideJob struct {
-	w snapshot.LoopWork
-	l *evloop.Loop
+	cl *loopClient
+	l  *evloop.Loop
 }
 
 // deciderIdle is how long a decider waits for another decision, at
@@ -85,9 +102,9 @@ func (e *loopEngine) decider(j decideJob) {
 // loop ended).
 func (e *loopEngine) decide(j decideJob) {
 	defer e.deciding.Done()
-	j.w.Decide()
-	if !j.l.Post(j.w.DecidedFunc()) {
-		j.w.Decided()
+	j.cl.req.Decide()
+	if !j.l.Post(j.cl.decided) {
+		j.cl.decide()
 	}
 	j.l.Back()
 }

@@ -167,7 +167,7 @@ func (n *Node) AdminHandler() http.Handler {
 // cleartext one by whether it opens with the HTTP/2 preface (h2c with prior
 // knowledge) or not (HTTP/1.1, where "Upgrade: h2c" is still honoured).
 // Both protocols serve every request through the node's one request path
-// (ServeHTTP, then snapshot.Serve).
+// (ServeHTTP, then snapshot.Decide).
 func (n *Node) Serve(ctx context.Context, ls *Listeners) error {
 	h2s := &http2.Server{
 		IdleTimeout: IdleTimeout,

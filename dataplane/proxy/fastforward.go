@@ -127,13 +127,12 @@ func (fr *FastRequest) header() http.Header {
 // LoopExchange is the serving stack's side of ForwardLoop (the event-loop
 // engine's forward, Linux only).
 type LoopExchange interface {
-	// ResponseWriter receives the gateway's own answers (502, 504).
-	http.ResponseWriter
-	// LoopDone is called on the loop, once, when the exchange has an
-	// answer in the client's response (ctx.Response): a whole one, or one
-	// whose body is a stream (ctx.Response.IsBodyStream) for the caller to
-	// write from a goroutine; the exchange then ends when that body does
-	// (FastRequest.Release). It may be called before ForwardLoop returns.
+	// LoopDone is called on the loop, once, after ForwardLoop returned,
+	// when the exchange has an answer in the client's response
+	// (ctx.Response): a whole one, or one whose body is a stream
+	// (ctx.Response.IsBodyStream) for the caller to write from a
+	// goroutine; the exchange then ends when that body does
+	// (FastRequest.Release).
 	LoopDone(o Outcome)
 }
 

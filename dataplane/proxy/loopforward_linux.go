@@ -50,14 +50,16 @@ const maxInterim = 16
 
 // ForwardLoop sends the request in ctx (its body, if any, whole in
 // ctx.Request) to the next target on m.Path and returns at once; the answer
-// comes to x.LoopDone on loop l, which must be the caller's. The route must
-// be LoopCapable. The route's timeout bounds the exchange (504), as
-// ForwardFast's; a target that cannot be reached is answered 502; a request
-// that failed on a kept-alive connection before any answer is sent again
-// on a new one when it is idempotent (retryable's rule).
-func (u *Upstream) ForwardLoop(l *evloop.Loop, x LoopExchange, ctx *fasthttp.RequestCtx, fr FastRequest, m Match) {
+// comes to x.LoopDone on loop l, which must be the caller's, never before
+// ForwardLoop returns. The gateway's own answers (502, 504) are written
+// through w. The route must be LoopCapable. The route's timeout bounds the
+// exchange (504), as ForwardFast's; a target that cannot be reached is
+// answered 502; a request that failed on a kept-alive connection before
+// any answer is sent again on a new one when it is idempotent (retryable's
+// rule).
+func (u *Upstream) ForwardLoop(l *evloop.Loop, w http.ResponseWriter, x LoopExchange, ctx *fasthttp.RequestCtx, fr FastRequest, m Match) {
 	f := loopFwds.Get().(*loopFwd)
-	f.u, f.x, f.ctx, f.l = u, x, ctx, l
+	f.u, f.w, f.x, f.ctx, f.l = u, w, x, ctx, l
 	f.start = time.Now()
 	f.due = l.Now() + int64(u.timeout)
 	f.ti = u.balance.pick()
@@ -70,7 +72,15 @@ func (u *Upstream) ForwardLoop(l *evloop.Loop, x LoopExchange, ctx *fasthttp.Req
 		f.head = append(f.head, b...)
 	}
 	f.p = f.t.loopPool(l)
-	f.acquire()
+	if err := f.acquire(); err != nil {
+		// No connection to be had now (the pool is full, or every idle
+		// one failed): answered from the loop's task queue, after this
+		// returns, as every other answer comes.
+		f.err = err
+		if !l.Post(f.failLater) {
+			f.fail(err) // the loop has ended (not while it runs this)
+		}
+	}
 }
 
 // loopFwd is one ForwardLoop exchange.
@@ -80,6 +90,7 @@ type loopFwd struct {
 	ti          int
 	l           *evloop.Loop
 	p           *loopPool
+	w           http.ResponseWriter
 	x           LoopExchange
 	ctx         *fasthttp.RequestCtx
 	fr          FastRequest
@@ -88,35 +99,55 @@ type loopFwd struct {
 	due         int64 // the route's deadline, on the loop's clock
 	clientClose bool  // the client's connection is to close after the answer
 	uc          *loopConn
+	err         error  // why acquire failed, for failLater
+	failLater   func() // fail(err), bound once per pooled loopFwd
 }
 
-var loopFwds = sync.Pool{New: func() any { return &loopFwd{head: make([]byte, 0, 1024)} }}
+var loopFwds sync.Pool
+
+func init() {
+	// Set here: fail puts the loopFwd back, an initialization cycle for a
+	// composite literal.
+	loopFwds.New = func() any {
+		f := &loopFwd{head: make([]byte, 0, 1024)}
+		f.failLater = func() { f.fail(f.err) }
+		return f
+	}
+}
 
 func (f *loopFwd) free() {
-	head := f.head
+	head, failLater := f.head, f.failLater
 	if cap(head) > 16<<10 {
 		head = nil
 	}
-	*f = loopFwd{head: head[:0]}
+	*f = loopFwd{head: head[:0], failLater: failLater}
 	loopFwds.Put(f)
 }
 
 // acquire sends the request on an idle connection of the pool, or on a
-// new one once it is dialed.
-func (f *loopFwd) acquire() {
+// new one once it is dialed (the dial's failure then ends the exchange).
+// It returns why the request could not be sent now, for the caller to end
+// the exchange with: the pool is full, or the idle connection tried last
+// failed and the request may not be sent again (retryable).
+func (f *loopFwd) acquire() error {
 	p := f.p
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		uc := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
-		if !uc.c.Closed() {
-			f.send(uc)
-			return
+		if uc.c.Closed() {
+			continue
+		}
+		err := f.send(uc)
+		if err == nil {
+			return nil
+		}
+		if !f.retryable(uc, err) {
+			return err
 		}
 	}
 	if p.open >= p.max {
-		f.fail(errFastPoolFull)
-		return
+		return errFastPoolFull
 	}
 	p.open++
 	uc := &loopConn{p: p}
@@ -128,19 +159,33 @@ func (f *loopFwd) acquire() {
 			return
 		}
 		uc.c = c
-		f.send(uc)
+		if err := f.send(uc); err != nil {
+			f.fail(err) // a new connection: not sent again
+		}
 	})
+	return nil
 }
 
-// send writes the request on uc and waits for the answer.
-func (f *loopFwd) send(uc *loopConn) {
+// send writes the request on uc and waits for the answer; a write that
+// fails drops uc.
+func (f *loopFwd) send(uc *loopConn) error {
 	f.uc, uc.f = uc, f
 	uc.buf, uc.scanned, uc.interim = uc.buf[:0], 0, 0
 	if err := uc.c.Write(f.head); err != nil {
-		f.retryOrFail(err)
-		return
+		f.uc, uc.f = nil, nil
+		f.p.drop(uc)
+		return err
 	}
 	uc.c.SetDeadline(f.due)
+	return nil
+}
+
+// retryable reports whether the request may go again on another
+// connection after uc failed with err before any answer: uc was kept
+// alive (it may have closed before the request reached it), the route's
+// deadline has not passed, and the request is idempotent (as fastPool's).
+func (f *loopFwd) retryable(uc *loopConn, err error) bool {
+	return uc.reused && f.l.Now() < f.due && !isTimeout(err) && idempotent(&f.ctx.Request.Header)
 }
 
 // retryOrFail ends an exchange whose connection failed before the answer
@@ -149,9 +194,11 @@ func (f *loopFwd) retryOrFail(err error) {
 	uc := f.uc
 	f.uc, uc.f = nil, nil
 	f.p.drop(uc)
-	if uc.reused && f.l.Now() < f.due && !isTimeout(err) && idempotent(&f.ctx.Request.Header) {
-		f.acquire()
-		return
+	if f.retryable(uc, err) {
+		err = f.acquire()
+		if err == nil {
+			return
+		}
 	}
 	f.fail(err)
 }
@@ -167,10 +214,10 @@ func (f *loopFwd) fail(err error) {
 	resetFastResponse(&ctx.Response, f.clientClose)
 	o := Outcome{Err: err}
 	if isTimeout(err) {
-		answer.WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
+		answer.WriteProblemID(f.w, f.fr.header(), f.fr.RequestID, http.StatusGatewayTimeout, "Gateway timeout", u.timeoutDetail)
 		o.Status, o.Timeout = http.StatusGatewayTimeout, true
 	} else {
-		answer.WriteProblemID(f.x, f.fr.header(), f.fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
+		answer.WriteProblemID(f.w, f.fr.header(), f.fr.RequestID, http.StatusBadGateway, "Bad gateway", "the upstream could not be reached")
 		o.Status = http.StatusBadGateway
 	}
 	o.Duration = time.Since(f.start)
@@ -281,7 +328,7 @@ func (f *loopFwd) answered() {
 		closeConn = closeConn || len(uc.buf) > uc.hdr // bytes the answer has no room for
 		f.uc, uc.f = nil, nil
 		f.p.put(uc, closeConn)
-		f.end(f.u.relayFast(f.x, f.ctx, f.fr, nil, f.clientClose, f.start))
+		f.end(f.u.relayFast(f.w, f.ctx, f.fr, nil, f.clientClose, f.start))
 	case cl > 0 && cl <= smallBody:
 		have := len(uc.buf) - uc.hdr
 		if have < cl {
@@ -294,7 +341,7 @@ func (f *loopFwd) answered() {
 		closeConn = closeConn || have > cl
 		f.uc, uc.f = nil, nil
 		f.p.put(uc, closeConn)
-		f.end(f.u.relayFast(f.x, f.ctx, f.fr, nil, f.clientClose, f.start))
+		f.end(f.u.relayFast(f.w, f.ctx, f.fr, nil, f.clientClose, f.start))
 	default:
 		// Chunked, long, or until the connection's end: streamed by a
 		// goroutine, off the loop, through the origin's fastPool.
@@ -313,7 +360,7 @@ func (f *loopFwd) answered() {
 		s := f.t.fastClient().adopt(nc, pre, cl, closeConn)
 		// The stream's own bound: the route's deadline, as fastPool's.
 		_ = nc.SetReadDeadline(f.l.Time(f.due))
-		f.end(f.u.relayFast(f.x, f.ctx, f.fr, s, f.clientClose, f.start))
+		f.end(f.u.relayFast(f.w, f.ctx, f.fr, s, f.clientClose, f.start))
 	}
 }
 

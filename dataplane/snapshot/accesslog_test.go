@@ -52,7 +52,7 @@ func TestAccessLogOff(t *testing.T) {
 	if n := testing.AllocsPerRun(200, func() {
 		v := base
 		clear(x.h)
-		s.Serve(x, &v)
+		serve(s, x, &v)
 	}); n != 0 {
 		t.Fatalf("Serve without an access log: %v allocs per request, want 0", n)
 	}
@@ -62,7 +62,7 @@ func TestAccessLogOff(t *testing.T) {
 	on := MustCompileOptions(t, accessRules, Options{AccessLog: al})
 	for range 3 {
 		v := base
-		on.Serve(x, &v)
+		serve(on, x, &v)
 	}
 	al.Close(time.Second)
 	if got := strings.Count(out.b.String(), `"path":"/free/x?page=1","headers":{"User-Agent":["ua/1"]}}`); got != 3 {
@@ -90,7 +90,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			for b.Loop() {
 				v := base
 				clear(x.h)
-				s.Serve(x, &v)
+				serve(s, x, &v)
 			}
 		})
 	}

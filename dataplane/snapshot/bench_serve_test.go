@@ -78,7 +78,7 @@ func BenchmarkDecide(b *testing.B) {
 			for b.Loop() {
 				v := base
 				clear(x.h)
-				s.Serve(x, &v)
+				serve(s, x, &v)
 			}
 		})
 	}

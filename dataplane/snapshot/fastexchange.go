@@ -33,9 +33,8 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids 
 	x.ctx, x.tls, x.noUpgrade = ctx, tls, noUpgrade
 	v := x.fill(ctx, ids)
 	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
-	s.Serve(x, v)
-	if x.done != nil { // not taken by a streamed body
-		x.done()
+	if s.decideAt(x, v, s.router.MatchView(v), s.now(), &x.plan) {
+		x.forwardFast()
 	}
 	relay = x.relay
 	x.reset()
@@ -43,16 +42,17 @@ func (s *Snapshot) ServeFast(ctx *fasthttp.RequestCtx, tls, noUpgrade bool, ids 
 	return relay
 }
 
-// fastEnd is what a response whose body the engine streams after Serve
-// returned still holds: the limits' release and the outcome's report, both
-// run when the body has been written (end, as proxy.FastRequest.Release),
-// so that a concurrency slot is held while the client takes the answer and
-// a body cut off mid-way counts against the route (breaker, degrade,
-// metrics), as on net/http, where Forward streams the body itself.
+// fastEnd is the forward of a response whose body the engine streams after
+// the forward returned: its Plan, taken from the exchange, and the
+// outcome, finished (Plan.finish) when the body has been written (end, as
+// proxy.FastRequest.Release), so that a concurrency slot is held while the
+// client takes the answer and a body cut off mid-way counts against the
+// route (breaker, degrade, metrics), as on net/http, where Forward streams
+// the body itself.
 type fastEnd struct {
-	done   func()
-	report *pendingReport
-	fn     func(error) // end, bound once per pooled fastEnd
+	plan Plan
+	out  proxy.Outcome
+	fn   func(error) // end, bound once per pooled fastEnd
 }
 
 var fastEnds sync.Pool
@@ -66,22 +66,15 @@ func init() {
 		return e
 	}
 	fastExchanges.New = func() any {
-		x := &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
-		x.decided = x.Decided
-		return x
+		return &fastExchange{header: make(http.Header, 8), reqH: make(http.Header, 16), vals: make([]string, 0, 32)}
 	}
 }
 
 func (e *fastEnd) end(err error) {
-	done, rep := e.done, e.report
-	e.done, e.report = nil, nil
+	p, out := e.plan, e.out
+	*e = fastEnd{fn: e.fn}
 	fastEnds.Put(e)
-	if rep != nil {
-		rep.end(err)
-	}
-	if done != nil {
-		done()
-	}
+	p.finish(out, err)
 }
 
 // fastExchange is the fasthttp Exchange, pooled with the request view and
@@ -106,27 +99,21 @@ type fastExchange struct {
 	trace reqview.TraceBuf
 	rl    limit.Fields // the admitting limit's RateLimit fields (TakeRateLimit), if Taken
 	rlBuf []byte       // their values, formatted by flush
-	done  func()       // the limits' release, held until the body is written
-	rel   func(error)
-	end   *fastEnd // when the forwarded body is streamed after Serve
-	// The event-loop engine's (ServeLoop): its connection, whether the
-	// forward it started is in flight (Forward returned, LoopDone not yet
-	// called), whether Serve is still running, and the outcome of a
-	// forward that ended before Serve returned.
-	loop       LoopConn
-	forwarding bool
-	serving    bool
-	early      *proxy.Outcome
-	earlyOut   proxy.Outcome
-	// A decision run off the loop (offload): what Decide serves, and the
-	// forward it chose, which Decided starts on the loop; decided is
-	// Decided, bound once (LoopWork.DecidedFunc).
-	off     loopOffload
-	decided func()
+	// The forward the request path planned (decide), and, once the
+	// forward gave the answer a body the engine streams afterwards
+	// (TakeRelease), where the plan went to finish when the body ends.
+	plan Plan
+	end  *fastEnd
+	// An event loop's decision run off the loop (LoopRequest.Decide):
+	// the snapshot and the match it decides on, from offAt, and whether
+	// it planned a forward.
+	snap    *Snapshot
+	off     proxy.Match
+	offAt   int64
+	planned bool
 }
 
-// fastExchanges' New is set in init: Decided puts an exchange back, an
-// initialization cycle for a composite literal.
+// fastExchanges' New is set in init, beside fastEnds'.
 var fastExchanges sync.Pool
 
 func (x *fastExchange) reset() {
@@ -138,12 +125,9 @@ func (x *fastExchange) reset() {
 		x.vals = x.vals[:0]
 		x.built = false
 	}
-	x.view, x.id, x.done, x.end = reqview.View{}, [1]string{}, nil, nil
+	x.view, x.id, x.plan, x.end = reqview.View{}, [1]string{}, Plan{}, nil
 	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed, x.relay = nil, false, false, 0, false, nil
-	x.loop, x.forwarding, x.serving, x.early, x.earlyOut = nil, false, false, nil, proxy.Outcome{}
-	if x.off.s != nil {
-		x.off = loopOffload{}
-	}
+	x.snap, x.off, x.offAt, x.planned = nil, proxy.Match{}, 0, false
 }
 
 // b2s is the string of b without a copy; b must outlive the string's use
@@ -367,54 +351,54 @@ func (x *fastExchange) Routed(u *proxy.Upstream) {
 	u.GuardBodyConn(x.ctx.Conn(), proxy.FastHasBody(&x.ctx.Request.Header))
 }
 
-// Forward relays the request through the fasthttp upstream client; the
-// headers rules set so far (RateLimit) go out with the upstream's answer.
-func (x *fastExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
-	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x, Path: m.Path}
+// fastRequest is what the forward of x's planned request needs beside the
+// fasthttp context: the gateway's request id and trace context, the
+// connection's TLS, the matched path, and x as the stack's side of a body
+// streamed afterwards (TakeRelease) and of the request's header.
+func (x *fastExchange) fastRequest() proxy.FastRequest {
+	fr := proxy.FastRequest{RequestID: x.view.RequestID, TLS: x.tls, NoUpgrade: x.noUpgrade, Release: x, Header: x, Path: x.plan.m.Path}
 	if t := x.view.Trace; t.Replaces() {
 		fr.Traceparent, fr.KeepTracestate = t.Parent, t.Child
 	}
-	if x.loop != nil {
-		// The event loop's forward ends later (LoopDone): the limits'
-		// release and the outcome's report wait for it, as for a body
-		// streamed after Serve returns; the outcome returned here is a
-		// placeholder that LoopDone replaces.
-		x.TakeRelease()
-		x.forwarding = true
-		if x.off.s != nil {
-			x.off.u, x.off.fr = u, fr // started on the loop (Decided)
-		} else {
-			x.loop.Forward(u, x, x.ctx, fr, m)
-		}
-		return proxy.Outcome{}
-	}
-	out := u.ForwardFast(x, x.ctx, fr, m)
+	return fr
+}
+
+// forwardFast makes the planned forward through the fasthttp upstream
+// client (off the loop: it may block) and finishes it, or, when the answer's
+// body is streamed afterwards, has the body's end finish it (fastEnd).
+func (x *fastExchange) forwardFast() {
+	u := x.plan.rt.upstream
+	out := u.ForwardFast(x, x.ctx, x.fastRequest(), x.plan.m)
 	x.relay = out.Relay
+	x.answered(out)
+}
+
+// answered finishes the planned forward once its answer is in the engine's
+// response: the gateway's fields join the answer (a 502/504 the forward
+// wrote went through WriteHeader, which flushed them), and the plan
+// finishes now, or with the body streamed afterwards (fastEnd).
+func (x *fastExchange) answered(out proxy.Outcome) {
 	if x.status == 0 {
-		// The upstream's answer is in the engine's response: the gateway's
-		// fields join it. (A 502/504 ForwardFast wrote went through
-		// WriteHeader, which flushed them.)
 		x.flush()
 		x.status = out.Status
 	}
-	return out
-}
-
-// TakeRelease is ForwardFast's, for a body streamed after Serve returns: a
-// fastEnd takes over the limits' release, and ends the response (its
-// release and report) once the body is written.
-func (x *fastExchange) TakeRelease() func(end error) {
-	if x.end == nil { // taken already by the event loop's Forward
-		e := fastEnds.Get().(*fastEnd)
-		e.done, x.done = x.done, nil
-		x.end = e
+	if e := x.end; e != nil {
+		e.out = out
+		return
 	}
-	return x.end.fn
+	x.plan.finish(out, nil)
 }
 
-func (x *fastExchange) streaming() bool { return x.end != nil }
-
-func (x *fastExchange) holdReport(p *pendingReport) { x.end.report = p }
+// TakeRelease is the forward's (proxy.FastRequest.Release), for a body
+// streamed after the forward returned: a fastEnd takes the plan over and
+// finishes it once the body is written.
+func (x *fastExchange) TakeRelease() func(end error) {
+	e := fastEnds.Get().(*fastEnd)
+	e.plan = x.plan
+	x.plan = Plan{}
+	x.end = e
+	return e.fn
+}
 
 // WriteProblemFast answers ctx's request with answer.WriteProblemID (the one
 // problem writer), for the fasthttp engine's answers before a snapshot
@@ -444,15 +428,6 @@ func (s *Snapshot) MinBodyTimeout() time.Duration {
 		}
 	}
 	return d
-}
-
-// HoldDone keeps the limits' release (done) until the engine has written
-// the response's body (a forwarded body is streamed after Serve returns), so
-// that a concurrency slot is held while the client takes the answer, as on
-// net/http.
-func (x *fastExchange) HoldDone(done func()) bool {
-	x.done = done
-	return true
 }
 
 // RequestHeader is the request's header as ForwardFast's net/http paths

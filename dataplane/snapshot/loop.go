@@ -1,134 +1,137 @@
 package snapshot
 
 import (
+	"net/http"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicegw/sluice/dataplane/proxy"
 )
 
-// LoopConn is an event-loop engine's client connection, as ServeLoop
-// drives it. Its methods are called on the connection's loop.
-type LoopConn interface {
-	// Forward starts the exchange with u on the connection's loop
-	// (proxy.Upstream.ForwardLoop); x.LoopDone ends it.
-	Forward(u *proxy.Upstream, x proxy.LoopExchange, ctx *fasthttp.RequestCtx, fr proxy.FastRequest, m proxy.Match)
-	// Answered is called when a request ServeLoop left forwarding or
-	// deciding has its answer in ctx.Response (a whole one, or one with a
-	// body stream the engine writes from a goroutine, which ends the
-	// request when done).
-	Answered()
-	// Offload runs w.Decide off the loop, on a goroutine the engine waits
-	// for before it stops (Decide may block), and then w.Decided on the
-	// connection's loop; if the loop has ended by then, w.Decided runs on
-	// that goroutine instead, the connection closed (Forward and Answered
-	// then only end the request).
-	Offload(w LoopWork)
-}
-
-// LoopResult is what ServeLoop did with a request.
+// LoopResult is what ServeLoop (or LoopRequest.Decided) did with a
+// request.
 type LoopResult int
 
 const (
 	// LoopAnswered: the answer is in ctx.Response, for the engine to
-	// write now.
+	// write now; the request path is done with the request.
 	LoopAnswered LoopResult = iota
-	// LoopForwarding: the request is being forwarded; the engine hears
-	// LoopConn.Answered when its answer is in ctx.Response.
-	LoopForwarding
+	// LoopForward: the request path planned a forward, which the engine
+	// starts on the connection's loop (proxy.Upstream.ForwardLoop, with
+	// the LoopRequest's Upstream, Request and Match, and the LoopRequest
+	// as the writer of the gateway's own 502 and 504) and reports the
+	// outcome of with LoopRequest.End.
+	LoopForward
 	// LoopDeclined: the request's route cannot be served on an event loop
 	// (its targets are not cleartext HTTP/1.1): nothing was decided,
-	// counted or written; the engine hands the connection to a stack that
-	// serves it (the fasthttp engine).
+	// counted or written; the engine serves it off the loop (ServeFast).
 	LoopDeclined
-	// LoopDeciding: the request's route has limits that may wait (a
-	// store's call, a leaky bucket's delay), and its decision runs off the
-	// loop (LoopConn.Offload); the engine reads no more of the connection
-	// meanwhile, as while a forward is in flight, and hears
-	// LoopConn.Answered when the answer is in ctx.Response.
-	LoopDeciding
+	// LoopDecide: the request's route has limits that may wait (a store's
+	// call, a leaky bucket's delay), so its decision runs off the loop:
+	// the engine runs LoopRequest.Decide on a goroutine (it may block),
+	// then LoopRequest.Decided on the loop, which says what became of the
+	// request (LoopAnswered or LoopForward). The engine reads no more of
+	// the connection meanwhile, as while a forward is in flight.
+	LoopDecide
 )
 
-// ServeLoop serves one request of an event-loop engine: ServeFast's
-// request path, on the loop's goroutine, which must not block. So a request
-// whose targets need net/http's transports is declined before anything
-// decides on it (see LoopResult); one whose route's limits may wait has its
-// decision run off the loop (offload, loopwait.go); and the forward is
-// started (lc.Forward) rather than awaited: its outcome is recorded, and
-// the limits' hold released, when it ends (LoopDone), or when a streamed
-// body ends.
-func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs, lc LoopConn) LoopResult {
+// LoopRequest is an event loop's request that ServeLoop did not finish:
+// one to decide off the loop (LoopDecide) or to forward (LoopForward). The
+// request path never calls the engine: the engine drives the request on
+// with these methods, and tells it the forward's outcome (End). It is
+// also the http.ResponseWriter of the answers the forward writes itself
+// (502, 504). The zero LoopRequest is none.
+type LoopRequest struct{ x *fastExchange }
+
+// ServeLoop serves one request of an event-loop engine on the loop's
+// goroutine, which must not block: ServeFast's request path, decided
+// (decide) on the loop for a route whose limits never wait. A request
+// whose targets need the net/http transports is declined before anything
+// decides on it; one whose route's limits may wait is decided off the loop
+// (LoopDecide); a forward is planned, not made (LoopForward): the engine
+// starts it, and its outcome is recorded, and the limits' hold released,
+// when the engine reports it (LoopRequest.End), or when a streamed body
+// ends.
+func (s *Snapshot) ServeLoop(ctx *fasthttp.RequestCtx, ids *RequestIDs) (LoopResult, LoopRequest) {
 	x := fastExchanges.Get().(*fastExchange)
-	x.ctx, x.noUpgrade, x.loop = ctx, true, lc
+	x.ctx, x.noUpgrade = ctx, true
 	x.tls = ctx.IsTLS() // a TLS connection on a loop (gateway/looptls_linux.go)
 	v := x.fill(ctx, ids)
 	v.ClientIP, v.TrustedPeer = s.fastClientIP(ctx, v)
 	start := s.now()
 	m := s.router.MatchView(v)
-	var waits bool
 	if m.Route != nil && m.Invalid == "" {
 		rt := s.routes[m.Route.ID]
 		if !rt.loopCapable {
-			x.reset()
-			fastExchanges.Put(x)
-			return LoopDeclined
+			x.free()
+			return LoopDeclined, LoopRequest{}
 		}
-		waits = rt.loopWaits
-	}
-	if s.access != nil {
-		s.access.Record(v, s.wall())
-	}
-	if waits {
-		s.offload(x, m, start)
-		return LoopDeciding
-	}
-	x.serving = true
-	s.serveMatch(x, v, m, start)
-	s.observePreview(v)
-	x.serving = false
-	if !x.forwarding || x.early != nil {
-		if x.forwarding {
-			x.loopEnd(*x.early) // the forward ended before Serve returned
-		} else {
-			if x.done != nil {
-				x.done()
-			}
-			x.reset()
-			fastExchanges.Put(x)
+		if rt.loopWaits {
+			// The calls the decision makes (a store's, a leaky bucket's
+			// wait) get no context of the request's: a loop's request
+			// context never ends (the engine finds a client gone by its
+			// socket), and as a parent it would cost each call a goroutine
+			// that reads the context after the engine has reused it.
+			v.Ctx = nil
+			x.snap, x.off, x.offAt = s, m, start
+			return LoopDecide, LoopRequest{x}
 		}
-		return LoopAnswered
 	}
-	return LoopForwarding
+	if s.decideAt(x, v, m, start, &x.plan) {
+		return LoopForward, LoopRequest{x}
+	}
+	x.free()
+	return LoopAnswered, LoopRequest{}
 }
 
-// LoopDone ends the event loop's forward (proxy.LoopExchange): the
-// gateway's fields join the answer, and the outcome replaces the
-// placeholder Forward returned.
-func (x *fastExchange) LoopDone(o proxy.Outcome) {
-	if x.serving {
-		x.earlyOut = o
-		x.early = &x.earlyOut
-		return
-	}
-	lc := x.loop
-	x.loopEnd(o)
-	lc.Answered()
-}
-
-// loopEnd is LoopDone's work, once Serve has returned: the report Serve
-// held takes the outcome and, unless the body streams (its end reports),
-// runs with the limits' release; then x is free.
-func (x *fastExchange) loopEnd(o proxy.Outcome) {
-	if x.status == 0 {
-		x.flush() // the upstream's answer is in the engine's response
-		x.status = o.Status
-	}
-	e := x.end
-	if e.report != nil {
-		e.report.out = o
-	}
-	if !x.ctx.Response.IsBodyStream() {
-		e.fn(nil)
-	}
+// free resets x and puts it back in its pool.
+func (x *fastExchange) free() {
 	x.reset()
 	fastExchanges.Put(x)
+}
+
+// Decide decides on a LoopDecide request, off the loop (it may block on a
+// limit's store or delay): the request path of ServeLoop, which leaves an
+// answer the gateway writes itself in the request's ctx.Response, or plans
+// a forward. Decided, on the loop, says which.
+func (r LoopRequest) Decide() {
+	x := r.x
+	x.planned = x.snap.decideAt(x, &x.view, x.off, x.offAt, &x.plan)
+}
+
+// Decided, on the loop after Decide, is what became of the request:
+// LoopForward (r is to be forwarded, as ServeLoop's), or LoopAnswered (the
+// answer is in ctx.Response, and r is done with).
+func (r LoopRequest) Decided() LoopResult {
+	if r.x.planned {
+		return LoopForward
+	}
+	r.x.free()
+	return LoopAnswered
+}
+
+// Upstream is where a LoopForward request goes.
+func (r LoopRequest) Upstream() *proxy.Upstream { return r.x.plan.rt.upstream }
+
+// Match is a LoopForward request's match (the path it goes on).
+func (r LoopRequest) Match() proxy.Match { return r.x.plan.m }
+
+// Request is what ForwardLoop needs of a LoopForward request beside its
+// context (proxy.FastRequest).
+func (r LoopRequest) Request() proxy.FastRequest { return r.x.fastRequest() }
+
+// Header, Write and WriteHeader write the gateway's own answer to a
+// LoopForward request (a 502 or 504 of the forward's), with the gateway's
+// fields (http.ResponseWriter).
+func (r LoopRequest) Header() http.Header         { return r.x.Header() }
+func (r LoopRequest) Write(b []byte) (int, error) { return r.x.Write(b) }
+func (r LoopRequest) WriteHeader(code int)        { r.x.WriteHeader(code) }
+
+// End reports the outcome of a LoopForward request's forward, once its
+// answer is in ctx.Response: the gateway's fields join the answer, and the
+// outcome is recorded and the limits' hold ended, now, or once a body the
+// engine streams afterwards has been written. r is done with.
+func (r LoopRequest) End(o proxy.Outcome) {
+	r.x.answered(o)
+	r.x.free()
 }

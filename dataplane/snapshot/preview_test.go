@@ -102,7 +102,7 @@ func TestPreviewShadow(t *testing.T) {
 			v := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", Path: "/api/x", ClientIP: netip.MustParseAddr(ip), ContentLength: -1}
 			v.SetHeader(http.Header{})
 			clear(x.h)
-			s.Serve(x, &v)
+			serve(s, x, &v)
 		}
 	}
 	lx := &countingExchange{nopExchange: nopExchange{h: http.Header{}}}
@@ -200,7 +200,7 @@ func TestPreviewOfLiveRules(t *testing.T) {
 		x := &countingExchange{nopExchange: nopExchange{h: http.Header{}}}
 		rv := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.9"), ContentLength: -1}
 		rv.SetHeader(http.Header{})
-		s.Serve(x, &rv)
+		serve(s, x, &rv)
 		s.Retire(nil)
 		if got := limitCounts(slot.Load().Report(), "per-ip").Allowed - before; got != tc.want {
 			t.Fatalf("%s: the preview observed %d requests, want %d", tc.desc, got, tc.want)
@@ -269,7 +269,7 @@ func TestPreviewNoCost(t *testing.T) {
 	if n := testing.AllocsPerRun(200, func() {
 		v := base
 		clear(x.h)
-		s.Serve(x, &v)
+		serve(s, x, &v)
 	}); n != 0 {
 		t.Fatalf("Serve with no preview running: %v allocs per request, want 0", n)
 	}
@@ -313,7 +313,7 @@ func BenchmarkPreview(b *testing.B) {
 			for b.Loop() {
 				v := r
 				clear(x.h)
-				s.Serve(x, &v)
+				serve(s, x, &v)
 			}
 		})
 	}
@@ -350,12 +350,12 @@ func TestPreviewDegrade(t *testing.T) {
 	clock.Store(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano())
 	now := func() int64 { return clock.Load() }
 	until := time.Unix(0, clock.Load()).Add(time.Hour)
-	traffic := func(s *Snapshot, x Exchange, n int) {
+	traffic := func(s *Snapshot, x forwarder, n int) {
 		for range n {
 			clock.Add(int64(10 * time.Millisecond))
 			v := reqview.View{Method: "GET", Host: "shop", RawPath: "/api/x", Path: "/api/x", ClientIP: netip.MustParseAddr("192.0.2.1"), ContentLength: -1}
 			v.SetHeader(http.Header{})
-			s.Serve(x, &v)
+			serve(s, x, &v)
 		}
 	}
 

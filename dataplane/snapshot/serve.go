@@ -15,13 +15,15 @@ import (
 	"github.com/sluicegw/sluice/dataplane/reqview"
 )
 
-// Exchange is one request's response side and upstream exchange as a
-// serving stack hands them to the request path (Serve); the request itself
-// is its reqview.View. The path decides on the view alone and writes only
-// through the Exchange, so a stack needs nothing else to drive it: net/http
-// is one (ServeHTTP), and another HTTP/1.1 engine would be a second
-// Exchange, with no decision written twice. Methods are called from the
-// request's goroutine only.
+// Exchange is one request's response side as a serving stack hands it to
+// the request path (Decide); the request itself is its reqview.View. The
+// path decides on the view alone and writes only through the Exchange (the
+// gateway's own answers), and returns what it decided: an answer written,
+// or a forward to make (Plan), which the stack makes its own way and then
+// reports (Plan.Finish). The path never calls the stack back to forward,
+// so each stack (net/http's ServeHTTP, the event loop's ServeLoop, the
+// engine's off-loop ServeFast) drives the same decision with no decision
+// written twice. Methods are called from the request's goroutine only.
 type Exchange interface {
 	// ResponseWriter receives the answers the gateway writes itself (400,
 	// 404, 429, 503) and the headers rules set on a forwarded answer
@@ -31,9 +33,6 @@ type Exchange interface {
 	// view: the stack applies the route's body timeout and its
 	// protocol-switch policy (proxy.FilterUpgrade) to the request.
 	Routed(u *proxy.Upstream)
-	// Forward sends the request to u on m.Path, relays the answer, and
-	// reports how it went.
-	Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome
 	// Status is the status of the answer written through the
 	// ResponseWriter so far (200 for a body without WriteHeader), 0 for
 	// none: what the gateway's own answers are recorded as.
@@ -51,7 +50,12 @@ func (s *Snapshot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.ClientIP, v.TrustedPeer = s.clientIP(r)
 	x := exchanges.Get().(*httpExchange)
 	x.ResponseWriter, x.r = w, r
-	aborted := s.Serve(x, &v)
+	var aborted bool
+	if p := s.Decide(x, &v); p != nil {
+		out := p.Upstream().Forward(w, r, p.Match())
+		p.Finish(out, nil)
+		aborted = out.Aborted
+	}
 	*x = httpExchange{}
 	exchanges.Put(x)
 	if aborted {
@@ -95,33 +99,79 @@ func (x *httpExchange) Routed(u *proxy.Upstream) {
 	proxy.FilterUpgrade(x.r)           // only WebSocket may switch protocols
 }
 
-func (x *httpExchange) Forward(u *proxy.Upstream, m proxy.Match) proxy.Outcome {
-	return u.Forward(x.ResponseWriter, x.r, m)
+// Decide runs the request path on one request up to the forward: match →
+// identity → key check → degrade → limits → breaker. v must carry the
+// request's RequestID, Trace and ClientIP (the serving stack fills them);
+// Decide sets its cleaned Path and RouteID. Every stage reads the request
+// only through v and answers only through x. It returns nil when the
+// gateway answered (x holds the answer, which is recorded, and nothing is
+// held), or the Plan of the forward the path chose: the caller forwards
+// (Plan.Upstream, on Plan.Match's path) and then reports the outcome with
+// Plan.Finish, once, after the answer's body is written, which records it
+// (breaker, degrade, metrics) and ends the limits' hold.
+func (s *Snapshot) Decide(x Exchange, v *reqview.View) *Plan {
+	p := plans.Get().(*Plan)
+	if !s.decideAt(x, v, s.router.MatchView(v), s.now(), p) {
+		plans.Put(p)
+		return nil
+	}
+	return p
 }
 
-// doneHolder is an Exchange whose response outlives Serve (a body the
-// engine streams afterwards): HoldDone takes the limits' release, to call
-// once the response is written, and reports whether it did.
-type doneHolder interface{ HoldDone(done func()) bool }
-
-// Serve runs the request path on one request: match → identity → key
-// check → degrade → limits → breaker → forward → record. v must carry the request's
-// RequestID, Trace and ClientIP (the serving stack fills them); Serve sets
-// its cleaned Path and RouteID. Every stage reads the request only through
-// v and answers only through x. It reports whether the forwarded response
-// was cut off after its header went out (proxy.Outcome.Aborted): the stack
-// must then abort the client's response rather than let it look complete.
-// An Exchange that writes the forwarded body after Serve returns
-// (reportHolder) has the outcome recorded when the body ends, and Serve
-// reports false.
-func (s *Snapshot) Serve(x Exchange, v *reqview.View) (aborted bool) {
-	start := s.now()
+// decideAt is Decide on a request matched (m) at start, planning into p:
+// the access log's line, the decision (decide), and the preview's look at
+// it (observePreview). It reports whether it planned a forward.
+func (s *Snapshot) decideAt(x Exchange, v *reqview.View, m proxy.Match, start int64, p *Plan) bool {
 	if s.access != nil {
 		s.access.Record(v, s.wall())
 	}
-	aborted = s.serveMatch(x, v, s.router.MatchView(v), start)
+	planned := s.decide(x, v, m, start, p)
 	s.observePreview(v)
-	return aborted
+	return planned
+}
+
+var plans = sync.Pool{New: func() any { return new(Plan) }}
+
+// Plan is a forward the request path decided on (Decide): where to (its
+// route's upstream, on the matched path) and what its outcome is to
+// record, with the limits' hold, which lasts until Finish.
+type Plan struct {
+	s      *Snapshot
+	rt     *route
+	m      proxy.Match
+	sp     *reqSpan // nil unless the request is traced
+	ticket breaker.Ticket
+	start  int64
+	lat    reqview.Latencies // the request's (View.Latencies), for finish
+	done   func()            // the limits' release, nil for none
+}
+
+// Upstream is the upstream the request is forwarded to.
+func (p *Plan) Upstream() *proxy.Upstream { return p.rt.upstream }
+
+// Match is the request's match: the path it is forwarded on (Match.Path).
+func (p *Plan) Match() proxy.Match { return p.m }
+
+// Finish reports the forward's outcome, once its answer is written: end is
+// how a body streamed after the forward returned ended (nil for whole, as
+// for an answer written by the forward itself: see proxy.Upstream.EndFast).
+// It records the outcome and ends the limits' hold; p is not to be used
+// after.
+func (p *Plan) Finish(out proxy.Outcome, end error) {
+	p.finish(out, end)
+	*p = Plan{}
+	plans.Put(p)
+}
+
+// finish is Finish without freeing p (a Plan held in an exchange).
+func (p *Plan) finish(out proxy.Outcome, end error) {
+	if end != nil {
+		out = p.rt.upstream.EndFast(out, end)
+	}
+	p.s.report(p.rt, p.sp, &p.lat, p.ticket, p.start, out)
+	if p.done != nil {
+		p.done()
+	}
 }
 
 // observePreview has the node's running preview, if any, decide v in
@@ -137,8 +187,9 @@ func (s *Snapshot) observePreview(v *reqview.View) {
 	}
 }
 
-// serveMatch is Serve once the request is matched (m), from start.
-func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start int64) (aborted bool) {
+// decide is Decide once the request is matched (m), from start: it
+// reports whether it planned a forward (in p), or answered.
+func (s *Snapshot) decide(x Exchange, v *reqview.View, m proxy.Match, start int64, p *Plan) bool {
 	v.Path = m.Path
 	var sp *reqSpan // nil unless this request is traced
 	if s.tracer != nil {
@@ -190,8 +241,9 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			return false
 		}
 	}
+	var done func()
 	if c := rt.limits; c != nil {
-		done, ok := c.AdmitView(x, v)
+		d, ok := c.AdmitView(x, v)
 		if !ok {
 			status := x.Status()
 			if status == 0 {
@@ -200,9 +252,7 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			s.finish(rt, sp, nil, start, s.now(), status)
 			return false
 		}
-		if h, ok := x.(doneHolder); !ok || !h.HoldDone(done) {
-			defer done()
-		}
+		done = d
 	}
 	var ticket breaker.Ticket
 	if b := rt.breaker; b != nil {
@@ -212,21 +262,15 @@ func (s *Snapshot) serveMatch(x Exchange, v *reqview.View, m proxy.Match, start 
 			v.Decisions.Add(b.Rule(), reqview.DecisionRefuse)
 			b.WriteFallbackMethod(x, v.Method, v.Header(), start)
 			s.finish(rt, sp, &v.Latencies, start, s.now(), x.Status())
+			if done != nil {
+				done()
+			}
 			return false
 		}
 		ticket = t
 	}
-	out := x.Forward(rt.upstream, m)
-	if h, ok := x.(reportHolder); ok && h.streaming() {
-		// The body is written after Serve returns: the outcome is
-		// recorded once it is, with how it ended.
-		p := pendingReports.Get().(*pendingReport)
-		*p = pendingReport{s: s, rt: rt, sp: sp, ticket: ticket, start: start, out: out, lat: v.Latencies}
-		h.holdReport(p)
-		return false
-	}
-	s.report(rt, sp, &v.Latencies, ticket, start, out)
-	return out.Aborted
+	*p = Plan{s: s, rt: rt, m: m, sp: sp, ticket: ticket, start: start, lat: v.Latencies, done: done}
+	return true
 }
 
 // report records a forwarded request's outcome: breaker, degrade, and its
@@ -262,37 +306,6 @@ func (s *Snapshot) recordPreview(routeID string, end int64, success bool) {
 	if p := s.preview.Load(); p != nil && p.Active(s.wall()) && p.Checksum() != s.Checksum {
 		p.Record(routeID, end, success)
 	}
-}
-
-// reportHolder is an Exchange whose forwarded body may still be written
-// after Serve returns (the fasthttp engine streams it): streaming reports
-// whether it is, and holdReport then takes the outcome's report, to end
-// (pendingReport.end) once the body is written.
-type reportHolder interface {
-	streaming() bool
-	holdReport(p *pendingReport)
-}
-
-// pendingReport is the outcome of a forward whose body is still being
-// written, recorded (report) when it ends.
-type pendingReport struct {
-	s      *Snapshot
-	rt     *route
-	sp     *reqSpan
-	ticket breaker.Ticket
-	start  int64
-	out    proxy.Outcome
-	lat    reqview.Latencies // the request's (View.Latencies), for finish
-}
-
-var pendingReports = sync.Pool{New: func() any { return new(pendingReport) }}
-
-// end records the outcome, as the body ended (see proxy.Upstream.EndFast).
-func (p *pendingReport) end(err error) {
-	s, rt, sp, ticket, start, out, lat := p.s, p.rt, p.sp, p.ticket, p.start, p.out, p.lat
-	*p = pendingReport{}
-	pendingReports.Put(p)
-	s.report(rt, sp, &lat, ticket, start, rt.upstream.EndFast(out, err))
 }
 
 // finish records one answered request: its route's series, the node's

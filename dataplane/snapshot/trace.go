@@ -26,8 +26,8 @@ const (
 )
 
 // reqSpan is the span of one sampled request (see package tracing), from
-// serveMatch to the request's end (finish), which may come after Serve
-// returned (a body the engine streams). It is allocated only for a sampled
+// decide to the request's end (finish), which may come long after the
+// decision (a forward, a body the engine streams). It is allocated only for a sampled
 // request: every other request carries a nil *reqSpan.
 type reqSpan struct {
 	span      trace.Span

@@ -27,7 +27,7 @@ func TestUnsampledRequestsDoNotAllocate(t *testing.T) {
 			v := base
 			v.Trace = reqview.TraceOf(tc.parent, n, &buf)
 			clear(x.h)
-			s.Serve(x, &v)
+			serve(s, x, &v)
 		})
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per request, want 0", tc.name, allocs)
@@ -60,7 +60,7 @@ func BenchmarkDecideTraced(b *testing.B) {
 				v := base
 				v.Trace = reqview.TraceOf(tc.parent, n, &buf)
 				clear(x.h)
-				s.Serve(x, &v)
+				serve(s, x, &v)
 			}
 			if got := h.Get("Traceparent"); tc.parent != "" && (tc.ratio < 0) != (got == tc.parent) {
 				b.Fatalf("the upstream's traceparent %q (caller's %q, ratio %v)", got, tc.parent, tc.ratio)
