@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"net"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// HTTP/2 answers are written in batches. x/net's server writes each frame
+// a handler sends as soon as nothing else is queued, and a handler sends
+// its answer's HEADERS and then its DATA, waiting for each: so every
+// answer cost two writes to the connection (two system calls, and two TLS
+// records on TLS), and a busy connection's answers, each from its own
+// handler goroutine, were not written together. batchWriter takes the
+// server's writes without waiting and writes what gathered from a goroutine
+// that first lets the runnable goroutines run (the handler sending its
+// DATA, the server framing it, the other streams' answers): one write
+// carries what they sent meanwhile. When nothing else is runnable (an idle
+// gateway) the write goes at once, so a lone answer waits for no timer.
+//
+// The server still sees every write's error: a write that failed is
+// reported to the next Write and to Close. Writes are bounded: past
+// batchMax pending bytes a Write waits for the connection (the server's
+// flow control and its own write buffer bound what it sends; this bounds
+// what is held for it).
+
+// batchMax is the most the server's writes may hold unwritten: past it,
+// Write waits for the connection.
+const batchMax = 256 << 10
+
+// batchCloseWait bounds how long Close waits for the last batch to go out
+// (a GOAWAY, say) before it closes the connection under it.
+const batchCloseWait = time.Second
+
+// batchWriter batches the writes of an HTTP/2 server session to its
+// connection (see above). Write and Close are called from the server's
+// goroutines; the connection is written by one goroutine at a time (flush).
+type batchWriter struct {
+	conn net.Conn
+
+	mu      sync.Mutex
+	room    sync.Cond // signalled when a batch has gone out (or failed)
+	buf     *[]byte   // gathered, not written yet (nil for none)
+	writing bool      // a flush goroutine is running
+	err     error     // the first write's error, reported from then on
+}
+
+func newBatchWriter(c net.Conn) *batchWriter {
+	w := &batchWriter{conn: c}
+	w.room.L = &w.mu
+	return w
+}
+
+// Write takes b for the next batch and returns at once, unless batchMax
+// bytes are waiting already; it reports the error of a write that failed
+// before.
+func (w *batchWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && w.buf != nil && len(*w.buf) >= batchMax {
+		w.room.Wait()
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.buf == nil {
+		w.buf = batchBufs.Get().(*[]byte)
+	}
+	*w.buf = append(*w.buf, b...)
+	if !w.writing {
+		w.writing = true
+		go w.flush()
+	}
+	return len(b), nil
+}
+
+// flush writes the batches until none is left. Each batch's buffer goes
+// back to batchBufs once written, so that an idle session holds none.
+func (w *batchWriter) flush() {
+	// Let what is runnable run first: the frames it sends join this batch.
+	runtime.Gosched()
+	w.mu.Lock()
+	for w.buf != nil && w.err == nil {
+		out := w.buf
+		w.buf = nil
+		w.mu.Unlock()
+		_, err := w.conn.Write(*out)
+		putBatchBuf(out)
+		w.mu.Lock()
+		if err != nil {
+			w.err = err
+			if w.buf != nil {
+				putBatchBuf(w.buf)
+				w.buf = nil
+			}
+		}
+		w.room.Broadcast()
+	}
+	w.writing = false
+	w.room.Broadcast()
+	w.mu.Unlock()
+}
+
+// batchBufs are the batches' buffers.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// putBatchBuf returns b to batchBufs, unless it grew past what is worth
+// keeping.
+func putBatchBuf(b *[]byte) {
+	if cap(*b) > 64<<10 {
+		return
+	}
+	*b = (*b)[:0]
+	batchBufs.Put(b)
+}
+
+// Close writes what is gathered, waiting for it at most batchCloseWait,
+// and closes the connection.
+func (w *batchWriter) Close() error {
+	w.mu.Lock()
+	if w.writing {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
+		for w.writing {
+			w.room.Wait()
+		}
+	}
+	if w.err == nil {
+		w.err = net.ErrClosed
+	}
+	w.mu.Unlock()
+	return w.conn.Close()
+}

@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingConn counts the writes that reach a connection.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// TestBatchWriterGathers: writes from many goroutines all arrive, each
+// whole and in its goroutine's order, in fewer writes to the connection
+// than were made; Close sends what is left before the connection ends.
+func TestBatchWriterGathers(t *testing.T) {
+	a, b := net.Pipe()
+	cc := &countingConn{Conn: a}
+	w := newBatchWriter(cc)
+	got := make(chan []byte)
+	go func() {
+		all, _ := io.ReadAll(b)
+		got <- all
+	}()
+	const writers, each = 8, 200
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := w.Write([]byte{byte('a' + g), byte(i)}); err != nil {
+					t.Errorf("write: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	all := <-got
+	if len(all) != writers*each*2 {
+		t.Fatalf("read %d bytes, want %d", len(all), writers*each*2)
+	}
+	next := make([]int, writers)
+	for i := 0; i < len(all); i += 2 {
+		g := int(all[i] - 'a')
+		if g < 0 || g >= writers || int(all[i+1]) != next[g]%256 {
+			t.Fatalf("at %d: %q out of order (writer %d expects %d)", i, all[i:i+2], g, next[g])
+		}
+		next[g]++
+	}
+	if n := cc.writes.Load(); n >= writers*each {
+		t.Errorf("%d writes to the connection for %d writes: none gathered", n, writers*each)
+	}
+}
+
+// TestBatchWriterError: a write that fails on the connection is reported
+// to the next Write, and Write takes nothing after it.
+func TestBatchWriterError(t *testing.T) {
+	a, b := net.Pipe()
+	b.Close() // every write to a fails
+	w := newBatchWriter(a)
+	if _, err := w.Write([]byte("first")); err != nil {
+		t.Fatalf("first write: %v (it is gathered, not written yet)", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		_, err = w.Write([]byte("more"))
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("write after the connection failed: %v, want its error", err)
+	}
+	_ = w.Close()
+}
+
+// TestBatchWriterBounded: past batchMax unwritten bytes, Write waits for
+// the connection instead of holding more; Close of a connection whose
+// reader never reads returns after batchCloseWait.
+func TestBatchWriterBounded(t *testing.T) {
+	a, b := net.Pipe()
+	w := newBatchWriter(a)
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	wrote := make(chan int)
+	go func() {
+		n := 0
+		for range 2 * batchMax / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+			n++
+		}
+		wrote <- n
+	}()
+	select {
+	case n := <-wrote:
+		t.Fatalf("%d chunks of %d bytes taken with nothing read: Write does not wait", n, len(chunk))
+	case <-time.After(200 * time.Millisecond):
+	}
+	done := make(chan error)
+	go func() { done <- w.Close() }()
+	select {
+	case <-done:
+	case <-time.After(batchCloseWait + 5*time.Second):
+		t.Fatal("Close waits for a reader that never reads")
+	}
+	<-wrote
+	b.Close()
+}
