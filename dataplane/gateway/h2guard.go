@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/sluicegw/sluice/dataplane/internal/batchwrite"
 )
 
 // Rapid reset (CVE-2023-44487): a client opens streams and resets each at
@@ -67,12 +69,10 @@ var goAwayBait = []byte{0, 0, 4, frameRSTStream, 0, 0, 0, 0, 0, 0, 0, 0, byte(ht
 // resetBucket, and, when the client resets too fast, hands the server
 // goAwayBait at the next frame boundary instead of what follows, then
 // drops what the client sends until the connection ends (see ResetBurst).
-// Reads come from one goroutine (the server's frame reader). Writes go
-// through a batchWriter (h2write.go), as does Close; the rest of net.Conn
-// is the connection's own.
+// Reads come from one goroutine (the server's frame reader). Writes are
+// batched (batchwrite.Conn); the rest of net.Conn is the connection's own.
 type resetGuard struct {
 	net.Conn
-	w       *batchWriter
 	now     func() time.Time
 	tripped func() // called once, when the guard trips
 
@@ -91,7 +91,7 @@ type resetGuard struct {
 // §3.4) is still to be read, for an HTTP/2 session. A *tls.Conn stays one
 // to the server (its ConnectionState).
 func newResetGuard(c net.Conn, now func() time.Time, tripped func()) net.Conn {
-	g := &resetGuard{Conn: c, w: newBatchWriter(c), now: now, tripped: tripped, skip: len(http2.ClientPreface)}
+	g := &resetGuard{Conn: batchwrite.New(c), now: now, tripped: tripped, skip: len(http2.ClientPreface)}
 	if tc, ok := c.(*tls.Conn); ok {
 		return &tlsResetGuard{resetGuard: g, tc: tc}
 	}
@@ -106,12 +106,6 @@ type tlsResetGuard struct {
 
 // ConnectionState is the TLS connection's, for the HTTP/2 server.
 func (g *tlsResetGuard) ConnectionState() tls.ConnectionState { return g.tc.ConnectionState() }
-
-// Write batches the server's writes (batchWriter).
-func (g *resetGuard) Write(b []byte) (int, error) { return g.w.Write(b) }
-
-// Close writes what the server wrote last and closes the connection.
-func (g *resetGuard) Close() error { return g.w.Close() }
 
 func (g *resetGuard) Read(b []byte) (int, error) {
 	if len(g.bait) > 0 {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/dataplane/internal/batchwrite"
 )
 
 // wire is how one target is spoken to: the HTTP version and, for https://,
@@ -134,7 +135,11 @@ func (t *Transport) newH2Transport(w wire) *http2.Transport {
 	case api.ProtocolH2C:
 		tr.AllowHTTP = true
 		tr.DialTLSContext = func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return t.dialer.DialContext(ctx, network, addr)
+			c, err := t.dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return batchwrite.New(c), nil // a request's HEADERS and DATA in one write
 		}
 	case api.ProtocolH2:
 		cfg := w.tls
@@ -173,5 +178,5 @@ func (t *Transport) dialH2TLS(ctx context.Context, network, addr string, cfg *tl
 		_ = c.Close()
 		return nil, fmt.Errorf("the target negotiated %q, not h2 (upstream.protocol: h2)", p)
 	}
-	return tc, nil
+	return batchwrite.New(tc), nil // a request's HEADERS and DATA in one write (and record)
 }

@@ -1,4 +1,4 @@
-package gateway
+package batchwrite
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func (c *countingConn) Write(b []byte) (int, error) {
 func TestBatchWriterGathers(t *testing.T) {
 	a, b := net.Pipe()
 	cc := &countingConn{Conn: a}
-	w := newBatchWriter(cc)
+	w := newConn(cc)
 	got := make(chan []byte)
 	go func() {
 		all, _ := io.ReadAll(b)
@@ -72,7 +72,7 @@ func TestBatchWriterGathers(t *testing.T) {
 func TestBatchWriterError(t *testing.T) {
 	a, b := net.Pipe()
 	b.Close() // every write to a fails
-	w := newBatchWriter(a)
+	w := newConn(a)
 	if _, err := w.Write([]byte("first")); err != nil {
 		t.Fatalf("first write: %v (it is gathered, not written yet)", err)
 	}
@@ -93,7 +93,7 @@ func TestBatchWriterError(t *testing.T) {
 // reader never reads returns after batchCloseWait.
 func TestBatchWriterBounded(t *testing.T) {
 	a, b := net.Pipe()
-	w := newBatchWriter(a)
+	w := newConn(a)
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	wrote := make(chan int)
 	go func() {

@@ -1,29 +1,31 @@
-package gateway
+// Package batchwrite gathers the writes of an HTTP/2 connection's frames
+// into fewer system calls (and, over TLS, fewer records).
+//
+// x/net's HTTP/2 server writes each frame a handler sends as soon as
+// nothing else is queued, and a handler sends its answer's HEADERS and then
+// its DATA, waiting for each; its client writes a request's HEADERS and
+// then its body's DATA, each flushed. So every answer, and every request to
+// an HTTP/2 target, cost two writes to the connection, and the streams of a
+// busy connection, each on its own goroutine, were not written together. A
+// Conn takes the writes without waiting and writes what gathered from a
+// goroutine that first lets the runnable goroutines run (the handler
+// sending its DATA, the server framing it, the other streams' frames): one
+// write carries what they sent meanwhile. When nothing else is runnable (an
+// idle gateway) the write goes at once, so a lone frame waits for no timer.
+//
+// A write that failed is reported to the next Write and to Close. Writes
+// are bounded: past batchMax pending bytes a Write waits for the connection
+// (HTTP/2's flow control and the writer's own buffer bound what is sent;
+// this bounds what is held for it).
+package batchwrite
 
 import (
+	"crypto/tls"
 	"net"
 	"runtime"
 	"sync"
 	"time"
 )
-
-// HTTP/2 answers are written in batches. x/net's server writes each frame
-// a handler sends as soon as nothing else is queued, and a handler sends
-// its answer's HEADERS and then its DATA, waiting for each: so every
-// answer cost two writes to the connection (two system calls, and two TLS
-// records on TLS), and a busy connection's answers, each from its own
-// handler goroutine, were not written together. batchWriter takes the
-// server's writes without waiting and writes what gathered from a goroutine
-// that first lets the runnable goroutines run (the handler sending its
-// DATA, the server framing it, the other streams' answers): one write
-// carries what they sent meanwhile. When nothing else is runnable (an idle
-// gateway) the write goes at once, so a lone answer waits for no timer.
-//
-// The server still sees every write's error: a write that failed is
-// reported to the next Write and to Close. Writes are bounded: past
-// batchMax pending bytes a Write waits for the connection (the server's
-// flow control and its own write buffer bound what it sends; this bounds
-// what is held for it).
 
 // batchMax is the most the server's writes may hold unwritten: past it,
 // Write waits for the connection.
@@ -33,11 +35,12 @@ const batchMax = 256 << 10
 // (a GOAWAY, say) before it closes the connection under it.
 const batchCloseWait = time.Second
 
-// batchWriter batches the writes of an HTTP/2 server session to its
-// connection (see above). Write and Close are called from the server's
-// goroutines; the connection is written by one goroutine at a time (flush).
-type batchWriter struct {
-	conn net.Conn
+// Conn is a connection whose writes are batched (see the package doc).
+// Write and Close may be called from any goroutine; the connection is
+// written by one goroutine at a time (flush). The rest of net.Conn is the
+// connection's own.
+type Conn struct {
+	net.Conn
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a batch has gone out (or failed)
@@ -46,16 +49,34 @@ type batchWriter struct {
 	err     error     // the first write's error, reported from then on
 }
 
-func newBatchWriter(c net.Conn) *batchWriter {
-	w := &batchWriter{conn: c}
+// New wraps c. A *tls.Conn stays one to its user (ConnectionState).
+func New(c net.Conn) net.Conn {
+	w := newConn(c)
+	if tc, ok := c.(*tls.Conn); ok {
+		return &tlsConn{Conn: w, tc: tc}
+	}
+	return w
+}
+
+func newConn(c net.Conn) *Conn {
+	w := &Conn{Conn: c}
 	w.room.L = &w.mu
 	return w
 }
 
+// tlsConn is a Conn over a TLS connection.
+type tlsConn struct {
+	*Conn
+	tc *tls.Conn
+}
+
+// ConnectionState is the TLS connection's.
+func (c *tlsConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
+
 // Write takes b for the next batch and returns at once, unless batchMax
 // bytes are waiting already; it reports the error of a write that failed
 // before.
-func (w *batchWriter) Write(b []byte) (int, error) {
+func (w *Conn) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.err == nil && w.buf != nil && len(*w.buf) >= batchMax {
@@ -77,7 +98,7 @@ func (w *batchWriter) Write(b []byte) (int, error) {
 
 // flush writes the batches until none is left. Each batch's buffer goes
 // back to batchBufs once written, so that an idle session holds none.
-func (w *batchWriter) flush() {
+func (w *Conn) flush() {
 	// Let what is runnable run first: the frames it sends join this batch.
 	runtime.Gosched()
 	w.mu.Lock()
@@ -85,7 +106,7 @@ func (w *batchWriter) flush() {
 		out := w.buf
 		w.buf = nil
 		w.mu.Unlock()
-		_, err := w.conn.Write(*out)
+		_, err := w.Conn.Write(*out)
 		putBatchBuf(out)
 		w.mu.Lock()
 		if err != nil {
@@ -117,10 +138,10 @@ func putBatchBuf(b *[]byte) {
 
 // Close writes what is gathered, waiting for it at most batchCloseWait,
 // and closes the connection.
-func (w *batchWriter) Close() error {
+func (w *Conn) Close() error {
 	w.mu.Lock()
 	if w.writing {
-		_ = w.conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
+		_ = w.Conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
 		for w.writing {
 			w.room.Wait()
 		}
@@ -129,5 +150,5 @@ func (w *batchWriter) Close() error {
 		w.err = net.ErrClosed
 	}
 	w.mu.Unlock()
-	return w.conn.Close()
+	return w.Conn.Close()
 }
