@@ -29,7 +29,7 @@ import (
 
 // batchMax is the most the server's writes may hold unwritten: past it,
 // Write waits for the connection.
-const batchMax = 256 << 10
+const batchMax = 64 << 10
 
 // batchCloseWait bounds how long Close waits for the last batch to go out
 // (a GOAWAY, say) before it closes the connection under it.

@@ -94,7 +94,7 @@ func TestBatchWriterError(t *testing.T) {
 func TestBatchWriterBounded(t *testing.T) {
 	a, b := net.Pipe()
 	w := newConn(a)
-	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	chunk := bytes.Repeat([]byte("x"), 16<<10)
 	wrote := make(chan int)
 	go func() {
 		n := 0
