@@ -72,7 +72,7 @@ type loopEngine struct {
 	// take them from jobs, and end when quit is closed.
 	deciding sync.WaitGroup
 	deciders sync.WaitGroup
-	jobs     chan decideJob
+	jobs     chan *loopClient
 	quit     chan struct{}
 	quitOnce sync.Once
 	conns    atomic.Int64 // client connections on the loops
@@ -105,7 +105,7 @@ func (n *Node) startLoops(d *dispatcher, ln net.Listener, count int) (*loopEngin
 		return nil, err
 	}
 	e := &loopEngine{n: n, d: d, addr: ln.Addr(), lfd: fd, off: map[net.Conn]struct{}{}, relays: map[net.Conn]struct{}{},
-		jobs: make(chan decideJob), quit: make(chan struct{})}
+		jobs: make(chan *loopClient), quit: make(chan struct{})}
 	// Every loop is made (an epoll and an eventfd each) before any
 	// accepts: connections accepted by the first would otherwise take the
 	// descriptors the next needs, under a burst at start-up with a low
@@ -289,9 +289,9 @@ type loopClient struct {
 	// bounds its body; api.DefaultWriteTimeout for the gateway's own.
 	writeBound time.Duration
 	// req is the request being decided off the loop or forwarded, and
-	// decided is cl.decided, bound once (for the loop's task queue).
-	req     snapshot.LoopRequest
-	decided func()
+	// decidedFn is cl.decided, bound once (for the loop's task queue).
+	req       snapshot.LoopRequest
+	decidedFn func()
 }
 
 // Readable reads and serves what the connection brings, unless a request

@@ -5,7 +5,6 @@ package gateway
 import (
 	"time"
 
-	"github.com/sluicegw/sluice/dataplane/internal/evloop"
 	"github.com/sluicegw/sluice/dataplane/snapshot"
 )
 
@@ -30,26 +29,25 @@ import (
 func (cl *loopClient) offload(req snapshot.LoopRequest) {
 	e, l := cl.ls.e, cl.ls.l
 	cl.req = req
-	if cl.decided == nil {
-		cl.decided = cl.decide
+	if cl.decidedFn == nil {
+		cl.decidedFn = cl.decided
 	}
 	e.deciding.Add(1)
 	l.Away()
-	j := decideJob{cl: cl, l: l}
 	select {
-	case e.jobs <- j:
+	case e.jobs <- cl:
 	default:
 		e.deciders.Add(1)
-		go e.decider(j)
+		go e.decider(cl)
 	}
 	// Most decisions do not wait (a batched limit spends its lease): run
 	// them before the loop sleeps, on its thread, rather than wake another.
 	l.Yield()
 }
 
-// decide goes on with the request whose decision was made off the loop:
+// decided goes on with the request whose decision was made off the loop:
 // its forward is started, or its answer written.
-func (cl *loopClient) decide() {
+func (cl *loopClient) decided() {
 	req := cl.req
 	if req.Decided() == snapshot.LoopForward {
 		cl.forward(req)
@@ -59,32 +57,25 @@ func (cl *loopClient) decide() {
 	cl.answered()
 }
 
-// decideJob is one offloaded decision: its connection (whose request it
-// is), and the loop it reports back to.
-type decideJob struct {
-	cl *loopClient
-	l  *evloop.Loop
-}
-
 // deciderIdle is how long a decider waits for another decision, at
 // least: one that took none in a whole period of it ends (between one and
 // two periods after its last).
 const deciderIdle = 10 * time.Second
 
-// decider runs j, then the decisions handed to it (jobs), until it has
+// decider decides cl's request, then those handed to it (jobs), until it has
 // been idle for deciderIdle or the engine stops. The idle timer is set
 // once a period, not once a decision (jobs counts those of the period).
-func (e *loopEngine) decider(j decideJob) {
+func (e *loopEngine) decider(cl *loopClient) {
 	defer e.deciders.Done()
 	idle := time.NewTimer(deciderIdle)
 	defer idle.Stop()
 	jobs := 0
 	for {
-		e.decide(j)
+		e.decide(cl)
 		jobs++
 	wait:
 		select {
-		case j = <-e.jobs:
+		case cl = <-e.jobs:
 		case <-idle.C:
 			if jobs == 0 {
 				return
@@ -98,13 +89,14 @@ func (e *loopEngine) decider(j decideJob) {
 	}
 }
 
-// decide runs one decision and reports it back on its loop (or here, the
-// loop ended).
-func (e *loopEngine) decide(j decideJob) {
+// decide runs the decision of cl's request and reports it back on cl's
+// loop (or here, the loop ended).
+func (e *loopEngine) decide(cl *loopClient) {
 	defer e.deciding.Done()
-	j.cl.req.Decide()
-	if !j.l.Post(j.cl.decided) {
-		j.cl.decide()
+	l := cl.ls.l
+	cl.req.Decide()
+	if !l.Post(cl.decidedFn) {
+		cl.decided()
 	}
-	j.l.Back()
+	l.Back()
 }

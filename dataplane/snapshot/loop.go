@@ -96,14 +96,14 @@ func (x *fastExchange) free() {
 // a forward. Decided, on the loop, says which.
 func (r LoopRequest) Decide() {
 	x := r.x
-	x.planned = x.snap.decideAt(x, &x.view, x.off, x.offAt, &x.plan)
+	x.snap.decideAt(x, &x.view, x.off, x.offAt, &x.plan) // sets x.plan when it plans a forward
 }
 
 // Decided, on the loop after Decide, is what became of the request:
 // LoopForward (r is to be forwarded, as ServeLoop's), or LoopAnswered (the
 // answer is in ctx.Response, and r is done with).
 func (r LoopRequest) Decided() LoopResult {
-	if r.x.planned {
+	if r.x.plan.rt != nil {
 		return LoopForward
 	}
 	r.x.free()
