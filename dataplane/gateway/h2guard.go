@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/internal/batchwrite"
 )
 
@@ -90,8 +91,8 @@ type resetGuard struct {
 // newResetGuard wraps c, a connection whose client preface (RFC 9113
 // §3.4) is still to be read, for an HTTP/2 session. A *tls.Conn stays one
 // to the server (its ConnectionState).
-func newResetGuard(c net.Conn, now func() time.Time, tripped func()) net.Conn {
-	g := &resetGuard{Conn: batchwrite.New(c), now: now, tripped: tripped, skip: len(http2.ClientPreface)}
+func newResetGuard(c net.Conn, now func() time.Time, tripped func(), stall func() time.Duration) net.Conn {
+	g := &resetGuard{Conn: batchwrite.New(c, stall), now: now, tripped: tripped, skip: len(http2.ClientPreface)}
 	if tc, ok := c.(*tls.Conn); ok {
 		return &tlsResetGuard{resetGuard: g, tc: tc}
 	}
@@ -177,10 +178,25 @@ func (g *resetGuard) scan(p []byte) int {
 
 // guardH2 is c guarded against rapid reset for an HTTP/2 session: every
 // session the node serves (TLS h2, h2c with prior knowledge, an h2c
-// upgrade, on every HTTP/1 engine) reads through one.
+// upgrade, on every HTTP/1 engine) reads through one. Its writes are
+// batched, and a session whose client takes nothing for h2Stall ends.
 func (n *Node) guardH2(c net.Conn) net.Conn {
 	return newResetGuard(c, time.Now, func() {
 		n.log.Warn("HTTP/2 client resets streams too fast; ending its connection (GOAWAY)",
 			"client", c.RemoteAddr().String(), "burst", ResetBurst, "perSecond", ResetRate)
-	})
+	}, n.h2Stall)
+}
+
+// h2Stall is how long an HTTP/2 client may take nothing the session writes
+// before the session ends: the longest writeTimeout of the current rules.
+// A stream's own writeTimeout cannot end a stream whose connection takes
+// nothing (x/net resets it with a frame that cannot be written either), so
+// a client that stops reading would hold its streams, and the limit slots
+// they took, for as long as it keeps the connection; ending the session
+// frees them within a bound no route's answers are cut sooner than.
+func (n *Node) h2Stall() time.Duration {
+	if s := n.current.Load(); s != nil {
+		return s.MaxWriteTimeout()
+	}
+	return api.DefaultWriteTimeout
 }

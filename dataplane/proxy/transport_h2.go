@@ -139,7 +139,7 @@ func (t *Transport) newH2Transport(w wire) *http2.Transport {
 			if err != nil {
 				return nil, err
 			}
-			return batchwrite.New(c), nil // a request's HEADERS and DATA in one write
+			return batchwrite.New(c, nil), nil // a request's HEADERS and DATA in one write
 		}
 	case api.ProtocolH2:
 		cfg := w.tls
@@ -178,5 +178,5 @@ func (t *Transport) dialH2TLS(ctx context.Context, network, addr string, cfg *tl
 		_ = c.Close()
 		return nil, fmt.Errorf("the target negotiated %q, not h2 (upstream.protocol: h2)", p)
 	}
-	return batchwrite.New(tc), nil // a request's HEADERS and DATA in one write (and record)
+	return batchwrite.New(tc, nil), nil // a request's HEADERS and DATA in one write (and record)
 }

@@ -105,12 +105,11 @@ type fastExchange struct {
 	plan Plan
 	end  *fastEnd
 	// An event loop's decision run off the loop (LoopRequest.Decide):
-	// the snapshot and the match it decides on, from offAt, and whether
-	// it planned a forward.
-	snap    *Snapshot
-	off     proxy.Match
-	offAt   int64
-	planned bool
+	// the snapshot and the match it decides on, from offAt. (Whether it
+	// planned a forward is whether plan is set.)
+	snap  *Snapshot
+	off   proxy.Match
+	offAt int64
 }
 
 // fastExchanges' New is set in init, beside fastEnds'.
@@ -127,7 +126,7 @@ func (x *fastExchange) reset() {
 	}
 	x.view, x.id, x.plan, x.end = reqview.View{}, [1]string{}, Plan{}, nil
 	x.ctx, x.tls, x.noUpgrade, x.status, x.flushed, x.relay = nil, false, false, 0, false, nil
-	x.snap, x.off, x.offAt, x.planned = nil, proxy.Match{}, 0, false
+	x.snap, x.off, x.offAt = nil, proxy.Match{}, 0
 }
 
 // b2s is the string of b without a copy; b must outlive the string's use
@@ -428,6 +427,17 @@ func (s *Snapshot) MinBodyTimeout() time.Duration {
 		}
 	}
 	return d
+}
+
+// MaxWriteTimeout is the longest writeTimeout of the snapshot's routes
+// (api.DefaultWriteTimeout for none): how long an engine lets a connection
+// shared by several routes' answers (an HTTP/2 session) take nothing before
+// it ends it, no route's answer cut sooner than its own bound.
+func (s *Snapshot) MaxWriteTimeout() time.Duration {
+	if s.maxWrite <= 0 {
+		return api.DefaultWriteTimeout
+	}
+	return s.maxWrite
 }
 
 // RequestHeader is the request's header as ForwardFast's net/http paths

@@ -126,6 +126,7 @@ type Snapshot struct {
 
 	router   *proxy.Router
 	routes   map[string]*route
+	maxWrite time.Duration // the longest writeTimeout of the routes (MaxWriteTimeout)
 	limits   *limit.Set
 	breakers *breaker.Set
 	degrades *degrade.Set
@@ -237,6 +238,7 @@ func Compile(ctx context.Context, v *api.Valid, meta Meta, prev *Snapshot, opts 
 		}
 		rt := s.routes[r.ID]
 		rt.loopCapable, rt.loopWaits = rt.upstream.LoopCapable(), rt.limits.MayWait()
+		s.maxWrite = max(s.maxWrite, rt.upstream.WriteTimeout())
 	}
 	return s, nil
 }

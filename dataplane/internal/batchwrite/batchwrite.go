@@ -16,18 +16,23 @@
 // A write that failed is reported to the next Write and to Close. Writes
 // are bounded: past batchMax pending bytes a Write waits for the connection
 // (HTTP/2's flow control and the writer's own buffer bound what is sent;
-// this bounds what is held for it).
+// this bounds what is held for it). A connection may also be given a stall
+// bound: a batch of which the peer takes nothing for that long fails the
+// connection, as x/net's own WriteByteTimeout would (whose deadline, set
+// around each Write, would not reach the batch written later).
 package batchwrite
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"time"
 )
 
-// batchMax is the most the server's writes may hold unwritten: past it,
+// batchMax is the most a connection's writes may hold unwritten: past it,
 // Write waits for the connection.
 const batchMax = 64 << 10
 
@@ -42,16 +47,22 @@ const batchCloseWait = time.Second
 type Conn struct {
 	net.Conn
 
+	stall func() time.Duration // the stall bound (nil, or 0 returned: none)
+
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a batch has gone out (or failed)
 	buf     *[]byte   // gathered, not written yet (nil for none)
 	writing bool      // a flush goroutine is running
+	closing bool      // Close set its own deadline: the stall bound stands aside
 	err     error     // the first write's error, reported from then on
 }
 
 // New wraps c. A *tls.Conn stays one to its user (ConnectionState).
-func New(c net.Conn) net.Conn {
+// stall, when not nil, is asked before each batch for how long the peer may
+// take nothing of it before the connection fails (0: no bound).
+func New(c net.Conn, stall func() time.Duration) net.Conn {
 	w := newConn(c)
+	w.stall = stall
 	if tc, ok := c.(*tls.Conn); ok {
 		return &tlsConn{Conn: w, tc: tc}
 	}
@@ -106,7 +117,7 @@ func (w *Conn) flush() {
 		out := w.buf
 		w.buf = nil
 		w.mu.Unlock()
-		_, err := w.Conn.Write(*out)
+		err := w.write(*out)
 		putBatchBuf(out)
 		w.mu.Lock()
 		if err != nil {
@@ -123,13 +134,36 @@ func (w *Conn) flush() {
 	w.mu.Unlock()
 }
 
+// write writes b, failing once the peer took nothing of it for the stall
+// bound (the deadline moves on with every part taken).
+func (w *Conn) write(b []byte) error {
+	var stall time.Duration
+	if w.stall != nil {
+		stall = w.stall()
+	}
+	for {
+		if stall > 0 {
+			w.mu.Lock()
+			if !w.closing {
+				_ = w.Conn.SetWriteDeadline(time.Now().Add(stall))
+			}
+			w.mu.Unlock()
+		}
+		n, err := w.Conn.Write(b)
+		b = b[n:]
+		if err == nil || stall <= 0 || n == 0 || len(b) == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+	}
+}
+
 // batchBufs are the batches' buffers.
 var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// putBatchBuf returns b to batchBufs, unless it grew past what is worth
-// keeping.
+// putBatchBuf returns b to batchBufs, unless it grew past what a batch
+// holds (batchMax, and the write that passed it).
 func putBatchBuf(b *[]byte) {
-	if cap(*b) > 64<<10 {
+	if cap(*b) > 2*batchMax {
 		return
 	}
 	*b = (*b)[:0]
@@ -140,6 +174,7 @@ func putBatchBuf(b *[]byte) {
 // and closes the connection.
 func (w *Conn) Close() error {
 	w.mu.Lock()
+	w.closing = true
 	if w.writing {
 		_ = w.Conn.SetWriteDeadline(time.Now().Add(batchCloseWait))
 		for w.writing {

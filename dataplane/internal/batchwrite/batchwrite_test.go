@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,4 +121,26 @@ func TestBatchWriterBounded(t *testing.T) {
 	}
 	<-wrote
 	b.Close()
+}
+
+// TestBatchWriterStall: with a stall bound, a batch the peer takes nothing
+// of fails the connection once the bound passes (the next Write reports
+// it); without one, the write waits.
+func TestBatchWriterStall(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := New(a, func() time.Duration { return 100 * time.Millisecond })
+	start := time.Now()
+	var err error
+	for err == nil && time.Since(start) < 5*time.Second {
+		_, err = w.Write([]byte("nobody reads this"))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a peer that takes nothing: %v, want the stall bound's deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the stall bound of 100ms failed the connection after %v", d)
+	}
+	_ = w.Close()
 }
