@@ -73,6 +73,7 @@ type loopEngine struct {
 	deciding sync.WaitGroup
 	deciders sync.WaitGroup
 	jobs     chan *loopClient
+	idle     atomic.Int64 // deciders idle or on their way to jobs, less those claimed (handOff)
 	quit     chan struct{}
 	quitOnce sync.Once
 	conns    atomic.Int64 // client connections on the loops

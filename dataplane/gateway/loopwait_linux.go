@@ -3,6 +3,7 @@
 package gateway
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicegw/sluice/dataplane/snapshot"
@@ -34,15 +35,43 @@ func (cl *loopClient) offload(req snapshot.LoopRequest) {
 	}
 	e.deciding.Add(1)
 	l.Away()
-	select {
-	case e.jobs <- cl:
-	default:
+	if !e.handOff(cl) {
 		e.deciders.Add(1)
 		go e.decider(cl)
 	}
 	// Most decisions do not wait (a batched limit spends its lease): run
 	// them before the loop sleeps, on its thread, rather than wake another.
 	l.Yield()
+}
+
+// handOff gives cl's decision to an idle decider, if there is one: it
+// claims one (idle) and hands it over, waiting at most until that decider
+// is back at the jobs (it counted itself idle before it reported its last
+// decision, so that the loop hearing that report finds it; it is on its way
+// and waits for nothing else). False: none idle, or the engine stopped.
+func (e *loopEngine) handOff(cl *loopClient) bool {
+	if !claim(&e.idle) {
+		return false
+	}
+	select {
+	case e.jobs <- cl:
+		return true
+	case <-e.quit:
+		return false
+	}
+}
+
+// claim takes one from n, unless it is 0.
+func claim(n *atomic.Int64) bool {
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
 
 // decided goes on with the request whose decision was made off the loop:
@@ -75,9 +104,11 @@ func (e *loopEngine) decider(cl *loopClient) {
 		jobs++
 	wait:
 		select {
-		case cl = <-e.jobs:
+		case cl = <-e.jobs: // claimed (handOff)
 		case <-idle.C:
-			if jobs == 0 {
+			// Leave, unless every idle decider is claimed: then one of
+			// the claims is this one's to take.
+			if jobs == 0 && claim(&e.idle) {
 				return
 			}
 			jobs = 0
@@ -95,6 +126,9 @@ func (e *loopEngine) decide(cl *loopClient) {
 	defer e.deciding.Done()
 	l := cl.ls.l
 	cl.req.Decide()
+	// Idle from here, before the loop hears the report: the connection's
+	// next decision, which can follow at once, finds this decider (handOff).
+	e.idle.Add(1)
 	if !l.Post(cl.decidedFn) {
 		cl.decided()
 	}
