@@ -59,7 +59,9 @@ type Conn struct {
 
 // New wraps c. A *tls.Conn stays one to its user (ConnectionState).
 // stall, when not nil, is asked before each batch for how long the peer may
-// take nothing of it before the connection fails (0: no bound).
+// take nothing of it before the connection fails (0: no bound). Over TLS a
+// write that timed out leaves the connection unusable, so there the bound
+// is how long one batch (at most batchMax and a write) may take whole.
 func New(c net.Conn, stall func() time.Duration) net.Conn {
 	w := newConn(c)
 	w.stall = stall
