@@ -14,7 +14,8 @@
 // idle gateway) the write goes at once, so a lone frame waits for no timer.
 //
 // A write that failed is reported to the next Write and to Close. Writes
-// are bounded: past batchMax pending bytes a Write waits for the connection
+// are bounded: past batchMax bytes held unwritten (the batch being written
+// and the one gathering) a Write waits for the connection
 // (HTTP/2's flow control and the writer's own buffer bound what is sent;
 // this bounds what is held for it). A connection may also be given a stall
 // bound: a batch of which the peer takes nothing for that long fails the
@@ -52,6 +53,7 @@ type Conn struct {
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a batch has gone out (or failed)
 	buf     *[]byte   // gathered, not written yet (nil for none)
+	out     int       // bytes of the batch being written
 	writing bool      // a flush goroutine is running
 	closing bool      // Close set its own deadline: the stall bound stands aside
 	err     error     // the first write's error, reported from then on
@@ -86,13 +88,23 @@ type tlsConn struct {
 // ConnectionState is the TLS connection's.
 func (c *tlsConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
 
+// held is what the connection holds unwritten: the batch being written
+// and the one gathering. w.mu is held.
+func (w *Conn) held() int {
+	n := w.out
+	if w.buf != nil {
+		n += len(*w.buf)
+	}
+	return n
+}
+
 // Write takes b for the next batch and returns at once, unless batchMax
-// bytes are waiting already; it reports the error of a write that failed
-// before.
+// bytes are held unwritten already (gathered, or in a write the connection
+// has not taken yet); it reports the error of a write that failed before.
 func (w *Conn) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.err == nil && w.buf != nil && len(*w.buf) >= batchMax {
+	for w.err == nil && w.held() >= batchMax {
 		w.room.Wait()
 	}
 	if w.err != nil {
@@ -118,10 +130,12 @@ func (w *Conn) flush() {
 	for w.buf != nil && w.err == nil {
 		out := w.buf
 		w.buf = nil
+		w.out = len(*out)
 		w.mu.Unlock()
 		err := w.write(*out)
 		putBatchBuf(out)
 		w.mu.Lock()
+		w.out = 0
 		if err != nil {
 			w.err = err
 			if w.buf != nil {

@@ -89,28 +89,30 @@ func TestBatchWriterError(t *testing.T) {
 	_ = w.Close()
 }
 
-// TestBatchWriterBounded: past batchMax unwritten bytes, Write waits for
-// the connection instead of holding more; Close of a connection whose
-// reader never reads returns after batchCloseWait.
+// TestBatchWriterBounded: past batchMax unwritten bytes (the batch being
+// written counts), Write waits for the connection instead of holding more;
+// Close of a connection whose reader never reads returns after
+// batchCloseWait. The writes are spaced so that the first batch is taken
+// and blocked on the pipe before the next gathers.
 func TestBatchWriterBounded(t *testing.T) {
 	a, b := net.Pipe()
 	w := newConn(a)
 	chunk := bytes.Repeat([]byte("x"), 16<<10)
-	wrote := make(chan int)
+	var taken atomic.Int64
+	wrote := make(chan struct{})
 	go func() {
-		n := 0
+		defer close(wrote)
 		for range 2 * batchMax / len(chunk) {
 			if _, err := w.Write(chunk); err != nil {
-				break
+				return
 			}
-			n++
+			taken.Add(1)
+			time.Sleep(time.Millisecond)
 		}
-		wrote <- n
 	}()
-	select {
-	case n := <-wrote:
-		t.Fatalf("%d chunks of %d bytes taken with nothing read: Write does not wait", n, len(chunk))
-	case <-time.After(200 * time.Millisecond):
+	time.Sleep(300 * time.Millisecond)
+	if n := int(taken.Load()) * len(chunk); n >= batchMax+len(chunk) {
+		t.Fatalf("%d bytes taken with nothing read, want under %d: Write does not wait", n, batchMax+len(chunk))
 	}
 	done := make(chan error)
 	go func() { done <- w.Close() }()
