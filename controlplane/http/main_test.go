@@ -6,10 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -27,6 +27,7 @@ import (
 	sluicehttp "github.com/sluicegw/sluice/controlplane/http"
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
 	"github.com/sluicegw/sluice/controlplane/postgres"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // sharedEtcd serves every test that does not stop etcd; each test writes
@@ -38,16 +39,20 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
+	// Ports below the kernel's ephemeral range, picked again when another
+	// process took one between the pick and etcd's bind (the packages'
+	// tests run in parallel, and ":0" ports collide with their connections).
+	for try := 0; ; try++ {
+		client, err1 := etcdtest.PickLoopbackURL()
+		peer, err2 := etcdtest.PickLoopbackURL()
+		if err = errors.Join(err1, err2); err == nil {
+			sharedEtcd, err = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: dir,
+				ClientURL: client.String(), PeerURL: peer.String(), LogLevel: "fatal"})
 		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
+		if err == nil || try == 10 || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
 	}
-	sharedEtcd, err = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: dir,
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", port()), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", port()), LogLevel: "fatal"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedded etcd:", err)
 		os.Exit(1)

@@ -8,18 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 	"io"
 	"math/big"
-	mrand "math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/api"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 // ns is the namespace every gateway of the harness follows.
@@ -124,35 +121,11 @@ func runtimeGOROOT() string {
 }
 
 // freeAddr picks a free loopback address below the kernel's ephemeral range,
-// so that no port the kernel hands out lands on the port of an etcd the test
-// stopped and will restart.
-// An address is handed out once per test binary: two picks free at the same
-// moment (a gateway's --listen and --admin) could otherwise be the same port.
+// handed out once per test binary (etcdtest.FreeLoopbackURL).
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	for range 200 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+mrand.IntN(12000)))
-		if handed[addr] {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		handed[addr] = true
-		return addr
-	}
-	tb.Fatal("no free loopback port found")
-	return ""
+	return etcdtest.FreeLoopbackURL(tb).Host
 }
-
-var (
-	handedMu sync.Mutex
-	handed   = map[string]bool{}
-)
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -6,6 +6,7 @@
 package etcdtest
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -41,18 +42,42 @@ type Server struct {
 // etcd that a test stopped and will restart.
 func FreeLoopbackURL(tb testing.TB) url.URL {
 	tb.Helper()
-	for range 100 {
+	u, err := PickLoopbackURL()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// PickLoopbackURL is FreeLoopbackURL for callers without a testing.TB
+// (a TestMain). Each port is handed out once per process, so that two picks
+// made before either is bound (a gateway's --listen and --admin) differ. The
+// port is free when picked; a caller that binds it later should pick again
+// if another process took it meanwhile.
+func PickLoopbackURL() (url.URL, error) {
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 200 {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if handed[addr] {
+			continue
+		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		l.Close()
-		return url.URL{Scheme: "http", Host: addr}
+		handed[addr] = true
+		return url.URL{Scheme: "http", Host: addr}, nil
 	}
-	tb.Fatal("no free loopback port found")
-	return url.URL{}
+	return url.URL{}, errors.New("no free loopback port found")
 }
+
+// handed are the addresses PickLoopbackURL gave out.
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // TLS are the server's PEM files for StartTLS.
 type TLS struct {

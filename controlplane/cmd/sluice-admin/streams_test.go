@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 var (
@@ -54,12 +55,7 @@ func adminBinary(tb testing.TB) string {
 
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return etcdtest.FreeLoopbackURL(tb).Host
 }
 
 type lockedBuffer struct {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/controlplane/internal/testenv"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -71,12 +72,7 @@ func bins(tb testing.TB) string {
 
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return etcdtest.FreeLoopbackURL(tb).Host
 }
 
 // startProc runs a binary until the test ends; its output goes to a log the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluicegw/sluice/api"
 	"github.com/sluicegw/sluice/dataplane/limit"
+	"github.com/sluicegw/sluice/etcdwatch/etcdtest"
 )
 
 const sharedRedis = "127.0.0.1:6379"
@@ -71,12 +71,9 @@ func mustLimiter(tb testing.TB, st *Store, l api.Limit) limit.Limiter {
 // freePort returns a loopback port nothing listens on right now.
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("finding a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	u := etcdtest.FreeLoopbackURL(tb)
+	port, _ := strconv.Atoi(u.Port())
+	return port
 }
 
 // redisServer is a redis-server this test started and owns.
