@@ -160,7 +160,10 @@ func startCluster(tb testing.TB) []string {
 	for range 3 {
 		port := freePort(tb)
 		dir := tb.TempDir()
-		startRedis(tb, port, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)))
+		// The bus port is picked too: by default it is port+10000, which
+		// may be taken or past 65535.
+		startRedis(tb, port, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(tb)),
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)))
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
