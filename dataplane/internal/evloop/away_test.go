@@ -57,14 +57,13 @@ func waitState(t *testing.T, want string) {
 // TestAwayWaitsOnPoller: while a goroutine is away (Away), the loop waits
 // parked on the runtime's poller rather than in epoll_wait, and still
 // serves its connections, fires its deadlines and runs what is posted;
-// after Back it waits in epoll_wait again.
+// after Back it waits in epoll_wait again, and pollQuiet later its epoll
+// instance is off the runtime's poller (before the first Away it was not
+// on it: each event would wake an idle thread of the runtime for nothing).
 func TestAwayWaitsOnPoller(t *testing.T) {
 	l, err := New(0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if l.eprc == nil {
-		t.Fatal("the loop's epoll instance is not on the runtime's poller")
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Run() }()
@@ -75,6 +74,16 @@ func TestAwayWaitsOnPoller(t *testing.T) {
 		}
 	}()
 	waitState(t, "syscall")
+	onPoller := func() bool {
+		var on bool
+		if err := l.Call(func() { on = l.epf != nil }); err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	if onPoller() {
+		t.Fatal("the loop's epoll instance is on the runtime's poller with no goroutine away")
+	}
 
 	l.Away()
 	l.Post(func() {}) // the loop's next wait sees the goroutine away
@@ -135,4 +144,14 @@ func TestAwayWaitsOnPoller(t *testing.T) {
 	}
 	l.Post(func() {})
 	waitState(t, "syscall")
+	if !onPoller() {
+		t.Fatal("the loop's epoll instance left the runtime's poller at once after Back")
+	}
+	deadline := time.Now().Add(time.Duration(pollQuiet) + 5*time.Second)
+	for onPoller() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop's epoll instance is still on the runtime's poller %v after Back", time.Duration(pollQuiet)+5*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

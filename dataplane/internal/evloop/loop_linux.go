@@ -266,14 +266,18 @@ type Loop struct {
 	// away counts goroutines that report back with Post (Away, Back):
 	// while there are any, the loop waits on the runtime's poller.
 	away atomic.Int64
-	// epf is a duplicate of ep on the runtime's poller (nil where it could
-	// not be registered there), eprc its raw access; epAt is the read
-	// deadline set on it, on the loop's clock (0 for none).
-	epf  *os.File
-	eprc syscall.RawConn
-	epAt int64
-	done chan struct{} // closed when Run returns
-	n    atomic.Int64  // connections registered
+	// epf is a duplicate of ep on the runtime's poller, eprc its raw
+	// access, while the loop uses it (see pollOn); epAt is the read
+	// deadline set on it, on the loop's clock (0 for none); epUsed is when
+	// the loop last waited on it, epTried when it last tried to register it
+	// (loop clock).
+	epf     *os.File
+	eprc    syscall.RawConn
+	epAt    int64
+	epUsed  int64
+	epTried int64
+	done    chan struct{} // closed when Run returns
+	n       atomic.Int64  // connections registered
 
 	conns     []*Conn // by slot (epoll's data)
 	free      []int32
@@ -304,8 +308,42 @@ func New(id int) (*Loop, error) {
 		unix.Close(efd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	l.epf, l.eprc = pollable(ep)
 	return l, nil
+}
+
+// pollQuiet is how long the loop keeps its epoll instance on the runtime's
+// poller after it last waited there. While it is registered, each event
+// that makes it readable also wakes a thread the runtime has waiting on its
+// poller (an idle processor's), for nothing unless the loop waits there:
+// 18 % of a gateway's CPU on a shared 2-core box, where the loop's
+// processor leaves the other idle. So it is registered only while
+// goroutines are away (Away), and for pollQuiet after, so that a route
+// that offloads its decisions now and then does not register it for each.
+const pollQuiet = int64(time.Second)
+
+// pollOn registers the loop's epoll instance with the runtime's poller, if
+// it is not; false if it cannot be (the loop then waits in epoll_wait, and
+// tries again after pollQuiet).
+func (l *Loop) pollOn() bool {
+	if l.epf != nil {
+		return true
+	}
+	if l.epTried != 0 && l.now-l.epTried < pollQuiet {
+		return false
+	}
+	l.epTried = l.now
+	l.epf, l.eprc = pollable(l.ep)
+	l.epAt = 0
+	return l.epf != nil
+}
+
+// pollOff takes the loop's epoll instance off the runtime's poller once
+// the loop has not waited there for pollQuiet.
+func (l *Loop) pollOff() {
+	if l.epf != nil && l.now-l.epUsed >= pollQuiet {
+		l.epf.Close()
+		l.epf, l.eprc = nil, nil
+	}
 }
 
 // pollable returns a duplicate of the epoll instance ep registered with the
@@ -551,9 +589,11 @@ func (l *Loop) Run() error {
 		wait := l.nextWait()
 		var n int
 		var err error
-		if wait != 0 && l.eprc != nil && l.away.Load() > 0 {
+		if wait != 0 && l.away.Load() > 0 && l.pollOn() {
+			l.epUsed = l.now
 			n, err = l.pollWait(wait)
 		} else {
+			l.pollOff()
 			n, err = unix.EpollWait(l.ep, l.events[:], wait)
 		}
 		l.now = int64(time.Since(l.base))
