@@ -4,14 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,32 +22,11 @@ import (
 // stalled connection never takes. Without the session's bound, the slot
 // was held as long as the client kept the connection.)
 func TestH2NonReadingClient(t *testing.T) {
-	big := strings.Repeat("x", 16<<20)
-	var bigStarted atomic.Bool
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/big" {
-			bigStarted.Store(true)
-			_, _ = io.WriteString(w, big)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(up.Close)
-	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: slow
-routes:
-  - id: download
-    match: {pathPrefix: /}
-    upstream: {targets: [{url: %q}], timeout: 30s, writeTimeout: 1s}
-limits:
-  - {id: downloads, algorithm: concurrency, rate: 1}
-`, up.URL))
-	addr := strings.TrimPrefix(base, "http://")
+	addr, big := startSlowDownload(t, 1)
 
 	// The non-reading client: a fixed 64 KiB receive buffer, windows as
 	// wide as HTTP/2 allows, one request, and no read ever.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
-	}}
+	d := nonReadingDialer()
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +52,7 @@ limits:
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		}}, Timeout: 5 * time.Second}
 	status := func() int {
-		resp, err := h2.Get(base + "/small")
+		resp, err := h2.Get("http://" + addr + "/small")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +62,7 @@ limits:
 	// No probe goes out before the big request reached the upstream: a
 	// probe admitted first would take the slot and have it refused.
 	start := time.Now()
-	for !bigStarted.Load() {
+	for big.started.Load() == 0 {
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("the non-reading client's request never reached the upstream")
 		}

@@ -115,34 +115,9 @@ limits:
 // (not the 30s upstream timeout) their connections are closed and their
 // slots are free for others.
 func TestNonReadingClients(t *testing.T) {
-	big := strings.Repeat("x", 16<<20)
-	var bigStarted, bigDone atomic.Int32
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/big" {
-			bigStarted.Add(1)
-			_, _ = io.WriteString(w, big)
-			bigDone.Add(1)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(up.Close)
 	const writeTimeout = time.Second
-	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: slow
-routes:
-  - id: download
-    match: {pathPrefix: /}
-    upstream: {targets: [{url: %q}], timeout: 30s, writeTimeout: 1s}
-limits:
-  - {id: downloads, algorithm: concurrency, rate: 10}
-`, up.URL))
-	addr := strings.TrimPrefix(base, "http://")
-	// A client that does not read: a fixed 64 KiB receive buffer (set
-	// before connecting, as a real client's would be) instead of Linux's
-	// autotuning up to tcp_rmem's 32 MB, which would swallow the response.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
-	}}
+	addr, big := startSlowDownload(t, 10)
+	d := nonReadingDialer()
 	for range 10 {
 		c, err := d.Dial("tcp", addr)
 		if err != nil {
@@ -156,7 +131,7 @@ limits:
 	// The slots are taken: a newcomer is refused while the ten hang...
 	start := time.Now()
 	status := func() int {
-		resp, err := http.Get(base + "/small")
+		resp, err := http.Get("http://" + addr + "/small")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,15 +141,15 @@ limits:
 	// No probe goes out before the ten reached the upstream: a probe
 	// admitted before the tenth arrived would take its slot for a moment
 	// and have it refused.
-	for bigStarted.Load() < 10 {
+	for big.started.Load() < 10 {
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("only %d of the ten non-reading clients reached the upstream", bigStarted.Load())
+			t.Fatalf("only %d of the ten non-reading clients reached the upstream", big.started.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	for status() != http.StatusTooManyRequests {
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("the ten non-reading clients never filled the limit (upstream: %d started, %d written whole)", bigStarted.Load(), bigDone.Load())
+			t.Fatalf("the ten non-reading clients never filled the limit (upstream: %d started, %d written whole)", big.started.Load(), big.done.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -348,4 +323,47 @@ routes:
 			}
 		}
 	}
+}
+
+// bigCounts are the slow-download upstream's /big answers: started, and
+// written whole.
+type bigCounts struct{ started, done atomic.Int32 }
+
+// startSlowDownload starts an upstream whose /big answers 16 MB (anything
+// else: "ok") and a gateway routing every path to it with a 30s timeout,
+// writeTimeout 1s and a concurrency limit of slots; it returns the
+// gateway's host:port and the upstream's counts.
+func startSlowDownload(t *testing.T, slots int) (string, *bigCounts) {
+	t.Helper()
+	body := strings.Repeat("x", 16<<20)
+	big := &bigCounts{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			big.started.Add(1)
+			_, _ = io.WriteString(w, body)
+			big.done.Add(1)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	_, base, _ := MustStart(t, fmt.Sprintf(`namespace: slow
+routes:
+  - id: download
+    match: {pathPrefix: /}
+    upstream: {targets: [{url: %q}], timeout: 30s, writeTimeout: 1s}
+limits:
+  - {id: downloads, algorithm: concurrency, rate: %d}
+`, up.URL, slots))
+	return strings.TrimPrefix(base, "http://"), big
+}
+
+// nonReadingDialer dials as a client that does not read: a fixed 64 KiB
+// receive buffer (set before connecting, as a real client's would be)
+// instead of Linux's autotuning up to tcp_rmem's 32 MB, which would swallow
+// the response.
+func nonReadingDialer() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+	}}
 }
